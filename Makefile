@@ -1,0 +1,33 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-deps bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+# Extra set-up the test suite needs (object-store servers, ...): mk/*.mk add to this rule.
+test-deps:: $(STAMP)
+
+test: $(STAMP) test-deps
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" sh demo/demo.sh
+
+bench: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache
+
+-include mk/*.mk

@@ -1,0 +1,88 @@
+"""Parsing and printing of durations, sizes and times given on command lines (pure)."""
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
+               "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
+
+
+def parse_duration(text: str) -> float:
+    """'1.5s', '500ms', '2m', '1h30m', '1d', or a bare number of seconds -> seconds (>= 0).
+
+    Raises ValueError with a message fit for the user.
+    """
+    s = text.strip().lower()
+    if not s:
+        raise ValueError("empty duration")
+    try:
+        value = float(s)
+    except ValueError:
+        value = None
+    if value is not None:
+        if value < 0 or value != value or value == float("inf"):
+            raise ValueError(f"duration must be a finite number >= 0, got {text!r}")
+        return value
+    total, i, n = 0.0, 0, len(s)
+    while i < n:
+        j = i
+        while j < n and (s[j].isdigit() or s[j] == "."):
+            j += 1
+        k = j
+        while k < n and s[k].isalpha():
+            k += 1
+        number, unit = s[i:j], s[j:k]
+        if not number or unit not in _UNITS:
+            raise ValueError(f"malformed duration {text!r}: use a number with ms, s, m, h or d (e.g. 1.5s, 2m, 1h30m)")
+        try:
+            total += float(number) * _UNITS[unit]
+        except ValueError:
+            raise ValueError(f"malformed duration {text!r}") from None
+        i = k
+    return total
+
+
+def format_duration(seconds: float | None) -> str:
+    """A short human form: 850ms, 12.3s, 4m05s, 2h03m, 3d04h."""
+    if seconds is None:
+        return "-"
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d{h:02d}h"
+
+
+def parse_size(text: str) -> int:
+    """'1MB', '512k', '2GiB', '100' (bytes) -> bytes; units are binary (1MB = 1 MiB)."""
+    s = text.strip().lower().replace(" ", "")
+    i = len(s)
+    while i > 0 and s[i - 1].isalpha():
+        i -= 1
+    number, unit = s[:i], s[i:]
+    if unit not in _SIZE_UNITS or not number:
+        raise ValueError(f"malformed size {text!r}: use a number with an optional unit K, M or G (e.g. 1MB, 512K)")
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"malformed size {text!r}") from None
+    if value < 0 or value != value or value == float("inf"):
+        raise ValueError(f"size must be a finite number >= 0, got {text!r}")
+    return int(value * _SIZE_UNITS[unit])
+
+
+def format_size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n}"

@@ -1,0 +1,145 @@
+"""Platform process control: identity, liveness, spawning and signalling.
+
+All OS-specific code lives here. Linux is what runs and is tested (/proc); macOS is kept
+reachable through psutil, imported lazily. A remembered pid never authorises a signal: a
+process is identified by pid + start time + boot id, and a zombie is not alive.
+"""
+import os
+import signal
+
+_PROC = os.path.isdir("/proc/self")
+_boot_id: str | None = None
+
+
+class Identity:
+    """Who a process is: pid, start time (clock ticks since boot on Linux) and boot id."""
+
+    __slots__ = ("pid", "start_time", "boot_id")
+
+    def __init__(self, pid: int, start_time: int, boot_id: str):
+        self.pid, self.start_time, self.boot_id = pid, start_time, boot_id
+
+    def __eq__(self, other):
+        return isinstance(other, Identity) and self.as_tuple() == other.as_tuple()
+
+    def __repr__(self):
+        return f"Identity(pid={self.pid}, start_time={self.start_time}, boot_id={self.boot_id!r})"
+
+    def as_tuple(self):
+        return (self.pid, self.start_time, self.boot_id)
+
+
+def boot_id() -> str:
+    """An id that changes on every boot (so a pid and start time from an earlier boot never match)."""
+    global _boot_id
+    if _boot_id is None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                _boot_id = f.read().strip()
+        except OSError:
+            import psutil  # macOS: the boot time stands in for a boot id
+
+            _boot_id = f"boot-{psutil.boot_time():.0f}"
+    return _boot_id
+
+
+class Stat:
+    """The fields of /proc/PID/stat that matter here."""
+
+    __slots__ = ("pid", "state", "ppid", "pgid", "sid", "start_time")
+
+    def __init__(self, pid, state, ppid, pgid, sid, start_time):
+        self.pid, self.state, self.ppid, self.pgid, self.sid, self.start_time = pid, state, ppid, pgid, sid, start_time
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X", "x")
+
+
+def stat(pid: int) -> Stat | None:
+    """The process's stat, or None if there is no such process."""
+    if not _PROC:
+        return _psutil_stat(pid)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    rest = raw[raw.rindex(b")") + 2:].split()
+    return Stat(pid, rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]))
+
+
+def _psutil_stat(pid: int) -> Stat | None:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            status = p.status()
+            state = "Z" if status == psutil.STATUS_ZOMBIE else "S"
+            return Stat(pid, state, p.ppid(), os.getpgid(pid), os.getsid(pid), int(p.create_time() * 100))
+    except (psutil.Error, OSError):
+        return None
+
+
+def identity(pid: int) -> Identity | None:
+    """The identity of a live process, or None if it is gone or a zombie."""
+    st = stat(pid)
+    if st is None or not st.alive:
+        return None
+    return Identity(pid, st.start_time, boot_id())
+
+
+def self_identity() -> Identity:
+    ident = identity(os.getpid())
+    assert ident is not None
+    return ident
+
+
+def verify(pid: int | None, start_time: int | None, boot: str | None) -> bool:
+    """True only if that exact process (same boot, same start time) still lives and is not a zombie."""
+    if pid is None or start_time is None or boot is None or pid <= 0:
+        return False
+    if boot != boot_id():
+        return False
+    st = stat(pid)
+    return st is not None and st.alive and st.start_time == start_time
+
+
+def _default_signals():
+    return signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+
+
+def spawn(path: str, argv: list[str], env: dict[str, str], *, stdin: int, stdout: int, stderr: int,
+          new_session: bool = True) -> int:
+    """Start a program with the given fds as 0/1/2, every signal at its default disposition and an
+    empty signal mask (the caller may ignore SIGINT/SIGHUP/SIGPIPE; the child must not inherit that),
+    in a new session when asked. Raises OSError if the program cannot be started.
+    """
+    actions = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)]
+    return os.posix_spawn(path, argv, env, file_actions=actions, setsid=new_session,
+                          setsigdef=_default_signals(), setsigmask=())
+
+
+def ensure_std_fds() -> None:
+    """Open /dev/null on any of fds 0-2 that is closed, so later pipes never land on them."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
+def which(name: str, path: str | None) -> str | None:
+    """Resolve a bare command name on a PATH string (like shutil.which, without its import cost)."""
+    for d in (path or os.defpath).split(os.pathsep):
+        candidate = os.path.join(d or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    return None

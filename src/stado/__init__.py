@@ -1,0 +1,1 @@
+"""stado: jobs across a fleet, queued as objects in an object store."""

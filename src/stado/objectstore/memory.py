@@ -1,0 +1,60 @@
+"""In-memory backend for unit tests: one process, thread-safe, versions from a counter."""
+import itertools
+import threading
+import time
+from typing import Iterator
+
+from .base import AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version
+
+
+class MemoryStore(ObjectStore):
+    def __init__(self, url: str = "memory://"):
+        self.url = url
+        self._lock = threading.Lock()
+        self._objects: dict[str, tuple[bytes, Version, float]] = {}
+        self._counter = itertools.count(1)
+
+    def _new_version(self) -> Version:
+        n = str(next(self._counter))
+        return Version(etag=n, generation=n)
+
+    def get(self, key: str) -> Blob:
+        with self._lock:
+            try:
+                data, version, _ = self._objects[key]
+            except KeyError:
+                raise NotFound(key) from None
+            return Blob(data, version)
+
+    def put_if_absent(self, key: str, data: bytes) -> Version:
+        with self._lock:
+            if key in self._objects:
+                raise AlreadyExists(key)
+            version = self._new_version()
+            self._objects[key] = (bytes(data), version, time.time())
+            return version
+
+    def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
+        with self._lock:
+            current = self._objects.get(key)
+            if current is None or current[1] != version:
+                raise PreconditionFailed(key)
+            new = self._new_version()
+            self._objects[key] = (bytes(data), new, time.time())
+            return new
+
+    def put(self, key: str, data: bytes) -> Version:
+        with self._lock:
+            version = self._new_version()
+            self._objects[key] = (bytes(data), version, time.time())
+            return version
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._objects.pop(key, None)
+
+    def list(self, prefix: str) -> Iterator[Entry]:
+        with self._lock:
+            items = sorted((k, v) for k, v in self._objects.items() if k.startswith(prefix))
+        for key, (data, version, modified) in items:
+            yield Entry(key, version, len(data), modified)
