@@ -38,3 +38,30 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def write_temp(directory: str, data: bytes, *, mode: int = 0o600,
+               mtime_ns: int | None = None) -> tuple[str, os.stat_result]:
+    """Write data to a new, uniquely named file in directory and fsync it; return its path and stat.
+
+    For callers that publish the file themselves (os.rename, then fsync_dir) because they keep
+    temporary files apart from the published tree, or need the file's identity before it is visible.
+    The name is unique per call, so threads and processes never share a temporary file. mtime_ns, if
+    given, is set before the fsync; the returned stat shows what the filesystem kept.
+    """
+    path = os.path.join(directory, f".tmp.{os.getpid()}.{os.urandom(8).hex()}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if mtime_ns is not None:
+            os.utime(fd, ns=(mtime_ns, mtime_ns))
+        os.fsync(fd)
+        stat = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(path)
+        raise
+    os.close(fd)
+    return path, stat

@@ -21,7 +21,7 @@ class AlreadyExists(StoreError):
 
 
 class PreconditionFailed(StoreError):
-    """put_if_match/delete_if_match: the key changed since `version` was read, or it is gone."""
+    """put_if_match: the key changed since `version` was read, or it is gone."""
 
 
 class StoreUnavailable(StoreError):
@@ -30,6 +30,33 @@ class StoreUnavailable(StoreError):
 
 class AccessDenied(StoreError):
     """The backend refused the credentials."""
+
+
+class ConfigError(StoreError):
+    """The store cannot be opened as configured (STADO_CONFIG, URL, options). The message is one line
+    that names the problem and what to do."""
+
+
+class InvalidKey(StoreError, ValueError):
+    """A key or prefix that is not a clean relative path, or that a backend cannot hold."""
+
+
+def check_key(key: str) -> str:
+    """Return `key` if it is a '/'-separated relative path with no empty, '.' or '..' segment.
+    Every backend applies the same rule, so a key that works on one works on all."""
+    if not isinstance(key, str) or not key:
+        raise InvalidKey(f"object key must be a non-empty string, not {key!r}")
+    if "\0" in key or any(part in ("", ".", "..") for part in key.split("/")):
+        raise InvalidKey(f"object key {key!r} must be a relative path with no empty, '.' or '..' segment")
+    return key
+
+
+def dir_prefix(prefix: str) -> str:
+    """The listing prefix as a directory: '' (everything) or 'seg/.../'. 'queue' and 'queue/' both mean
+    the whole segment, so neither matches 'queue2/...' (obstore lists this way on every backend)."""
+    if prefix == "":
+        return ""
+    return check_key(prefix[:-1] if prefix.endswith("/") else prefix) + "/"
 
 
 class Version(NamedTuple):
@@ -56,9 +83,17 @@ class Blob(NamedTuple):
 
 class ObjectStore:
     """Five verbs, each with its error contract. Implementations must be safe to use from several
-    processes at once (the local directory backend included)."""
+    processes at once (the local directory backend included).
+
+    Every verb may also raise StoreUnavailable (backend unreachable), AccessDenied (credentials
+    refused) and InvalidKey (see check_key). The Version a write returns equals the one a later get
+    or list reports for that write, so a writer can chain compare-and-swaps without re-reading."""
 
     url: str = ""
+    # False where a version is a content hash (S3-compatible ETags are the body's MD5): writing identical
+    # bytes again revives a stale version, so a stale put_if_match succeeds (ABA). Writers that rely on
+    # put_if_match must make every write's bytes unique; stado's documents carry a generation and a nonce.
+    unique_versions: bool = True
 
     def get(self, key: str) -> Blob:
         """The object's bytes and version. Raises NotFound."""
@@ -81,7 +116,8 @@ class ObjectStore:
         raise NotImplementedError
 
     def list(self, prefix: str) -> Iterator[Entry]:
-        """Objects whose key starts with `prefix` (a whole path segment, ending in '/'), in key order."""
+        """Objects under `prefix`, whole segments only (see dir_prefix; '' lists everything), at any depth,
+        in key order, with keys relative to the store (a URL prefix is never part of them)."""
         raise NotImplementedError
 
     def close(self) -> None:

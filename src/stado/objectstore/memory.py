@@ -4,7 +4,7 @@ import threading
 import time
 from typing import Iterator
 
-from .base import AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version
+from .base import AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key, dir_prefix
 
 
 class MemoryStore(ObjectStore):
@@ -19,6 +19,7 @@ class MemoryStore(ObjectStore):
         return Version(etag=n, generation=n)
 
     def get(self, key: str) -> Blob:
+        check_key(key)
         with self._lock:
             try:
                 data, version, _ = self._objects[key]
@@ -27,6 +28,7 @@ class MemoryStore(ObjectStore):
             return Blob(data, version)
 
     def put_if_absent(self, key: str, data: bytes) -> Version:
+        check_key(key)
         with self._lock:
             if key in self._objects:
                 raise AlreadyExists(key)
@@ -35,6 +37,7 @@ class MemoryStore(ObjectStore):
             return version
 
     def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
+        check_key(key)
         with self._lock:
             current = self._objects.get(key)
             if current is None or current[1] != version:
@@ -44,16 +47,19 @@ class MemoryStore(ObjectStore):
             return new
 
     def put(self, key: str, data: bytes) -> Version:
+        check_key(key)
         with self._lock:
             version = self._new_version()
             self._objects[key] = (bytes(data), version, time.time())
             return version
 
     def delete(self, key: str) -> None:
+        check_key(key)
         with self._lock:
             self._objects.pop(key, None)
 
     def list(self, prefix: str) -> Iterator[Entry]:
+        prefix = dir_prefix(prefix)
         with self._lock:
             items = sorted((k, v) for k, v in self._objects.items() if k.startswith(prefix))
         for key, (data, version, modified) in items:

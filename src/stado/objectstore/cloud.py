@@ -1,0 +1,176 @@
+"""S3 (and S3-compatible servers), Azure Blob and GCS through obstore, with real conditional writes.
+
+put_if_absent sends a create (S3/Azure ``If-None-Match: *``, GCS ``ifGenerationMatch=0``);
+put_if_match sends the version read earlier (S3/Azure ``If-Match: <etag>``, GCS
+``x-goog-if-generation-match: <generation>``). obstore retries 5xx and dropped connections, so
+an AlreadyExists or PreconditionFailed after a retry may be the caller's own write having landed:
+stado's documents carry a nonce for that (see base.py).
+
+obstore is imported only when a cloud store is opened: the CLI pays nothing for it otherwise.
+The functions above the class are pure, so GCS's rules are unit-tested without a server.
+"""
+import re
+from typing import Any, Iterator, Mapping
+
+from .base import (AccessDenied, AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, StoreError,
+                   StoreUnavailable, Version, check_key, dir_prefix)
+
+PROVIDERS = ("s3", "azure", "gcs")
+CREDENTIAL_HINTS = {
+    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+    "azure": "AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY (or AZURE_STORAGE_SAS_TOKEN)",
+    "gcs": "GOOGLE_APPLICATION_CREDENTIALS",
+}
+_MISSING_BUCKET = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
+
+
+def version_from_meta(meta: Mapping[str, Any]) -> Version:
+    """Keep both fields obstore reports: S3 and Azure guard writes with the ETag, GCS with the generation
+    (obstore's ``version``)."""
+    etag, generation = meta.get("e_tag"), meta.get("version")
+    # Azure lists ETags bare but returns them quoted from GET and PUT: one spelling keeps versions comparable.
+    if etag is not None and not etag.startswith(('"', 'W/"')):
+        etag = f'"{etag}"'
+    return Version(etag, None if generation is None else str(generation))
+
+
+def update_mode(provider: str, version: Version) -> dict[str, str]:
+    """obstore's ``mode`` for put_if_match: an UpdateVersion built only from the fields that are set
+    (a None value makes obstore raise TypeError). GCS conditions on the generation alone and obstore
+    refuses an update without it, so a GCS version without one cannot guard a write: that is reported
+    as PreconditionFailed, which sends the caller back to re-read the key and get a full version."""
+    if provider not in PROVIDERS:
+        raise ValueError(f"unknown provider {provider!r}")
+    mode = {}
+    if version.etag is not None:
+        mode["e_tag"] = version.etag
+    if version.generation is not None:
+        mode["version"] = version.generation
+    if provider == "gcs":
+        if version.generation is None or not version.generation.isdigit():
+            raise PreconditionFailed("a GCS conditional write needs the object's generation; re-read the key")
+    elif "e_tag" not in mode:
+        raise PreconditionFailed(f"a {provider} conditional write needs the object's ETag; re-read the key")
+    return mode
+
+
+def one_line(text: str) -> str:
+    """The parts of an obstore message worth showing: HTTP status, the server's error code, the OS reason."""
+    parts = []
+    status = re.search(r"status code: (\d{3}[A-Za-z ]*)", text)
+    if status:
+        parts.append(status.group(1).strip())
+    code = re.search(r"<Code>([^<]+)</Code>", text)
+    if code:
+        parts.append(code.group(1))
+    reason = re.search(r'message: "([^"]+)"', text)
+    if reason:
+        parts.append(reason.group(1))
+    elif not status and re.search(r"timed out|kind: Timeout|TimedOut", text):
+        parts.append("timed out")
+    elif not status and "dns error" in text:
+        parts.append("name not resolved")
+    if not parts:
+        parts.append(text.splitlines()[0][:160] if text else "unknown error")
+    return ", ".join(parts)
+
+
+def translate(exc: BaseException, provider: str, where: str, key: str | None) -> StoreError:
+    """Map an obstore (or builtin) exception to the store's error contract, with a one-line message."""
+    from obstore import exceptions as oe
+
+    text = str(exc)
+    detail = one_line(text)
+    if isinstance(exc, FileNotFoundError):
+        if any(marker in text for marker in _MISSING_BUCKET):
+            return StoreUnavailable(f"{where}: the bucket or container does not exist ({detail}); create it or fix "
+                                    "the url in STADO_CONFIG")
+        return NotFound(key or "")
+    if isinstance(exc, oe.AlreadyExistsError):
+        return AlreadyExists(key or "")
+    if isinstance(exc, oe.PreconditionError):
+        return PreconditionFailed(key or "")
+    if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)) or re.search(
+            r"status code: 40[13]\b", text):
+        return AccessDenied(f"{where} refused the request ({detail}): check {CREDENTIAL_HINTS[provider]} and "
+                            "that they may use this bucket")
+    if any(marker in text for marker in _MISSING_BUCKET):
+        return StoreUnavailable(f"{where}: the bucket or container does not exist ({detail}); create it or fix the "
+                                "url in STADO_CONFIG")
+    if "error sending request" in text or "HTTP error" in text or re.search(r"status code: 5\d\d", text):
+        return StoreUnavailable(f"cannot reach {where} ({detail}): check the endpoint in STADO_CONFIG and that "
+                                "the server is up")
+    return StoreError(f"{where}: {detail}")
+
+
+class CloudStore(ObjectStore):
+    """One obstore store (S3Store, AzureStore or GCSStore, already scoped to its URL prefix)."""
+
+    def __init__(self, url: str, provider: str, store: Any, where: str | None = None):
+        import obstore
+
+        self.url = url
+        self.provider = provider
+        # S3-compatible ETags are (usually) the body's MD5; Azure's and GCS's change on every write.
+        self.unique_versions = provider != "s3"
+        self._store = store
+        self._obs = obstore
+        self._where = where or url
+
+    def _error(self, exc: BaseException, key: str | None) -> StoreError:
+        return translate(exc, self.provider, self._where, key)
+
+    def get(self, key: str) -> Blob:
+        check_key(key)
+        try:
+            result = self._obs.get(self._store, key)
+            data = bytes(result.bytes())
+        except Exception as exc:
+            raise self._error(exc, key) from None
+        return Blob(data, version_from_meta(result.meta))
+
+    def put_if_absent(self, key: str, data: bytes) -> Version:
+        check_key(key)
+        try:
+            return version_from_meta(self._obs.put(self._store, key, bytes(data), mode="create", use_multipart=False))
+        except Exception as exc:
+            raise self._error(exc, key) from None
+
+    def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
+        check_key(key)
+        mode = update_mode(self.provider, version)
+        try:
+            return version_from_meta(self._obs.put(self._store, key, bytes(data), mode=mode, use_multipart=False))
+        except Exception as exc:
+            error = self._error(exc, key)
+        # A conditional update of a missing key is a failed precondition, whatever the server called it.
+        if isinstance(error, (NotFound, AlreadyExists)):
+            raise PreconditionFailed(key)
+        raise error
+
+    def put(self, key: str, data: bytes) -> Version:
+        check_key(key)
+        try:
+            return version_from_meta(self._obs.put(self._store, key, bytes(data)))
+        except Exception as exc:
+            raise self._error(exc, key) from None
+
+    def delete(self, key: str) -> None:
+        check_key(key)
+        try:
+            self._obs.delete(self._store, key)
+        except Exception as exc:
+            error = self._error(exc, key)
+            if not isinstance(error, NotFound):  # Azure reports a missing blob; deletes are idempotent
+                raise error from None
+
+    def list(self, prefix: str) -> Iterator[Entry]:
+        prefix = dir_prefix(prefix)
+        try:
+            stream = self._obs.list(self._store, prefix=prefix or None)
+            for chunk in stream:
+                for meta in chunk:
+                    yield Entry(meta["path"], version_from_meta(meta), meta["size"],
+                                meta["last_modified"].timestamp())
+        except Exception as exc:
+            raise self._error(exc, None) from None

@@ -1,0 +1,244 @@
+"""Local-directory backend: the embedded default (``file:///abs/path``), for one host.
+
+Layout under the root directory::
+
+    objects/<key>   the objects, one file each (what list walks)
+    locks/NNN.lock  flock files, one per hash bucket of keys, outside the object tree
+    tmp/            writes in progress, outside the object tree; renamed into objects/
+
+Create-if-absent and compare-and-swap hold between processes because every write of a key
+happens under an exclusive ``fcntl.flock`` on its bucket's lock file; reads take no lock,
+since a file is replaced only by an atomic rename and never changed in place.
+
+flock is not reliable on NFS or other network filesystems: this backend is for one host.
+Several hosts must share an object store (s3://, az://, gs://) instead.
+
+Versions: ``<inode>.<mtime_ns>.<size>`` of the object file. Inode numbers are reused and
+identical bytes give identical sizes, so each write sets the new file's mtime to a value
+strictly above every mtime assigned before in its lock bucket (the last one is kept in the
+lock file, which outlives deletes) and above the current file's. Two writes of one key
+therefore never share a version, even with identical bytes or after a delete and re-create,
+unless both the lock directory is wiped and the clock steps back. A filesystem that does not
+keep nanosecond mtimes fails every write loudly rather than risking a repeated version.
+"""
+import fcntl
+import os
+import stat as stat_mod
+import time
+import zlib
+from typing import Iterator
+
+from runkit.durable import fsync_dir, write_temp
+
+from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
+                   StoreUnavailable, Version, check_key, dir_prefix)
+
+LOCK_BUCKETS = 1024        # bounds the lock directory; unrelated keys sharing a bucket only serialise
+STALE_TMP_SECONDS = 3600   # a temporary file this old belongs to a writer that died
+_MISSING = (FileNotFoundError, NotADirectoryError)
+
+
+def version_of(st: os.stat_result) -> Version:
+    return Version(f"{st.st_ino:x}.{st.st_mtime_ns:x}.{st.st_size:x}")
+
+
+class FileStore(ObjectStore):
+    def __init__(self, root: str, url: str | None = None):
+        self.root = os.path.abspath(root)
+        self.url = url or f"file://{self.root}"
+        self._objects = os.path.join(self.root, "objects")
+        self._locks = os.path.join(self.root, "locks")
+        self._tmp = os.path.join(self.root, "tmp")
+        try:
+            for path in (self._objects, self._locks, self._tmp):
+                os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot use {self.root} as the stado store ({exc.strerror}): "
+                                   "choose a writable directory (STADO_CONFIG url = \"file:///...\")") from None
+        self._sweep_tmp()
+
+    # -- reads: no lock; a rename swaps whole files, so an open fd sees one version --------------
+
+    def get(self, key: str) -> Blob:
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except _MISSING:
+            raise NotFound(key) from None
+        try:
+            st = os.fstat(fd)
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise NotFound(key)
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        return Blob(b"".join(chunks), version_of(st))
+
+    def list(self, prefix: str) -> Iterator[Entry]:
+        prefix = dir_prefix(prefix)
+        found = []
+        pending = [prefix]
+        while pending:
+            rel_dir = pending.pop()
+            try:
+                with os.scandir(os.path.join(self._objects, rel_dir)) as it:
+                    for item in it:
+                        key = rel_dir + item.name
+                        try:
+                            if item.is_dir(follow_symlinks=False):
+                                pending.append(key + "/")
+                            elif item.is_file(follow_symlinks=False):
+                                st = item.stat(follow_symlinks=False)
+                                found.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
+                        except FileNotFoundError:  # deleted while we walked
+                            continue
+            except _MISSING:
+                continue
+        found.sort()
+        return iter(found)
+
+    # -- writes: under the key's bucket lock --------------------------------------------------------
+
+    def put_if_absent(self, key: str, data: bytes) -> Version:
+        path = self._path(key)
+        lock = self._lock(key)
+        try:
+            current = _stat_or_none(path)
+            if current is not None:
+                raise AlreadyExists(key)
+            return self._publish(key, path, data, lock, current)
+        finally:
+            os.close(lock)
+
+    def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
+        path = self._path(key)
+        lock = self._lock(key)
+        try:
+            current = _stat_or_none(path)
+            if current is None or version_of(current) != version:
+                raise PreconditionFailed(key)
+            return self._publish(key, path, data, lock, current)
+        finally:
+            os.close(lock)
+
+    def put(self, key: str, data: bytes) -> Version:
+        path = self._path(key)
+        lock = self._lock(key)
+        try:
+            return self._publish(key, path, data, lock, _stat_or_none(path))
+        finally:
+            os.close(lock)
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        lock = self._lock(key)
+        try:
+            try:
+                os.unlink(path)
+            except (*_MISSING, IsADirectoryError):
+                return
+            parent = os.path.dirname(path)
+            fsync_dir(parent)
+            self._prune(parent)
+        finally:
+            os.close(lock)
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self._objects, check_key(key))
+
+    def _lock(self, key: str) -> int:
+        """Open and flock the key's bucket lock file; closing the returned fd releases the lock."""
+        bucket = zlib.crc32(key.encode()) % LOCK_BUCKETS
+        fd = os.open(os.path.join(self._locks, f"{bucket:03x}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _next_mtime(self, lock: int, current: os.stat_result | None) -> int:
+        raw = os.pread(lock, 8, 0)
+        last = int.from_bytes(raw, "big") if len(raw) == 8 else 0
+        mtime = max(time.time_ns(), last + 1, (current.st_mtime_ns + 1) if current else 0)
+        os.pwrite(lock, mtime.to_bytes(8, "big"), 0)
+        return mtime
+
+    def _publish(self, key: str, path: str, data: bytes, lock: int, current: os.stat_result | None) -> Version:
+        mtime = self._next_mtime(lock, current)
+        tmp, st = write_temp(self._tmp, bytes(data), mtime_ns=mtime)
+        try:
+            if st.st_mtime_ns != mtime:
+                raise StoreError(f"the filesystem under {self.root} does not keep nanosecond mtimes, so the local "
+                                 "store cannot version objects safely: put it on ext4, xfs, btrfs or tmpfs")
+            parent = os.path.dirname(path)
+            # A concurrent delete may prune an empty parent between our mkdir and rename: make it again.
+            for _ in range(100):
+                self._make_dirs(key, parent)
+                try:
+                    os.rename(tmp, path)
+                    break
+                except FileNotFoundError:
+                    continue
+                except (IsADirectoryError, NotADirectoryError):
+                    raise InvalidKey(f"the local store cannot hold {key!r} beside keys under or above it") from None
+            else:
+                raise StoreUnavailable(f"could not create the directory for {key!r} under {self.root}")
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        fsync_dir(parent)
+        return version_of(st)
+
+    def _make_dirs(self, key: str, parent: str) -> None:
+        if os.path.isdir(parent):
+            return
+        path = self._objects
+        for part in key.split("/")[:-1]:
+            above, path = path, os.path.join(path, part)
+            try:
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                continue
+            except NotADirectoryError:
+                raise InvalidKey(f"the local store cannot hold {key!r}: a key above it is an object") from None
+            fsync_dir(above)  # the new directory entry must survive a crash with the object in it
+
+    def _prune(self, directory: str) -> None:
+        """Remove directories the delete left empty, up to objects/, so that status/<id>/ trees don't pile up."""
+        while directory != self._objects and directory.startswith(self._objects):
+            try:
+                os.rmdir(directory)
+            except OSError:  # not empty (or already gone): a writer is using it
+                return
+            directory = os.path.dirname(directory)
+
+    def _sweep_tmp(self) -> None:
+        cutoff = time.time() - STALE_TMP_SECONDS
+        try:
+            with os.scandir(self._tmp) as it:
+                stale = [item.path for item in it if item.stat(follow_symlinks=False).st_mtime < cutoff]
+        except OSError:
+            return
+        for path in stale:
+            _unlink_quietly(path)
+
+
+def _stat_or_none(path: str) -> os.stat_result | None:
+    """The object file's stat, or None when there is no object (a directory of other keys is none)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except _MISSING:
+        return None
+    return st if stat_mod.S_ISREG(st.st_mode) else None
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
