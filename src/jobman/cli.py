@@ -1,2 +1,407 @@
-def main(argv=None):
+"""jobman's command line: parse, call one api function per command, render.
+
+Only the parser of the command being run is built, and heavier modules are imported inside the
+command that needs them: `jobman run` and `jobman __supervise` start on every job.
+"""
+import os
+import sys
+
+USAGE = """usage: jobman COMMAND [ARGS]
+
+Reliable background jobs on one machine, with no daemon: each job gets its own detached supervisor,
+SQLite ($JOBMAN_HOME, default ~/.local/state/jobman) holds the state.
+
+commands:
+  run [OPTIONS] -- COMMAND [ARG...]   submit a job; prints its id once a supervisor owns it
+  list (ls)                           jobs, newest first, and why waiting jobs wait
+  show JOB                            spec, state, outcome, attempts and events of one job
+  logs JOB                            a job's output (--follow streams it until the job ends)
+  wait JOB...                         wait for jobs to end; the exit status mirrors them
+  cancel JOB...                       stop waiting or running jobs
+  group set NAME --limit N | list     concurrency groups
+  reconcile                           explain abandoned jobs (every command also does this)
+  prune [--older-than D]              remove finished jobs and their logs
+
+JOB is a job id, a display name (the newest job with it), or a unique id prefix (6+ characters).
+Every reading command takes --json. `jobman COMMAND --help` explains each command.
+
+exit status of wait (and logs --follow): the job's own exit code; 128+N if signal N ended it;
+124 timed_out, 125 cancelled, 123 lost, 122 dependency_failed, 121 submission_failed,
+127 the command could not be started. Errors in jobman's own input exit 2; a failed launch exits 1.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "__supervise":
+        from .supervisor import main as supervise
+
+        return supervise(rest)
+    handler = COMMANDS.get(command)
+    if handler is None:
+        _error(f"unknown command {command!r}; see jobman --help")
+        return 2
+    from runkit.proc import ensure_std_fds
+
+    ensure_std_fds()
+    from .errors import JobmanError
+
+    try:
+        return handler(rest)
+    except JobmanError as e:
+        _error(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"jobman: error: {message}\n")
+
+
+def _parser(prog: str, description: str):
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, not usage + message
+            from .errors import BadInput
+
+            raise BadInput(f"{self.prog}: {message} (see {self.prog} --help)")
+
+    return Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _print_json(data) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _duration(flag: str):
+    def parse(text: str) -> float:
+        from runkit.durations import parse_duration
+
+        try:
+            return parse_duration(text)
+        except ValueError as e:
+            raise _bad(f"{flag}: {e}")
+
+    return parse
+
+
+def _bad(message: str):
+    import argparse
+
+    return argparse.ArgumentTypeError(message)
+
+
+# --- run -----------------------------------------------------------------------------------------
+
+def cmd_run(args: list[str]) -> int:
+    if "--" in args:
+        split = args.index("--")
+        options, command = args[:split], args[split + 1:]
+    else:
+        options, command = args, None
+    p = _parser("jobman run", "Submit COMMAND as a background job and print its id.\n\n"
+                "The id is printed once the job's own detached supervisor has claimed it; the command may\n"
+                "start later (dependencies, delays, retries and concurrency limits). Closing the terminal\n"
+                "or pressing Ctrl-C after the id is committed does not affect the job.")
+    p.add_argument("--name", help="a display name; commands accept it wherever they take JOB")
+    p.add_argument("--cwd", help="working directory (default: the current one)")
+    p.add_argument("--env", action="append", default=[], metavar="K=V", help="set a variable (repeatable)")
+    p.add_argument("--env-policy", default="inherit", metavar="inherit|clean|allow:A,B",
+                   help="which of this shell's variables the job gets (default inherit: a snapshot)")
+    p.add_argument("--after-success", dest="deps", action="append", default=[], metavar="JOB",
+                   type=lambda s: (s, "success"), help="start only after JOB succeeded (repeatable)")
+    p.add_argument("--after-failure", dest="deps", action="append", metavar="JOB",
+                   type=lambda s: (s, "failure"), help="start only after JOB ended in any way but success")
+    p.add_argument("--after", dest="deps", action="append", metavar="JOB",
+                   type=lambda s: (s, "end"), help="start after JOB ended, whatever its outcome")
+    p.add_argument("--not-before", metavar="TIME",
+                   help="do not start before TIME (ISO 8601, HH:MM, or @UNIX_SECONDS)")
+    p.add_argument("--delay", type=_duration("--delay"), metavar="D", help="do not start before D from now")
+    p.add_argument("--retries", type=int, default=0, metavar="N", help="up to N more attempts after a failure")
+    p.add_argument("--retryable-exit-code", dest="exit_codes", type=int, action="append", metavar="C",
+                   help="retry only these exit codes (repeatable; default: any non-zero exit)")
+    p.add_argument("--retry-delay", type=_duration("--retry-delay"), default=0.0, metavar="D",
+                   help="wait D before each retry")
+    p.add_argument("--retry-backoff", choices=("constant", "exponential"), default="constant",
+                   help="exponential doubles the delay after each failed attempt")
+    p.add_argument("--retry-max-delay", type=_duration("--retry-max-delay"), default=None, metavar="D",
+                   help="cap for exponential backoff (default 1h)")
+    p.add_argument("--retry-on-timeout", action="store_true", help="also retry an attempt that timed out")
+    p.add_argument("--timeout", type=_duration("--timeout"), metavar="D", help="per-attempt time limit")
+    p.add_argument("--kill-after", type=_duration("--kill-after"), default=None, metavar="D",
+                   help="SIGKILL this long after SIGTERM on timeout or cancel (default 10s)")
+    p.add_argument("--group", default="default", help="concurrency group (default: default, limit = CPUs)")
+    p.add_argument("--priority", type=int, default=0, help="higher starts first within the group")
+    p.add_argument("--log-limit", metavar="SIZE", help="cap each attempt's log, keeping the newest output "
+                   "(default 256MB; 0 = no cap)")
+    p.add_argument("--separate-stderr", action="store_true", help="keep stderr in its own log file")
+    p.add_argument("--json", action="store_true", help="print {id, name, supervisor_id} as JSON")
+    p.add_argument("command", nargs="*", help=argparse_suppress())
+    ns = p.parse_args(options)
+    if command is None:
+        command = ns.command
+    elif ns.command:
+        p.error(f"unexpected arguments before --: {' '.join(ns.command)}")
+    spec, deps = _build_spec(ns, command)
+    from . import api
+
+    result = api.run(spec, deps)
+    if ns.json:
+        _print_json({k: result[k] for k in ("id", "name", "supervisor_id")})
+    else:
+        sys.stdout.write(result["id"] + "\n")
+    sys.stdout.flush()
     return 0
+
+
+def argparse_suppress():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def _build_spec(ns, command: list[str]):
+    import time
+
+    from runkit.durations import parse_size, parse_time
+
+    from . import spec as specs
+    from .errors import BadInput
+
+    if not command:
+        raise BadInput("no command given: put the command after --, as in: jobman run -- COMMAND [ARG...]")
+    if ns.retries < 0:
+        raise BadInput(f"--retries must be 0 or more, got {ns.retries}")
+    for code in ns.exit_codes or ():
+        if not 0 <= code <= 255:
+            raise BadInput(f"--retryable-exit-code must be between 0 and 255, got {code}")
+    now = time.time()
+    not_before = None
+    if ns.not_before:
+        try:
+            not_before = parse_time(ns.not_before, now)
+        except ValueError as e:
+            raise BadInput(f"--not-before: {e}") from None
+    if ns.delay is not None:
+        not_before = max(not_before or 0.0, now + ns.delay)
+    if ns.timeout is not None and ns.timeout <= 0:
+        raise BadInput("--timeout must be greater than zero")
+    log_limit = specs.DEFAULT_LOG_LIMIT
+    if ns.log_limit is not None:
+        try:
+            log_limit = parse_size(ns.log_limit)
+        except ValueError as e:
+            raise BadInput(f"--log-limit: {e}") from None
+    retry = specs.default_retry()
+    retry.update(retries=ns.retries, exit_codes=sorted(set(ns.exit_codes)) if ns.exit_codes else None,
+                 delay=ns.retry_delay, backoff=ns.retry_backoff, on_timeout=ns.retry_on_timeout)
+    if ns.retry_max_delay is not None:
+        retry["max_delay"] = ns.retry_max_delay
+    spec = specs.build(
+        argv=command, cwd=ns.cwd, env_policy=ns.env_policy, env_pairs=ns.env, environ=os.environ, name=ns.name,
+        group=ns.group, priority=ns.priority, not_before=not_before, retry=retry, timeout=ns.timeout,
+        kill_after=specs.DEFAULT_KILL_AFTER if ns.kill_after is None else ns.kill_after, log_limit=log_limit,
+        separate_stderr=ns.separate_stderr, windows=specs.windows_from_env(os.environ))
+    return spec, list(ns.deps or [])
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+def cmd_list(args: list[str]) -> int:
+    p = _parser("jobman list", "Jobs, newest first. Waiting jobs say what they wait for.")
+    p.add_argument("--active", action="store_true", help="only jobs that have not finished")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N jobs")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import api
+
+    views = api.list_jobs(active_only=ns.active, limit=ns.limit)
+    if ns.json:
+        _print_json(views)
+    elif views:
+        from . import render
+
+        sys.stdout.write(render.job_table(views) + "\n")
+    else:
+        sys.stdout.write("no jobs\n")
+    return 0
+
+
+def cmd_show(args: list[str]) -> int:
+    p = _parser("jobman show", "Everything about one job: spec, state, outcome, attempts and events.\n"
+                "Values of secret-looking variables (TOKEN, SECRET, PASSWORD, KEY) are masked.")
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import api
+
+    view = api.show(ns.job)
+    if ns.json:
+        _print_json(view)
+    else:
+        from . import render
+
+        sys.stdout.write(render.show(view) + "\n")
+    return 0
+
+
+def cmd_logs(args: list[str]) -> int:
+    p = _parser("jobman logs", "A job's output, every attempt in order (or one with --attempt).\n"
+                "--follow streams new output, across retries, until the job ends, and then exits with\n"
+                "the job's exit status (as jobman wait does).")
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("--attempt", type=int, metavar="N", help="only attempt N")
+    p.add_argument("--stderr", action="store_true", help="the stderr log (jobs run with --separate-stderr)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
+    p.add_argument("-n", "--tail", type=int, metavar="N", help="only the last N lines")
+    ns = p.parse_args(args)
+    from . import api, logs, transitions
+
+    st, job_id = api.log_target(ns.job)
+    out = sys.stdout.buffer
+    if ns.follow:
+        return logs.follow(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out,
+                           reconcile=st.reconcile)
+    if not logs.read(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out):
+        state = transitions.load_state(st.conn, job_id)
+        if ns.attempt is not None and state["attempts"]:
+            from .errors import BadInput
+
+            raise BadInput(f"job {job_id} has no attempt {ns.attempt} (it has {state['attempts']})")
+        where = state["wait_detail"] or state["waiting_for"] or state["outcome"] or state["phase"]
+        sys.stderr.write(f"jobman: job {job_id} has not started, so it has no output yet ({where})\n")
+    return 0
+
+
+def cmd_wait(args: list[str]) -> int:
+    p = _parser("jobman wait", "Wait until every JOB has ended. Exit status: 0 if all succeeded, else that of\n"
+                "the first job (in argument order) that did not (see jobman --help for the codes).")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.add_argument("--timeout", type=_duration("--timeout"), metavar="D",
+                   help="give up after D (exit 124 with a message; the jobs go on)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    ns = p.parse_args(args)
+    from . import api
+
+    progress = None
+    if not ns.quiet and sys.stderr.isatty():
+        progress = _progress_line
+    result = api.wait(ns.jobs, timeout=ns.timeout, progress=progress)
+    if progress:
+        sys.stderr.write("\r\033[K")
+    if ns.json:
+        _print_json(result)
+    if result["timed_out"]:
+        pending = [v["id"] for v in result["jobs"] if v["phase"] != "finished"]
+        sys.stderr.write(f"jobman: wait timed out; still unfinished: {', '.join(pending)}\n")
+        return 124
+    if not ns.json:
+        for v in result["jobs"]:
+            if v["exit_status"] != 0 and len(result["jobs"]) > 1:
+                sys.stderr.write(f"{v['id']}: {v['outcome']}\n")
+    return result["exit_status"]
+
+
+def _progress_line(rows, elapsed: float) -> None:
+    from collections import Counter
+
+    counts = Counter(r["outcome"] or r["phase"] for r in rows)
+    text = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    sys.stderr.write(f"\r\033[Kwaiting for {len(rows)} job(s): {text} ({elapsed:.0f}s)")
+    sys.stderr.flush()
+
+
+def cmd_reconcile(args: list[str]) -> int:
+    p = _parser("jobman reconcile", "Run the reconciliation pass alone: unclaimed submissions past their\n"
+                "deadline become submission_failed; jobs whose supervisor is gone past its lease become lost.")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import api
+
+    changes = api.reconcile_now()
+    if ns.json:
+        _print_json(changes)
+    else:
+        for c in changes:
+            sys.stdout.write(f"{c['id']}: {c['change']}\n")
+        if not changes:
+            sys.stdout.write("nothing to reconcile\n")
+    return 0
+
+
+# --- changing ------------------------------------------------------------------------------------
+
+def cmd_cancel(args: list[str]) -> int:
+    p = _parser("jobman cancel", "Cancel waiting or running jobs (SIGTERM to the whole process tree, SIGKILL\n"
+                "after --kill-after). --after-success dependents of a cancelled job end dependency_failed.\n"
+                "On a lost job: stop its target tree if, and only if, its identity still verifies.")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import api
+
+    results = api.cancel(ns.jobs)
+    if ns.json:
+        _print_json(results)
+    else:
+        for r in results:
+            sys.stdout.write(f"{r['id']}: {r['message']}\n")
+    return 0
+
+
+def cmd_group(args: list[str]) -> int:
+    p = _parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once; 0 pauses it.\n"
+                "The default group's limit starts at the number of CPUs.")
+    sub = p.add_subparsers(dest="action", required=True)
+    s = sub.add_parser("set", help="create a group or change its limit")
+    s.add_argument("name")
+    s.add_argument("--limit", type=int, required=True)
+    s.add_argument("--json", action="store_true")
+    lst = sub.add_parser("list", help="groups with their limits and use")
+    lst.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import api, render
+
+    if ns.action == "set":
+        rows = [api.group_set(ns.name, ns.limit)]
+    else:
+        rows = api.group_list()
+    if ns.json:
+        _print_json(rows[0] if ns.action == "set" else rows)
+    else:
+        sys.stdout.write(render.groups(rows) + "\n")
+    return 0
+
+
+def cmd_prune(args: list[str]) -> int:
+    p = _parser("jobman prune", "Remove finished jobs and their logs. Never touches an unfinished job, one an\n"
+                "unfinished job depends on, or a lost job whose processes still run.")
+    p.add_argument("--older-than", type=_duration("--older-than"), default=0.0, metavar="D",
+                   help="only jobs that finished more than D ago")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import api
+
+    removed = api.prune(older_than=ns.older_than)
+    if ns.json:
+        _print_json(removed)
+    else:
+        sys.stdout.write(f"removed {len(removed)} finished job(s)\n")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, "logs": cmd_logs,
+            "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": cmd_group,
+            "prune": cmd_prune}

@@ -86,3 +86,30 @@ def format_size(n: int | None) -> str:
             return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
         n /= 1024
     return f"{n}"
+
+
+def parse_time(text: str, now: float) -> float:
+    """An absolute time for --not-before: ISO 8601 ('2026-12-01T09:30', '2026-12-01 09:30:00+01:00'),
+    a clock time today ('09:30', '23:15:10'; tomorrow if already past), or '@UNIX_SECONDS'."""
+    import datetime
+
+    s = text.strip()
+    if s.startswith("@"):
+        try:
+            return float(s[1:])
+        except ValueError:
+            raise ValueError(f"malformed time {text!r}: @ must be followed by unix seconds") from None
+    if len(s) in (5, 8) and s[2] == ":":
+        try:
+            parts = [int(p) for p in s.split(":")]
+            clock = datetime.time(*parts)
+        except ValueError:
+            raise ValueError(f"malformed time {text!r}: use HH:MM or HH:MM:SS") from None
+        today = datetime.datetime.fromtimestamp(now).date()
+        at = datetime.datetime.combine(today, clock).timestamp()
+        return at if at > now else at + 86400
+    try:
+        when = datetime.datetime.fromisoformat(s)
+    except ValueError:
+        raise ValueError(f"malformed time {text!r}: use ISO 8601 (2026-12-01T09:30), HH:MM, or @UNIX_SECONDS") from None
+    return when.timestamp()

@@ -143,3 +143,131 @@ def which(name: str, path: str | None) -> str | None:
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return os.path.abspath(candidate)
     return None
+
+
+# --- process trees ---------------------------------------------------------------------------
+
+_libc = None
+
+
+def _libc_handle():
+    global _libc
+    if _libc is None:
+        import ctypes  # only a supervisor that runs a target pays for it
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def become_subreaper() -> bool:
+    """Linux: orphaned descendants are re-parented to us instead of init, so a double-forked grandchild
+    stays findable (and reapable) by the supervisor. False where unsupported."""
+    if not _PROC:
+        return False
+    PR_SET_CHILD_SUBREAPER = 36
+    return _libc_handle().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def all_stats() -> list[Stat]:
+    if not _PROC:
+        import psutil
+
+        return [s for s in (_psutil_stat(p) for p in psutil.pids()) if s is not None]
+    stats = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = stat(int(entry))
+            if st is not None:
+                stats.append(st)
+    return stats
+
+
+def descendants(root: int, stats: list[Stat] | None = None) -> list[Stat]:
+    """Every live process below `root` (children, grandchildren, ...), from one scan of the process table."""
+    children: dict[int, list[Stat]] = {}
+    for st in stats if stats is not None else all_stats():
+        children.setdefault(st.ppid, []).append(st)
+    found, frontier = [], [root]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            found.append(child)
+            frontier.append(child.pid)
+    return found
+
+
+def signal_exact(pid: int, start_time: int, sig: int) -> bool:
+    """Send sig to that exact process: pin it with a pidfd, then check the start time, so a recycled pid
+    is never signalled. False if it is gone or is someone else now."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        pidfd = None
+        if not hasattr(os, "pidfd_open"):
+            st = stat(pid)
+            if st is None or st.start_time != start_time:
+                return False
+            try:
+                os.kill(pid, sig)
+                return True
+            except OSError:
+                return False
+        return False
+    try:
+        st = stat(pid)
+        if st is None or st.start_time != start_time:
+            return False
+        signal.pidfd_send_signal(pidfd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(pidfd)
+
+
+def signal_tree(root: int, sig: int, include_root_stat: Stat | None = None) -> int:
+    """Signal every live descendant of `root` (and `include_root_stat`'s process, if given), each one
+    identity-checked. Returns how many were signalled."""
+    targets = descendants(root)
+    if include_root_stat is not None:
+        targets.insert(0, include_root_stat)
+    count = 0
+    for st in targets:
+        if st.alive and signal_exact(st.pid, st.start_time, sig):
+            count += 1
+    return count
+
+
+def live_descendants(root: int) -> list[Stat]:
+    return [st for st in descendants(root) if st.alive]
+
+
+def reap_children() -> list[tuple[int, int]]:
+    """Collect every exited child without blocking: [(pid, wait status)]."""
+    reaped = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        reaped.append((pid, status))
+    return reaped
+
+
+def describe_status(status: int) -> tuple[int | None, int | None]:
+    """(exit code, signal number) from a wait status."""
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status), None
+    return None, None
+
+
+def signal_name(sig: int | None) -> str | None:
+    if sig is None:
+        return None
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

@@ -1,0 +1,290 @@
+"""One function per command. Each opens the state, runs a cheap reconcile pass, does its work and
+returns plain data; jobman.cli parses arguments and renders what comes back."""
+import json
+import os
+import time
+
+from runkit import proc
+from runkit.redact import mask_env
+
+from . import db, doorbell, home as homes, queries, reconcile, selectors, transitions
+from .errors import BadInput, NotFound
+from .outcomes import exit_status
+
+
+class State:
+    """An open jobman home: its directory and a database connection."""
+
+    def __init__(self, environ=os.environ, create: bool = True):
+        self.home = homes.home_dir(environ)
+        self.db_file = homes.db_path(self.home)
+        if create:
+            homes.ensure_home(self.home)
+        elif not os.path.exists(self.db_file):
+            self.conn = None
+            return
+        self.conn = db.connect(self.db_file)
+
+    def reconcile(self) -> list:
+        if self.conn is None:
+            return []
+        return reconcile.run(self.conn, self.home, time.time())
+
+    def resolve(self, selector: str) -> str:
+        if self.conn is None:
+            raise NotFound(f"no job matches {selector!r}: no job has been submitted yet")
+        return selectors.resolve(self.conn, selector)
+
+
+def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> dict:
+    from .submit import submit
+
+    st = State(environ)
+    st.reconcile()
+    return submit(st.conn, st.db_file, spec, dependencies)
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+def job_view(row) -> dict:
+    """The public, JSON-ready form of a job row (jobs + job_state)."""
+    spec = json.loads(row["spec"]) if "spec" in row.keys() else {}
+    finished = row["phase"] == "finished"
+    return {
+        "id": row["job_id"] if "job_id" in row.keys() else row["id"],
+        "name": row["name"],
+        "state": row["outcome"] if finished else row["phase"],
+        "phase": row["phase"],
+        "outcome": row["outcome"],
+        "group": row["group_name"],
+        "priority": row["priority"],
+        "command": spec.get("argv"),
+        "submitted_at": row["submitted_at"],
+        "finished_at": row["finished_at"],
+        "attempts": row["attempts"],
+        "exit_code": row["exit_code"],
+        "signal": proc.signal_name(row["exit_signal"]),
+        "waiting_for": row["waiting_for"],
+        "wait_detail": row["wait_detail"],
+        "wait_until": row["wait_until"],
+        "detail": row["detail"],
+        "exit_status": exit_status(row["outcome"], row["exit_code"], row["exit_signal"]) if finished else None,
+    }
+
+
+def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None) -> list[dict]:
+    st = State(environ, create=False)
+    if st.conn is None:
+        return []
+    st.reconcile()
+    views = []
+    for row in queries.list_jobs(st.conn, limit=limit, active_only=active_only):
+        view = job_view(row)
+        if row["outcome"] == "lost" and row["slot_held"]:
+            view["wait_detail"] = "its target tree is still alive: it keeps its slot in group " + row["group_name"]
+        views.append(view)
+    return views
+
+
+def show(selector: str, environ=os.environ) -> dict:
+    st = State(environ, create=False)
+    job_id = st.resolve(selector)
+    st.reconcile()
+    row = queries.job(st.conn, job_id)
+    view = job_view(row)
+    spec = json.loads(row["spec"])
+    spec["env"] = mask_env(spec.get("env", {}))
+    spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
+    view["spec"] = spec
+    view["revision"] = row["revision"]
+    view["dependencies"] = [{"job": d["depends_on"], "name": d["name"], "condition": d["condition"],
+                             "state": d["outcome"] or d["phase"]} for d in queries.dependencies(st.conn, job_id)]
+    view["supervisor"] = None if row["supervisor_id"] is None else {
+        "id": row["supervisor_id"], "pid": row["supervisor_pid"], "start_time": row["supervisor_start_time"],
+        "boot_id": row["supervisor_boot_id"], "lease_expires_at": row["lease_expires_at"],
+        "alive": proc.verify(row["supervisor_pid"], row["supervisor_start_time"], row["supervisor_boot_id"]),
+    }
+    view["attempts_detail"] = [_attempt_view(a, spec) for a in queries.attempts(st.conn, job_id)]
+    view["events"] = [{"at": e["at"], "kind": e["kind"], **(json.loads(e["data"]) if e["data"] else {})}
+                      for e in queries.events(st.conn, job_id)]
+    view["slot_held"] = bool(row["slot_held"])
+    view["cancel_requested_at"] = row["cancel_requested_at"]
+    if row["outcome"] == "lost":
+        last = queries.last_attempt(st.conn, job_id)
+        view["target_alive"] = reconcile.target_alive(last)
+        view["log_cap_holds"] = False
+        view["lost_note"] = (
+            "the supervisor is gone; " + ("its target process tree is still alive (jobman cancel can stop it); "
+                                          if view["target_alive"] else "no target process is alive; ")
+            + "the log size cap no longer holds for output written after the supervisor died")
+    return view
+
+
+def _attempt_view(a, spec: dict) -> dict:
+    duration = (a["ended_at"] - a["started_at"]) if a["ended_at"] else None
+    return {"number": a["number"], "started_at": a["started_at"], "ended_at": a["ended_at"], "duration": duration,
+            "pid": a["pid"], "pgid": a["pgid"], "exit_code": a["exit_code"], "signal": proc.signal_name(a["signal"]),
+            "outcome": a["outcome"] or ("running" if a["ended_at"] is None else None), "error": a["error"],
+            "log": a["log_path"],
+            "stderr_log": a["log_path"][:-4] + ".stderr.log" if spec.get("log", {}).get("separate_stderr") else None}
+
+
+def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None) -> dict:
+    """Wait until every job is finished. Returns {"jobs": [views], "exit_status": int, "timed_out": bool}."""
+    st = State(environ, create=False)
+    ids = [st.resolve(s) for s in selector_list]
+    give_up = None if timeout is None else time.time() + timeout
+    delay = 0.02
+    started = time.time()
+    while True:
+        st.reconcile()
+        rows = [queries.job(st.conn, i) for i in ids]
+        pending = [r for r in rows if r["phase"] != "finished"]
+        if not pending:
+            break
+        if give_up is not None and time.time() >= give_up:
+            return {"jobs": [job_view(r) for r in rows], "exit_status": None, "timed_out": True}
+        if progress:
+            progress(rows, time.time() - started)
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+    views = [job_view(r) for r in rows]
+    status = next((v["exit_status"] for v in views if v["exit_status"] != 0), 0)
+    return {"jobs": views, "exit_status": status, "timed_out": False}
+
+
+def reconcile_now(environ=os.environ) -> list[dict]:
+    st = State(environ, create=False)
+    return [{"id": job_id, "change": change} for job_id, change in st.reconcile()]
+
+
+# --- changing ------------------------------------------------------------------------------------
+
+def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | None = None) -> list[dict]:
+    st = State(environ, create=False)
+    ids = [st.resolve(s) for s in selector_list]
+    st.reconcile()
+    results = []
+    for job_id in ids:
+        what, state = transitions.request_cancel(st.conn, job_id, time.time())
+        if what == "requested":
+            doorbell.ring(st.home, job_id)
+        elif what == "cancelled":
+            reconcile._wake_after(st.conn, st.home, job_id)
+        results.append({"id": job_id, "result": what, "state": state})
+    out = []
+    for r in results:
+        job_id, state = r["id"], r["state"]
+        if r["result"] == "requested":
+            state = _await_finish(st, job_id, wait_seconds)
+        view = {"id": job_id, "outcome": state["outcome"], "phase": state["phase"]}
+        if r["result"] == "finished" and state["outcome"] == "lost":
+            view.update(_stop_lost_target(st, job_id))
+        elif r["result"] == "finished":
+            view["message"] = f"already finished: {state['outcome']}"
+        elif state["phase"] == "finished":
+            view["message"] = "cancelled" if state["outcome"] == "cancelled" else f"finished {state['outcome']}"
+        else:
+            view["message"] = "cancel requested; its supervisor will stop it"
+        out.append(view)
+    return out
+
+
+def _await_finish(st: State, job_id: str, wait_seconds: float | None):
+    spec = json.loads(queries.spec_json(st.conn, job_id))
+    limit = wait_seconds if wait_seconds is not None else spec.get("kill_after", 10.0) + 5.0
+    give_up = time.time() + limit
+    while True:
+        state = transitions.load_state(st.conn, job_id)
+        if state["phase"] == "finished" or time.time() >= give_up:
+            return state
+        time.sleep(0.02)
+        st.reconcile()
+
+
+def _stop_lost_target(st: State, job_id: str) -> dict:
+    """`jobman cancel` on a lost job: stop its target tree only if its identity still verifies."""
+    attempt = queries.last_attempt(st.conn, job_id)
+    if attempt is None or attempt["pid"] is None:
+        return {"message": "lost before any target process was recorded: nothing to stop"}
+    if not reconcile.target_alive(attempt):
+        return {"message": f"lost; its target (pid {attempt['pid']}) no longer exists or that pid is now another "
+                           f"process, so nothing was signalled"}
+    spec = json.loads(queries.spec_json(st.conn, job_id))
+    pid, start = attempt["pid"], attempt["start_time"]
+    root = proc.stat(pid)
+    proc.signal_tree(pid, 15, include_root_stat=root)
+    give_up = time.time() + spec.get("kill_after", 10.0)
+    while time.time() < give_up and proc.verify(pid, start, attempt["boot_id"]):
+        time.sleep(0.05)
+    if proc.verify(pid, start, attempt["boot_id"]):
+        proc.signal_tree(pid, 9, include_root_stat=proc.stat(pid))
+    transitions.add_attempt_note(st.conn, job_id, "lost_target_stopped", time.time(), pid=pid)
+    st.reconcile()  # its slot can be released now
+    return {"message": f"lost; its target tree (pid {pid}) was still alive and has been stopped; "
+                       f"the outcome stays lost"}
+
+
+def group_set(name: str, limit: int, environ=os.environ) -> dict:
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise BadInput(f"bad group name {name!r}: use letters, digits, '-', '_' or '.'")
+    if limit < 0:
+        raise BadInput(f"bad limit {limit}: use 0 (paused) or more")
+    st = State(environ)
+    with db.Transaction(st.conn):
+        st.conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?) ON CONFLICT(name) DO UPDATE"
+                        " SET slot_limit = excluded.slot_limit, revision = revision + 1", (name, limit))
+    # Waiting jobs see a new limit without resubmission: wake those that may now start.
+    doorbell.ring_all(st.home, queries.slot_waiters(st.conn, name, queries.free_slots(st.conn, name)))
+    return group_list(environ, only=name)[0]
+
+
+def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
+    st = State(environ)
+    st.reconcile()
+    rows = st.conn.execute(
+        "SELECT g.name, g.slot_limit,"
+        " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
+        "   AND s.slot_held = 1) AS running,"
+        " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
+        "   AND s.phase = 'waiting' AND s.waiting_for = 'slot') AS waiting"
+        " FROM groups g" + (" WHERE g.name = ?" if only else "") + " ORDER BY g.name",
+        (only,) if only else ()).fetchall()
+    return [{"name": r["name"], "limit": r["slot_limit"], "running": r["running"], "waiting": r["waiting"]}
+            for r in rows]
+
+
+def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
+    """Remove finished jobs (and their logs) that finished more than `older_than` seconds ago. Never an
+    unfinished job, nor one an unfinished job depends on, nor a lost job whose target still holds a slot."""
+    import shutil
+
+    st = State(environ, create=False)
+    if st.conn is None:
+        return []
+    st.reconcile()
+    cutoff = time.time() - older_than
+    removed = []
+    with db.Transaction(st.conn):
+        ids = [r[0] for r in st.conn.execute(
+            "SELECT s.job_id FROM job_state s WHERE s.phase = 'finished' AND s.finished_at <= ? AND s.slot_held = 0"
+            " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
+            "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')", (cutoff,))]
+        for job_id in ids:
+            st.conn.execute("DELETE FROM dependencies WHERE depends_on = ?", (job_id,))
+            st.conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+            removed.append(job_id)
+    for job_id in removed:
+        shutil.rmtree(homes.job_log_dir(st.home, job_id), ignore_errors=True)
+        try:
+            os.unlink(homes.bell_path(st.home, job_id))
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def log_target(selector: str, environ=os.environ) -> tuple[State, str]:
+    st = State(environ, create=False)
+    job_id = st.resolve(selector)
+    st.reconcile()
+    return st, job_id

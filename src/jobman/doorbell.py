@@ -1,0 +1,58 @@
+"""Per-job doorbells: a FIFO each waiting supervisor listens on, rung by whoever changes something it
+waits for (a dependency finished, a slot freed, a limit changed, a cancel requested).
+
+A ring carries no data and may be lost (the supervisor was busy, the FIFO is full): the supervisor
+re-reads the database after every ring, and a slow poll guarantees progress if a ring is missed.
+"""
+import errno
+import os
+
+from .home import bell_path
+
+
+class Doorbell:
+    """The listening end, owned by one supervisor."""
+
+    def __init__(self, home: str, job_id: str):
+        self.path = bell_path(home, job_id)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        os.mkfifo(self.path, 0o600)
+        # O_RDWR keeps a writer open ourselves, so the FIFO never reports end-of-file between rings.
+        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)
+
+
+def ring(home: str, job_id: str) -> bool:
+    """Wake that job's supervisor if it listens; never blocks, never fails."""
+    try:
+        fd = os.open(bell_path(home, job_id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # no FIFO (not listening yet, or gone) or no reader (ENXIO)
+    try:
+        os.write(fd, b"!")
+        return True
+    except OSError as e:
+        return e.errno == errno.EAGAIN  # full: a ring is already pending
+    finally:
+        os.close(fd)
+
+
+def ring_all(home: str, job_ids) -> None:
+    for job_id in job_ids:
+        ring(home, job_id)

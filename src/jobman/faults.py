@@ -1,0 +1,28 @@
+"""Fault points for the crash tests: JOBMAN_TEST_FAULT names where a process dies (or misbehaves).
+
+Each point is `<process>:<place>`; several may be given, comma-separated. `hit` kills the process
+with SIGKILL, exactly as a crash would; `active` lets the caller misbehave in its own way.
+"""
+import os
+import signal
+
+_ACTIVE = frozenset(p.strip() for p in os.environ.get("JOBMAN_TEST_FAULT", "").split(",") if p.strip())
+
+
+def active(point: str) -> bool:
+    return point in _ACTIVE
+
+
+def hit(point: str) -> None:
+    if point in _ACTIVE:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def pause(point: str) -> None:
+    """Stop here until a signal arrives, after touching $JOBMAN_TEST_MARKER so a test knows we are here."""
+    if point in _ACTIVE:
+        marker = os.environ.get("JOBMAN_TEST_MARKER")
+        if marker:
+            with open(marker, "w") as f:
+                f.write(str(os.getpid()))
+        signal.pause()

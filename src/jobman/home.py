@@ -1,0 +1,46 @@
+"""Where jobman keeps its state: $JOBMAN_HOME, else $XDG_STATE_HOME/jobman, else ~/.local/state/jobman."""
+import os
+
+from .errors import BadInput
+
+
+def home_dir(env=os.environ) -> str:
+    home = env.get("JOBMAN_HOME")
+    if home:
+        return os.path.abspath(home)
+    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "jobman")
+
+
+def ensure_home(home: str) -> str:
+    """Create the state directory (0700) and check that it is writable; raise BadInput if not."""
+    try:
+        os.makedirs(os.path.join(home, "logs"), mode=0o700, exist_ok=True)
+        os.makedirs(os.path.join(home, "bells"), mode=0o700, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"cannot create the jobman state directory {home}: {e.strerror}; "
+                       f"set JOBMAN_HOME to a writable directory") from None
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise BadInput(f"the jobman state directory {home} is not writable; set JOBMAN_HOME to a writable directory")
+    return home
+
+
+def db_path(home: str) -> str:
+    return os.path.join(home, "jobman.db")
+
+
+def job_log_dir(home: str, job_id: str) -> str:
+    return os.path.join(home, "logs", job_id)
+
+
+def attempt_log_path(home: str, job_id: str, attempt: int, stream: str = "") -> str:
+    suffix = f".{stream}" if stream else ""
+    return os.path.join(home, "logs", job_id, f"attempt-{attempt}{suffix}.log")
+
+
+def supervisor_log_path(home: str, job_id: str) -> str:
+    return os.path.join(home, "logs", job_id, "supervisor.log")
+
+
+def bell_path(home: str, job_id: str) -> str:
+    return os.path.join(home, "bells", f"{job_id}.fifo")

@@ -1,0 +1,108 @@
+"""Reading a job's output: per-attempt log files, with the span the size cap dropped marked, and
+following them live across retries until the job ends."""
+import os
+import time
+
+from . import queries, transitions
+from .outcomes import exit_status
+
+FOLLOW_POLL = 0.1
+
+
+def _cut(path: str) -> int:
+    try:
+        with open(path + ".cut") as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _stream_path(attempt, stderr: bool) -> str:
+    path = attempt["log_path"]
+    return path[:-4] + ".stderr.log" if stderr else path
+
+
+def _marker(dropped: int) -> bytes:
+    return f"[jobman: {dropped} bytes of earlier output were dropped by the log size limit]\n".encode()
+
+
+def _read_from(path: str, logical: int) -> tuple[bytes, int]:
+    """Bytes of `path` from logical offset `logical` (counting bytes the cap cut from the front)."""
+    cut = _cut(path)
+    prefix = b""
+    if logical < cut:
+        prefix, logical = _marker(cut - logical), cut
+    try:
+        with open(path, "rb") as f:
+            f.seek(logical - cut)
+            data = f.read()
+    except FileNotFoundError:
+        data = b""
+    # The cut count and the file are read separately: re-check the count so a cut in between is noticed.
+    if _cut(path) != cut:
+        return prefix, logical
+    return prefix + data, logical + len(data)
+
+
+def tail_lines(data: bytes, n: int) -> bytes:
+    if n <= 0:
+        return b""
+    lines = data.splitlines(keepends=True)
+    return b"".join(lines[-n:])
+
+
+def read(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | None, out) -> bool:
+    """Write the selected output to `out`. Returns False when the job has no attempt yet."""
+    attempts = queries.attempts(conn, job_id)
+    if attempt is not None:
+        attempts = [a for a in attempts if a["number"] == attempt]
+    if not attempts:
+        return False
+    chunks = []
+    for a in attempts:
+        if len(attempts) > 1:
+            chunks.append(f"==> attempt {a['number']} <==\n".encode())
+        data, _ = _read_from(_stream_path(a, stderr), 0)
+        chunks.append(data)
+    data = b"".join(chunks)
+    out.write(tail_lines(data, tail) if tail is not None else data)
+    out.flush()
+    return True
+
+
+def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | None, out, reconcile) -> int:
+    """Stream output as it is written, moving on to each new attempt, until the job ends.
+    Returns the job's exit status."""
+    current, logical, first = attempt, 0, True
+    shown_header = set()
+    while True:
+        reconcile()
+        state = transitions.load_state(conn, job_id)
+        attempts = queries.attempts(conn, job_id)
+        if current is None and attempts:
+            current = attempts[0]["number"]
+        row = next((a for a in attempts if a["number"] == current), None)
+        if row is not None:
+            if len(attempts) > 1 or current > 1:
+                if current not in shown_header:
+                    out.write(f"==> attempt {current} <==\n".encode())
+                    shown_header.add(current)
+            data, logical = _read_from(_stream_path(row, stderr), logical)
+            if first and tail is not None:
+                data = tail_lines(data, tail)
+            first = False
+            if data:
+                out.write(data)
+                out.flush()
+            newer = [a["number"] for a in attempts if a["number"] > current]
+            if row["ended_at"] is not None and newer and attempt is None:
+                current, logical = newer[0], 0
+                continue
+        finished = state["phase"] == "finished"
+        if finished and (row is None or row["ended_at"] is not None or state["outcome"] == "lost"):
+            data, logical = (_read_from(_stream_path(row, stderr), logical) if row is not None else (b"", 0))
+            if data:
+                out.write(data)
+                out.flush()
+            return exit_status(state["outcome"], state["exit_code"], state["exit_signal"])
+        time.sleep(FOLLOW_POLL)

@@ -1,0 +1,67 @@
+"""Reconciliation: one explicit, conservative pass that explains abandoned records. Run cheaply by
+every command and alone by `jobman reconcile`. It never re-runs anything and never invents an exit code.
+
+- `submitting` past its claim deadline -> finished `submission_failed`.
+- lease expired and the supervisor no longer verifies (pid + start time + boot id; a zombie does
+  not verify) -> finished `lost`. An expired lease whose process still verifies is left alone.
+- a `lost` job's slot is freed once its target tree no longer verifies as alive.
+"""
+from runkit import proc
+
+from . import doorbell, queries
+from .errors import Conflict
+from .transitions import fail_submission, mark_lost, release_lost_slot
+
+_DUE = """
+SELECT s.job_id, s.phase, s.revision, s.claim_deadline, s.lease_expires_at, s.supervisor_pid,
+       s.supervisor_start_time, s.supervisor_boot_id
+FROM job_state s
+WHERE s.phase != 'finished'
+  AND ((s.phase = 'submitting' AND s.claim_deadline < :now)
+    OR (s.phase != 'submitting' AND s.lease_expires_at < :now))
+"""
+
+
+def target_alive(attempt) -> bool:
+    """Whether an attempt's recorded target process still verifies."""
+    if attempt is None or attempt["pid"] is None:
+        return False
+    return proc.verify(attempt["pid"], attempt["start_time"], attempt["boot_id"])
+
+
+def run(conn, home: str, now: float) -> list[tuple[str, str]]:
+    """One pass. Returns [(job_id, what happened)]."""
+    changes = []
+    for row in conn.execute(_DUE, {"now": now}).fetchall():
+        job_id = row["job_id"]
+        try:
+            if row["phase"] == "submitting":
+                fail_submission(conn, job_id, row["revision"], now,
+                                "no supervisor claimed the job before its claim deadline")
+                changes.append((job_id, "submission_failed"))
+            elif not proc.verify(row["supervisor_pid"], row["supervisor_start_time"], row["supervisor_boot_id"]):
+                alive = target_alive(queries.last_attempt(conn, job_id))
+                detail = ("its supervisor stopped renewing its lease and no longer exists"
+                          + ("; the target process tree is still alive" if alive else ""))
+                mark_lost(conn, job_id, row["revision"], now, detail, alive)
+                changes.append((job_id, "lost"))
+        except Conflict:
+            continue  # someone else moved it first: their word stands
+        _wake_after(conn, home, job_id)
+    for row in conn.execute("SELECT job_id, revision FROM job_state WHERE slot_held = 1 AND phase = 'finished'"
+                            ).fetchall():
+        if not target_alive(queries.last_attempt(conn, row["job_id"])):
+            try:
+                release_lost_slot(conn, row["job_id"], row["revision"], now)
+            except Conflict:
+                continue
+            changes.append((row["job_id"], "slot released"))
+            group = queries.group_of(conn, row["job_id"])
+            doorbell.ring_all(home, queries.slot_waiters(conn, group, queries.free_slots(conn, group)))
+    return changes
+
+
+def _wake_after(conn, home: str, job_id: str) -> None:
+    doorbell.ring_all(home, queries.dependents_to_wake(conn, job_id))
+    group = queries.group_of(conn, job_id)
+    doorbell.ring_all(home, queries.slot_waiters(conn, group, queries.free_slots(conn, group)))

@@ -1,0 +1,135 @@
+"""Human output: tables and detail views. (--json output is the api's data as it is.)"""
+import json
+import shlex
+import time
+
+from runkit.durations import format_duration
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _ago(ts: float | None, now: float) -> str:
+    return "-" if ts is None else format_duration(max(0.0, now - ts)) + " ago"
+
+
+def command_text(argv) -> str:
+    return shlex.join(argv) if argv else "?"
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row[:-1]):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for row in [headers, *rows]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def state_text(view: dict) -> str:
+    if view["phase"] != "finished":
+        return view["phase"]
+    if view["outcome"] == "failed" and view["exit_code"] is not None:
+        return f"failed ({view['exit_code']})"
+    if view["outcome"] == "failed" and view["signal"]:
+        return f"failed ({view['signal']})"
+    return view["outcome"]
+
+
+def why_text(view: dict, now: float) -> str:
+    if view["phase"] == "waiting":
+        detail = view["wait_detail"] or view["waiting_for"]
+        return detail
+    if view["phase"] == "finished" and view["outcome"] not in ("succeeded", "failed") and view["detail"]:
+        return view["detail"]
+    if view.get("wait_detail"):
+        return view["wait_detail"]
+    return ""
+
+
+def job_table(views: list[dict]) -> str:
+    now = time.time()
+    rows = []
+    for v in views:
+        rows.append([v["id"], v["name"] or "-", state_text(v), str(v["attempts"]), v["group"],
+                     _ago(v["submitted_at"], now), command_text(v["command"]) + _why_suffix(v, now)])
+    return table(["ID", "NAME", "STATE", "TRIES", "GROUP", "SUBMITTED", "COMMAND"], rows)
+
+
+def _why_suffix(view: dict, now: float) -> str:
+    why = why_text(view, now)
+    return f"   [{why}]" if why else ""
+
+
+def show(view: dict) -> str:
+    spec = view["spec"]
+    out = []
+    add = out.append
+    add(f"id:          {view['id']}")
+    if view["name"]:
+        add(f"name:        {view['name']}")
+    add(f"state:       {state_text(view)}")
+    if view["phase"] == "waiting":
+        add(f"waiting for: {view['waiting_for']}: {view['wait_detail']}")
+    if view["detail"]:
+        add(f"detail:      {view['detail']}")
+    if view.get("lost_note"):
+        add(f"lost:        {view['lost_note']}")
+    if view["phase"] == "finished":
+        add(f"exit status: {view['exit_status']}" + (f" (exit code {view['exit_code']})" if view["exit_code"] is not None
+                                                     else f" (signal {view['signal']})" if view["signal"] else ""))
+    add(f"command:     {command_text(spec['argv'])}")
+    add(f"executable:  {spec['executable']}")
+    add(f"cwd:         {spec['cwd']}")
+    add(f"group:       {view['group']} (priority {view['priority']})" + ("  [holds a slot]" if view["slot_held"] else ""))
+    add(f"submitted:   {_when(view['submitted_at'])}")
+    if view["finished_at"]:
+        add(f"finished:    {_when(view['finished_at'])}")
+    for dep in view["dependencies"]:
+        label = f"{dep['name']} ({dep['job']})" if dep["name"] else dep["job"]
+        add(f"after-{dep['condition']}: {label}: {dep['state']}")
+    retry = spec["retry"]
+    policy = [f"retries {retry['retries']}"]
+    if retry["retries"]:
+        policy.append("exit codes " + (",".join(map(str, retry["exit_codes"])) if retry["exit_codes"] else "any non-zero"))
+        policy.append(f"delay {format_duration(retry['delay'])} {retry['backoff']}")
+        if retry.get("on_timeout"):
+            policy.append("also on timeout")
+    add(f"retry:       {', '.join(policy)}")
+    add(f"timeout:     {format_duration(spec['timeout']) if spec['timeout'] else 'none'}"
+        f" (then SIGKILL after {format_duration(spec['kill_after'])})")
+    if spec.get("not_before"):
+        add(f"not before:  {_when(spec['not_before'])}")
+    add(f"log:         limit {spec['log']['limit']} bytes" + (", stderr separate" if spec['log']['separate_stderr'] else ""))
+    add(f"environment: {spec['env_policy']}" + (", " + " ".join(f"{k}={v}" for k, v in spec["env_overrides"].items())
+                                                 if spec["env_overrides"] else ""))
+    sup = view["supervisor"]
+    if sup:
+        alive = "alive" if sup["alive"] else "gone"
+        add(f"supervisor:  {sup['id']} pid {sup['pid']} ({alive}), lease until {_when(sup['lease_expires_at'])}")
+    if view["attempts_detail"]:
+        add("attempts:")
+        for a in view["attempts_detail"]:
+            end = (f"exit code {a['exit_code']}" if a["exit_code"] is not None
+                   else f"signal {a['signal']}" if a["signal"] else (a["error"] or "-"))
+            add(f"  #{a['number']}  {a['outcome'] or '-':<12} {end:<16} started {_when(a['started_at'])}  "
+                f"duration {format_duration(a['duration'])}  pid {a['pid'] or '-'}  log {a['log']}")
+    add("events:")
+    for e in view["events"]:
+        extra = {k: v for k, v in e.items() if k not in ("at", "kind")}
+        add(f"  {_when(e['at'])}  {e['kind']}" + (f"  {json.dumps(extra)}" if extra else ""))
+    add("environment variables (secret-looking values masked):")
+    for k in sorted(spec["env"]):
+        add(f"  {k}={spec['env'][k]}")
+    return "\n".join(out)
+
+
+def groups(rows: list[dict]) -> str:
+    return table(["GROUP", "LIMIT", "RUNNING", "WAITING"],
+                 [[r["name"], str(r["limit"]), str(r["running"]), str(r["waiting"])] for r in rows])

@@ -1,0 +1,38 @@
+"""Turning what the user typed (JOB) into a canonical job id.
+
+An exact id; else an exact display name (the newest job with it); else a unique id prefix of at
+least 6 characters (hyphens optional). Anything else is an error that lists the candidates.
+"""
+from runkit.ids import is_uuid
+
+from .errors import NotFound
+
+MIN_PREFIX = 6
+
+
+def resolve(conn, text: str) -> str:
+    selector = text.strip()
+    if not selector:
+        raise NotFound("empty job selector: give a job id, a display name or an id prefix of at least 6 characters")
+    lowered = selector.lower()
+    if is_uuid(lowered):
+        if conn.execute("SELECT 1 FROM jobs WHERE id = ?", (lowered,)).fetchone():
+            return lowered
+    row = conn.execute("SELECT id FROM jobs WHERE name = ? ORDER BY submitted_at DESC, id DESC LIMIT 1",
+                       (selector,)).fetchone()
+    if row:
+        return row[0]
+    compact = lowered.replace("-", "")
+    if len(compact) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in compact):
+        rows = conn.execute("SELECT id, name FROM jobs WHERE replace(id, '-', '') LIKE ? ORDER BY id LIMIT 6",
+                            (compact + "%",)).fetchall()
+        if len(rows) == 1:
+            return rows[0][0]
+        if len(rows) > 1:
+            shown = ", ".join(r[0] + (f" ({r[1]})" if r[1] else "") for r in rows[:5])
+            more = " ..." if len(rows) > 5 else ""
+            raise NotFound(f"job selector {selector!r} is ambiguous: it matches {shown}{more}; give more characters")
+    elif len(compact) < MIN_PREFIX and all(c in "0123456789abcdef-" for c in lowered):
+        raise NotFound(f"no job named {selector!r}, and an id prefix needs at least {MIN_PREFIX} characters")
+    raise NotFound(f"no job matches {selector!r}: give a job id, a display name or an id prefix "
+                   f"(see jobman list)")

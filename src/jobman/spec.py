@@ -1,0 +1,134 @@
+"""The immutable job specification: resolved once, at submission, from the command line and the
+submitter's environment. The supervisor reads it back and never reconstructs policy from argv.
+"""
+import os
+
+from runkit.proc import which
+
+from .errors import BadInput
+
+SPEC_VERSION = 1
+DEFAULT_KILL_AFTER = 10.0
+DEFAULT_LOG_LIMIT = 256 * 1024 * 1024
+DEFAULT_MAX_RETRY_DELAY = 3600.0
+
+# Handoff and lease windows (seed 000): settings stored with each job, overridable for tests.
+WINDOW_DEFAULTS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 1.0}
+WINDOW_ENV = {"claim": "JOBMAN_CLAIM_WINDOW", "lease": "JOBMAN_LEASE", "renew": "JOBMAN_RENEW_INTERVAL",
+              "poll": "JOBMAN_POLL_INTERVAL"}
+
+
+def windows_from_env(environ) -> dict:
+    """Claim window, lease, renewal and fallback-poll intervals in seconds."""
+    from runkit.durations import parse_duration
+
+    windows = dict(WINDOW_DEFAULTS)
+    for key, var in WINDOW_ENV.items():
+        raw = environ.get(var)
+        if raw:
+            try:
+                windows[key] = parse_duration(raw)
+            except ValueError as e:
+                raise BadInput(f"{var}: {e}") from None
+            if windows[key] <= 0:
+                raise BadInput(f"{var} must be greater than zero")
+    if windows["renew"] >= windows["lease"]:
+        raise BadInput(f"{WINDOW_ENV['renew']} ({windows['renew']}s) must be shorter than "
+                       f"{WINDOW_ENV['lease']} ({windows['lease']}s)")
+    return windows
+
+
+def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name or "\0" in pair or not _valid_env_name(name):
+            raise BadInput(f"malformed --env {pair!r}: use --env NAME=VALUE with a name of letters, digits and _")
+        env[name] = value
+    return env
+
+
+def _valid_env_name(name: str) -> bool:
+    return (name[0].isalpha() or name[0] == "_") and all(c.isalnum() or c == "_" for c in name) and name.isascii()
+
+
+def parse_env_policy(text: str) -> tuple[str, list[str]]:
+    if text in ("inherit", "clean"):
+        return text, []
+    if text.startswith("allow:"):
+        names = [n for n in text[6:].split(",") if n]
+        if names and all(_valid_env_name(n) for n in names):
+            return "allow", names
+    raise BadInput(f"malformed --env-policy {text!r}: use inherit, clean or allow:NAME,NAME")
+
+
+def resolve_environment(policy: str, allowed: list[str], overrides: dict[str, str], environ) -> dict[str, str]:
+    if policy == "inherit":
+        env = dict(environ)
+    elif policy == "clean":
+        env = {}
+    else:
+        env = {name: environ[name] for name in allowed if name in environ}
+    env.update(overrides)
+    return env
+
+
+def resolve_command(argv: list[str], cwd: str, env: dict[str, str]) -> str:
+    """The executable to start: a name with a '/' is taken relative to the job's cwd (it may be made
+    by an earlier job); a bare name must be found on the job's PATH now."""
+    if not argv or not argv[0]:
+        raise BadInput("no command given: put the command after --, as in: jobman run -- COMMAND [ARG...]")
+    program = argv[0]
+    if "/" in program:
+        return os.path.normpath(os.path.join(cwd, program))
+    found = which(program, env.get("PATH", os.defpath))
+    if found is None:
+        raise BadInput(f"command not found: {program!r} is not on the job's PATH; give a path or fix PATH")
+    return found
+
+
+def resolve_cwd(cwd: str | None) -> str:
+    path = os.path.abspath(cwd) if cwd else os.getcwd()
+    if not os.path.isdir(path):
+        raise BadInput(f"working directory {cwd!r} does not exist or is not a directory; pass an existing --cwd")
+    return path
+
+
+def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[str], environ, name: str | None,
+          group: str, priority: int, not_before: float | None, retry: dict, timeout: float | None,
+          kill_after: float, log_limit: int, separate_stderr: bool, windows: dict) -> dict:
+    """Validate and resolve everything except dependencies (resolved inside the submit transaction)."""
+    if name is not None and (not name or name.strip() != name or len(name) > 200):
+        raise BadInput(f"bad --name {name!r}: use a non-empty name without leading or trailing spaces")
+    policy, allowed = parse_env_policy(env_policy)
+    overrides = parse_env_pairs(env_pairs)
+    workdir = resolve_cwd(cwd)
+    env = resolve_environment(policy, allowed, overrides, environ)
+    executable = resolve_command(argv, workdir, env)
+    umask = os.umask(0)
+    os.umask(umask)
+    return {
+        "v": SPEC_VERSION,
+        "argv": list(argv),
+        "executable": executable,
+        "cwd": workdir,
+        "env_policy": env_policy,
+        "env_overrides": overrides,
+        "env": env,
+        "umask": umask,
+        "name": name,
+        "dependencies": [],
+        "not_before": not_before,
+        "retry": retry,
+        "timeout": timeout,
+        "kill_after": kill_after,
+        "log": {"limit": log_limit, "separate_stderr": separate_stderr},
+        "group": group,
+        "priority": priority,
+        "windows": windows,
+    }
+
+
+def default_retry() -> dict:
+    return {"retries": 0, "exit_codes": None, "delay": 0.0, "backoff": "constant",
+            "max_delay": DEFAULT_MAX_RETRY_DELAY, "on_timeout": False}

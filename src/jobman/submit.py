@@ -1,0 +1,149 @@
+"""The handoff (seed 000): commit the job, then launch its supervisor and have it claim the job.
+
+    resolve spec -> one transaction (job, state, edges, job_submitted) -> launch `jobman __supervise ID`
+    (credential on its stdin) -> read one acknowledgement -> print the id
+
+No lock is held across the launch. If the acknowledgement does not arrive intact, the database is
+read again on a fresh connection before any failure is reported: a committed claim means success.
+If no claim is found, a guarded update makes a late claim impossible, and only then is the launch
+error reported.
+"""
+import os
+import select
+import signal
+import sys
+import time
+
+from runkit import proc
+from runkit.ids import uuid7
+
+from . import ack, db, faults, transitions
+from .errors import Conflict, LaunchError
+
+CREDENTIAL_BYTES = 32
+ACK_GRACE = 2.0  # seconds past the claim deadline to wait for an acknowledgement already on its way
+_HANDOFF_SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM", "SIGQUIT")
+
+
+def _sha256(data: bytes) -> bytes:
+    try:
+        from _sha256 import sha256  # the builtin module: no OpenSSL load on the submit path
+    except ImportError:
+        from hashlib import sha256
+    return sha256(data).digest()
+
+
+def _ignore_interrupts() -> None:
+    # From the commit until the id is printed, an interrupt, a hang-up or a closed terminal must not
+    # abandon a job whose ownership is being transferred.
+    for name in _HANDOFF_SIGNALS:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
+def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) -> dict:
+    """Submit a job and hand it to its supervisor. Returns {"id", "name", "supervisor_id", "reconciled"}."""
+    credential = os.urandom(CREDENTIAL_BYTES)
+    job_id = uuid7()
+    now = time.time()
+    faults.pause("cli:before_commit")
+    spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
+                              credential_hash=_sha256(credential), now=now, before_commit=_ignore_interrupts)
+    faults.hit("cli:after_commit")
+    deadline = now + spec["windows"]["claim"]
+    try:
+        supervisor_id = _launch(job_id, credential, deadline)
+        reconciled = False
+    except (LaunchError, ack.BadAck, OSError) as e:
+        supervisor_id = _reconcile_launch(db_file, job_id, str(e))
+        reconciled = True
+    faults.hit("cli:after_ack")
+    return {"id": job_id, "name": spec["name"], "supervisor_id": supervisor_id, "reconciled": reconciled}
+
+
+def _supervisor_argv(job_id: str) -> list[str]:
+    return [sys.executable, "-m", "jobman", "__supervise", job_id]
+
+
+def _launch(job_id: str, credential: bytes, deadline: float) -> str:
+    """Start the supervisor, hand it the credential, and return the supervisor id it acknowledges."""
+    proc.ensure_std_fds()
+    cred_r, cred_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        argv = _supervisor_argv(job_id)
+        pid = proc.spawn(argv[0], argv, dict(os.environ), stdin=cred_r, stdout=ack_w, stderr=null)
+    except OSError as e:
+        for fd in (cred_r, cred_w, ack_r, ack_w):
+            os.close(fd)
+        raise LaunchError(f"cannot start the supervisor: {e.strerror or e}") from None
+    finally:
+        os.close(null)
+    os.close(cred_r)
+    os.close(ack_w)
+    try:
+        try:
+            os.write(cred_w, credential)
+        except OSError:
+            pass  # it died already: the acknowledgement read below finds out how far it got
+        finally:
+            os.close(cred_w)
+        raw = _read_ack(ack_r, deadline + ACK_GRACE)
+    finally:
+        os.close(ack_r)
+    try:
+        return ack.decode(raw, job_id)
+    except ack.BadAck as e:
+        raise ack.BadAck(f"{e}{_exit_note(pid)}") from None
+
+
+def _read_ack(fd: int, give_up_at: float) -> bytes:
+    """Read until end-of-file, more than the size limit, or the deadline."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    data = b""
+    while len(data) <= ack.ACK_MAX_BYTES:
+        remaining = give_up_at - time.time()
+        if remaining <= 0:
+            raise LaunchError("the supervisor did not acknowledge its claim before the claim deadline")
+        if not poller.poll(int(remaining * 1000) + 1):
+            continue
+        chunk = os.read(fd, ack.ACK_MAX_BYTES + 1 - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _exit_note(pid: int) -> str:
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return ""
+    if not done:
+        return ""
+    code, sig = proc.describe_status(status)
+    return f" (the supervisor exited with {'code ' + str(code) if sig is None else proc.signal_name(sig)})"
+
+
+def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
+    """The acknowledgement did not arrive intact. Decide from the database, on a fresh connection:
+    a committed claim means the job was handed over; otherwise make a late claim impossible first."""
+    conn = db.connect(db_file, create=False)
+    try:
+        while True:
+            state = transitions.load_state(conn, job_id)
+            if state["supervisor_id"] is not None and state["phase"] != "submitting":
+                return state["supervisor_id"]
+            if state["phase"] != "submitting":
+                raise LaunchError(f"job {job_id} was not handed over: {reason}; it ended "
+                                  f"{state['outcome']} ({state['detail']})")
+            try:
+                transitions.fail_submission(conn, job_id, state["revision"], time.time(),
+                                            f"launch failed: {reason}")
+            except Conflict:
+                continue  # the claim landed after all: read it back
+            raise LaunchError(f"the supervisor did not claim job {job_id}: {reason}; nothing will run "
+                              f"(recorded as submission_failed)")
+    finally:
+        conn.close()

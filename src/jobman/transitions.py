@@ -1,0 +1,293 @@
+"""Every change of a job's state, one function each, with its precondition in the SQL predicate.
+
+Mutable rows carry a revision. Each update names the expected revision (and phase) in its WHERE
+clause; "no row updated" raises Conflict, and the caller reloads before deciding again. Events are
+appended in the same transaction as the change they record.
+"""
+import json
+import sqlite3
+
+from .db import Transaction
+from .errors import BadInput, Conflict
+from . import selectors
+
+ACTIVE = ("starting", "waiting", "running")
+
+
+class ClaimRefused(Exception):
+    """The supervisor's claim was not accepted; str(e) says why."""
+
+
+def add_event(conn, job_id: str, kind: str, at: float, **data) -> None:
+    conn.execute("INSERT INTO events (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
+                 (job_id, at, kind, json.dumps(data, separators=(",", ":")) if data else None))
+
+
+def _update(conn, job_id: str, revision: int, phases: tuple, sets: dict, extra_where: str = "",
+            extra_args: tuple = ()) -> int:
+    assignments = ", ".join(f"{column} = ?" for column in sets)
+    marks = ", ".join("?" * len(phases))
+    cur = conn.execute(
+        f"UPDATE job_state SET {assignments}, revision = revision + 1 "
+        f"WHERE job_id = ? AND revision = ? AND phase IN ({marks}){extra_where}",
+        (*sets.values(), job_id, revision, *phases, *extra_args))
+    if cur.rowcount != 1:
+        raise Conflict(f"job {job_id} changed (expected revision {revision} in phase {'/'.join(phases)})")
+    return revision + 1
+
+
+# --- submission (CLI) -------------------------------------------------------------------------
+
+def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]], credential_hash: bytes,
+           now: float, before_commit=None) -> dict:
+    """One transaction: job + runtime state + dependency edges + job_submitted.
+
+    Dependency selectors are resolved to canonical ids here, inside the transaction. before_commit
+    runs just before COMMIT (the CLI ignores interrupts from there on).
+    """
+    windows = spec["windows"]
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not conn.execute("SELECT 1 FROM groups WHERE name = ?", (spec["group"],)).fetchone():
+            raise BadInput(f"group {spec['group']!r} does not exist; create it with: "
+                           f"jobman group set {spec['group']} --limit N")
+        edges, seen = [], set()
+        for selector, condition in dependencies:
+            target = selectors.resolve(conn, selector)
+            if (target, condition) not in seen:
+                seen.add((target, condition))
+                edges.append({"job": target, "condition": condition, "selector": selector})
+        spec = dict(spec, dependencies=edges)
+        conn.execute(
+            "INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window, lease_duration,"
+            " renew_interval, poll_interval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (job_id, spec["name"], json.dumps(spec, separators=(",", ":")), spec["group"], spec["priority"], now,
+             windows["claim"], windows["lease"], windows["renew"], windows["poll"]))
+        conn.execute(
+            "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline)"
+            " VALUES (?, 'submitting', 1, ?, ?)", (job_id, credential_hash, now + windows["claim"]))
+        conn.executemany("INSERT INTO dependencies (job_id, depends_on, condition) VALUES (?, ?, ?)",
+                         [(job_id, e["job"], e["condition"]) for e in edges])
+        add_event(conn, job_id, "job_submitted", now, claim_deadline=now + windows["claim"])
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    if before_commit is not None:
+        before_commit()
+    try:
+        conn.execute("COMMIT")
+    except KeyboardInterrupt:
+        # A Ctrl-C that arrived before interrupts were ignored: if COMMIT did not run, nothing is
+        # submitted; if it did, the job is accepted and the handoff must go on.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+            raise
+    return spec
+
+
+def fail_submission(conn, job_id: str, revision: int, now: float, detail: str) -> int:
+    """Finish an unclaimed record as submission_failed. Clearing the hash makes a late claim impossible."""
+    with Transaction(conn):
+        rev = _update(conn, job_id, revision, ("submitting",),
+                      {"phase": "finished", "outcome": "submission_failed", "credential_hash": None,
+                       "claim_deadline": None, "detail": detail, "finished_at": now})
+        add_event(conn, job_id, "job_finished", now, outcome="submission_failed", detail=detail)
+    return rev
+
+
+# --- the supervisor's claim --------------------------------------------------------------------
+
+def claim(conn, job_id: str, credential_hash: bytes, supervisor_id: str, pid: int, start_time: int, boot_id: str,
+          now: float) -> sqlite3.Row:
+    """Single-use ownership claim: accepted only while the job is submitting, the deadline is open,
+    the hash matches and the revision is current. Raises ClaimRefused."""
+    refusal = None
+    with Transaction(conn):
+        row = conn.execute(
+            "SELECT s.phase, s.revision, s.credential_hash, s.claim_deadline, j.lease_duration FROM job_state s"
+            " JOIN jobs j ON j.id = s.job_id WHERE s.job_id = ?", (job_id,)).fetchone()
+        if row is None:
+            refusal = f"no job {job_id}"
+        elif row["phase"] != "submitting":
+            refusal = f"job {job_id} is already {row['phase']}: it was claimed before (or finished)"
+        elif row["credential_hash"] != credential_hash:
+            refusal = f"wrong launch credential for job {job_id}"
+        elif row["claim_deadline"] < now:
+            detail = "the supervisor's claim arrived after the claim deadline"
+            _update(conn, job_id, row["revision"], ("submitting",),
+                    {"phase": "finished", "outcome": "submission_failed", "credential_hash": None,
+                     "claim_deadline": None, "detail": detail, "finished_at": now})
+            add_event(conn, job_id, "claim_refused", now, reason="deadline passed", supervisor_id=supervisor_id)
+            add_event(conn, job_id, "job_finished", now, outcome="submission_failed", detail=detail)
+            refusal = f"the claim window of job {job_id} closed before the claim"
+        else:
+            _update(conn, job_id, row["revision"], ("submitting",),
+                    {"phase": "starting", "credential_hash": None, "claim_deadline": None,
+                     "supervisor_id": supervisor_id, "supervisor_pid": pid, "supervisor_start_time": start_time,
+                     "supervisor_boot_id": boot_id, "lease_expires_at": now + row["lease_duration"]},
+                    " AND credential_hash = ? AND claim_deadline >= ?", (credential_hash, now))
+            add_event(conn, job_id, "supervisor_claimed", now, supervisor_id=supervisor_id, pid=pid)
+    if refusal:
+        raise ClaimRefused(refusal)
+    return load_state(conn, job_id)
+
+
+def load_state(conn, job_id: str) -> sqlite3.Row | None:
+    return conn.execute("SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval,"
+                        " j.poll_interval, j.claim_window FROM job_state s JOIN jobs j ON j.id = s.job_id"
+                        " WHERE s.job_id = ?", (job_id,)).fetchone()
+
+
+# --- the supervisor's ownership ----------------------------------------------------------------
+
+def renew_lease(conn, job_id: str, supervisor_id: str, revision: int, expires_at: float) -> int:
+    """A single guarded statement: no transaction needed. Raises Conflict if anything moved."""
+    return _update(conn, job_id, revision, ACTIVE, {"lease_expires_at": expires_at},
+                   " AND supervisor_id = ?", (supervisor_id,))
+
+
+def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str, until: float | None,
+                now: float, announce: bool) -> int:
+    with Transaction(conn):
+        rev = _update(conn, job_id, revision, ("starting", "waiting"),
+                      {"phase": "waiting", "waiting_for": waiting_for, "wait_detail": detail, "wait_until": until})
+        if announce:
+            add_event(conn, job_id, "waiting", now, waiting_for=waiting_for, detail=detail)
+    return rev
+
+
+def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: str, now: float) -> int | None:
+    """Take a slot in the job's group and move it to running with a new attempt, if the group has room
+    for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting)."""
+    with Transaction(conn):
+        me = conn.execute("SELECT j.group_name, j.priority, j.submitted_at FROM jobs j WHERE j.id = ?",
+                          (job_id,)).fetchone()
+        if not _slot_free(conn, job_id, me["group_name"], me["priority"], me["submitted_at"]):
+            return None
+        rev = _update(conn, job_id, revision, ("starting", "waiting"),
+                      {"phase": "running", "slot_held": 1, "attempts": number, "waiting_for": None,
+                       "wait_detail": None, "wait_until": None})
+        conn.execute("INSERT INTO attempts (job_id, number, started_at, log_path) VALUES (?, ?, ?, ?)",
+                     (job_id, number, now, log_path))
+    return rev
+
+
+def _slot_free(conn, job_id: str, group: str, priority: int, submitted_at: float) -> bool:
+    limit_row = conn.execute("SELECT slot_limit FROM groups WHERE name = ?", (group,)).fetchone()
+    limit = limit_row[0] if limit_row else 0
+    held, ahead = conn.execute(
+        "SELECT (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id"
+        "        WHERE s.slot_held = 1 AND j.group_name = :g),"
+        "       (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id"
+        "        WHERE s.phase = 'waiting' AND s.waiting_for = 'slot' AND j.group_name = :g AND s.job_id != :id"
+        "          AND (j.priority > :p OR (j.priority = :p AND (j.submitted_at, j.id) < (:t, :id))))",
+        {"g": group, "p": priority, "t": submitted_at, "id": job_id}).fetchone()
+    return held + ahead < limit
+
+
+def slot_free(conn, job_id: str) -> bool:
+    """Read-only check the waiting supervisor makes before trying to take a slot."""
+    me = conn.execute("SELECT group_name, priority, submitted_at FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return _slot_free(conn, job_id, me["group_name"], me["priority"], me["submitted_at"])
+
+
+def record_target(conn, job_id: str, number: int, pid: int, start_time: int, boot_id: str, pgid: int,
+                  now: float) -> None:
+    """The target's identity, recorded before anything may signal it."""
+    with Transaction(conn):
+        conn.execute("UPDATE attempts SET pid = ?, start_time = ?, boot_id = ?, pgid = ?"
+                     " WHERE job_id = ? AND number = ? AND ended_at IS NULL",
+                     (pid, start_time, boot_id, pgid, job_id, number))
+        add_event(conn, job_id, "attempt_started", now, attempt=number, pid=pid)
+
+
+def end_attempt(conn, job_id: str, revision: int, number: int, *, now: float, exit_code: int | None,
+                signal: int | None, attempt_outcome: str, error: str | None, retry_at: float | None,
+                job_outcome: str | None, detail: str | None) -> int:
+    """Close the attempt, then either schedule the next one (retry_at) or finish the job (job_outcome).
+    The slot is released either way: a retry waits for a slot again."""
+    with Transaction(conn):
+        conn.execute("UPDATE attempts SET ended_at = ?, exit_code = ?, signal = ?, outcome = ?, error = ?"
+                     " WHERE job_id = ? AND number = ? AND ended_at IS NULL",
+                     (now, exit_code, signal, attempt_outcome, error, job_id, number))
+        add_event(conn, job_id, "attempt_exited", now, attempt=number, exit_code=exit_code, signal=signal,
+                  outcome=attempt_outcome, **({"error": error} if error else {}))
+        if retry_at is not None:
+            rev = _update(conn, job_id, revision, ("running",),
+                          {"phase": "waiting", "waiting_for": "retry", "slot_held": 0, "wait_until": retry_at,
+                           "wait_detail": f"retry {number + 1} after attempt {number} {attempt_outcome}",
+                           "exit_code": exit_code, "exit_signal": signal})
+            add_event(conn, job_id, "retry_scheduled", now, attempt=number + 1, at=retry_at)
+        else:
+            rev = _finish(conn, job_id, revision, ("running",), job_outcome, now, detail, exit_code, signal)
+    return rev
+
+
+def finish(conn, job_id: str, revision: int, outcome: str, now: float, detail: str | None = None,
+           phases: tuple = ACTIVE) -> int:
+    """Finish a job that is not running an attempt (dependency_failed, cancelled while waiting, ...)."""
+    with Transaction(conn):
+        return _finish(conn, job_id, revision, phases, outcome, now, detail, None, None)
+
+
+def _finish(conn, job_id, revision, phases, outcome, now, detail, exit_code, signal) -> int:
+    rev = _update(conn, job_id, revision, phases,
+                  {"phase": "finished", "outcome": outcome, "slot_held": 0, "waiting_for": None,
+                   "wait_detail": None, "wait_until": None, "detail": detail, "finished_at": now,
+                   "exit_code": exit_code, "exit_signal": signal})
+    add_event(conn, job_id, "job_finished", now, outcome=outcome, **({"detail": detail} if detail else {}))
+    return rev
+
+
+# --- other commands ------------------------------------------------------------------------------
+
+def mark_lost(conn, job_id: str, revision: int, now: float, detail: str, target_alive: bool) -> int:
+    """Reconciliation's verdict on an expired lease whose supervisor no longer verifies. No exit code is
+    invented; the slot stays held while the target tree still verifies as alive."""
+    with Transaction(conn):
+        rev = _update(conn, job_id, revision, ACTIVE,
+                      {"phase": "finished", "outcome": "lost", "waiting_for": None, "wait_detail": None,
+                       "wait_until": None, "detail": detail, "finished_at": now},
+                      " AND lease_expires_at < ?", (now,))
+        if not target_alive:
+            conn.execute("UPDATE job_state SET slot_held = 0 WHERE job_id = ?", (job_id,))
+        conn.execute("UPDATE attempts SET outcome = 'lost' WHERE job_id = ? AND ended_at IS NULL", (job_id,))
+        add_event(conn, job_id, "job_finished", now, outcome="lost", detail=detail)
+    return rev
+
+
+def release_lost_slot(conn, job_id: str, revision: int, now: float) -> int:
+    with Transaction(conn):
+        rev = _update(conn, job_id, revision, ("finished",), {"slot_held": 0}, " AND slot_held = 1")
+        add_event(conn, job_id, "slot_released", now, reason="the lost job's target tree is gone")
+    return rev
+
+
+def request_cancel(conn, job_id: str, now: float) -> tuple[str, sqlite3.Row]:
+    """Cancel what can be cancelled at once (an unclaimed submission); otherwise ask the supervisor.
+    Returns ("cancelled" | "requested" | "finished", state)."""
+    while True:
+        state = load_state(conn, job_id)
+        try:
+            if state["phase"] == "finished":
+                return "finished", state
+            if state["phase"] == "submitting":
+                with Transaction(conn):
+                    _update(conn, job_id, state["revision"], ("submitting",),
+                            {"phase": "finished", "outcome": "cancelled", "credential_hash": None,
+                             "claim_deadline": None, "detail": "cancelled before a supervisor claimed it",
+                             "finished_at": now})
+                    add_event(conn, job_id, "job_finished", now, outcome="cancelled")
+                return "cancelled", load_state(conn, job_id)
+            if state["cancel_requested_at"] is None:
+                with Transaction(conn):
+                    _update(conn, job_id, state["revision"], ACTIVE, {"cancel_requested_at": now})
+                    add_event(conn, job_id, "cancel_requested", now)
+            return "requested", load_state(conn, job_id)
+        except Conflict:
+            continue
+
+
+def add_attempt_note(conn, job_id: str, kind: str, now: float, **data) -> None:
+    with Transaction(conn):
+        add_event(conn, job_id, kind, now, **data)

@@ -1,0 +1,470 @@
+"""`stado agent`: claims jobs from the queue and runs them, one process group and work directory each.
+
+One thread, one loop. Each pass: reap children; for each running job, upload new output, renew its
+lease when due (a compare-and-swap that also tells the agent about a cancel), stop it if cancelled or
+past its timeout, and settle it once its process group is gone; then, with free slots, one claim pass.
+An idle pass costs one LIST of queue/ (terminal prefixes are never listed while polling).
+
+SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
+leases), then exits. A second signal changes nothing: use SIGKILL to abandon the jobs (the reaper, a
+later issue, then settles them).
+
+Work root layout (one per host, shared by every agent on it):
+    <work-root>/agents/<agent-id>.lock   held with an exclusive flock while the agent lives
+    <work-root>/jobs/<job-id>/           job-id, inputs.json, output.log, artifacts/ (staged), work/ (cwd)
+"""
+import fcntl
+import json
+import os
+import random
+import select
+import shutil
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+
+from runkit import proc
+from runkit.ids import is_uuid, uuid7
+from runkit.redact import secret_values
+
+from . import artifacts, jobs, keys
+from . import documents as d
+from .admission import Offer, why_not
+from .environment import job_environment
+from .errors import ArtifactError, CorruptDocument
+from .lease import LeaseClock
+from .objectstore.base import ObjectStore, StoreError
+from .output import OutputUploader
+from .process import KILL, TERM, group_alive, reap, signal_group, spawn_shell
+
+AGENT_RECORD_EVERY = 30.0
+
+
+def default_work_root() -> str:
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "stado", "work")
+
+
+@dataclass
+class AgentConfig:
+    work_root: str
+    stado_bin: str
+    slots: int = 1
+    poll_seconds: float = 5.0
+    host: str = field(default_factory=socket.gethostname)
+    capabilities: frozenset[str] = frozenset()
+    cores: int = os.cpu_count() or 1
+    memory: int | None = None
+    accelerators: int = 0
+    kill_after: float = 10.0
+    late_cap: float = 60.0
+    until_idle: bool = False
+    keep_work: bool = False
+
+
+@dataclass
+class Slot:
+    doc: dict
+    version: object
+    job_dir: str
+    pgid: int | None = None
+    process: dict | None = None
+    started_at: float | None = None
+    started_mono: float = 0.0
+    out: OutputUploader | None = None
+    ended: tuple | None = None          # (exit code, signal) once the shell has exited
+    stopping: str | None = None         # why its group is being stopped: cancel | timeout | lost
+    stop_sent: float | None = None
+    kill_sent: bool = False
+    renew_due: float = 0.0
+    renew_due_wall: float = 0.0
+    output_due: float = 0.0
+
+    @property
+    def job_id(self) -> str:
+        return self.doc["id"]
+
+
+class Agent:
+    def __init__(self, store: ObjectStore, config: AgentConfig, log=None):
+        self.store, self.cfg = store, config
+        self.id = uuid7()
+        self.instance_ref = f"local@{config.host}"
+        self.offer = Offer(frozenset(config.capabilities), config.cores, config.memory, config.accelerators)
+        self.lease = LeaseClock(config.poll_seconds, config.late_cap)
+        self.slots: dict[str, Slot] = {}
+        self.stopping = False
+        self.secrets = secret_values(dict(os.environ))
+        self._log = log or (lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
+        self._said: dict[str, object] = {}   # things logged once (corrupt keys, ineligible jobs, pause)
+        self._lock_fd: int | None = None
+        self._wake_r = self._wake_w = None
+        self._freed = False
+        self._record_due = 0.0
+
+    def log(self, message: str) -> None:
+        self._log(f"{d.iso(time.time())} agent {self.id[-12:]}: {message}")
+
+    def log_once(self, key: str, value, message: str) -> None:
+        if self._said.get(key) != value:
+            self._said[key] = value
+            self.log(message)
+
+    # -- life cycle --------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self._take_lock()
+        old = self._install_signals()
+        try:
+            self._write_record()
+            self.log(f"started on {self.instance_ref} with {self.cfg.slots} slot(s), polling every "
+                     f"{self.cfg.poll_seconds:g} s; store {getattr(self.store, 'url', '?')}")
+            self._guard(self._settle_leftovers)
+            last_claim = -1e18
+            while True:
+                self._reap()
+                for slot in list(self.slots.values()):
+                    self._guard(self._tick, slot)
+                if self.stopping and not self.slots:
+                    break
+                eligible = None
+                now = time.monotonic()
+                if (not self.stopping and len(self.slots) < self.cfg.slots
+                        and (now - last_claim >= self.cfg.poll_seconds or self._freed)):
+                    self._freed = False
+                    last_claim = now
+                    eligible = self._guard(self._claim_pass)
+                if self.cfg.until_idle and not self.slots and eligible == 0:
+                    self.log("idle: nothing to claim and nothing running; exiting (--until-idle)")
+                    break
+                if time.monotonic() >= self._record_due:
+                    self._guard(self._write_record)
+                self._wait(self._next_deadline(last_claim))
+        finally:
+            self._guard(lambda: self.store.delete(keys.agent(self.id)))
+            self._restore_signals(old)
+            self._release_lock()
+        return 0
+
+    def _guard(self, fn, *args):
+        """A store that fails for a moment must not stop the agent: log, and the next pass tries again."""
+        try:
+            return fn(*args)
+        except StoreError as e:
+            self.log(f"object store error: {type(e).__name__}: {str(e)[:200]}; retrying on the next pass")
+            return None
+
+    def _take_lock(self) -> None:
+        lock_dir = os.path.join(self.cfg.work_root, "agents")
+        os.makedirs(lock_dir, mode=0o700, exist_ok=True)
+        os.makedirs(os.path.join(self.cfg.work_root, "jobs"), mode=0o700, exist_ok=True)
+        self._lock_path = os.path.join(lock_dir, f"{self.id}.lock")
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh id: nobody else can hold it
+        os.write(fd, json.dumps({"agent": self.id, "pid": os.getpid(), "host": self.cfg.host}).encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                os.unlink(self._lock_path)
+            except OSError:
+                pass
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _install_signals(self):
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        old = {sig: signal.signal(sig, self._on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
+        old["wakeup"] = signal.set_wakeup_fd(self._wake_w)
+        return old
+
+    def _restore_signals(self, old) -> None:
+        signal.set_wakeup_fd(old.pop("wakeup"))
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _on_stop(self, signum, _frame) -> None:
+        if not self.stopping:
+            self.stopping = True
+            self.log(f"{signal.Signals(signum).name}: not claiming any more; waiting for {len(self.slots)} running "
+                     "job(s) to finish")
+
+    def _wait(self, deadline: float) -> None:
+        timeout = max(0.0, deadline - time.monotonic())
+        try:
+            ready, _, _ = select.select([self._wake_r], [], [], timeout)
+        except InterruptedError:
+            return
+        if ready:
+            try:
+                while os.read(self._wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def _next_deadline(self, last_claim: float) -> float:
+        deadline = last_claim + self.cfg.poll_seconds
+        for slot in self.slots.values():
+            deadline = min(deadline, slot.renew_due, slot.output_due)
+            if slot.stopping:
+                deadline = min(deadline, time.monotonic() + min(0.05, self.cfg.poll_seconds))
+        if self._freed:
+            deadline = time.monotonic()
+        return deadline
+
+    def _write_record(self) -> None:
+        record = {"agent": self.id, "host": self.cfg.host, "instance_ref": self.instance_ref, "pid": os.getpid(),
+                  "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(self.offer.capabilities),
+                  "cores": self.offer.cores, "last_seen": d.iso(time.time()), "stopping": self.stopping}
+        self.store.put(keys.agent(self.id), d.encode(record))
+        self._record_due = time.monotonic() + AGENT_RECORD_EVERY
+
+    def _settle_leftovers(self) -> None:
+        for line in jobs.settle_leftovers(self.store, writer=self.id):
+            self.log(line)
+
+    # -- claiming ----------------------------------------------------------------------------------------
+
+    def _claim_pass(self) -> int:
+        """Claim up to the free slots. Returns how many claimable jobs were seen (0: nothing to do)."""
+        entries = []
+        for entry in self.store.list(keys.QUEUE):
+            job_id = keys.job_id_of(entry.key, keys.QUEUE)
+            if job_id is None or not is_uuid(job_id):
+                self.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
+                continue
+            if job_id not in self.slots:
+                entries.append((job_id, entry))
+        if not entries:
+            return 0
+        pause = jobs.pause_record(self.store)
+        if pause is not None:
+            self.log_once("pause", pause.get("nonce"), f"queue paused by {pause.get('by')} at {pause.get('at')}"
+                          f" ({pause.get('reason') or 'no reason given'}): not claiming")
+            return 0
+        self._said.pop("pause", None)
+        free = self.cfg.slots - len(self.slots)
+        # Creation order, with the head of the queue shuffled a little so that agents polling together do
+        # not all race for the same first job (ordering by priority is the scheduler's, a later issue).
+        head = entries[:max(4 * free, 8)]
+        random.shuffle(head)
+        seen = 0
+        for job_id, entry in head + entries[len(head):]:
+            if free == 0:
+                return seen + 1
+            if self._said.get(entry.key) == entry.version:
+                continue  # known corrupt or ineligible, unchanged since
+            try:
+                found = jobs.read(self.store, entry.key, job_id)
+            except CorruptDocument as e:
+                self.log_once(entry.key, entry.version, f"{e}: skipped")
+                continue
+            if found is None:
+                continue
+            queued = found[0]
+            reason = why_not(queued["spec"], self.offer)
+            if reason:
+                self.log_once(entry.key, entry.version, f"{job_id}: not for this agent: {reason}")
+                continue
+            inputs = self._inputs_state(queued)
+            if inputs == "wait":
+                seen += 1
+                continue
+            seen += 1
+            now = time.time()
+            got = jobs.claim(self.store, queued, agent_id=self.id, instance_ref=self.instance_ref,
+                             lease_expires_at=self.lease.promise(now), now=now)
+            if got is None:
+                continue
+            free -= 1
+            self._start(*got, inputs_missing=inputs if inputs != "ready" else None)
+        return seen
+
+    def _inputs_state(self, queued: dict) -> str:
+        """'ready', 'wait' (a producer has not finished) or the reason an input can never be delivered."""
+        for ref in queued["spec"].get("inputs") or ():
+            producer = ref["job"]
+            if jobs.read(self.store, keys.terminal("completed", producer)) is not None:
+                continue
+            for state in ("failed", "cancelled"):
+                if jobs.read(self.store, keys.terminal(state, producer)) is not None:
+                    return f"input {producer}:{ref['name']}: its job ended {state}"
+            return "wait"
+        return "ready"
+
+    # -- running -----------------------------------------------------------------------------------------
+
+    def _start(self, doc: dict, version, *, inputs_missing: str | None) -> None:
+        job_id = doc["id"]
+        job_dir = os.path.join(self.cfg.work_root, "jobs", job_id)
+        work = os.path.join(job_dir, "work")
+        os.makedirs(work, mode=0o700, exist_ok=True)
+        with open(os.path.join(job_dir, artifacts.JOB_ID_FILE), "w") as f:
+            f.write(job_id + "\n")
+        slot = Slot(doc, version, job_dir)
+        self.slots[job_id] = slot
+        self.log(f"{job_id}: claimed ({doc['spec']['command'][:80]!r})")
+        now = time.time()
+        slot.started_at = now
+        slot.started_mono = time.monotonic()
+        slot.renew_due = slot.started_mono + self.cfg.poll_seconds
+        slot.renew_due_wall = now + self.cfg.poll_seconds
+        slot.output_due = slot.renew_due
+        output_path = os.path.join(job_dir, "output.log")
+        if inputs_missing:
+            return self._fail_before_start(slot, "input_unavailable", inputs_missing)
+        try:
+            delivered = artifacts.fetch_inputs(self.store, doc["spec"].get("inputs") or [], work)
+        except ArtifactError as e:
+            return self._fail_before_start(slot, "input_unavailable", str(e))
+        inputs_json = json.dumps(delivered, sort_keys=True)
+        inputs_file = os.path.join(job_dir, "inputs.json")
+        with open(inputs_file, "w") as f:
+            f.write(inputs_json)
+        env = job_environment(dict(os.environ), stado_bin=self.cfg.stado_bin, job_id=job_id,
+                              started_at=d.iso(now), inputs_json=inputs_json, inputs_file=inputs_file,
+                              cores=int(doc["spec"].get("cores") or 1))
+        slot.out = OutputUploader(self.store, job_id, output_path, self.secrets + secret_values(env))
+        try:
+            pid = spawn_shell(doc["spec"]["command"], env, work, output_path)
+        except OSError as e:
+            return self._fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
+        ident = proc.identity(pid)
+        slot.pgid = pid
+        slot.process = {"pid": pid, "pgid": pid, "start_time": ident.start_time if ident else None,
+                        "boot_id": proc.boot_id(), "work_dir": work}
+        self.log(f"{job_id}: started as process group {pid}")
+
+    def _fail_before_start(self, slot: Slot, error_class: str, message: str) -> None:
+        self.log(f"{slot.job_id}: not started: {message}")
+        slot.ended = (None, None)
+        self._settle_slot(slot, d.result("failed", error_class=error_class, message=message))
+
+    def _reap(self) -> None:
+        for slot in self.slots.values():
+            if slot.ended is None and slot.pgid is not None:
+                ended = reap(slot.pgid)
+                if ended is not None:
+                    slot.ended = ended
+
+    def _tick(self, slot: Slot) -> None:
+        mono = time.monotonic()
+        timeout = slot.doc["spec"].get("timeout")
+        if slot.ended is None and timeout and mono - slot.started_mono > timeout and slot.stopping is None:
+            self._stop(slot, "timeout")
+        if slot.stopping:
+            self._escalate(slot)
+        if slot.ended is not None and not group_alive(slot.pgid):
+            return self._finish(slot)
+        if slot.ended is not None and slot.stopping is None:
+            self._stop(slot, "leftover")  # the shell exited; what it left in its group does not outlive the job
+        if mono >= slot.output_due:
+            slot.out.pump()
+            slot.output_due = mono + self.cfg.poll_seconds
+        if mono >= slot.renew_due:
+            self._renew(slot)
+
+    def _renew(self, slot: Slot) -> None:
+        began = time.time()
+        got = jobs.renew(self.store, slot.doc, slot.version, lease_expires_at=self.lease.promise(began), now=began,
+                         started_at=slot.started_at if slot.doc.get("started_at") is None else None,
+                         process=slot.process if slot.doc.get("process") is None else None)
+        ended = time.time()
+        self.lease.observed(slot.renew_due_wall, began, ended)
+        slot.renew_due = time.monotonic() + self.cfg.poll_seconds
+        slot.renew_due_wall = ended + self.cfg.poll_seconds
+        if isinstance(got, jobs.Fenced):
+            jobs.pulse(self.store, slot.doc, renewed=False, now=ended)
+            return self._fenced(slot, got.current)
+        slot.doc, slot.version = got
+        jobs.pulse(self.store, slot.doc, renewed=True, now=ended)
+
+    def _fenced(self, slot: Slot, current: dict | None) -> None:
+        """Another writer moved the running document: a cancel, or (later) a reaper."""
+        if current is not None and current.get("phase") == "cancelling":
+            slot.doc = current
+            return self._stop(slot, "cancel")
+        if current is None and jobs.read(self.store, keys.terminal("cancelled", slot.job_id)) is not None:
+            return self._stop(slot, "cancel")
+        self.log(f"{slot.job_id}: its running record was taken over or removed; stopping process group "
+                 f"{slot.pgid}")
+        self._stop(slot, "lost")
+
+    def _stop(self, slot: Slot, why: str) -> None:
+        slot.stopping = why
+        slot.stop_sent = time.monotonic()
+        if slot.pgid is not None:
+            signal_group(slot.pgid, TERM)
+        if why == "cancel":
+            self.log(f"{slot.job_id}: cancelled; stopping process group {slot.pgid}")
+        elif why == "timeout":
+            self.log(f"{slot.job_id}: timed out; stopping process group {slot.pgid}")
+
+    def _escalate(self, slot: Slot) -> None:
+        if (slot.pgid is not None and not slot.kill_sent
+                and time.monotonic() - slot.stop_sent >= self.cfg.kill_after and group_alive(slot.pgid)):
+            signal_group(slot.pgid, KILL)
+            slot.kill_sent = True
+
+    def _finish(self, slot: Slot) -> None:
+        slot.out.pump(final=True)
+        if slot.stopping == "lost":
+            self.log(f"{slot.job_id}: process group {slot.pgid} stopped; nothing recorded (the job is no longer ours)")
+            return self._drop(slot)
+        if slot.stopping == "cancel":
+            return self._settle_cancel(slot)
+        exit_code, sig = slot.ended
+        res = d.classify_exit(exit_code, sig, timed_out=slot.stopping == "timeout",
+                              timeout=slot.doc["spec"].get("timeout"))
+        try:
+            artifacts.upload_staged(self.store, slot.job_id, slot.job_dir)
+        except OSError as e:
+            res = d.result("failed", exit_code=exit_code, error_class="internal",
+                           message=f"could not upload its artifacts: {e}")
+        self._settle_slot(slot, res)
+
+    def _settle_slot(self, slot: Slot, res: dict) -> None:
+        doc = dict(slot.doc)
+        if slot.started_at is not None:
+            doc["started_at"] = d.iso(slot.started_at)
+        if slot.process is not None:
+            doc["process"] = slot.process
+        got = jobs.finish(self.store, doc, slot.version, res)
+        if isinstance(got, jobs.Fenced):
+            current = got.current
+            if current is not None and current.get("phase") == "cancelling":
+                slot.doc = current
+                return self._settle_cancel(slot)
+            self.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
+            return self._drop(slot)
+        how = f"exit {res['exit_code']}" if res["exit_code"] is not None else (
+            f"signal {res['signal']}" if res["signal"] else res["error"]["class"] if res["error"] else "?")
+        self.log(f"{slot.job_id}: {how} -> {got['state']}" + (" (retry queued)" if got["state"] == "queued" else ""))
+        self._drop(slot)
+
+    def _settle_cancel(self, slot: Slot) -> None:
+        doc = slot.doc
+        if doc.get("phase") != "cancelling":
+            found = jobs.read(self.store, keys.running(slot.job_id), slot.job_id)
+            doc = found[0] if found and found[0].get("phase") == "cancelling" else None
+        if doc is not None:
+            jobs.settle(self.store, doc, writer=self.id)
+        self.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled")
+        self._drop(slot)
+
+    def _drop(self, slot: Slot) -> None:
+        self.slots.pop(slot.job_id, None)
+        self._freed = True
+        if not self.cfg.keep_work:
+            shutil.rmtree(slot.job_dir, ignore_errors=True)
+
+
+def run_agent(store: ObjectStore, config: AgentConfig) -> int:
+    return Agent(store, config).run()
+

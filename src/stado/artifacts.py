@@ -1,0 +1,169 @@
+"""Artifacts: what a job produces (staged from inside the job, uploaded by its agent with a manifest
+of names, sizes and SHA-256) and what a job consumes (inputs downloaded and verified before it starts).
+
+Inside a job, `$STADO_BIN artifact put PATH...` only stages: it copies the files next to the job's
+inputs file (WC_ARTIFACT_INPUTS_FILE names the job's own area), so the job's environment needs no
+store credentials. The agent uploads the staged files when the job's process has ended.
+"""
+import hashlib
+import json
+import os
+import time
+
+from runkit.durable import write_atomic
+
+from . import keys
+from .documents import encode, iso
+from .errors import ArtifactError, BadInput, ChecksumMismatch, UnsafeArtifactName
+from .objectstore.base import NotFound, ObjectStore
+from .spec import check_artifact_name
+
+STAGING = "artifacts"
+JOB_ID_FILE = "job-id"
+
+
+def sha256_file(path: str) -> tuple[int, str]:
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+# -- inside a job --------------------------------------------------------------------------------------
+
+def job_area(env: dict[str, str]) -> str:
+    job_id, inputs_file = env.get("WC_JOB_ID"), env.get("WC_ARTIFACT_INPUTS_FILE")
+    if not job_id or not inputs_file:
+        raise BadInput("artifact put runs inside a stado job (WC_JOB_ID and WC_ARTIFACT_INPUTS_FILE are not set)")
+    area = os.path.dirname(os.path.abspath(inputs_file))
+    try:
+        with open(os.path.join(area, JOB_ID_FILE)) as f:
+            owner = f.read().strip()
+    except OSError:
+        owner = None
+    if owner != job_id:
+        raise BadInput(f"{area} is not the area of job {job_id}: WC_ARTIFACT_INPUTS_FILE was changed")
+    return area
+
+
+def stage(paths: list[str], env: dict[str, str], name: str | None = None) -> list[dict]:
+    """Copy each file into the job's staging directory under its base name (or `name`, for one file)."""
+    if not paths:
+        raise BadInput("artifact put needs at least one file: $STADO_BIN artifact put PATH...")
+    if name is not None and len(paths) != 1:
+        raise BadInput("--name renames one file: give exactly one PATH with it")
+    area = job_area(env)
+    staging = os.path.join(area, STAGING)
+    os.makedirs(staging, exist_ok=True)
+    staged = []
+    for path in paths:
+        if not os.path.isfile(path):
+            raise BadInput(f"{path}: not a regular file; artifact put uploads files")
+        artifact = check_artifact_name(name or os.path.basename(os.path.abspath(path)))
+        tmp = os.path.join(staging, f".{artifact}.{os.getpid()}.tmp")
+        h, size = hashlib.sha256(), 0
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            while chunk := src.read(1 << 20):
+                h.update(chunk)
+                size += len(chunk)
+                dst.write(chunk)
+        os.replace(tmp, os.path.join(staging, artifact))
+        staged.append({"name": artifact, "size": size, "sha256": h.hexdigest()})
+    return staged
+
+
+# -- the agent, after the job's process ended ---------------------------------------------------------
+
+def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | None = None) -> dict:
+    """Upload every staged file, then the manifest (written last: a manifest names only uploaded bytes)."""
+    staging = os.path.join(area, STAGING)
+    entries = []
+    names = sorted(n for n in os.listdir(staging) if not n.startswith(".")) if os.path.isdir(staging) else []
+    for artifact in names:
+        with open(os.path.join(staging, artifact), "rb") as f:
+            data = f.read()
+        store.put(keys.artifact(job_id, artifact), data)
+        entries.append({"name": artifact, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    manifest = {"job": job_id, "written_at": iso(time.time() if now is None else now), "artifacts": entries,
+                "generation": 1, "nonce": os.urandom(12).hex()}
+    store.put(keys.manifest(job_id), encode(manifest))
+    return manifest
+
+
+def read_manifest(store: ObjectStore, job_id: str) -> dict | None:
+    try:
+        data = store.get(keys.manifest(job_id)).data
+    except NotFound:
+        return None
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        raise ArtifactError(f"{keys.manifest(job_id)}: the result manifest is not JSON") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("artifacts"), list):
+        raise ArtifactError(f"{keys.manifest(job_id)}: the result manifest has no artifact list")
+    for entry in manifest["artifacts"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int) or not isinstance(
+                entry.get("sha256"), str):
+            raise ArtifactError(f"{keys.manifest(job_id)}: malformed manifest entry {entry!r}"[:200])
+    return manifest
+
+
+def _inside(directory: str, name: str) -> str:
+    """The path of `name` in `directory`, refusing any name that would land elsewhere."""
+    check_artifact_name(name)
+    root = os.path.realpath(directory)
+    target = os.path.realpath(os.path.join(root, name))
+    if os.path.dirname(target) != root:
+        raise UnsafeArtifactName(f"artifact name {name!r} escapes {directory}; refused")
+    return os.path.join(root, name)
+
+
+def download(store: ObjectStore, job_id: str, entries: list[dict], directory: str) -> list[dict]:
+    """Download and verify each entry into `directory`. Every name is checked before anything is written;
+    a file whose size or SHA-256 differs from the manifest is not kept, and ChecksumMismatch names it
+    after the others are in place."""
+    os.makedirs(directory, exist_ok=True)
+    targets = [(entry, _inside(directory, entry.get("name"))) for entry in entries]
+    bad, done = [], []
+    for entry, target in targets:
+        try:
+            data = store.get(keys.artifact(job_id, entry["name"])).data
+        except NotFound:
+            bad.append(f"{entry['name']} (missing from the store)")
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if len(data) != entry["size"] or digest != entry["sha256"]:
+            bad.append(f"{entry['name']} (expected {entry['size']} bytes sha256 {entry['sha256'][:12]}..., "
+                       f"got {len(data)} bytes sha256 {digest[:12]}...)")
+            continue
+        if os.path.islink(target) or os.path.isdir(target):
+            raise UnsafeArtifactName(f"{target} exists and is a link or directory; refused")
+        write_atomic(target, data, 0o644)
+        done.append(dict(entry, path=target))
+    if bad:
+        raise ChecksumMismatch(f"job {job_id}: verification failed for {', '.join(bad)}; those files were not kept")
+    return done
+
+
+def results(store: ObjectStore, job_id: str, directory: str) -> list[dict]:
+    manifest = read_manifest(store, job_id)
+    if manifest is None:
+        raise ArtifactError(f"job {job_id} has no result manifest yet: it has not finished, or ran on an agent that "
+                            "wrote none; see `stado status {job_id}`".replace("{job_id}", job_id))
+    return download(store, job_id, manifest["artifacts"], directory)
+
+
+def fetch_inputs(store: ObjectStore, inputs: list[dict], work_dir: str) -> list[dict]:
+    """Download and verify a job's declared inputs into its work directory (before it starts)."""
+    delivered = []
+    for ref in inputs:
+        manifest = read_manifest(store, ref["job"])
+        entry = next((e for e in (manifest or {}).get("artifacts", []) if e.get("name") == ref["name"]), None)
+        if entry is None:
+            raise ArtifactError(f"input {ref['job']}:{ref['name']}: the job produced no artifact of that name")
+        for got in download(store, ref["job"], [entry], work_dir):
+            delivered.append({"job": ref["job"], "name": ref["name"], "path": got["path"], "size": got["size"],
+                              "sha256": got["sha256"]})
+    return delivered

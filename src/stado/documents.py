@@ -1,0 +1,242 @@
+"""Job documents and the decisions about them (pure: no I/O, time and nonces are arguments).
+
+Every document carries `generation` (bumped by each write of the job, so no two writes are
+byte-identical and a stale writer is fenced) and the writer's `nonce` (so a writer whose retried
+request may have landed can read back and recognise its own write). The spec travels in every
+document, so any one record answers every question about the job.
+
+States are the key prefixes (queued, running, completed, failed, cancelled). A running document
+also has a `phase`: `running`, `finishing` (the outcome is decided and fenced; the terminal record
+is being written) or `cancelling` (an operator cancelled it; the owner stops the process group).
+`outcome` is separate from `state`, and `terminal` is decided here, from TERMINAL_STATES.
+"""
+import json
+import time
+from dataclasses import dataclass, field
+
+from .errors import CorruptDocument
+from .keys import TERMINAL_STATES
+
+SCHEMA = 1
+STATES = ("queued", "running") + TERMINAL_STATES
+PHASES = ("running", "finishing", "cancelling")
+# Outcomes, and the bounded set of error classes a failed record may carry.
+OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
+ERROR_CLASSES = ("exit_code", "signal", "timeout", "spawn_error", "input_unavailable", "worker_lease_expired",
+                 "internal")
+MAX_ERROR_MESSAGE = 300
+
+
+def iso(t: float) -> str:
+    """Unix seconds -> '2026-11-30T12:34:56.789Z' (UTC, millisecond precision)."""
+    whole = int(t)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((t - whole) * 1000):03d}Z"
+
+
+def parse_iso(text: str | None) -> float | None:
+    if not text:
+        return None
+    from datetime import datetime
+
+    return datetime.fromisoformat(text).timestamp()
+
+
+def encode(doc: dict) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode(key: str, data: bytes, job_id: str | None = None) -> dict:
+    """A stored job document, or CorruptDocument naming what is wrong with it."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CorruptDocument(key, f"not JSON: {str(e)[:80]}") from None
+    if not isinstance(doc, dict):
+        raise CorruptDocument(key, "not a JSON object")
+    for name, kind in (("id", str), ("generation", int), ("nonce", str), ("state", str), ("spec", dict)):
+        if not isinstance(doc.get(name), kind):
+            raise CorruptDocument(key, f"missing or bad field {name!r}")
+    if doc["state"] not in STATES:
+        raise CorruptDocument(key, f"unknown state {doc['state']!r}")
+    if job_id is not None and doc["id"] != job_id:
+        raise CorruptDocument(key, f"holds job {doc['id']!r}, not {job_id!r}")
+    if not isinstance(doc["spec"].get("command"), str):
+        raise CorruptDocument(key, "spec has no command")
+    return doc
+
+
+def _next(doc: dict, *, state: str, now: float, nonce: str, writer: str, **fields) -> dict:
+    new = dict(doc)
+    new.update(fields)
+    new.update(state=state, generation=doc["generation"] + 1, nonce=nonce, written_at=iso(now), written_by=writer)
+    return new
+
+
+# -- submission ---------------------------------------------------------------------------------------
+
+def queued_doc(job_id: str, spec: dict, *, now: float, submitter: str, nonce: str,
+               rerun_of: str | None = None) -> dict:
+    return {"schema": SCHEMA, "id": job_id, "state": "queued", "generation": 1, "nonce": nonce,
+            "written_at": iso(now), "written_by": submitter, "spec": spec, "submitted_at": iso(now),
+            "submitted_by": submitter, "rerun_of": rerun_of, "requeues": 0, "failures": 0}
+
+
+# -- claim and renewal ---------------------------------------------------------------------------------
+
+def claim_doc(queued: dict, *, agent_id: str, instance_ref: str, now: float, lease_expires_at: float,
+              nonce: str) -> dict:
+    """The running document a claim creates. `claim` names this attempt for its whole life; `claimed_from`
+    is the queue document's nonce, which tells a leftover queue entry (already claimed) from a newer one."""
+    return _next(queued, state="running", now=now, nonce=nonce, writer=agent_id, phase="running",
+                 owner=agent_id, instance_ref=instance_ref, claim=nonce, claimed_from=queued["nonce"],
+                 claimed_at=iso(now), started_at=None, lease_expires_at=iso(lease_expires_at), process=None,
+                 result=None, cancel=None)
+
+
+def renewed_doc(running: dict, *, now: float, lease_expires_at: float, nonce: str, started_at: float | None = None,
+                process: dict | None = None) -> dict:
+    fields = {"lease_expires_at": iso(lease_expires_at)}
+    if started_at is not None:
+        fields["started_at"] = iso(started_at)
+    if process is not None:
+        fields["process"] = process
+    return _next(running, state="running", now=now, nonce=nonce, writer=running["owner"], **fields)
+
+
+def is_leftover_queue_entry(queued: dict, running: dict) -> bool:
+    """True when `queued` is the very entry `running` was claimed from: the claim landed but the agent
+    stopped before deleting the queue entry. Anything else (a newer queue document) is not ours to delete."""
+    return running.get("claimed_from") == queued.get("nonce")
+
+
+# -- outcomes ------------------------------------------------------------------------------------------
+
+def result(outcome: str, *, exit_code: int | None = None, signal: int | None = None,
+           error_class: str | None = None, message: str | None = None) -> dict:
+    assert outcome in OUTCOMES, outcome
+    assert error_class is None or error_class in ERROR_CLASSES, error_class
+    error = None
+    if error_class is not None:
+        error = {"class": error_class, "message": (message or "")[:MAX_ERROR_MESSAGE]}
+    return {"outcome": outcome, "exit_code": exit_code, "signal": signal, "error": error}
+
+
+def classify_exit(exit_code: int | None, signal: int | None, *, timed_out: bool, timeout: float | None) -> dict:
+    """The outcome of a process that ended (pure)."""
+    if timed_out:
+        return result("timed_out", exit_code=exit_code, signal=signal, error_class="timeout",
+                      message=f"ran longer than its timeout of {timeout:g} s; its process group was stopped")
+    if exit_code == 0:
+        return result("succeeded", exit_code=0)
+    if signal is not None:
+        return result("failed", signal=signal, error_class="signal", message=f"killed by signal {signal}")
+    return result("failed", exit_code=exit_code, error_class="exit_code", message=f"exited with status {exit_code}")
+
+
+def terminal_state_of(res: dict) -> str:
+    return {"succeeded": "completed", "cancelled": "cancelled"}.get(res["outcome"], "failed")
+
+
+def retry_earned(doc: dict, res: dict) -> bool:
+    """A failed attempt is retried while the spec's retry budget lasts. Timeouts and input or spawn
+    problems are not retried: running the same thing again would end the same way."""
+    if res["outcome"] != "failed" or (res["error"] or {}).get("class") not in ("exit_code", "signal"):
+        return False
+    return doc.get("failures", 0) < int(doc["spec"].get("retries") or 0)
+
+
+def finishing_doc(running: dict, res: dict, *, now: float, nonce: str) -> dict:
+    """The fenced decision: written with put_if_match on the running document, so a cancel that moved
+    the document first wins, and every reader (and the next pass) sees the outcome before the terminal
+    record exists."""
+    return _next(running, state="running", now=now, nonce=nonce, writer=running["owner"], phase="finishing",
+                 result=res, finished_at=iso(now))
+
+
+def cancelling_doc(running: dict, *, by: str, reason: str | None, now: float, nonce: str) -> dict:
+    return _next(running, state="running", now=now, nonce=nonce, writer=by, phase="cancelling",
+                 cancel={"by": by, "at": iso(now), "reason": reason})
+
+
+def cancel_tombstone(queued: dict, *, by: str, reason: str | None, now: float, nonce: str) -> dict:
+    """Cancelling a queued job takes the claim slot (create-if-absent on running/) so that no agent can
+    claim it afterwards: the one-winner primitive is what makes 'a queued job never starts' hold."""
+    return _next(queued, state="running", now=now, nonce=nonce, writer=by, phase="cancelling", owner=None,
+                 instance_ref=None, claim=nonce, claimed_from=queued["nonce"], claimed_at=None, started_at=None,
+                 lease_expires_at=None, process=None, result=None, cancel={"by": by, "at": iso(now), "reason": reason})
+
+
+def terminal_doc(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
+    """The terminal record for a running document whose phase decided the outcome."""
+    if doc.get("phase") == "cancelling":
+        cancel = doc.get("cancel") or {}
+        fields = dict(result("cancelled"), cancelled_by=cancel.get("by"), cancel_reason=cancel.get("reason"),
+                      finished_at=iso(now))
+        return _next(doc, state="cancelled", now=now, nonce=nonce, writer=writer, **fields)
+    assert doc.get("phase") == "finishing" and doc.get("result"), "terminal_doc needs a decided outcome"
+    res = doc["result"]
+    return _next(doc, state=terminal_state_of(res), now=now, nonce=nonce, writer=writer,
+                 finished_at=doc.get("finished_at") or iso(now), **res)
+
+
+def requeued_after_failure(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
+    """Back to the queue for another attempt: the failed-attempts counter moves, the lost-worker
+    counter (requeues) does not."""
+    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, failures=doc.get("failures", 0) + 1,
+                last_result=doc.get("result"))
+    for name in ("phase", "owner", "instance_ref", "claim", "claimed_from", "claimed_at", "started_at",
+                 "lease_expires_at", "process", "result", "cancel", "finished_at"):
+        new.pop(name, None)
+    return new
+
+
+# -- what readers show ---------------------------------------------------------------------------------
+
+@dataclass
+class JobView:
+    """A job as readers resolve it: terminal records first (in TERMINAL_STATES order), then running,
+    then queued. `also` lists the other records found (a move still under way)."""
+
+    id: str
+    state: str
+    doc: dict
+    also: list[str] = field(default_factory=list)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def phase(self) -> str | None:
+        return self.doc.get("phase") if self.state == "running" else None
+
+    @property
+    def outcome(self) -> str | None:
+        return self.doc.get("outcome") if self.terminal else None
+
+
+def resolve(job_id: str, records: dict[str, dict]) -> JobView | None:
+    """Pick the record that states the job's truth from those present (state -> document)."""
+    for state in TERMINAL_STATES + ("running", "queued"):
+        if state in records:
+            return JobView(job_id, state, records[state], [s for s in records if s != state])
+    return None
+
+
+def status_json(view: JobView) -> dict:
+    """What `stado machine status` prints: state, terminal and outcome kept apart."""
+    d = view.doc
+    spec = d.get("spec", {})
+    res = d if view.terminal else (d.get("result") or {}) if view.phase == "finishing" else {}
+    return {
+        "id": view.id, "name": spec.get("name"), "state": view.state, "terminal": view.terminal,
+        "outcome": view.outcome, "phase": view.phase,
+        "exit_code": res.get("exit_code"), "signal": res.get("signal"), "error": res.get("error"),
+        "submitted_at": d.get("submitted_at"), "claimed_at": d.get("claimed_at"), "started_at": d.get("started_at"),
+        "finished_at": d.get("finished_at") if view.terminal else None,
+        "lease_expires_at": d.get("lease_expires_at") if view.state == "running" else None,
+        "owner": d.get("owner"), "instance_ref": d.get("instance_ref"),
+        "requeues": d.get("requeues", 0), "failures": d.get("failures", 0),
+        "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "command": spec.get("command"),
+        "cancelled_by": d.get("cancelled_by"), "moving": view.also,
+    }

@@ -1,0 +1,32 @@
+"""The environment a job's shell is given (pure): cleared to the execution-runtime variables the agent
+has, plus the variables seed 003 lists, and nothing else."""
+
+RUNTIME_NAMES = (
+    "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LANG",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+)
+RUNTIME_PREFIXES = ("LC_",)
+JOB_NAMES = ("STADO_BIN", "WC_JOB_ID", "WC_JOB_STARTED_AT", "WC_ARTIFACT_INPUTS_JSON", "WC_ARTIFACT_INPUTS_FILE",
+             "CARGO_BUILD_JOBS", "GIT_TERMINAL_PROMPT", "CARGO_NET_GIT_FETCH_WITH_CLI")
+
+
+def is_runtime_name(name: str) -> bool:
+    return name in RUNTIME_NAMES or name.startswith(RUNTIME_PREFIXES)
+
+
+def job_environment(agent_env: dict[str, str], *, stado_bin: str, job_id: str, started_at: str, inputs_json: str,
+                    inputs_file: str, cores: int) -> dict[str, str]:
+    env = {k: v for k, v in agent_env.items() if is_runtime_name(k)}
+    env.update({
+        "STADO_BIN": stado_bin,
+        "WC_JOB_ID": job_id,
+        "WC_JOB_STARTED_AT": started_at,
+        "WC_ARTIFACT_INPUTS_JSON": inputs_json,
+        "WC_ARTIFACT_INPUTS_FILE": inputs_file,
+        "CARGO_BUILD_JOBS": str(cores),  # the cores reserved (the job's --cores until admission arrives)
+        "GIT_TERMINAL_PROMPT": "false",
+        "CARGO_NET_GIT_FETCH_WITH_CLI": "true",
+    })
+    return env

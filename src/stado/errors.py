@@ -1,0 +1,49 @@
+"""One exception root for stado's expected failures; the CLI turns each into one line and an exit code.
+
+Object-store failures keep their own root (stado.objectstore.base.StoreError); the CLI translates
+both. str(e) is the line shown to the user: it names the problem and, where it can, what to do.
+"""
+
+
+class StadoError(Exception):
+    """Root of stado's expected failures."""
+
+    exit_code = 1
+
+
+class BadInput(StadoError):
+    """The user asked for something invalid; nothing was written."""
+
+    exit_code = 2
+
+
+class JobNotFound(StadoError):
+    """No job has that id or name."""
+
+    exit_code = 3
+
+
+class CorruptDocument(StadoError):
+    """A stored document is not valid JSON or lacks the fields every stado document carries."""
+
+    def __init__(self, key: str, reason: str):
+        super().__init__(f"{key}: corrupt document ({reason})")
+        self.key, self.reason = key, reason
+
+
+class Conflict(StadoError):
+    """A conditional write kept losing to other writers; nothing was decided. Try again."""
+
+
+class ArtifactError(StadoError):
+    """An artifact could not be staged, uploaded or delivered."""
+
+    exit_code = 5
+
+
+class UnsafeArtifactName(ArtifactError):
+    """An artifact name would escape its directory ('..', '/', NUL, ...)."""
+
+
+class ChecksumMismatch(ArtifactError):
+    """Downloaded bytes do not match the manifest's size or SHA-256."""

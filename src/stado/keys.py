@@ -1,0 +1,104 @@
+"""The only module that knows key names. Every other module asks here.
+
+Layout (one backend, whatever it is, holds the same keys):
+
+    queue/<id>.json          pending: the submission ledger
+    running/<id>.json        in flight: owner, instance_ref, lease; also a cancel tombstone
+    completed/<id>.json      terminal: succeeded
+    failed/<id>.json         terminal: unsuccessful, with a bounded error classification
+    cancelled/<id>.json      terminal: the durable operator cancellation record
+    status/<id>/heartbeat    the pulse written after each lease renewal
+    status/<id>/output/<n>   redacted output, in numbered chunks
+    status/<id>/manifest.json      result manifest: artifact names, sizes, SHA-256
+    status/<id>/artifacts/<name>   the artifacts themselves
+    status/<id>/checkpoints/...    a job's checkpoint prefix (evidence of life for the reaper)
+    names/<name>/<id>        display-name index: newest id wins
+    control/queue-pause.json the queue pause record (who, when, why)
+    agents/<agent-id>.json   each live agent: host, slots, capabilities, last seen
+"""
+QUEUE = "queue/"
+RUNNING = "running/"
+COMPLETED = "completed/"
+FAILED = "failed/"
+CANCELLED = "cancelled/"
+STATUS = "status/"
+NAMES = "names/"
+AGENTS = "agents/"
+QUEUE_PAUSE = "control/queue-pause.json"
+
+# Readers resolve several terminal records in this documented order: the first one present wins.
+TERMINAL_STATES = ("completed", "failed", "cancelled")
+STATE_PREFIXES = {"queued": QUEUE, "running": RUNNING, "completed": COMPLETED, "failed": FAILED,
+                  "cancelled": CANCELLED}
+_SUFFIX = ".json"
+
+
+def state_key(state: str, job_id: str) -> str:
+    return f"{STATE_PREFIXES[state]}{job_id}{_SUFFIX}"
+
+
+def queued(job_id: str) -> str:
+    return f"{QUEUE}{job_id}{_SUFFIX}"
+
+
+def running(job_id: str) -> str:
+    return f"{RUNNING}{job_id}{_SUFFIX}"
+
+
+def terminal(state: str, job_id: str) -> str:
+    assert state in TERMINAL_STATES, state
+    return state_key(state, job_id)
+
+
+def job_id_of(key: str, prefix: str) -> str | None:
+    """The id in '<prefix><id>.json', or None if the key is not shaped like a job document."""
+    if not key.startswith(prefix) or not key.endswith(_SUFFIX):
+        return None
+    job_id = key[len(prefix):-len(_SUFFIX)]
+    return job_id if job_id and "/" not in job_id else None
+
+
+def status_prefix(job_id: str) -> str:
+    return f"{STATUS}{job_id}/"
+
+
+def heartbeat(job_id: str) -> str:
+    return f"{STATUS}{job_id}/heartbeat"
+
+
+def output_prefix(job_id: str) -> str:
+    return f"{STATUS}{job_id}/output/"
+
+
+def output_chunk(job_id: str, seq: int) -> str:
+    # Zero-padded so that listing order is chunk order.
+    return f"{STATUS}{job_id}/output/{seq:08d}"
+
+
+def chunk_seq(key: str) -> int | None:
+    tail = key.rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def manifest(job_id: str) -> str:
+    return f"{STATUS}{job_id}/manifest.json"
+
+
+def artifact(job_id: str, name: str) -> str:
+    return f"{STATUS}{job_id}/artifacts/{name}"
+
+
+def checkpoint_prefix(job_id: str) -> str:
+    return f"{STATUS}{job_id}/checkpoints/"
+
+
+def name_prefix(name: str) -> str:
+    return f"{NAMES}{name}/"
+
+
+def name_entry(name: str, job_id: str) -> str:
+    return f"{NAMES}{name}/{job_id}"
+
+
+def agent(agent_id: str) -> str:
+    return f"{AGENTS}{agent_id}.json"

@@ -1,0 +1,85 @@
+"""What `stado status` shows: every job by state, the pause record, live agents, and problems
+(corrupt or unexpected documents), read without writing anything."""
+import json
+from dataclasses import dataclass, field
+
+from runkit.ids import is_uuid
+
+from . import documents as d
+from . import keys
+from .errors import CorruptDocument
+from .jobs import pause_record, read
+from .objectstore.base import ObjectStore
+
+
+@dataclass
+class Overview:
+    jobs: list[d.JobView] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    hidden: int = 0  # finished jobs beyond the limit, counted but not read
+    problems: list[str] = field(default_factory=list)
+    paused: dict | None = None
+    agents: list[dict] = field(default_factory=list)
+
+
+def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview:
+    """One LIST per prefix, then one GET per job shown (the record that states its truth)."""
+    out = Overview()
+    present: dict[str, list[str]] = {}
+    for state in keys.TERMINAL_STATES + ("running", "queued"):
+        prefix = keys.STATE_PREFIXES[state]
+        for entry in store.list(prefix):
+            job_id = keys.job_id_of(entry.key, prefix)
+            if job_id is None or not is_uuid(job_id):
+                out.problems.append(f"{entry.key}: unexpected key under {prefix}: not a job document; ignored")
+                continue
+            present.setdefault(job_id, []).append(state)
+    by_state: dict[str, list[str]] = {}
+    for job_id, states in present.items():
+        by_state.setdefault(states[0], []).append(job_id)  # states are in resolution order
+    out.counts = {state: len(ids) for state, ids in by_state.items()}
+    finished = sorted((i for s in keys.TERMINAL_STATES for i in by_state.get(s, [])), reverse=True)
+    shown_finished = set(finished if finished_limit is None else finished[:finished_limit])
+    out.hidden = len(finished) - len(shown_finished)
+    for job_id in sorted(present):
+        states = present[job_id]
+        if states[0] in keys.TERMINAL_STATES and job_id not in shown_finished:
+            continue
+        records = {}
+        for state in states:
+            try:
+                found = read(store, keys.state_key(state, job_id), job_id)
+            except CorruptDocument as e:
+                out.problems.append(f"{e}: agents skip it; inspect or delete that key")
+                continue
+            if found is not None:
+                records[state] = found[0]
+            if records:
+                break  # the first readable record states the job's truth
+        view = d.resolve(job_id, records)
+        if view is not None:
+            view.also = [s for s in states if s != view.state]
+            out.jobs.append(view)
+    out.paused = pause_record(store)
+    for entry in store.list(keys.AGENTS):
+        try:
+            out.agents.append(json.loads(store.get(entry.key).data))
+        except Exception:  # an agent record is advisory: a bad one is reported, never fatal
+            out.problems.append(f"{entry.key}: unreadable agent record")
+    return out
+
+
+def output_since(store: ObjectStore, job_id: str, after: int) -> list[tuple[int, bytes]]:
+    """Output chunks numbered above `after`, in order."""
+    from .objectstore.base import NotFound
+
+    chunks = []
+    for entry in store.list(keys.output_prefix(job_id)):
+        seq = keys.chunk_seq(entry.key)
+        if seq is None or seq <= after:
+            continue
+        try:
+            chunks.append((seq, store.get(entry.key).data))
+        except NotFound:
+            continue
+    return sorted(chunks)

@@ -1,0 +1,166 @@
+"""The job spec that travels with every job document (pure: validation and (de)serialisation).
+
+A spec is what `stado submit` was asked to run; `stado job rerun` resubmits it unchanged under a
+new id. Everything here raises BadInput with a message fit for the user, before anything is written.
+"""
+import math
+import re
+from dataclasses import dataclass, field, replace
+
+from runkit.durations import parse_duration, parse_size
+
+from .errors import BadInput
+
+SPOT_POLICIES = ("allow", "require", "never")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:=+-]{0,63}")
+_UUID_SHAPE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+MAX_COMMAND_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class InputRef:
+    """An artifact another job produced, delivered into this job's work directory before it starts."""
+
+    job: str  # the producer's canonical id (a name given at submission is resolved first)
+    name: str
+
+    def to_json(self) -> dict:
+        return {"job": self.job, "name": self.name}
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    command: str
+    name: str | None = None
+    priority: int = 0
+    capabilities: tuple[str, ...] = ()
+    cores: int = 1
+    memory: int | None = None          # bytes
+    accelerators: int = 0
+    providers: tuple[str, ...] = ()    # the provider fence: empty allows any provider
+    spot: str = "allow"
+    cost_cap: float | None = None      # US dollars for the whole job
+    timeout: float | None = None       # seconds
+    retries: int = 0                   # more attempts after a failed one
+    inputs: tuple[InputRef, ...] = field(default=())
+
+    def to_json(self) -> dict:
+        return {"command": self.command, "name": self.name, "priority": self.priority,
+                "capabilities": list(self.capabilities), "cores": self.cores, "memory": self.memory,
+                "accelerators": self.accelerators, "providers": list(self.providers), "spot": self.spot,
+                "cost_cap": self.cost_cap, "timeout": self.timeout, "retries": self.retries,
+                "inputs": [i.to_json() for i in self.inputs]}
+
+
+def spec_from_json(data: dict) -> JobSpec:
+    """A spec read back from a stored document (validated like a submission)."""
+    if not isinstance(data, dict):
+        raise BadInput("job spec is not an object")
+    inputs = data.get("inputs") or []
+    if not isinstance(inputs, list) or not all(isinstance(i, dict) for i in inputs):
+        raise BadInput("job spec: inputs must be a list of {job, name}")
+    return validate(JobSpec(
+        command=data.get("command"), name=data.get("name"), priority=data.get("priority", 0),
+        capabilities=tuple(data.get("capabilities") or ()), cores=data.get("cores", 1),
+        memory=data.get("memory"), accelerators=data.get("accelerators", 0),
+        providers=tuple(data.get("providers") or ()), spot=data.get("spot", "allow"),
+        cost_cap=data.get("cost_cap"), timeout=data.get("timeout"), retries=data.get("retries", 0),
+        inputs=tuple(InputRef(i.get("job"), i.get("name")) for i in inputs)))
+
+
+def validate(spec: JobSpec) -> JobSpec:
+    """The spec unchanged if it is valid; else BadInput naming the first problem."""
+    if not isinstance(spec.command, str) or not spec.command.strip():
+        raise BadInput("empty command: give the shell command to run, e.g. stado submit \"python train.py\"")
+    if "\0" in spec.command or len(spec.command.encode()) > MAX_COMMAND_BYTES:
+        raise BadInput(f"command must be text without NUL bytes, at most {MAX_COMMAND_BYTES} bytes")
+    if spec.name is not None:
+        check_name(spec.name)
+    _int(spec.priority, "priority", -1000, 1000)
+    _int(spec.cores, "cores", 1, 4096)
+    _int(spec.accelerators, "accelerators", 0, 1024)
+    _int(spec.retries, "retries", 0, 100)
+    if spec.memory is not None:
+        _int(spec.memory, "memory", 1, 1 << 50)
+    for cap in spec.capabilities:
+        _token(cap, "capability")
+    for provider in spec.providers:
+        _token(provider, "provider")
+    if spec.spot not in SPOT_POLICIES:
+        raise BadInput(f"bad spot policy {spec.spot!r}: use one of {', '.join(SPOT_POLICIES)}")
+    if spec.cost_cap is not None:
+        _number(spec.cost_cap, "cost cap")
+    if spec.timeout is not None:
+        _number(spec.timeout, "timeout")
+        if spec.timeout <= 0:
+            raise BadInput("timeout must be greater than 0 (e.g. --timeout 30m)")
+    seen = set()
+    for ref in spec.inputs:
+        if not isinstance(ref.job, str) or not _UUID_SHAPE.fullmatch(ref.job):
+            raise BadInput(f"input {ref.job}:{ref.name}: the producing job must be given by id or name")
+        check_artifact_name(ref.name)
+        if ref.name in seen:
+            raise BadInput(f"two inputs are named {ref.name!r}: they would land on the same file in the work directory")
+        seen.add(ref.name)
+    return spec
+
+
+def check_name(name) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or _UUID_SHAPE.fullmatch(name):
+        raise BadInput(f"bad job name {name!r}: use 1-100 letters, digits, '.', '_' or '-', starting with a letter "
+                       "or digit (and not shaped like a job id)")
+    return name
+
+
+def check_artifact_name(name) -> str:
+    """An artifact name is one path segment: nothing that could climb out of a directory."""
+    from .errors import UnsafeArtifactName
+
+    if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
+            or "\0" in name or len(name.encode()) > 255 or name != name.strip()):
+        raise UnsafeArtifactName(f"unsafe artifact name {name!r}: a name is one file name, without '/', "
+                                 "'\\', NUL or surrounding spaces, and not '.' or '..'")
+    return name
+
+
+def parse_input(text: str) -> tuple[str, str]:
+    """'JOB:NAME' -> (JOB, NAME); JOB is an id or a display name, resolved by the caller."""
+    job, sep, name = text.rpartition(":")
+    if not sep or not job or not name:
+        raise BadInput(f"bad input {text!r}: use --input JOB:NAME (a job id or name, and an artifact it produced)")
+    check_artifact_name(name)
+    return job, name
+
+
+def parse_timeout(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise BadInput(f"bad --timeout: {e}") from None
+
+
+def parse_memory(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise BadInput(f"bad --memory: {e}") from None
+
+
+def parse_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def with_inputs(spec: JobSpec, inputs: tuple[InputRef, ...]) -> JobSpec:
+    return replace(spec, inputs=inputs)
+
+
+def _int(value, what: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadInput(f"bad {what} {value!r}: use a whole number from {low} to {high}")
+
+
+def _number(value, what: str) -> None:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value < 0):
+        raise BadInput(f"bad {what} {value!r}: use a finite number >= 0")
