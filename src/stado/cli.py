@@ -1,18 +1,347 @@
-"""stado command line (placeholder until the fleet queue lands)."""
+"""stado command line: parse, call one library function per command, render.
+
+Exit codes: 0 done; 1 a failure while doing it; 2 bad input (nothing written); 3 no such job;
+4 the object store is unreachable or refused the credentials; 5 artifacts failed verification.
+`stado job watch` exits with the job's own status (see docs/stado.md).
+"""
+import argparse
+import json
+import os
 import sys
 
-USAGE = """usage: stado COMMAND [ARGS]
+from .errors import BadInput, StadoError
 
-Run jobs across a fleet through an object store.
-Commands arrive with the fleet-queue work: submit, status, job watch, job rerun,
-results, cancel, queue pause|resume, machine status, agent.
-"""
+PROG = "stado"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not argparse's usage block
+        raise BadInput(f"{message}; see `{self.prog} --help`")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser("submit", help="queue a shell command (or a batch file of them)")
+    s.add_argument("cmd", nargs="?", metavar="CMD", help="the shell command, run with /bin/sh -c")
+    s.add_argument("--batch", metavar="FILE", help="one command per line, or a JSON/TOML list of jobs; all or nothing")
+    s.add_argument("--name", help="a display name; commands that take an id also take it")
+    s.add_argument("--cores", type=_int, default=1, help="cores reserved (CARGO_BUILD_JOBS); default 1")
+    s.add_argument("--memory", help="memory the job needs, e.g. 4G")
+    s.add_argument("--accelerators", type=_int, default=0, help="accelerators the job needs")
+    s.add_argument("--priority", type=_int, default=0, help="higher runs first once the scheduler orders the queue")
+    s.add_argument("--capabilities", "--capability", action="append", default=[], metavar="CAP[,CAP]",
+                   help="capabilities an agent must declare (repeatable)")
+    s.add_argument("--provider", action="append", default=[], metavar="NAME[,NAME]",
+                   help="providers allowed to run it (the provider fence; repeatable; default any)")
+    s.add_argument("--spot", choices=("allow", "require", "never"), default="allow", help="spot policy")
+    s.add_argument("--cost-cap", type=_float, help="cost cap in US dollars")
+    s.add_argument("--timeout", help="stop the job after this long, e.g. 30m")
+    s.add_argument("--retries", type=_int, default=0, help="more attempts after a failed one")
+    s.add_argument("--input", action="append", default=[], metavar="JOB:NAME",
+                   help="an artifact of another job, delivered into the work directory (repeatable)")
+    s.add_argument("--json", action="store_true")
+
+    st = sub.add_parser("status", help="the queue by state, or one job")
+    st.add_argument("id", nargs="?", metavar="ID")
+    st.add_argument("--all", action="store_true", help="show every finished job, not only the latest 20")
+    st.add_argument("--json", action="store_true")
+
+    job = sub.add_parser("job", help="watch or rerun a job")
+    jsub = job.add_subparsers(dest="job_command", metavar="watch|rerun", parser_class=_Parser)
+    w = jsub.add_parser("watch", help="state changes and output, live, until the job ends")
+    w.add_argument("id", metavar="ID")
+    w.add_argument("--interval", type=_float, default=1.0, help="seconds between looks (default 1)")
+    w.add_argument("--json", action="store_true", help="one JSON event per line")
+    r = jsub.add_parser("rerun", help="submit the job's exact spec under a new id")
+    r.add_argument("id", metavar="ID")
+    r.add_argument("--json", action="store_true")
+
+    c = sub.add_parser("cancel", help="cancel a queued or running job")
+    c.add_argument("id", metavar="ID|NAME")
+    c.add_argument("--reason")
+    c.add_argument("--json", action="store_true")
+
+    q = sub.add_parser("queue", help="pause or resume claiming")
+    qsub = q.add_subparsers(dest="queue_command", metavar="pause|resume", parser_class=_Parser)
+    qp = qsub.add_parser("pause", help="agents stop claiming; submissions are still accepted")
+    qp.add_argument("--reason")
+    qp.add_argument("--json", action="store_true")
+    qr = qsub.add_parser("resume", help="agents claim again")
+    qr.add_argument("--json", action="store_true")
+
+    m = sub.add_parser("machine", help="machine-readable views")
+    msub = m.add_subparsers(dest="machine_command", metavar="status", parser_class=_Parser)
+    ms = msub.add_parser("status", help="JSON: state, terminal, outcome, exit code, timestamps")
+    ms.add_argument("id", metavar="ID")
+
+    res = sub.add_parser("results", help="download and verify a job's artifacts")
+    res.add_argument("id", metavar="ID")
+    res.add_argument("dir", metavar="DIR")
+    res.add_argument("--json", action="store_true")
+
+    a = sub.add_parser("agent", help="claim and run jobs on this host")
+    a.add_argument("--slots", type=_int, default=1, help="jobs run at once (default 1)")
+    a.add_argument("--poll-seconds", type=_float, default=5.0, help="seconds between polls and renewals (default 5)")
+    a.add_argument("--work-root", help="where job work directories live (default ~/.local/state/stado/work)")
+    a.add_argument("--host", help="host name in instance_ref local@HOST (default: this host's; for tests)")
+    a.add_argument("--capabilities", action="append", default=[], metavar="CAP[,CAP]",
+                   help="capabilities this agent declares")
+    a.add_argument("--cores", type=_int, help="cores this agent offers (default: all)")
+    a.add_argument("--accelerators", type=_int, default=0)
+    a.add_argument("--kill-after", type=_float, default=10.0,
+                   help="seconds from SIGTERM to SIGKILL when stopping a job's process group (default 10)")
+    a.add_argument("--until-idle", action="store_true",
+                   help="exit once nothing runs and nothing in the queue can be claimed")
+    a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
+
+    art = sub.add_parser("artifact", help="inside a job: stage files as its artifacts")
+    asub = art.add_subparsers(dest="artifact_command", metavar="put", parser_class=_Parser)
+    ap = asub.add_parser("put", help="stage files; the agent uploads them when the job ends")
+    ap.add_argument("paths", nargs="*", metavar="PATH")
+    ap.add_argument("--name", help="the artifact's name, for a single PATH (default: its base name)")
+    return p
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+def _list(values: list[str]) -> tuple[str, ...]:
+    from .spec import parse_list
+
+    return tuple(item for value in values for item in parse_list(value))
+
+
+def _store():
+    from .objectstore.connect import store_from_environment
+
+    return store_from_environment()
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _json(data) -> None:
+    _out(json.dumps(data, indent=None, sort_keys=True))
+
+
+# -- commands ------------------------------------------------------------------------------------------
+
+def cmd_submit(args) -> int:
+    from . import jobs
+    from .batch import read_batch, submission_from_args
+
+    if args.batch is not None:
+        if args.cmd is not None:
+            raise BadInput("give either a command or --batch FILE, not both")
+        items = read_batch(args.batch, defaults=submission_from_args(args, command="true"))
+    else:
+        if args.cmd is None:
+            raise BadInput("missing command: stado submit \"CMD\" (or --batch FILE)")
+        items = [submission_from_args(args, command=args.cmd)]
+    docs = jobs.submit(_store(), items)
+    if args.json:
+        _json({"jobs": [{"id": doc["id"], "name": doc["spec"]["name"]} for doc in docs]})
+    else:
+        for doc in docs:
+            _out(doc["id"])
+    return 0
+
+
+def cmd_status(args) -> int:
+    from . import render
+
+    store = _store()
+    if args.id:
+        from . import jobs
+        from .documents import status_json
+
+        v = jobs.view(store, jobs.find(store, args.id))
+        data = dict(status_json(v), spec=v.doc.get("spec"))
+        _json(data) if args.json else _out(render.job_details(data))
+        return 0
+    from .overview import overview
+
+    ov = overview(store, finished_limit=None if args.all else 20)
+    _json(render.overview_json(ov)) if args.json else _out(render.overview_table(ov))
+    return 0
+
+
+def cmd_machine_status(args) -> int:
+    from . import jobs
+    from .documents import status_json
+
+    store = _store()
+    _json(status_json(jobs.view(store, jobs.find(store, args.id))))
+    return 0
+
+
+def cmd_watch(args) -> int:
+    from .watch import watch
+
+    return watch(_store(), args.id, interval=max(args.interval, 0.05), as_json=args.json)
+
+
+def cmd_rerun(args) -> int:
+    from . import jobs
+
+    original, new = jobs.rerun(_store(), args.id)
+    if args.json:
+        _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"]})
+    else:
+        _out(new["id"])
+    return 0
+
+
+def cmd_cancel(args) -> int:
+    from . import jobs
+
+    report = jobs.cancel(_store(), args.id, reason=args.reason)
+    if args.json:
+        _json({"id": report.job_id, "result": report.kind, "message": report.message, "state_before": report.view.state})
+    else:
+        _out(report.message)
+    return 0
+
+
+def cmd_pause(args) -> int:
+    from . import jobs
+
+    record, already = jobs.pause(_store(), reason=args.reason)
+    if args.json:
+        _json({"paused": True, "already": already, "record": record})
+    else:
+        why = f": {record.get('reason')}" if record.get("reason") else ""
+        _out(f"queue {'was already' if already else 'is now'} paused by {record.get('by')} at {record.get('at')}{why}; "
+             "submissions are still accepted")
+    return 0
+
+
+def cmd_resume(args) -> int:
+    from . import jobs
+
+    record = jobs.resume(_store())
+    if args.json:
+        _json({"paused": False, "lifted": record})
+    else:
+        _out("queue resumed; agents claim again" if record else "queue was not paused; nothing changed")
+    return 0
+
+
+def cmd_results(args) -> int:
+    from . import artifacts, jobs
+
+    store = _store()
+    job_id = jobs.find(store, args.id)
+    got = artifacts.results(store, job_id, args.dir)
+    if args.json:
+        _json({"id": job_id, "artifacts": got})
+    else:
+        for entry in got:
+            _out(f"{entry['name']}  {entry['size']} bytes  sha256 {entry['sha256']}  verified -> {entry['path']}")
+        _out(f"{len(got)} artifact(s) of {job_id} in {args.dir}")
+    return 0
+
+
+def cmd_agent(args) -> int:
+    from .agent import AgentConfig, default_work_root, run_agent
+
+    if args.slots < 1:
+        raise BadInput("--slots must be at least 1")
+    if args.poll_seconds <= 0:
+        raise BadInput("--poll-seconds must be greater than 0")
+    host = args.host or os.environ.get("STADO_HOST") or None
+    kwargs = {"host": host} if host else {}
+    if args.cores is not None:
+        if args.cores < 1:
+            raise BadInput("--cores must be at least 1")
+        kwargs["cores"] = args.cores
+    config = AgentConfig(work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=_own_program(),
+                         slots=args.slots, poll_seconds=args.poll_seconds,
+                         capabilities=frozenset(_list(args.capabilities)), accelerators=args.accelerators,
+                         kill_after=args.kill_after, until_idle=args.until_idle, keep_work=args.keep_work, **kwargs)
+    store = _store()
+    store.list("queue/")  # reach the store once before claiming anything: a bad config fails here, in one line
+    return run_agent(store, config)
+
+
+def cmd_artifact_put(args) -> int:
+    from .artifacts import stage
+
+    for entry in stage(args.paths, dict(os.environ), name=args.name):
+        _out(f"staged {entry['name']} ({entry['size']} bytes, sha256 {entry['sha256']}); uploaded when the job ends")
+    return 0
+
+
+def _own_program() -> str:
+    """STADO_BIN: the program this agent runs as, so a job calls back the same stado."""
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if argv0 and not argv0.endswith(".py") and os.path.isfile(argv0) and os.access(argv0, os.X_OK):
+        return os.path.abspath(argv0)
+    beside = os.path.join(os.path.dirname(sys.executable), "stado")
+    if os.access(beside, os.X_OK):
+        return beside
+    from runkit.proc import which
+
+    return which("stado", os.environ.get("PATH")) or beside
+
+
+COMMANDS = {
+    ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
+    ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
+    ("machine", "status"): cmd_machine_status, ("results",): cmd_results, ("agent",): cmd_agent,
+    ("artifact", "put"): cmd_artifact_put,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE)
-        return 0
-    sys.stderr.write(USAGE)
-    return 2
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser()
+    try:
+        if not argv or argv[0] in ("-h", "--help", "help"):
+            parser.print_help(sys.stdout if argv else sys.stderr)
+            return 0 if argv else 2
+        args = parser.parse_args(argv)
+        sub = getattr(args, f"{args.command}_command", None) if args.command in ("job", "queue", "machine",
+                                                                                 "artifact") else None
+        key = (args.command, sub) if sub is not None else (args.command,)
+        if key not in COMMANDS:
+            raise BadInput(f"`stado {args.command}` needs a subcommand; see `stado {args.command} --help`")
+        return COMMANDS[key](args)
+    except StadoError as e:
+        return _fail(str(e), e.exit_code)
+    except BrokenPipeError:
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # the store's errors keep their own root; translated here
+        from .objectstore.base import AccessDenied, ConfigError, StoreError, StoreUnavailable
+
+        if isinstance(e, ConfigError):
+            return _fail(str(e), 2)
+        if isinstance(e, (StoreUnavailable, AccessDenied)):
+            return _fail(str(e), 4)
+        if isinstance(e, StoreError):
+            return _fail(f"object store error: {e}", 1)
+        raise
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"{PROG}: {message}\n")
+    return code

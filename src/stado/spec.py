@@ -164,3 +164,8 @@ def _number(value, what: str) -> None:
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
             or value < 0):
         raise BadInput(f"bad {what} {value!r}: use a finite number >= 0")
+
+
+def _token(value, what: str) -> None:
+    if not isinstance(value, str) or not _TOKEN.fullmatch(value):
+        raise BadInput(f"bad {what} {value!r}: use letters, digits and . _ : = + - (at most 64)")

@@ -1,0 +1,108 @@
+"""Turning command-line flags and batch files into submissions (validated before anything is written)."""
+import json
+import os
+from dataclasses import replace
+
+from .errors import BadInput
+from .jobs import Submission
+from .spec import (JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate)
+
+FIELDS = ("command", "name", "cores", "memory", "accelerators", "priority", "capabilities", "providers", "provider",
+          "spot", "cost_cap", "timeout", "retries", "inputs")
+
+
+def submission_from_args(args, command: str) -> Submission:
+    spec = JobSpec(
+        command=command, name=args.name, priority=args.priority,
+        capabilities=tuple(c for v in args.capabilities for c in parse_list(v)), cores=args.cores,
+        memory=parse_memory(args.memory) if args.memory else None, accelerators=args.accelerators,
+        providers=tuple(p for v in args.provider for p in parse_list(v)), spot=args.spot, cost_cap=args.cost_cap,
+        timeout=parse_timeout(args.timeout) if args.timeout else None, retries=args.retries)
+    if spec.name is not None:
+        check_name(spec.name)
+    inputs = tuple(parse_input(text) for text in args.input)
+    validate(spec)
+    return Submission(spec, inputs)
+
+
+def read_batch(path: str, defaults: Submission) -> list[Submission]:
+    """Every job in the file, or BadInput naming the first bad entry (then nothing is submitted)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise BadInput(f"cannot read batch file {path}: {e.strerror}") from None
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise BadInput(f"batch file {path} is not UTF-8 text") from None
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".toml":
+        entries = _toml_entries(path, text)
+    elif ext == ".json" or text.lstrip().startswith(("[", "{")):
+        entries = _json_entries(path, text)
+    else:
+        entries = [(f"line {n}", line.strip()) for n, line in enumerate(text.splitlines(), 1)
+                   if line.strip() and not line.lstrip().startswith("#")]
+    if not entries:
+        raise BadInput(f"batch file {path} holds no jobs: one command per line, or a JSON/TOML list of jobs")
+    out = []
+    for where, entry in entries:
+        try:
+            out.append(_entry(entry, defaults))
+        except BadInput as e:
+            raise BadInput(f"batch file {path}, {where}: {e}; nothing was submitted") from None
+    return out
+
+
+def _json_entries(path: str, text: str) -> list:
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise BadInput(f"batch file {path} is not valid JSON ({e})") from None
+    if isinstance(data, dict):
+        data = data.get("jobs")
+    if not isinstance(data, list):
+        raise BadInput(f"batch file {path}: expected a JSON list of jobs (or {{\"jobs\": [...]}})")
+    return [(f"entry {n}", e) for n, e in enumerate(data, 1)]
+
+
+def _toml_entries(path: str, text: str) -> list:
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"batch file {path} is not valid TOML ({e})") from None
+    jobs = data.get("job", data.get("jobs"))
+    if not isinstance(jobs, list):
+        raise BadInput(f"batch file {path}: expected [[job]] tables (or jobs = [...])")
+    return [(f"job {n}", e) for n, e in enumerate(jobs, 1)]
+
+
+def _entry(entry, defaults: Submission) -> Submission:
+    if isinstance(entry, str):
+        return Submission(validate(replace(defaults.spec, command=entry, name=None)), ())
+    if not isinstance(entry, dict):
+        raise BadInput("each job is a command string or a table/object with a command")
+    unknown = sorted(set(entry) - set(FIELDS))
+    if unknown:
+        raise BadInput(f"unknown field(s) {', '.join(unknown)}: use {', '.join(FIELDS)}")
+    spec = replace(defaults.spec, name=None)
+    changes = {}
+    for key in ("command", "name", "cores", "accelerators", "priority", "spot", "cost_cap", "retries"):
+        if key in entry:
+            changes[key] = entry[key]
+    if "memory" in entry:
+        changes["memory"] = parse_memory(entry["memory"]) if isinstance(entry["memory"], str) else entry["memory"]
+    if "timeout" in entry:
+        changes["timeout"] = parse_timeout(entry["timeout"]) if isinstance(entry["timeout"], str) else entry["timeout"]
+    for key, field in (("capabilities", "capabilities"), ("providers", "providers"), ("provider", "providers")):
+        if key in entry:
+            value = entry[key]
+            changes[field] = parse_list(value) if isinstance(value, str) else tuple(value)
+    spec = validate(replace(spec, **changes))
+    inputs = entry.get("inputs") or []
+    if isinstance(inputs, str) or not isinstance(inputs, list):
+        raise BadInput("inputs is a list of \"JOB:NAME\" strings")
+    return Submission(spec, tuple(parse_input(i) for i in inputs))

@@ -1,0 +1,67 @@
+"""Text and JSON views of what the library returns (no store access here)."""
+from . import keys
+from .documents import status_json
+from .overview import Overview
+
+STATE_ORDER = ("running", "queued") + keys.TERMINAL_STATES
+
+
+def _result(data: dict) -> str:
+    if data.get("outcome") is None:
+        return "-" if data.get("phase") in (None, "running") else data["phase"]
+    text = data["outcome"]
+    if data.get("exit_code") is not None:
+        text += f" ({data['exit_code']})"
+    elif data.get("signal"):
+        text += f" (signal {data['signal']})"
+    return text
+
+
+def overview_json(ov: Overview) -> dict:
+    return {"paused": ov.paused, "counts": ov.counts, "hidden_finished": ov.hidden,
+            "jobs": [status_json(v) for v in ov.jobs], "problems": ov.problems, "agents": ov.agents}
+
+
+def overview_table(ov: Overview) -> str:
+    lines = []
+    if ov.paused:
+        why = f": {ov.paused.get('reason')}" if ov.paused.get("reason") else ""
+        lines.append(f"queue PAUSED by {ov.paused.get('by')} at {ov.paused.get('at')}{why} (agents do not claim)")
+    rows = [status_json(v) for v in ov.jobs]
+    rows.sort(key=lambda r: (STATE_ORDER.index(r["state"]), r["id"]))
+    header = ("ID", "STATE", "NAME", "RESULT", "WHERE", "SUBMITTED", "COMMAND")
+    table = [header] + [(r["id"], r["state"] + ("" if r["phase"] in (None, "running") else f"/{r['phase']}"),
+                         r["name"] or "-", _result(r), r["instance_ref"] or "-", (r["submitted_at"] or "-")[:19],
+                         _short(r["command"])) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    for row in table:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    counts = ", ".join(f"{ov.counts.get(s, 0)} {s}" for s in STATE_ORDER)
+    lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden else ""))
+    if ov.agents:
+        lines.append(f"{len(ov.agents)} agent(s): " + ", ".join(
+            f"{a.get('instance_ref')} [{len(a.get('running') or [])}/{a.get('slots')}] seen {a.get('last_seen')}"
+            for a in ov.agents))
+    for problem in ov.problems:
+        lines.append(f"problem: {problem}")
+    return "\n".join(lines)
+
+
+def job_details(data: dict) -> str:
+    order = ("id", "name", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
+             "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
+             "requeues", "failures", "rerun_of", "cancelled_by", "moving")
+    lines = []
+    for key in order:
+        value = data.get(key)
+        if value in (None, [], "") and key not in ("terminal", "state"):
+            continue
+        if key == "error":
+            value = f"{value['class']}: {value['message']}"
+        lines.append(f"{key + ':':<18}{value}")
+    return "\n".join(lines)
+
+
+def _short(command: str | None, width: int = 60) -> str:
+    text = " ".join((command or "").split())
+    return text if len(text) <= width else text[:width - 3] + "..."
