@@ -26,3 +26,15 @@ def pause(point: str) -> None:
             with open(marker, "w") as f:
                 f.write(str(os.getpid()))
         signal.pause()
+
+
+def linger(point: str, seconds: float = 1.0) -> None:
+    """Touch $JOBMAN_TEST_MARKER, then keep going slowly (a window in which a test sends signals)."""
+    if point in _ACTIVE:
+        import time
+
+        marker = os.environ.get("JOBMAN_TEST_MARKER")
+        if marker:
+            with open(marker, "w") as f:
+                f.write(str(os.getpid()))
+        time.sleep(seconds)

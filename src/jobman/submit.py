@@ -49,6 +49,7 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) 
     spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
                               credential_hash=_sha256(credential), now=now, before_commit=_ignore_interrupts)
     faults.hit("cli:after_commit")
+    faults.linger("cli:slow_after_commit")
     deadline = now + spec["windows"]["claim"]
     try:
         supervisor_id = _launch(job_id, credential, deadline)

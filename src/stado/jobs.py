@@ -180,6 +180,16 @@ def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str,
     if version is None:
         _finish_interrupted_claim(store, queued, agent_id)
         return None
+    # `queued` may be a stale read: if the job was claimed, run and settled (or cancelled) since, running/
+    # was free again and our create won. The queue entry we read is still there exactly when no move of
+    # it has completed (every move deletes it before freeing running/), so check, and undo a stale claim.
+    try:
+        current = read(store, keys.queued(job_id), job_id)
+    except CorruptDocument:
+        current = None
+    if current is None or current[0].get("nonce") != queued["nonce"]:
+        store.delete(keys.running(job_id))
+        return None
     faults.point("claim-written")
     store.delete(keys.queued(job_id))
     return doc, version

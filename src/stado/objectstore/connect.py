@@ -19,15 +19,16 @@ STADO_CONFIG names a TOML file with one table::
     region = "us-east-1"
     allow_http = true                    # only for a plain-HTTP endpoint
     # az:// only: account = "NAME", emulator = true (Azurite's well-known account and key)
-    # any cloud: connect_timeout = 5, timeout = 30, max_retries = 3, retry_timeout = 20 (seconds)
+    # any cloud: connect_timeout = 5, timeout = 60, max_retries = 4, retry_timeout = 20 (seconds)
 
 Credentials never come from the file (nor from job documents): they are the backend's usual
 environment variables, read from the environment of the process that opens the store:
 AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; AZURE_STORAGE_ACCOUNT_NAME /
-AZURE_STORAGE_ACCOUNT_KEY / AZURE_STORAGE_SAS_TOKEN; GOOGLE_APPLICATION_CREDENTIALS (obstore
-also reads its other documented variables). Opening a cloud store sends no request: an
-unreachable endpoint or refused credentials surface, as StoreUnavailable or AccessDenied with a
-one-line message, on the first operation.
+AZURE_STORAGE_ACCOUNT_KEY / AZURE_STORAGE_SAS_TOKEN; GOOGLE_APPLICATION_CREDENTIALS /
+GOOGLE_SERVICE_ACCOUNT / GOOGLE_BEARER_TOKEN (obstore also reads its other documented
+variables, and the cloud's metadata service when none is set). Opening a cloud store sends no
+request: an unreachable endpoint or refused credentials surface, as StoreUnavailable or
+AccessDenied with a one-line message, on the first operation.
 """
 import os
 from typing import Any, Mapping
@@ -49,7 +50,8 @@ CREDENTIAL_ENV = {
     "azure": (("AZURE_STORAGE_ACCOUNT_NAME", "account_name"), ("AZURE_STORAGE_ACCOUNT_KEY", "account_key"),
               ("AZURE_STORAGE_SAS_TOKEN", "sas_key"), ("AZURE_STORAGE_ENDPOINT", "endpoint")),
     "gcs": (("GOOGLE_APPLICATION_CREDENTIALS", "application_credentials"),
-            ("GOOGLE_SERVICE_ACCOUNT", "service_account"), ("GOOGLE_SERVICE_ACCOUNT_KEY", "service_account_key")),
+            ("GOOGLE_SERVICE_ACCOUNT", "service_account"), ("GOOGLE_SERVICE_ACCOUNT_KEY", "service_account_key"),
+            ("GOOGLE_BEARER_TOKEN", "bearer_token")),
 }
 # Azurite's account and key are public constants, documented by Microsoft: not a secret.
 AZURITE_ACCOUNT = "devstoreaccount1"

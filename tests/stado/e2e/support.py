@@ -1,0 +1,112 @@
+"""Running the real `stado` CLI and agents as subprocesses, and waiting with bounded polling."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STADO = str(Path(sys.executable).with_name("stado"))
+POLL = "0.1"  # agents poll this often in the tests (seconds)
+
+
+def wait_for(predicate, timeout: float = 20.0, message: str = "condition"):
+    """Poll `predicate` until it returns something truthy (returned), or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    interval = 0.01
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+        interval = min(interval * 1.5, 0.1)
+
+
+def stado(env: dict, *args: str, ok: bool = True, timeout: float = 60, input: str | None = None):
+    proc = subprocess.run([STADO, *args], env=env, capture_output=True, text=True, timeout=timeout, input=input)
+    if ok and proc.returncode != 0:
+        raise AssertionError(f"stado {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+def submit(env: dict, command: str, *flags: str) -> str:
+    return stado(env, "submit", command, *flags).stdout.strip()
+
+
+def machine_status(env: dict, job: str) -> dict:
+    return json.loads(stado(env, "machine", "status", job).stdout)
+
+
+def status_json(env: dict) -> dict:
+    return json.loads(stado(env, "status", "--json", "--all").stdout)
+
+
+class Agent:
+    """A `stado agent` subprocess with its log in a file."""
+
+    def __init__(self, env: dict, tmp: Path, *args: str, name: str = "agent", extra_env: dict | None = None,
+                 host: str = "testhost"):
+        self.log_path = tmp / f"{name}.log"
+        self.work_root = tmp / "work"
+        self._log = open(self.log_path, "wb")
+        argv = [STADO, "agent", "--poll-seconds", POLL, "--work-root", str(self.work_root), "--host", host,
+                "--kill-after", "2", *args]
+        self.proc = subprocess.Popen(argv, env={**env, **(extra_env or {})}, stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        if not self._log.closed:
+            self._log.close()
+
+
+def run_until_idle(env: dict, tmp: Path, *args: str, name: str = "agent", timeout: float = 60,
+                   extra_env: dict | None = None) -> Agent:
+    agent = Agent(env, tmp, "--until-idle", *args, name=name, extra_env=extra_env)
+    try:
+        code = agent.wait(timeout)
+    finally:
+        agent.stop()
+    agent.returncode = code
+    return agent
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def pids_with_env(name: str, value: str) -> list[int]:
+    """Live processes whose environment has name=value (how a test finds the job it started)."""
+    needle = f"{name}={value}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in env and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found

@@ -1,0 +1,160 @@
+"""Submit, run, watch, cancel, rerun, pause, results: the stado CLI and agents as real processes."""
+import json
+import os
+import signal
+import time
+
+from .support import (Agent, machine_status, pids_with_env, run_until_idle, stado, status_json, submit,
+                      group_alive, wait_for)
+
+
+def test_a_job_runs_once_and_its_status_says_so(stado_env, tmp_path):
+    ran = tmp_path / "ran.txt"
+    job = submit(stado_env, f"echo $WC_JOB_ID >> {ran}; echo out-line; exit 3", "--name", "three")
+    assert machine_status(stado_env, job)["state"] == "queued"
+    agent = run_until_idle(stado_env, tmp_path)
+    assert agent.returncode == 0, agent.log()
+    assert ran.read_text().split() == [job]
+    status = machine_status(stado_env, "three")
+    assert (status["state"], status["terminal"], status["outcome"], status["exit_code"]) == ("failed", True, "failed", 3)
+    assert status["error"]["class"] == "exit_code"
+    assert status["instance_ref"] == "local@testhost" and status["started_at"] and status["finished_at"]
+    watch = stado(stado_env, "job", "watch", job, ok=False)
+    assert watch.returncode == 3 and "out-line" in watch.stdout
+    table = stado(stado_env, "status").stdout
+    assert job in table and "failed (3)" in table and "three" in table
+
+
+def test_watch_follows_state_and_output_live_until_terminal(stado_env, tmp_path):
+    gate = tmp_path / "gate"
+    job = submit(stado_env, f"echo first; while [ ! -e {gate} ]; do sleep 0.05; done; echo second")
+    agent = Agent(stado_env, tmp_path, "--until-idle")
+    try:
+        import subprocess
+
+        from .support import STADO
+        watcher = subprocess.Popen([STADO, "job", "watch", job, "--interval", "0.1"], env=stado_env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "running", message="job running")
+        gate.touch()
+        out, err = watcher.communicate(timeout=30)
+        assert watcher.returncode == 0
+        assert out.splitlines() == ["first", "second"]
+        assert "running on local@testhost" in err and "completed: succeeded" in err
+        assert agent.wait(30) == 0
+    finally:
+        agent.stop()
+
+
+def test_cancel_before_claim_means_it_never_starts(stado_env, tmp_path):
+    ran = tmp_path / "ran.txt"
+    job = submit(stado_env, f"echo ran >> {ran}", "--name", "doomed")
+    out = stado(stado_env, "cancel", "doomed", "--reason", "not needed").stdout
+    assert "cancelled before it started" in out
+    run_until_idle(stado_env, tmp_path)
+    assert not ran.exists()
+    status = machine_status(stado_env, job)
+    assert (status["state"], status["terminal"], status["outcome"]) == ("cancelled", True, "cancelled")
+    assert status["moving"] == []
+
+
+def test_cancel_while_running_stops_the_process_group_within_a_tick(stado_env, tmp_path):
+    started = tmp_path / "started"
+    job = submit(stado_env, f"sleep 300 & sleep 300 & touch {started}; wait")
+    agent = Agent(stado_env, tmp_path)
+    try:
+        wait_for(started.exists, message="job started")
+        pids = pids_with_env("WC_JOB_ID", job)
+        pgid = os.getpgid(pids[0])
+        assert len(pids) >= 3 and all(os.getpgid(p) == pgid for p in pids)
+        out = stado(stado_env, "cancel", job).stdout
+        t0 = time.monotonic()  # the cancel is durable from here on
+        assert "stopped at its agent's next tick" in out
+        wait_for(lambda: not group_alive(pgid), timeout=5, message="process group gone")
+        elapsed = time.monotonic() - t0
+        assert elapsed < 1.0, elapsed  # a tick is 0.1 s here, plus one renewal round trip and the signal
+        assert machine_status(stado_env, job)["state"] == "cancelled"
+        wait_for(lambda: machine_status(stado_env, job)["moving"] == [], message="running record settled")
+        assert "cancelled; stopping process group" in agent.log()
+    finally:
+        agent.stop()
+
+
+def test_cancel_of_a_finished_job_is_reported_and_writes_nothing(stado_env, tmp_path, store):
+    job = submit(stado_env, "true")
+    run_until_idle(stado_env, tmp_path)
+    before = {e.key: e.version for e in store.list("")}
+    out = stado(stado_env, "cancel", job).stdout
+    assert "already completed (succeeded); nothing written" in out
+    assert {e.key: e.version for e in store.list("")} == before
+
+
+def test_rerun_runs_the_exact_spec_under_a_new_id(stado_env, tmp_path):
+    ran = tmp_path / "ran.txt"
+    job = submit(stado_env, f"echo $WC_JOB_ID $CARGO_BUILD_JOBS >> {ran}", "--cores", "1", "--name", "again",
+                 "--priority", "4", "--capabilities", "x86")
+    run_until_idle(stado_env, tmp_path, "--capabilities", "x86")
+    new = json.loads(stado(stado_env, "job", "rerun", "again", "--json").stdout)
+    assert new["rerun_of"] == job and new["id"] != job
+    run_until_idle(stado_env, tmp_path, "--capabilities", "x86")
+    assert ran.read_text().splitlines() == [f"{job} 1", f"{new['id']} 1"]
+    assert status_json(stado_env)["counts"] == {"completed": 2}
+    stado_json = json.loads(stado(stado_env, "status", new["id"], "--json").stdout)
+    original = json.loads(stado(stado_env, "status", job, "--json").stdout)
+    assert stado_json["spec"] == original["spec"] and stado_json["rerun_of"] == job
+
+
+def test_pause_stops_claiming_but_accepts_submissions(stado_env, tmp_path):
+    out = stado(stado_env, "queue", "pause", "--reason", "disk swap").stdout
+    assert "paused by" in out and "disk swap" in out
+    job = submit(stado_env, "true")
+    agent = run_until_idle(stado_env, tmp_path, name="paused-agent")
+    assert "queue paused by" in agent.log() and "disk swap" in agent.log()
+    assert machine_status(stado_env, job)["state"] == "queued"
+    status = status_json(stado_env)
+    assert status["paused"]["reason"] == "disk swap" and status["paused"]["by"] and status["paused"]["at"]
+    assert "PAUSED" in stado(stado_env, "status").stdout
+    assert "resumed" in stado(stado_env, "queue", "resume").stdout
+    run_until_idle(stado_env, tmp_path, name="resumed-agent")
+    assert machine_status(stado_env, job)["state"] == "completed"
+
+
+def test_sigterm_stops_claiming_and_lets_the_running_job_finish(stado_env, tmp_path):
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    first = submit(stado_env, f"touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done")
+    second = submit(stado_env, "true")
+    agent = Agent(stado_env, tmp_path)
+    try:
+        wait_for(started.exists, message="first job running")
+        agent.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: "SIGTERM: not claiming" in agent.log(), message="agent acknowledged SIGTERM")
+        assert agent.proc.poll() is None  # still there: its job runs on
+        gate.touch()
+        assert agent.wait(30) == 0
+    finally:
+        agent.stop()
+    assert machine_status(stado_env, first)["state"] == "completed"
+    assert machine_status(stado_env, second)["state"] == "queued"
+
+
+def test_timeout_stops_the_job_and_records_timed_out(stado_env, tmp_path):
+    job = submit(stado_env, "sleep 30", "--timeout", "0.3s")
+    run_until_idle(stado_env, tmp_path)
+    status = machine_status(stado_env, job)
+    assert (status["state"], status["outcome"], status["error"]["class"]) == ("failed", "timed_out", "timeout")
+    assert stado(stado_env, "job", "watch", job, ok=False).returncode == 124
+
+
+def test_corrupt_queue_document_is_reported_and_skipped(stado_env, tmp_path, store):
+    from runkit.ids import uuid7
+
+    bad = f"queue/{uuid7()}.json"
+    store.put(bad, b"{this is not json")
+    good = submit(stado_env, "true")
+    status = status_json(stado_env)
+    assert any(bad in p and "corrupt" in p for p in status["problems"])
+    assert f"problem: {bad}: corrupt document" in stado(stado_env, "status").stdout
+    agent = run_until_idle(stado_env, tmp_path)
+    assert agent.returncode == 0
+    assert f"{bad}: corrupt document (not JSON" in agent.log()
+    assert machine_status(stado_env, good)["state"] == "completed"

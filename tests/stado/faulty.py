@@ -1,0 +1,36 @@
+"""Store wrappers with the same interface that inject faults (STYLE habit 10), for the unit tests."""
+from stado.objectstore.base import AlreadyExists, ObjectStore, PreconditionFailed
+
+
+class LostResponses(ObjectStore):
+    """Performs each conditional write, then reports it failed, as a client whose response was lost and
+    whose retried request found its own write would: the case the writer's nonce exists for."""
+
+    def __init__(self, inner: ObjectStore, times: int = 1):
+        self.inner, self.url, self.times = inner, inner.url, times
+
+    def get(self, key):
+        return self.inner.get(key)
+
+    def put_if_absent(self, key, data):
+        self.inner.put_if_absent(key, data)
+        if self.times > 0:
+            self.times -= 1
+            raise AlreadyExists(key)
+        return self.inner.get(key).version
+
+    def put_if_match(self, key, data, version):
+        self.inner.put_if_match(key, data, version)
+        if self.times > 0:
+            self.times -= 1
+            raise PreconditionFailed(key)
+        return self.inner.get(key).version
+
+    def put(self, key, data):
+        return self.inner.put(key, data)
+
+    def delete(self, key):
+        self.inner.delete(key)
+
+    def list(self, prefix):
+        return self.inner.list(prefix)

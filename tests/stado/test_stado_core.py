@@ -1,0 +1,290 @@
+"""The pure core and the transitions, on the in-memory store (no mocks: a real store implementation)."""
+import json
+import threading
+
+import pytest
+
+from stado import documents as d
+from stado import jobs, keys
+from stado.errors import BadInput, JobNotFound
+from stado.jobs import Fenced, Submission
+from stado.objectstore.memory import MemoryStore
+from stado.spec import JobSpec
+
+from .faulty import LostResponses
+
+AGENT = "agent-a"
+
+
+def submit(store, command="true", **spec):
+    return jobs.submit(store, [Submission(JobSpec(command=command, **spec))])[0]
+
+
+def snapshot(store):
+    return {e.key: store.get(e.key).data for e in store.list("")}
+
+
+def claim(store, job_id, agent=AGENT, now=1000.0):
+    queued = jobs.read(store, keys.queued(job_id), job_id)[0]
+    return jobs.claim(store, queued, agent_id=agent, instance_ref="local@test", lease_expires_at=now + 5, now=now)
+
+
+def test_submit_writes_one_queue_document_with_spec_generation_and_nonce():
+    store = MemoryStore()
+    doc = submit(store, "python train.py", cores=2, timeout=60.0, providers=("local",))
+    stored = json.loads(store.get(keys.queued(doc["id"])).data)
+    assert stored == doc
+    assert stored["generation"] == 1 and len(stored["nonce"]) == 24
+    assert stored["spec"]["command"] == "python train.py" and stored["spec"]["cores"] == 2
+    assert stored["requeues"] == 0 and stored["failures"] == 0
+    assert [e.key for e in store.list("")] == [keys.queued(doc["id"])]
+
+
+def test_ids_sort_by_creation_and_names_find_the_newest():
+    store = MemoryStore()
+    first = submit(store, "a", name="train")
+    second = submit(store, "b", name="train")
+    assert first["id"] < second["id"]
+    assert jobs.find(store, "train") == second["id"]
+    with pytest.raises(JobNotFound):
+        jobs.find(store, "nope")
+
+
+def test_bad_specs_write_nothing():
+    store = MemoryStore()
+    for bad in (dict(command="  "), dict(command="x", cores=0), dict(command="x", spot="maybe"),
+                dict(command="x", name="../up"), dict(command="x", timeout=0.0)):
+        with pytest.raises(BadInput):
+            submit(store, **bad)
+    with pytest.raises(JobNotFound):
+        jobs.submit(store, [Submission(JobSpec("x"), (("missing-job", "a.txt"),))])
+    assert snapshot(store) == {}
+
+
+def test_claim_has_one_winner_and_moves_the_job():
+    store = MemoryStore()
+    job = submit(store)
+    queued = jobs.read(store, keys.queued(job["id"]))[0]
+    won = jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=5)
+    lost = jobs.claim(store, queued, agent_id="b", instance_ref="local@h", lease_expires_at=5)
+    assert won is not None and lost is None
+    doc = won[0]
+    assert doc["owner"] == "a" and doc["generation"] == 2 and doc["claimed_from"] == queued["nonce"]
+    assert doc["lease_expires_at"] is not None
+    assert jobs.view(store, job["id"]).state == "running"
+    assert store.list(keys.QUEUE).__next__ if False else list(store.list(keys.QUEUE)) == []
+
+
+def test_claim_race_between_threads_has_no_double_winner():
+    store = MemoryStore()
+    ids = [submit(store, f"job {i}")["id"] for i in range(200)]
+    barrier = threading.Barrier(16)
+    wins: dict[str, list[str]] = {i: [] for i in ids}
+
+    def racer(name):
+        barrier.wait()
+        for job_id in ids:
+            found = jobs.read(store, keys.queued(job_id), job_id)
+            if found and jobs.claim(store, found[0], agent_id=name, instance_ref="local@h", lease_expires_at=1):
+                wins[job_id].append(name)
+
+    threads = [threading.Thread(target=racer, args=(f"r{n}",)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(len(w) == 1 for w in wins.values()), {k: v for k, v in wins.items() if len(v) != 1}
+
+
+def test_a_claim_whose_response_was_lost_is_recognised_as_won():
+    store = LostResponses(MemoryStore())
+    job = submit(store.inner)
+    got = claim(store, job["id"])
+    assert got is not None, "our own create landed: the nonce says so"
+    assert jobs.view(store.inner, job["id"]).state == "running"
+
+
+def test_leftover_queue_entry_after_an_interrupted_claim_is_deleted_by_the_next_pass():
+    store = MemoryStore()
+    job = submit(store)
+    queued = jobs.read(store, keys.queued(job["id"]))[0]
+    # The crash window: running/ written, queue/ not yet deleted.
+    running = d.claim_doc(queued, agent_id="dead", instance_ref="local@h", now=1, lease_expires_at=2, nonce="n1")
+    store.put_if_absent(keys.running(job["id"]), d.encode(running))
+    v = jobs.view(store, job["id"])
+    assert v.state == "running" and v.also == ["queued"]
+    assert claim(store, job["id"], agent="next") is None  # nothing runs twice
+    assert jobs.read(store, keys.queued(job["id"])) is None  # ... and the move is finished
+    assert jobs.view(store, job["id"]).doc["owner"] == "dead"
+
+
+def test_a_newer_queue_document_is_not_mistaken_for_a_leftover():
+    store = MemoryStore()
+    job = submit(store)
+    queued = jobs.read(store, keys.queued(job["id"]))[0]
+    running = d.claim_doc(queued, agent_id="a", instance_ref="local@h", now=1, lease_expires_at=2, nonce="n1")
+    store.put_if_absent(keys.running(job["id"]), d.encode(running))
+    newer = dict(queued, generation=3, nonce="requeued")  # e.g. a requeue whose running delete is pending
+    store.put(keys.queued(job["id"]), d.encode(newer))
+    assert claim(store, job["id"], agent="b") is None
+    assert jobs.read(store, keys.queued(job["id"]))[0]["nonce"] == "requeued"
+
+
+def test_renewal_is_a_compare_and_swap_that_fences_a_stale_writer():
+    store = MemoryStore()
+    job = submit(store)
+    doc, version = claim(store, job["id"])
+    doc2, version2 = jobs.renew(store, doc, version, lease_expires_at=2000, now=1500)
+    assert doc2["generation"] == doc["generation"] + 1 and doc2["nonce"] != doc["nonce"]
+    assert d.encode(doc2) != d.encode(doc)
+    stale = jobs.renew(store, doc, version, lease_expires_at=3000, now=1600)
+    assert isinstance(stale, Fenced) and stale.current["nonce"] == doc2["nonce"]
+
+
+def test_renewal_whose_response_was_lost_counts_as_renewed():
+    inner = MemoryStore()
+    job = submit(inner)
+    doc, version = claim(inner, job["id"])
+    got = jobs.renew(LostResponses(inner), doc, version, lease_expires_at=2000, now=1500)
+    assert not isinstance(got, Fenced)
+
+
+def test_finish_writes_terminal_then_deletes_running():
+    store = MemoryStore()
+    job = submit(store)
+    doc, version = claim(store, job["id"])
+    term = jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None), now=1010)
+    assert term["state"] == "completed" and term["outcome"] == "succeeded" and term["exit_code"] == 0
+    assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
+    status = d.status_json(jobs.view(store, job["id"]))
+    assert (status["state"], status["terminal"], status["outcome"], status["exit_code"]) == (
+        "completed", True, "succeeded", 0)
+
+
+def test_failed_record_carries_a_bounded_error_classification():
+    res = d.classify_exit(3, None, timed_out=False, timeout=None)
+    assert res["outcome"] == "failed" and res["error"]["class"] == "exit_code"
+    assert d.classify_exit(None, 9, timed_out=False, timeout=None)["error"]["class"] == "signal"
+    assert d.classify_exit(None, 15, timed_out=True, timeout=2.0)["outcome"] == "timed_out"
+    long = d.result("failed", error_class="internal", message="x" * 5000)
+    assert len(long["error"]["message"]) == d.MAX_ERROR_MESSAGE
+    with pytest.raises(AssertionError):
+        d.result("failed", error_class="something new")
+
+
+def test_terminal_records_resolve_in_the_documented_order():
+    base = {"id": "j", "generation": 1, "nonce": "n", "spec": {"command": "x"}}
+    recs = {"cancelled": dict(base, state="cancelled"), "failed": dict(base, state="failed"),
+            "completed": dict(base, state="completed"), "running": dict(base, state="running")}
+    assert d.resolve("j", recs).state == "completed"
+    del recs["completed"]
+    assert d.resolve("j", recs).state == "failed"
+    del recs["failed"]
+    assert d.resolve("j", recs).state == "cancelled"
+    assert d.resolve("j", {}) is None
+
+
+def test_cancel_of_a_queued_job_takes_the_claim_slot_so_it_never_starts():
+    store = MemoryStore()
+    job = submit(store)
+    queued = jobs.read(store, keys.queued(job["id"]))[0]
+    report = jobs.cancel(store, job["id"], by="op", reason="wrong input")
+    assert report.kind == "cancelled_queued"
+    assert jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=1) is None
+    assert [e.key for e in store.list("")] == [keys.terminal("cancelled", job["id"])]
+    term = jobs.view(store, job["id"]).doc
+    assert term["cancelled_by"] == "op" and term["cancel_reason"] == "wrong input" and term["outcome"] == "cancelled"
+
+
+def test_cancel_of_a_running_job_fences_its_finish():
+    store = MemoryStore()
+    job = submit(store)
+    doc, version = claim(store, job["id"])
+    report = jobs.cancel(store, job["id"], by="op")
+    assert report.kind == "cancelled_running"
+    assert jobs.view(store, job["id"]).state == "cancelled"  # readers: terminal first
+    got = jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    assert isinstance(got, Fenced) and got.current["phase"] == "cancelling"
+    jobs.settle(store, got.current, writer=AGENT)
+    assert [e.key for e in store.list("")] == [keys.terminal("cancelled", job["id"])]
+
+
+def test_cancel_of_a_finished_job_writes_nothing():
+    store = MemoryStore()
+    job = submit(store)
+    doc, version = claim(store, job["id"])
+    jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None))
+    before = snapshot(store)
+    report = jobs.cancel(store, job["id"])
+    assert report.kind == "already_terminal" and "already failed" in report.message
+    assert snapshot(store) == before
+
+
+def test_settle_finishes_an_interrupted_terminal_move_once():
+    store = MemoryStore()
+    job = submit(store)
+    doc, version = claim(store, job["id"])
+    fin = d.finishing_doc(doc, d.classify_exit(0, None, timed_out=False, timeout=None), now=5, nonce="f")
+    store.put_if_match(keys.running(job["id"]), d.encode(fin), version)
+    assert jobs.view(store, job["id"]).phase == "finishing"
+    assert jobs.settle_leftovers(store, writer="b") == [f"{job['id']}: finished an interrupted move to completed"]
+    assert jobs.settle_leftovers(store, writer="c") == []
+    assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
+
+
+def test_retries_count_failed_attempts_apart_from_requeues():
+    store = MemoryStore()
+    job = submit(store, "false", retries=1)
+    doc, version = claim(store, job["id"])
+    again = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None))
+    assert again["state"] == "queued" and again["failures"] == 1 and again["requeues"] == 0
+    doc, version = claim(store, job["id"])
+    term = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None))
+    assert term["state"] == "failed" and term["failures"] == 1 and term["requeues"] == 0
+
+
+def test_rerun_resubmits_the_exact_spec_under_a_new_id():
+    store = MemoryStore()
+    job = submit(store, "make test", name="ci", cores=3, priority=7, capabilities=("gpu",), timeout=90.0)
+    original, new = jobs.rerun(store, "ci")
+    assert new["id"] != job["id"] and new["rerun_of"] == job["id"]
+    assert new["spec"] == original["spec"]
+
+
+def test_pause_records_who_when_why_and_resume_lifts_it():
+    store = MemoryStore()
+    record, already = jobs.pause(store, by="ops@host", reason="maintenance", now=0)
+    assert not already and record["by"] == "ops@host" and record["reason"] == "maintenance"
+    assert jobs.pause(store, by="other")[1] is True
+    submit(store)  # submissions are still accepted
+    assert jobs.resume(store)["reason"] == "maintenance"
+    assert jobs.pause_record(store) is None and jobs.resume(store) is None
+
+
+def test_corrupt_documents_are_reported_by_name():
+    from stado.errors import CorruptDocument
+
+    for data, reason in ((b"{not json", "not JSON"), (b"[]", "not a JSON object"), (b'{"id": "x"}', "field")):
+        with pytest.raises(CorruptDocument, match=reason):
+            d.decode("queue/x.json", data)
+
+
+def test_lease_promise_adds_the_longest_lateness_capped_and_the_last_write():
+    from stado.lease import LeaseClock
+
+    clock = LeaseClock(poll_seconds=5, late_cap=10)
+    assert clock.promise(100) == 105
+    clock.observed(due=100, began=102, ended=102.5)
+    assert clock.promise(200) == 200 + 5 + 2 + 0.5
+    clock.observed(due=100, began=400, ended=400.1)
+    assert clock.promise(500) == pytest.approx(500 + 5 + 10 + 0.1)
+
+
+def test_a_stale_queue_read_cannot_claim_a_job_that_already_ran():
+    store = MemoryStore()
+    job = submit(store)
+    stale = jobs.read(store, keys.queued(job["id"]))[0]  # agent A reads, then stalls
+    doc, version = claim(store, job["id"], agent="b")
+    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    assert jobs.claim(store, stale, agent_id="a", instance_ref="local@h", lease_expires_at=1) is None
+    assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
