@@ -37,7 +37,7 @@ from .errors import ArtifactError, CorruptDocument
 from .lease import LeaseClock
 from .objectstore.base import ObjectStore, StoreError
 from .output import OutputUploader
-from .process import KILL, TERM, group_alive, reap, signal_group, spawn_shell
+from .process import KILL, TERM, become_subreaper, group_alive, reap, reap_any, signal_group, spawn_shell
 
 AGENT_RECORD_EVERY = 30.0
 
@@ -62,6 +62,7 @@ class AgentConfig:
     late_cap: float = 60.0
     until_idle: bool = False
     keep_work: bool = False
+    subreaper: bool = False  # become the reaper of jobs' orphans (the CLI agent does; an in-process one need not)
 
 
 @dataclass
@@ -103,6 +104,7 @@ class Agent:
         self._wake_r = self._wake_w = None
         self._freed = False
         self._record_due = 0.0
+        self._reap_all = False
 
     def log(self, message: str) -> None:
         self._log(f"{d.iso(time.time())} agent {self.id[-12:]}: {message}")
@@ -116,6 +118,7 @@ class Agent:
 
     def run(self) -> int:
         self._take_lock()
+        self._reap_all = self.cfg.subreaper and become_subreaper()
         old = self._install_signals()
         try:
             self._write_record()
@@ -347,6 +350,13 @@ class Agent:
         self._settle_slot(slot, d.result("failed", error_class=error_class, message=message))
 
     def _reap(self) -> None:
+        if self._reap_all:
+            leaders = {slot.pgid: slot for slot in self.slots.values()}
+            for pid, code, sig in reap_any():
+                slot = leaders.get(pid)
+                if slot is not None and slot.ended is None:
+                    slot.ended = (code, sig)
+            return
         for slot in self.slots.values():
             if slot.ended is None and slot.pgid is not None:
                 ended = reap(slot.pgid)
@@ -367,8 +377,8 @@ class Agent:
         if mono >= slot.output_due:
             slot.out.pump()
             slot.output_due = mono + self.cfg.poll_seconds
-        if mono >= slot.renew_due:
-            self._renew(slot)
+        if mono >= slot.renew_due and slot.stopping not in ("cancel", "lost"):
+            self._renew(slot)  # a cancelled or taken-over job is no longer ours to renew
 
     def _renew(self, slot: Slot) -> None:
         began = time.time()

@@ -275,7 +275,8 @@ def cmd_agent(args) -> int:
     config = AgentConfig(work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=_own_program(),
                          slots=args.slots, poll_seconds=args.poll_seconds,
                          capabilities=frozenset(_list(args.capabilities)), accelerators=args.accelerators,
-                         kill_after=args.kill_after, until_idle=args.until_idle, keep_work=args.keep_work, **kwargs)
+                         kill_after=args.kill_after, until_idle=args.until_idle, keep_work=args.keep_work,
+                         subreaper=True, **kwargs)
     store = _store()
     store.list("queue/")  # reach the store once before claiming anything: a bad config fails here, in one line
     return run_agent(store, config)

@@ -2,6 +2,7 @@
 primitives are runkit.proc's)."""
 import os
 import signal
+import sys
 
 from runkit import proc
 
@@ -58,3 +59,29 @@ def reap(pid: int) -> tuple[int | None, int | None] | None:
 
 
 TERM, KILL = signal.SIGTERM, signal.SIGKILL
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants of this process its children (Linux PR_SET_CHILD_SUBREAPER), so that
+    when a job's shell dies first, the agent itself reaps what it left and a stopped group is really
+    gone at once (not a set of zombies waiting for init). False where the platform has no such thing."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(36, 1, 0, 0, 0) == 0  # 36 = PR_SET_CHILD_SUBREAPER
+
+
+def reap_any() -> list[tuple[int, int | None, int | None]]:
+    """(pid, exit code, signal) of every child that has ended, without blocking."""
+    ended = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return ended
+        if pid == 0:
+            return ended
+        code = os.waitstatus_to_exitcode(status)
+        ended.append((pid, code, None) if code >= 0 else (pid, None, -code))
