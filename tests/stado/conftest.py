@@ -38,9 +38,11 @@ def _start(kind: str, tmp_path_factory, start):
     try:
         server = start(tmp_path_factory.mktemp(kind))
     except servers.ServerError as exc:
-        pytest.fail(f"{kind} did not start: {exc}", pytrace=False)
-    _started[kind] = server.start_seconds
-    return server
+        failure = f"{kind} did not start: {exc}"
+    else:
+        _started[kind] = server.start_seconds
+        return server
+    pytest.fail(failure, pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -84,7 +84,7 @@ def _die_with_parent():
 
 def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent,
                                 start_new_session=True, preexec_fn=_die_with_parent)
 
 
@@ -215,10 +215,9 @@ def create_container(port: int, container: str, account: str = AZURITE_ACCOUNT, 
 def start_azurite(workdir: Path, container: str = "stado") -> Azurite:
     if not AZURITE.exists():
         raise ServerError(f"Azurite is not installed ({AZURITE} is missing): run `make test-deps`")
-    data = workdir / "data"
-    data.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    argv = [str(AZURITE), "--blobHost", HOST, "--blobPort", str(port), "--location", str(data),
+    # In memory: the tests need no persistence, and it is faster than the disk-backed metadata store.
+    argv = [str(AZURITE), "--blobHost", HOST, "--blobPort", str(port), "--inMemoryPersistence",
             "--disableTelemetry", "--skipApiVersionCheck", "--silent"]
     log = workdir / "azurite.log"
     started = time.monotonic()

@@ -50,7 +50,7 @@ class FileStore(ObjectStore):
         self._locks = os.path.join(self.root, "locks")
         self._tmp = os.path.join(self.root, "tmp")
         try:
-            for path in (self._objects, self._locks, self._tmp):
+            for path in (self.root, self._objects, self._locks, self._tmp):  # private to this user
                 os.makedirs(path, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise StoreUnavailable(f"cannot use {self.root} as the stado store ({exc.strerror}): "

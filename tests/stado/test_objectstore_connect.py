@@ -1,0 +1,152 @@
+"""Choosing a store: URLs, STADO_CONFIG, the per-user default, one-line errors, lean imports."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from stado.objectstore import ConfigError, StoreError, open_store, store_from_environment
+from stado.objectstore.file import FileStore
+from stado.objectstore.memory import MemoryStore
+
+
+def one_line_error(call) -> str:
+    with pytest.raises(ConfigError) as caught:
+        call()
+    message = str(caught.value)
+    assert message and "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("url, words", [
+    ("queue", "no scheme"),
+    ("ftp://host/q", "unknown store scheme"),
+    ("file://relative/path", "absolute path"),
+    ("s3://", "names no bucket"),
+    ("az:///prefix", "names no bucket"),
+    ("memory://name/path", "takes a name"),
+])
+def test_bad_urls(url, words):
+    assert words in one_line_error(lambda: open_store(url))
+
+
+def test_unknown_and_misplaced_options():
+    assert "unknown option(s) colour" in one_line_error(lambda: open_store("s3://b/p", {"colour": "red"}))
+    assert "emulator" in one_line_error(lambda: open_store("s3://b/p", {"emulator": True}))
+    assert "take no options" in one_line_error(lambda: open_store("file:///tmp/x", {"endpoint": "http://x"}))
+    assert "seconds" in one_line_error(lambda: open_store("s3://b/p", {"timeout": "soon"}))
+
+
+def test_memory_names_are_shared_in_process_and_anonymous_stores_are_not():
+    a, b = open_store("memory://shared-test"), open_store("memory://shared-test")
+    a.put("k", b"v")
+    assert b.get("k").data == b"v"
+    assert isinstance(open_store("memory://"), MemoryStore)
+    assert open_store("memory://") is not open_store("memory://")
+
+
+def test_default_store_is_a_per_user_directory(tmp_path):
+    store = store_from_environment({"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")})
+    assert isinstance(store, FileStore) and store.root == str(tmp_path / "data" / "stado" / "store")
+    store = store_from_environment({"XDG_DATA_HOME": "relative/ignored", "HOME": str(tmp_path / "home")})
+    assert store.root == str(tmp_path / "home" / ".local" / "share" / "stado" / "store")
+    assert oct(os.stat(store.root).st_mode & 0o777) == "0o700"
+
+
+def config_error(tmp_path, text: str | None) -> str:
+    path = tmp_path / "stado.toml"
+    if text is not None:
+        path.write_text(text)
+    message = one_line_error(lambda: store_from_environment({"STADO_CONFIG": str(path), "HOME": str(tmp_path)}))
+    assert str(path) in message or "scheme" in message
+    return message
+
+
+def test_config_errors_name_the_file_and_the_fix(tmp_path):
+    assert "does not exist" in config_error(tmp_path, None)
+    assert "not valid TOML" in config_error(tmp_path, "[store\nurl = 1")
+    assert "needs a [store] table" in config_error(tmp_path, "[other]\nurl = 's3://b'\n")
+    assert "needs a [store] table" in config_error(tmp_path, "[store]\nurl = 3\n")
+    assert "unknown store scheme" in config_error(tmp_path, "[store]\nurl = 'ftp://b/q'\n")
+    assert "environment variables" in config_error(
+        tmp_path, "[store]\nurl = 's3://b/q'\nsecret_access_key = 'no'\n")
+
+
+def test_config_selects_a_file_store(tmp_path):
+    (tmp_path / "stado.toml").write_text(f'[store]\nurl = "file://{tmp_path}/fleet"\n')
+    store = store_from_environment({"STADO_CONFIG": str(tmp_path / "stado.toml")})
+    assert isinstance(store, FileStore) and store.root == f"{tmp_path}/fleet"
+
+
+PROBE = """
+import json, sys
+from stado.objectstore import StoreError, store_from_environment
+store = store_from_environment()
+try:
+    store.put_if_absent("queue/from-subprocess.json", b"{}")
+    print(json.dumps({"keys": [e.key for e in store.list("queue")], "obstore": "obstore" in sys.modules}))
+except StoreError as exc:
+    print(f"{type(exc).__name__}: {exc}")
+"""
+
+
+def run_probe(env) -> str:
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_stado_env_reaches_the_store_from_a_subprocess(store_target, stado_env):
+    import json
+
+    out = json.loads(run_probe(stado_env))
+    assert out["keys"] == ["queue/from-subprocess.json"]
+    assert out["obstore"] is (store_target.backend != "file")
+    assert store_target.open().get("queue/from-subprocess.json").data == b"{}"
+
+
+@pytest.mark.parametrize("store_target", ["s3", "azure"], indirect=True)
+def test_subprocess_with_wrong_credentials_gets_one_line_access_denied(store_target, stado_env):
+    secret = "AWS_SECRET_ACCESS_KEY" if store_target.backend == "s3" else "AZURE_STORAGE_ACCOUNT_KEY"
+    out = run_probe({**stado_env, secret: "d3JvbmcgLSB0ZXN0aW5nIG9ubHk="})
+    assert out.startswith("AccessDenied: ") and secret.split("_")[0] in out and "\n" not in out
+    assert list(store_target.open().list("")) == []
+
+
+def test_no_config_imports_neither_obstore_nor_tomllib(tmp_path):
+    code = ("import sys; from stado.objectstore import store_from_environment as s; "
+            f"s({{'XDG_DATA_HOME': {str(tmp_path)!r}}}).put('k', b'v'); "
+            "print(sorted(m for m in ('obstore', 'tomllib', 'urllib.parse', 'hashlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_open_of_an_unwritable_root_is_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(StoreError) as caught:
+        open_store(f"file://{blocker}/store")
+    assert "\n" not in str(caught.value) and "writable" in str(caught.value)
+
+
+def test_file_store_keeps_locks_and_temporaries_out_of_listings(tmp_path):
+    store = open_store(f"file://{tmp_path}/s")
+    store.put_if_absent("queue/j1.json", b"1")
+    store.put("status/j1/output/0001", b"2")
+    store.delete("status/j1/output/0001")
+    assert [entry.key for entry in store.list("")] == ["queue/j1.json"]
+    assert sorted(os.listdir(tmp_path / "s")) == ["locks", "objects", "tmp"]
+    assert os.listdir(tmp_path / "s" / "objects") == ["queue"]  # emptied directories are pruned
+    assert os.listdir(tmp_path / "s" / "locks")
+
+
+def test_file_store_sweeps_temporaries_left_by_a_dead_writer(tmp_path):
+    open_store(f"file://{tmp_path}/s")
+    stale, fresh = tmp_path / "s" / "tmp" / ".tmp.1.dead", tmp_path / "s" / "tmp" / ".tmp.2.live"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"in flight")
+    two_hours_ago = time.time() - 7200
+    os.utime(stale, (two_hours_ago, two_hours_ago))
+    open_store(f"file://{tmp_path}/s")
+    assert not stale.exists() and fresh.exists()
