@@ -1,26 +1,37 @@
 """Read-side SQL: what commands show and what a supervisor polls."""
 from .transitions import load_state  # noqa: F401  (re-exported: the one way to read a job's state)
 
-SNAPSHOT = """
+_STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
+          "(%(t)s.phase IN ('starting', 'waiting', 'running') AND %(t)s.lease_expires_at < :now))")
+
+# Everything a waiting supervisor needs, in one query: its own state, its dependencies, the room in
+# its group, and whether anything it waits on looks abandoned (then, and only then, it reconciles).
+SNAPSHOT = f"""
 SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval, j.poll_interval,
   (SELECT json_group_array(json_array(d.depends_on, d.condition, ds.phase, ds.outcome, dj.name))
      FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on JOIN jobs dj ON dj.id = d.depends_on
     WHERE d.job_id = s.job_id) AS deps,
+  (SELECT count(*) FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on
+    WHERE d.job_id = s.job_id AND {_STALE % {"t": "ds"}}) AS deps_stale,
   (SELECT slot_limit FROM groups WHERE name = j.group_name) AS slot_limit,
   (SELECT count(*) FROM job_state s2 JOIN jobs j2 ON j2.id = s2.job_id
     WHERE s2.slot_held = 1 AND j2.group_name = j.group_name) AS slots_held,
+  (SELECT count(*) FROM job_state s2 JOIN jobs j2 ON j2.id = s2.job_id
+    WHERE j2.group_name = j.group_name
+      AND ((s2.slot_held = 1 AND (s2.phase = 'finished' OR s2.lease_expires_at < :now))
+        OR (s2.phase = 'waiting' AND s2.waiting_for = 'slot' AND s2.lease_expires_at < :now))) AS slots_stale,
   (SELECT count(*) FROM job_state s3 JOIN jobs j3 ON j3.id = s3.job_id
     WHERE s3.phase = 'waiting' AND s3.waiting_for = 'slot' AND j3.group_name = j.group_name
       AND s3.job_id != s.job_id
       AND (j3.priority > j.priority OR (j3.priority = j.priority AND (j3.submitted_at, j3.id) < (j.submitted_at, j.id))))
    AS slots_ahead
-FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = ?
+FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = :id
 """
 
 
-def snapshot(conn, job_id: str):
+def snapshot(conn, job_id: str, now: float):
     """Everything a waiting supervisor needs to decide, in one query."""
-    return conn.execute(SNAPSHOT, (job_id,)).fetchone()
+    return conn.execute(SNAPSHOT, {"id": job_id, "now": now}).fetchone()
 
 
 def spec_json(conn, job_id: str) -> str:

@@ -45,6 +45,10 @@ def main(args: list[str]) -> int:
         sys.stderr.write(f"jobman __supervise: refused: no jobman database at {path}\n")
         return EXIT_REFUSED
     conn = db.connect(path, create=False)
+    trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
+    if trace:  # the tests count what an idle supervisor asks of the database
+        log = open(trace, "a", buffering=1)
+        conn.set_trace_callback(lambda sql: log.write(f"{time.time():.3f} {' '.join(sql.split())[:80]}\n"))
     supervisor_id = uuid7()
     me = proc.self_identity()
     faults.hit("supervisor:before_claim")
@@ -129,7 +133,7 @@ class Supervisor:
         self.poll_every = state["poll_interval"]
         self.group = state["group_name"]
         self.next_renew = time.time() + self.renew_every
-        self.next_reconcile = time.time() + self.renew_every
+        self.next_reconcile = 0.0
         self.dirty = False
         self.waiting = None  # (waiting_for, detail, until) last written
         self.subreaper = False
@@ -213,10 +217,15 @@ class Supervisor:
 
     def _loop(self) -> None:
         while True:
-            snap = queries.snapshot(self.conn, self.job_id)
+            now = time.time()
+            snap = queries.snapshot(self.conn, self.job_id, now)
             self._check_owner(snap)
             self.rev = snap["revision"]
-            now = time.time()
+            if (snap["deps_stale"] or snap["slots_stale"]) and now >= self.next_reconcile:
+                # Something we wait on looks abandoned and nobody may be running commands: settle it.
+                self.next_reconcile = now + self.renew_every
+                if reconcile.run(self.conn, self.home, now):
+                    continue
             if snap["cancel_requested_at"] is not None:
                 self._finish("cancelled", "cancelled before it ran" if snap["attempts"] == 0
                              else f"cancelled while waiting for attempt {snap['attempts'] + 1}")
@@ -272,10 +281,6 @@ class Supervisor:
                 self.waiting = current
                 if waiting_for == "slot":
                     self._wake_slot_waiters()  # a higher-priority job in line may now be able to start
-        if waiting_for in ("dependencies", "slot") and now >= self.next_reconcile:
-            # Nobody else may be running commands: clear dead peers that block us.
-            reconcile.run(self.conn, self.home, now)
-            self.next_reconcile = now + self.renew_every
         wake = now + self.poll_every
         if until is not None:
             wake = min(wake, until)

@@ -217,7 +217,7 @@ def end_attempt(conn, job_id: str, revision: int, number: int, *, now: float, ex
                           {"phase": "waiting", "waiting_for": "retry", "slot_held": 0, "wait_until": retry_at,
                            "wait_detail": f"retry {number + 1} after attempt {number} {attempt_outcome}",
                            "exit_code": exit_code, "exit_signal": signal})
-            add_event(conn, job_id, "retry_scheduled", now, attempt=number + 1, at=retry_at)
+            add_event(conn, job_id, "retry_scheduled", now, attempt=number + 1, not_before=retry_at)
         else:
             rev = _finish(conn, job_id, revision, ("running",), job_outcome, now, detail, exit_code, signal)
     return rev

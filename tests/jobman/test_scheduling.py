@@ -1,0 +1,356 @@
+"""Scheduling without a central scheduler: dependencies, delays, retries, timeouts, groups, cancel,
+wake-ups. Real supervisors, real SQLite; short windows where waiting is the point."""
+import json
+import sqlite3
+import time
+
+import pytest
+
+from tests.helpers import kill_all, wait_for
+
+ANALYZE = """\
+import pathlib, sys
+counter = pathlib.Path(sys.argv[1])
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+print(f"analysis attempt {n}")
+sys.exit({codes}[n - 1] if n <= len({codes}) else 0)
+"""
+
+
+def attempts(jobman, job_id):
+    with jobman.db() as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY number", (job_id,))]
+
+
+def write_analysis(tmp_path, codes):
+    script = tmp_path / "analyze_data.py"
+    script.write_text(ANALYZE.replace("{codes}", repr(codes)))
+    return script
+
+
+def test_seed_example_retries_until_the_third_attempt_succeeds(jobman, tmp_path):
+    prepare = tmp_path / "prepare_data.py"
+    prepare.write_text("import time; time.sleep(0.3); open('prepared', 'w').write('data')\n")
+    analyze = write_analysis(tmp_path, [1, 1])
+    prep_id = jobman.run("python", str(prepare), opts=["--name", "prepare_data", "--cwd", str(tmp_path)])
+    analyze_id = jobman.run("python", str(analyze), str(tmp_path / "count"),
+                            opts=["--after-success", "prepare_data", "--retries", "2", "--retryable-exit-code", "1",
+                                  "--retry-delay", "1s"])
+    assert jobman("wait", analyze_id).returncode == 0
+    runs = attempts(jobman, analyze_id)
+    assert [a["exit_code"] for a in runs] == [1, 1, 0]
+    assert [a["outcome"] for a in runs] == ["failed", "failed", "succeeded"]
+    for earlier, later in zip(runs, runs[1:]):
+        assert later["started_at"] - earlier["ended_at"] >= 1.0
+    prep_end = attempts(jobman, prep_id)[0]["ended_at"]
+    assert runs[0]["started_at"] >= prep_end
+    shown = jobman.show(analyze_id)
+    assert shown["outcome"] == "succeeded" and shown["attempts"] == 3
+    assert shown["dependencies"] == [{"job": prep_id, "name": "prepare_data", "condition": "success",
+                                      "state": "succeeded"}]
+    assert "retry_scheduled" in [e["kind"] for e in shown["events"]]
+    logs = jobman("logs", analyze_id, check=True).stdout
+    assert "analysis attempt 1" in logs and "analysis attempt 3" in logs
+
+
+def test_a_non_retryable_exit_code_fails_at_once(jobman, tmp_path):
+    analyze = write_analysis(tmp_path, [2])
+    job_id = jobman.run("python", str(analyze), str(tmp_path / "count"),
+                        opts=["--retries", "2", "--retryable-exit-code", "1", "--retry-delay", "1s"])
+    assert jobman("wait", job_id).returncode == 2
+    assert [a["exit_code"] for a in attempts(jobman, job_id)] == [2]
+    assert jobman.state(job_id)["outcome"] == "failed"
+
+
+def test_retries_exhausted_and_exponential_backoff(jobman):
+    job_id = jobman.run("sh", "-c", "exit 3", opts=["--retries", "2", "--retry-delay", "0.2s",
+                                                    "--retry-backoff", "exponential"])
+    assert jobman("wait", job_id).returncode == 3
+    runs = attempts(jobman, job_id)
+    assert len(runs) == 3
+    assert runs[1]["started_at"] - runs[0]["ended_at"] >= 0.2
+    assert runs[2]["started_at"] - runs[1]["ended_at"] >= 0.4
+
+
+def test_dependency_outcomes_propagate(jobman):
+    failing = jobman.run("sh", "-c", "exit 1", opts=["--name", "root"])
+    child = jobman.run("true", opts=["--after-success", "root", "--name", "child"])
+    grandchild = jobman.run("true", opts=["--after-success", "child"])
+    on_failure = jobman.run("true", opts=["--after-failure", "root"])
+    either = jobman.run("true", opts=["--after", "root"])
+    never_on_success = jobman.run("true", opts=["--after-failure", "child"])
+    jobman("wait", failing, child, grandchild, on_failure, either, never_on_success)
+    assert jobman.state(child)["outcome"] == "dependency_failed"
+    assert jobman.state(grandchild)["outcome"] == "dependency_failed"
+    assert jobman.state(on_failure)["outcome"] == "succeeded"
+    assert jobman.state(either)["outcome"] == "succeeded"
+    # child ended dependency_failed, which is "any outcome but succeeded": --after-failure holds.
+    assert jobman.state(never_on_success)["outcome"] == "succeeded"
+    shown = jobman.show(child)
+    assert shown["attempts"] == 0
+    assert f"dependency root ({failing}) ended failed" in shown["detail"] and "--after-success" in shown["detail"]
+    assert jobman("wait", child).returncode == 122
+
+
+def test_after_runs_either_way_and_mixed_conditions(jobman):
+    ok = jobman.run("true", opts=["--name", "ok"])
+    bad = jobman.run("false", opts=["--name", "bad"])
+    mixed = jobman.run("true", opts=["--after-success", "ok", "--after-failure", "bad", "--after", "ok"])
+    assert jobman("wait", mixed).returncode == 0
+    assert {d["job"] for d in jobman.show(mixed)["dependencies"]} == {ok, bad}
+
+
+def test_selectors_resolve_at_submission(jobman, tmp_path):
+    gate = tmp_path / "gate"
+    first = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done", opts=["--name", "step"])
+    dependent = jobman.run("true", opts=["--after-success", "step"])
+    second = jobman.run("false", opts=["--name", "step"])  # a later job with the same name changes nothing
+    jobman("wait", second)
+    gate.touch()
+    assert jobman("wait", dependent).returncode == 0
+    assert jobman.show(dependent)["dependencies"][0]["job"] == first
+
+
+def test_dag_of_100_jobs(jobman):
+    """Fan-out to 10 layers of 10, each job depending on every job of the layer above (fan-in)."""
+    root = jobman.run("true", opts=["--name", "root"])
+    previous = [root]
+    every = [root]
+    for layer in range(9):
+        current = []
+        for _ in range(11):
+            opts = []
+            for dep in previous[:3]:
+                opts += ["--after-success", dep]
+            current.append(jobman.run("true", opts=opts))
+        every += current
+        previous = current
+    assert len(every) == 100
+    assert jobman("wait", "-q", *every, timeout=240).returncode == 0
+    for job_id in every:
+        assert jobman.state(job_id)["outcome"] == "succeeded"
+
+
+def test_delay_and_not_before(jobman):
+    before = time.time()
+    delayed = jobman.run("true", opts=["--delay", "0.8s"])
+    at = jobman.run("true", opts=["--not-before", f"@{before + 0.5}"])
+    waiting = wait_for(lambda: [j for j in json.loads(jobman("list", "--json").stdout)
+                                if j["id"] == delayed and j["waiting_for"] == "not_before"])
+    assert "not before" in waiting[0]["wait_detail"]
+    jobman("wait", delayed, at, check=True)
+    assert attempts(jobman, delayed)[0]["started_at"] >= before + 0.8
+    assert attempts(jobman, at)[0]["started_at"] >= before + 0.5
+
+
+def test_timeout_kills_and_is_timed_out(jobman):
+    job_id = jobman.run("sleep", "30", opts=["--timeout", "0.5s", "--kill-after", "1s"])
+    assert jobman("wait", job_id).returncode == 124
+    state = jobman.state(job_id)
+    assert state["outcome"] == "timed_out"
+    run = attempts(jobman, job_id)[0]
+    assert run["outcome"] == "timed_out" and run["signal"] == 15
+    assert 0.5 <= run["ended_at"] - run["started_at"] < 5
+
+
+def test_timeout_escalates_to_sigkill(jobman):
+    job_id = jobman.run("sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30",
+                        opts=["--timeout", "0.3s", "--kill-after", "0.5s"])
+    assert jobman("wait", job_id).returncode == 124
+    assert attempts(jobman, job_id)[0]["signal"] == 9
+
+
+def test_retry_on_timeout(jobman, tmp_path):
+    counter = tmp_path / "n"
+    script = f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; [ $n -ge 2 ] || sleep 30"
+    job_id = jobman.run("sh", "-c", script, opts=["--timeout", "0.5s", "--retries", "1", "--retry-on-timeout",
+                                                  "--kill-after", "1s"])
+    assert jobman("wait", job_id).returncode == 0
+    assert [a["outcome"] for a in attempts(jobman, job_id)] == ["timed_out", "succeeded"]
+    no_retry = jobman.run("sleep", "30", opts=["--timeout", "0.3s", "--retries", "3"])
+    assert jobman("wait", no_retry).returncode == 124
+    assert len(attempts(jobman, no_retry)) == 1
+
+
+def _max_overlap(runs) -> int:
+    points = sorted([(r["started_at"], 1) for r in runs] + [(r["ended_at"], -1) for r in runs],
+                    key=lambda p: (p[0], p[1]))
+    current = best = 0
+    for _, delta in points:
+        current += delta
+        best = max(best, current)
+    return best
+
+
+def test_group_limit_and_order(jobman, tmp_path):
+    jobman("group", "set", "pair", "--limit", "0", check=True)
+    ids = []
+    for i in range(20):
+        priority = 5 if i in (13, 17) else 0
+        ids.append(jobman.run("sh", "-c", "sleep 0.15", opts=["--group", "pair", "--priority", str(priority)]))
+    # Limit 0 pauses the group: nothing starts.
+    wait_for(lambda: all(jobman.state(i)["waiting_for"] == "slot" for i in ids), timeout=30)
+    assert all(not attempts(jobman, i) for i in ids)
+    listed = {j["id"]: j for j in json.loads(jobman("list", "--json", check=True).stdout)}
+    assert "group pair is paused" in listed[ids[0]]["wait_detail"]
+    groups = json.loads(jobman("group", "list", "--json", check=True).stdout)
+    assert {"name": "pair", "limit": 0, "running": 0, "waiting": 20} in groups
+    # Raising the limit starts the waiting jobs, at most two at a time, in priority-then-submission order.
+    jobman("group", "set", "pair", "--limit", "2", check=True)
+    assert jobman("wait", "-q", *ids, timeout=120).returncode == 0
+    runs = [attempts(jobman, i)[0] for i in ids]
+    assert _max_overlap(runs) <= 2
+    started = [i for _, i in sorted((r["started_at"], i) for r, i in zip(runs, ids))]
+    expected = [ids[13], ids[17]] + [i for n, i in enumerate(ids) if n not in (13, 17)]
+    assert set(started[:2]) == {ids[13], ids[17]}
+    # Two slots admit two jobs at a time, so neighbours in line may start in either order; nothing
+    # starts ahead of a job more than one place before it in line.
+    assert all(abs(started.index(job) - n) <= 1 for n, job in enumerate(expected)), (started, expected)
+
+
+def test_group_must_exist(jobman):
+    result = jobman("run", "--group", "nosuch", "--", "true")
+    assert result.returncode == 2
+    assert "group 'nosuch' does not exist" in result.stderr and "jobman group set nosuch --limit N" in result.stderr
+    assert jobman.count_jobs() == 0
+
+
+def test_default_group_limit_is_cpu_count(jobman):
+    import os
+
+    jobman.run("true")
+    groups = json.loads(jobman("group", "list", "--json", check=True).stdout)
+    assert {"name": "default", "limit": os.cpu_count(), "running": groups[0]["running"],
+            "waiting": groups[0]["waiting"]} == groups[0]
+
+
+def test_cancel_waiting_and_running_jobs(jobman, tmp_path):
+    running = jobman.run("sleep", "30", opts=["--name", "long"])
+    dependent = jobman.run("true", opts=["--after-success", "long"])
+    either = jobman.run("true", opts=["--after", "long"])
+    delayed = jobman.run("true", opts=["--delay", "1h"])
+    wait_for(lambda: jobman.state(running)["phase"] == "running")
+    pid = attempts(jobman, running)[0]["pid"]
+    result = jobman("cancel", running, delayed, "--json", check=True)
+    outcomes = {r["id"]: r["outcome"] for r in json.loads(result.stdout)}
+    assert outcomes == {running: "cancelled", delayed: "cancelled"}
+    assert jobman("wait", dependent).returncode == 122
+    assert jobman.state(dependent)["outcome"] == "dependency_failed"
+    assert jobman("wait", either).returncode == 0
+    assert jobman("wait", running).returncode == 125
+    from tests.helpers import alive
+
+    assert not alive(pid)
+    again = jobman("cancel", running, check=True)
+    assert "already finished: cancelled" in again.stdout
+
+
+def test_doorbell_wakes_a_dependent_long_before_the_slow_poll(jobman, tmp_path):
+    """With a 30 s fallback poll, the dependent must still start promptly: only the doorbell can do that."""
+    gate = tmp_path / "gate"
+    env = {"JOBMAN_POLL_INTERVAL": "30s", "JOBMAN_LEASE": "60s", "JOBMAN_RENEW_INTERVAL": "20s"}
+    first = jobman("run", "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", env=env,
+                   check=True).stdout.strip()
+    second = jobman("run", "--after-success", first, "--", "true", env=env, check=True).stdout.strip()
+    wait_for(lambda: jobman.state(second)["waiting_for"] == "dependencies")
+    gate.touch()
+    assert jobman("wait", second, timeout=20).returncode == 0
+    gap = attempts(jobman, second)[0]["started_at"] - attempts(jobman, first)[0]["ended_at"]
+    assert gap < 5.0
+
+
+def test_idle_waiting_supervisor_queries_at_most_once_per_poll(jobman, tmp_path):
+    trace = tmp_path / "queries.log"
+    gate = tmp_path / "gate"
+    blocker = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    env = {"JOBMAN_TEST_QUERY_LOG": str(trace), "JOBMAN_POLL_INTERVAL": "1s", "JOBMAN_LEASE": "15s",
+           "JOBMAN_RENEW_INTERVAL": "5s"}
+    waiter = jobman("run", "--after-success", blocker, "--", "true", env=env, check=True).stdout.strip()
+    wait_for(lambda: jobman.state(waiter)["waiting_for"] == "dependencies")
+    time.sleep(0.5)  # let it settle into its idle loop
+    start = time.time()
+    time.sleep(3.2)  # an observation window, not a synchronisation
+    end = time.time()
+    gate.touch()
+    jobman("wait", waiter, check=True)
+    stamps = [float(line.split()[0]) for line in trace.read_text().splitlines()]
+    in_window = [t for t in stamps if start <= t < end]
+    assert 2 <= len(in_window) <= 4, in_window  # one snapshot query per 1 s poll; no renewal is due yet
+
+
+def test_fifty_waiting_supervisors_never_see_a_locked_database(jobman, tmp_path):
+    gate = tmp_path / "gate"
+    jobman("group", "set", "wide", "--limit", "50", check=True)
+    blocker = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done", opts=["--name", "gate"])
+    env = {"JOBMAN_POLL_INTERVAL": "1s", "JOBMAN_LEASE": "2s", "JOBMAN_RENEW_INTERVAL": "0.5s"}
+    ids = [jobman("run", "--after-success", "gate", "--group", "wide", "--", "true", env=env,
+                  check=True).stdout.strip() for _ in range(50)]
+    wait_for(lambda: all(jobman.state(i)["phase"] == "waiting" for i in ids), timeout=60)
+    gate.touch()
+    assert jobman("wait", "-q", blocker, *ids, timeout=180).returncode == 0
+    logs = list((jobman.home / "logs").rglob("supervisor.log"))
+    assert len(logs) == 51
+    for log in logs:
+        text = log.read_text()
+        assert "locked" not in text and "error" not in text.lower(), text
+
+
+def test_lost_slot_is_freed_when_the_target_is_gone(jobman):
+    jobman("group", "set", "one", "--limit", "1", check=True)
+    holder = jobman.run("sleep", "30", opts=["--group", "one"])
+    wait_for(lambda: jobman.state(holder)["phase"] == "running")
+    nxt = jobman.run("true", opts=["--group", "one"])
+    wait_for(lambda: jobman.state(nxt)["waiting_for"] == "slot")
+    target = attempts(jobman, holder)[0]["pid"]
+    kill_all([jobman.state(holder)["supervisor_pid"], target])
+    # Nobody runs a command: the waiting supervisor itself notices the dead holder once its lease expires.
+    assert jobman("wait", nxt, timeout=30).returncode == 0
+    assert jobman.state(holder)["outcome"] == "lost" and jobman.state(holder)["slot_held"] == 0
+
+
+def test_lost_slot_stays_held_while_the_target_lives(jobman):
+    jobman("group", "set", "one", "--limit", "1", check=True)
+    holder = jobman.run("sleep", "30", opts=["--group", "one"])
+    wait_for(lambda: jobman.state(holder)["phase"] == "running")
+    nxt = jobman.run("true", opts=["--group", "one"])
+    target = attempts(jobman, holder)[0]["pid"]
+    kill_all([jobman.state(holder)["supervisor_pid"]])
+    wait_for(lambda: jobman("reconcile") and jobman.state(holder)["outcome"] == "lost", timeout=10)
+    time.sleep(1.5)  # more than a lease: the group must stay honestly full
+    assert jobman.state(nxt)["phase"] == "waiting" and jobman.state(holder)["slot_held"] == 1
+    listed = {j["id"]: j for j in json.loads(jobman("list", "--json", check=True).stdout)}
+    assert "still alive" in listed[holder]["wait_detail"]
+    assert "group one is full" in listed[nxt]["wait_detail"]
+    kill_all([target])
+    assert jobman("wait", nxt, timeout=30).returncode == 0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--delay", "-1s"], "--delay"),
+    (["--delay", "soon"], "malformed duration"),
+    (["--timeout", "0"], "--timeout must be greater than zero"),
+    (["--retry-delay", "1x"], "malformed duration"),
+    (["--retries", "-1"], "--retries must be 0 or more"),
+    (["--retryable-exit-code", "256"], "between 0 and 255"),
+    (["--retryable-exit-code", "-1"], "between 0 and 255"),
+    (["--not-before", "tomorrowish"], "malformed time"),
+    (["--after-success", "nothing-like-this"], "no job matches 'nothing-like-this'"),
+    (["--group", "ghost"], "does not exist"),
+    (["--retry-backoff", "sometimes"], "invalid choice"),
+    (["--log-limit", "lots"], "malformed size"),
+])
+def test_bad_scheduling_input(jobman, args, needle):
+    jobman.run("true")
+    before = jobman.count_jobs()
+    result = jobman("run", *args, "--", "true")
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and needle in result.stderr
+    assert jobman.count_jobs() == before
+
+
+@pytest.mark.parametrize("limit", ["-1", "many"])
+def test_bad_group_limit(jobman, limit):
+    result = jobman("group", "set", "g", "--limit", limit)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
