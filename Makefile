@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-deps bench clean
+.PHONY: install bytecode demo test test-deps bench clean
 
 install: $(STAMP)
 
@@ -15,16 +15,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# Every job starts a CLI and a supervisor: give them compiled modules even where the environment
+# sets PYTHONDONTWRITEBYTECODE (Python still reads .pyc files it is told not to write).
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q src > /dev/null
+
 # Extra set-up the test suite needs (object-store servers, ...): mk/*.mk add to this rule.
 test-deps:: $(STAMP)
 
-test: $(STAMP) test-deps
+test: $(STAMP) bytecode test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(STAMP) bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh demo/demo.sh
 
-bench: $(STAMP)
+bench: $(STAMP) bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py
 
 clean:
