@@ -1,0 +1,249 @@
+"""Process control and logs (Jobman part 4): trees stopped completely, identities verified before
+any signal, output straight to capped per-attempt files, exit reporting, environment policy, prune."""
+import json
+import os
+import signal
+import sqlite3
+import uuid
+
+from tests.helpers import alive, kill_all, pids_with_marker, wait_for
+
+
+def attempts(jobman, job_id):
+    with jobman.db() as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY number", (job_id,))]
+
+
+def target_of(jobman, job_id):
+    return wait_for(lambda: (a := attempts(jobman, job_id)) and a[-1]["pid"] and a[-1], message="a target")
+
+
+def proc_status(pid) -> dict:
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def marker() -> str:
+    return f"jobman-test-{uuid.uuid4().hex[:12]}"
+
+
+# A process that carries a marker in its argv, optionally ignores SIGTERM, and sleeps.
+SLEEPER = "import signal, sys, time; sys.argv[2] == 'ignore' and signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+
+
+def sleeper(tag: str, ignore_term: bool = False) -> str:
+    return f"python3 -c \"{SLEEPER}\" {tag} {'ignore' if ignore_term else 'default'}"
+
+
+def test_target_gets_its_own_session_and_default_signal_state(jobman, tmp_path):
+    job_id = jobman.run("sleep", "30")
+    target = target_of(jobman, job_id)
+    pid = target["pid"]
+    assert os.getsid(pid) == pid and os.getpgid(pid) == pid == target["pgid"]
+    status = proc_status(pid)
+    # The submitting CLI ignored SIGINT/SIGHUP/SIGTERM and Python ignores SIGPIPE and SIGXFSZ: none of
+    # that leaks. (Signals 32 and 33 belong to the C library; a test runner may have them ignored.)
+    standard = (1 << 31) - 1
+    assert int(status["SigIgn"], 16) & standard == 0 and int(status["SigBlk"], 16) & standard == 0
+    assert target["start_time"] > 0 and target["boot_id"]
+    jobman("cancel", job_id, check=True)
+
+
+def test_timeout_leaves_no_process_of_the_tree_alive(jobman, tmp_path):
+    tag = marker()
+    # The grandchild starts its own session and ignores SIGTERM; the child double-forks it away.
+    script = (f"setsid {sleeper(tag, True)} & "
+              f"( {sleeper(tag + '-2', True)} & ) ; sleep 60")
+    job_id = jobman.run("sh", "-c", script, opts=["--timeout", "1s", "--kill-after", "0.5s"])
+    wait_for(lambda: len(pids_with_marker(tag)) == 2, message="the grandchildren to start")
+    assert jobman("wait", job_id).returncode == 124
+    assert pids_with_marker(tag) == []
+    assert jobman.state(job_id)["outcome"] == "timed_out"
+
+
+def test_processes_left_behind_by_a_finished_job_are_stopped(jobman):
+    tag = marker()
+    job_id = jobman.run("sh", "-c", f"(setsid {sleeper(tag)} &); echo started")
+    assert jobman("wait", job_id).returncode == 0
+    assert pids_with_marker(tag) == []
+
+
+def test_cancel_stops_the_whole_tree(jobman):
+    tag = marker()
+    job_id = jobman.run("sh", "-c", f"setsid {sleeper(tag)} & sleep 60", opts=["--kill-after", "1s"])
+    wait_for(lambda: pids_with_marker(tag), message="the grandchild")
+    result = jobman("cancel", job_id, check=True)
+    assert "cancelled" in result.stdout
+    assert pids_with_marker(tag) == []
+    assert jobman("wait", job_id).returncode == 125
+
+
+def _lose(jobman, job_id):
+    """Kill the supervisor and let reconciliation call the job lost."""
+    kill_all([jobman.state(job_id)["supervisor_pid"]])
+    wait_for(lambda: jobman("reconcile") and jobman.state(job_id)["outcome"] == "lost", timeout=10)
+
+
+def test_cancel_of_a_lost_job_stops_its_tree_only_if_it_verifies(jobman):
+    tag = marker()
+    job_id = jobman.run("sh", "-c", f"exec {sleeper(tag)}")
+    pid = target_of(jobman, job_id)["pid"]
+    _lose(jobman, job_id)
+    shown = jobman.show(job_id)
+    assert shown["outcome"] == "lost" and shown["target_alive"] is True
+    result = jobman("cancel", job_id, check=True)
+    assert "has been stopped" in result.stdout and "stays lost" in result.stdout
+    assert not alive(pid)
+    assert jobman.state(job_id)["outcome"] == "lost"
+    assert "lost_target_stopped" in [e["kind"] for e in jobman.show(job_id)["events"]]
+
+
+def test_forged_target_identity_is_never_signalled(jobman):
+    """PID reuse: the recorded start time no longer matches the process with that pid."""
+    tag = marker()
+    job_id = jobman.run("sh", "-c", f"exec {sleeper(tag)}")
+    target = target_of(jobman, job_id)
+    _lose(jobman, job_id)
+    with jobman.db() as conn:
+        conn.execute("UPDATE attempts SET start_time = start_time + 1 WHERE job_id = ?", (job_id,))
+    result = jobman("cancel", job_id, check=True)
+    assert "no longer exists or that pid is now another process" in result.stdout
+    assert "nothing was signalled" in result.stdout
+    assert alive(target["pid"])  # the process that merely has that pid was left alone
+    assert jobman.show(job_id)["target_alive"] is False
+    kill_all([target["pid"]])
+
+
+def test_log_limit_keeps_the_newest_output_within_the_cap(jobman, tmp_path):
+    # 50 MB of numbered lines, then a last line we must still find.
+    code = ("import sys\n"
+            "w = sys.stdout.write\n"
+            "for i in range(500_000): w(f'{i:09d} ' + 'x' * 90 + '\\n')\n"
+            "w('THE END\\n')\n")
+    job_id = jobman.run("python", "-c", code, opts=["--log-limit", "1MB"])
+    assert jobman("wait", job_id).returncode == 0
+    log = attempts(jobman, job_id)[0]["log_path"]
+    size = os.path.getsize(log)
+    assert size <= 1024 * 1024
+    with open(log, "rb") as f:
+        data = f.read()
+    assert data.endswith(b"THE END\n")
+    assert b"000499999 " in data  # the newest lines are kept
+    shown = jobman.show(job_id)
+    dropped = [e for e in shown["events"] if e["kind"] == "log_truncated"]
+    assert dropped and dropped[0]["bytes_dropped"] >= 49_000_000
+    out = jobman("logs", job_id, check=True).stdout
+    assert out.startswith("[jobman: ") and "dropped by the log size limit" in out.splitlines()[0]
+    assert out.endswith("THE END\n")
+
+
+def test_target_outlives_a_killed_supervisor(jobman, tmp_path):
+    flag = tmp_path / "flag"
+    done = tmp_path / "done"
+    # Writes continuously; after the supervisor is gone it keeps writing for 5 s, then exits 0.
+    script = (f"i=0; while [ ! -e {flag} ]; do echo tick $i; i=$((i+1)); sleep 0.01; done; "
+              f"end=$(( $(date +%s) + 5 )); while [ $(date +%s) -lt $end ]; do echo after $i; i=$((i+1)); "
+              f"sleep 0.01; done; echo clean exit; touch {done}")
+    job_id = jobman.run("sh", "-c", script)
+    target = target_of(jobman, job_id)
+    assert int(proc_status(target["pid"])["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1)) == 0
+    log = target["log_path"]
+    wait_for(lambda: os.path.getsize(log) > 100)
+    _lose(jobman, job_id)
+    flag.touch()
+    shown = jobman.show(job_id)
+    assert shown["target_alive"] is True and "cap no longer holds" in shown["lost_note"]
+    wait_for(done.exists, timeout=20, message="the target to finish its 5 s of writing")
+    with open(log) as f:
+        text = f.read()
+    assert "after" in text and text.endswith("clean exit\n")
+    # Its slot is released once the tree is gone.
+    wait_for(lambda: jobman("reconcile") and jobman.state(job_id)["slot_held"] == 0, timeout=10)
+
+
+def test_logs_follow_across_a_retry(jobman, tmp_path):
+    counter = tmp_path / "n"
+    script = (f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; "
+              f"echo attempt $n output; sleep 0.3; [ $n -ge 2 ] && exit 5 || exit 1")
+    job_id = jobman.run("sh", "-c", script, opts=["--retries", "1", "--retry-delay", "0.3s"])
+    result = jobman("logs", "--follow", job_id)
+    assert result.returncode == 5
+    assert "attempt 1 output" in result.stdout and "attempt 2 output" in result.stdout
+    assert result.stdout.index("==> attempt 1 <==") < result.stdout.index("==> attempt 2 <==")
+    assert jobman("logs", job_id, "--attempt", "2", check=True).stdout == "attempt 2 output\n"
+
+
+def test_separate_stderr(jobman):
+    job_id = jobman.run("sh", "-c", "echo to-out; echo to-err >&2", opts=["--separate-stderr"])
+    jobman("wait", job_id, check=True)
+    assert jobman("logs", job_id, check=True).stdout == "to-out\n"
+    assert jobman("logs", job_id, "--stderr", check=True).stdout == "to-err\n"
+
+
+def test_environment_policies(jobman, tmp_path):
+    env = {"VISIBLE": "yes", "HIDDEN": "no", "DB_PASSWORD": "s3cret"}
+    clean = jobman("run", "--env-policy", "clean", "--env", "ONLY=1", "--", "/usr/bin/env", env=env,
+                   check=True).stdout.strip()
+    allow = jobman("run", "--env-policy", "allow:VISIBLE,DB_PASSWORD", "--", "/usr/bin/env", env=env,
+                   check=True).stdout.strip()
+    inherit = jobman("run", "--", "/usr/bin/env", env=env, check=True).stdout.strip()
+    jobman("wait", clean, allow, inherit, check=True)
+
+    def seen(job_id):
+        return dict(line.split("=", 1) for line in jobman("logs", job_id, check=True).stdout.splitlines())
+
+    assert seen(clean) == {"ONLY": "1", "JOBMAN_JOB_ID": clean, "JOBMAN_ATTEMPT": "1"}
+    assert seen(allow) == {"VISIBLE": "yes", "DB_PASSWORD": "s3cret", "JOBMAN_JOB_ID": allow, "JOBMAN_ATTEMPT": "1"}
+    got = seen(inherit)
+    assert got["HIDDEN"] == "no" and got["JOBMAN_JOB_ID"] == inherit
+    shown = jobman.show(allow)
+    assert shown["spec"]["env"] == {"VISIBLE": "yes", "DB_PASSWORD": "****"}
+    assert "s3cret" not in jobman("show", allow, check=True).stdout
+
+
+def test_exit_reporting(jobman):
+    killed = jobman.run("sh", "-c", "kill -KILL $$")
+    assert jobman("wait", killed).returncode == 128 + 9
+    shown = jobman.show(killed)
+    assert shown["signal"] == "SIGKILL" and shown["exit_code"] is None
+    assert shown["attempts_detail"][0]["duration"] is not None
+    assert "signal SIGKILL" in jobman("show", killed, check=True).stdout
+
+
+def test_prune_removes_finished_jobs_only(jobman, tmp_path):
+    gate = tmp_path / "gate"
+    done = jobman.run("true")
+    waiting_on = jobman.run("true", opts=["--name", "base"])
+    running = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    dependent = jobman.run("true", opts=["--after-success", running])
+    jobman("wait", done, waiting_on, check=True)
+    log_dir = jobman.home / "logs" / done
+    assert log_dir.exists()
+    assert json.loads(jobman("prune", "--older-than", "1h", "--json", check=True).stdout) == []
+    removed = json.loads(jobman("prune", "--json", check=True).stdout)
+    assert set(removed) == {done, waiting_on}
+    assert not log_dir.exists()
+    assert jobman.state(running)["phase"] != "finished" and jobman.state(dependent) is not None
+    gate.touch()
+    jobman("wait", running, dependent, check=True)
+    assert set(json.loads(jobman("prune", "--json", check=True).stdout)) == {running, dependent}
+    assert jobman.count_jobs() == 0
+
+
+def test_long_output_is_not_slowed_by_the_supervisor(jobman, tmp_path):
+    """The target writes straight into the file: a stopped supervisor does not block it."""
+    gate = tmp_path / "gate"
+    job_id = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; "
+                                    "head -c 20000000 /dev/zero | tr '\\0' 'a'; echo")
+    target = target_of(jobman, job_id)
+    sup = jobman.state(job_id)["supervisor_pid"]
+    os.kill(sup, signal.SIGSTOP)
+    try:
+        gate.touch()
+        wait_for(lambda: not alive(target["pid"]), timeout=30,
+                 message="the target to finish while its supervisor is stopped")
+        assert os.path.getsize(target["log_path"]) == 20_000_001
+    finally:
+        os.kill(sup, signal.SIGCONT)
+    assert jobman("wait", job_id).returncode == 0
