@@ -120,8 +120,10 @@ class Agent:
         self._take_lock()
         self._reap_all = self.cfg.subreaper and become_subreaper()
         old = self._install_signals()
+        recorded = False
         try:
             self._write_record()
+            recorded = True
             self.log(f"started on {self.instance_ref} with {self.cfg.slots} slot(s), polling every "
                      f"{self.cfg.poll_seconds:g} s; store {getattr(self.store, 'url', '?')}")
             self._guard(self._settle_leftovers)
@@ -146,7 +148,8 @@ class Agent:
                     self._guard(self._write_record)
                 self._wait(self._next_deadline(last_claim))
         finally:
-            self._guard(lambda: self.store.delete(keys.agent(self.id)))
+            if recorded:
+                self._guard(lambda: self.store.delete(keys.agent(self.id)))
             self._restore_signals(old)
             self._release_lock()
         return 0

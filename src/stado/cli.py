@@ -278,7 +278,7 @@ def cmd_agent(args) -> int:
                          kill_after=args.kill_after, until_idle=args.until_idle, keep_work=args.keep_work,
                          subreaper=True, **kwargs)
     store = _store()
-    store.list("queue/")  # reach the store once before claiming anything: a bad config fails here, in one line
+    next(iter(store.list("queue/")), None)  # reach the store once before claiming anything: a bad config fails here, in one line
     return run_agent(store, config)
 
 

@@ -180,19 +180,27 @@ def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str,
     if version is None:
         _finish_interrupted_claim(store, queued, agent_id)
         return None
-    # `queued` may be a stale read: if the job was claimed, run and settled (or cancelled) since, running/
-    # was free again and our create won. The queue entry we read is still there exactly when no move of
-    # it has completed (every move deletes it before freeing running/), so check, and undo a stale claim.
-    try:
-        current = read(store, keys.queued(job_id), job_id)
-    except CorruptDocument:
-        current = None
-    if current is None or current[0].get("nonce") != queued["nonce"]:
+    if _claim_is_stale(store, queued):
         store.delete(keys.running(job_id))
         return None
     faults.point("claim-written")
     store.delete(keys.queued(job_id))
     return doc, version
+
+
+def _claim_is_stale(store: ObjectStore, queued: dict) -> bool:
+    """Whether a create that just won running/ came from a stale read of the queue. running/ is free
+    again only once a move has finished: the job settled (its terminal record was written first) or went
+    back to the queue (a newer queue document was written first). A queue entry that is gone with no
+    terminal record was deleted by a competing claimant that saw our claim land: ours is genuine."""
+    job_id = queued["id"]
+    try:
+        current = read(store, keys.queued(job_id), job_id)
+    except CorruptDocument:
+        return True
+    if current is not None:
+        return current[0].get("nonce") != queued["nonce"]
+    return any(read(store, keys.terminal(state, job_id), job_id) is not None for state in keys.TERMINAL_STATES)
 
 
 def _finish_interrupted_claim(store: ObjectStore, queued: dict, writer: str) -> None:

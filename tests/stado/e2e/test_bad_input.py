@@ -1,0 +1,74 @@
+"""Bad input: one-line errors that name the problem, a non-zero exit, and nothing written."""
+import socket
+
+import pytest
+
+from .support import stado
+
+
+def nothing_written(store):
+    return [e.key for e in store.list("")] == []
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["submit", ""], 2, "empty command"),
+    (["submit", "   "], 2, "empty command"),
+    (["submit", "true", "--spot", "maybe"], 2, "invalid choice: 'maybe'"),
+    (["submit", "true", "--cores", "many"], 2, "'many' is not a whole number"),
+    (["submit", "true", "--cores", "0"], 2, "bad cores 0"),
+    (["submit", "true", "--timeout", "soon"], 2, "malformed duration"),
+    (["submit", "true", "--memory", "lots"], 2, "malformed size"),
+    (["submit", "true", "--input", "nocolon"], 2, "use --input JOB:NAME"),
+    (["submit", "true", "--input", "ghost:a.txt"], 3, "no job named 'ghost'"),
+    (["submit", "true", "--name", "has space"], 2, "bad job name"),
+    (["submit", "true", "--frobnicate"], 2, "unrecognized arguments"),
+    (["cancel", "ghost"], 3, "no job named 'ghost'"),
+    (["machine", "status", "01a22a99-e71e-74c4-ad5a-198d46f1de5a"], 3, "no job"),
+    (["agent", "--slots", "0"], 2, "--slots must be at least 1"),
+])
+def test_bad_input_is_refused_in_one_line(stado_env, store, args, code, words):
+    got = stado(stado_env, *args, ok=False)
+    assert got.returncode == code, got.stderr
+    assert words in got.stderr and len(got.stderr.strip().splitlines()) == 1, got.stderr
+    assert got.stdout == ""
+    assert nothing_written(store)
+
+
+def test_a_bad_batch_line_submits_nothing(stado_env, store, tmp_path):
+    batch = tmp_path / "jobs.json"
+    batch.write_text('[{"command": "true"}, {"command": "true", "cores": -2}]')
+    got = stado(stado_env, "submit", "--batch", str(batch), ok=False)
+    assert got.returncode == 2 and "entry 2: bad cores -2" in got.stderr and "nothing was submitted" in got.stderr
+    lines = tmp_path / "jobs.txt"
+    lines.write_text("echo one\n# a comment\necho two\n")
+    toml = tmp_path / "jobs.toml"
+    toml.write_text('[[job]]\ncommand = "echo three"\nname = "three"\n[[job]]\ncommand = "echo four"\nnope = 1\n')
+    got = stado(stado_env, "submit", "--batch", str(toml), ok=False)
+    assert got.returncode == 2 and "job 2: unknown field(s) nope" in got.stderr
+    assert nothing_written(store)
+    ids = stado(stado_env, "submit", "--batch", str(lines)).stdout.split()
+    assert len(ids) == 2 and ids == sorted(ids)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("store_target", ["s3"], indirect=True)
+def test_unreachable_backend_and_wrong_credentials(stado_env, store, tmp_path):
+    config = tmp_path / "unreachable.toml"
+    config.write_text(f'[store]\nurl = "s3://stado/x"\nendpoint = "http://127.0.0.1:{_closed_port()}"\n'
+                      'region = "us-east-1"\nmax_retries = 0\nretry_timeout = 1\nconnect_timeout = 1\n')
+    got = stado({**stado_env, "STADO_CONFIG": str(config)}, "submit", "true", ok=False)
+    assert got.returncode == 4 and "cannot reach" in got.stderr and len(got.stderr.strip().splitlines()) == 1
+    wrong = {**stado_env, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    for args in (["submit", "true"], ["status"], ["agent", "--until-idle"]):
+        got = stado(wrong, *args, ok=False)
+        assert got.returncode == 4 and "refused" in got.stderr, got.stderr
+        assert len(got.stderr.strip().splitlines()) == 1
+    assert nothing_written(store)
+    missing = tmp_path / "missing.toml"
+    got = stado({**stado_env, "STADO_CONFIG": str(missing)}, "status", ok=False)
+    assert got.returncode == 2 and "does not exist" in got.stderr
