@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from stado.objectstore import ConfigError, StoreError, open_store, store_from_environment
+from stado.objectstore import ConfigError, StoreError, StoreUnavailable, open_store, store_from_environment
 from stado.objectstore.file import FileStore
 from stado.objectstore.memory import MemoryStore
 
@@ -150,3 +150,13 @@ def test_file_store_sweeps_temporaries_left_by_a_dead_writer(tmp_path):
     os.utime(stale, (two_hours_ago, two_hours_ago))
     open_store(f"file://{tmp_path}/s")
     assert not stale.exists() and fresh.exists()
+
+
+def test_file_store_os_failure_is_one_line_store_unavailable(tmp_path):
+    store = open_store(f"file://{tmp_path}/s")
+    os.rmdir(tmp_path / "s" / "tmp")
+    (tmp_path / "s" / "tmp").write_text("not a directory any more")
+    with pytest.raises(StoreUnavailable) as caught:
+        store.put("queue/j1.json", b"x")
+    assert "\n" not in str(caught.value) and "failed to put 'queue/j1.json'" in str(caught.value)
+    assert list(store.list("")) == []

@@ -42,6 +42,18 @@ def version_of(st: os.stat_result) -> Version:
     return Version(f"{st.st_ino:x}.{st.st_mtime_ns:x}.{st.st_size:x}")
 
 
+def _os_errors_reported(method):
+    """A full disk or a permission problem is the store being unavailable, told in one line, not an OSError."""
+    def verb(self, key, *args):
+        try:
+            return method(self, key, *args)
+        except OSError as exc:
+            raise StoreUnavailable(f"the local store {self.root} failed to {method.__name__} {key!r} "
+                                   f"({exc.strerror or exc}): check the disk and the directory's permissions") from None
+    verb.__name__, verb.__doc__ = method.__name__, method.__doc__
+    return verb
+
+
 class FileStore(ObjectStore):
     def __init__(self, root: str, url: str | None = None):
         self.root = os.path.abspath(root)
@@ -59,6 +71,7 @@ class FileStore(ObjectStore):
 
     # -- reads: no lock; a rename swaps whole files, so an open fd sees one version --------------
 
+    @_os_errors_reported
     def get(self, key: str) -> Blob:
         path = self._path(key)
         try:
@@ -76,6 +89,7 @@ class FileStore(ObjectStore):
             os.close(fd)
         return Blob(b"".join(chunks), version_of(st))
 
+    @_os_errors_reported
     def list(self, prefix: str) -> Iterator[Entry]:
         prefix = dir_prefix(prefix)
         found = []
@@ -101,6 +115,7 @@ class FileStore(ObjectStore):
 
     # -- writes: under the key's bucket lock --------------------------------------------------------
 
+    @_os_errors_reported
     def put_if_absent(self, key: str, data: bytes) -> Version:
         path = self._path(key)
         lock = self._lock(key)
@@ -112,6 +127,7 @@ class FileStore(ObjectStore):
         finally:
             os.close(lock)
 
+    @_os_errors_reported
     def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
         path = self._path(key)
         lock = self._lock(key)
@@ -123,6 +139,7 @@ class FileStore(ObjectStore):
         finally:
             os.close(lock)
 
+    @_os_errors_reported
     def put(self, key: str, data: bytes) -> Version:
         path = self._path(key)
         lock = self._lock(key)
@@ -131,6 +148,7 @@ class FileStore(ObjectStore):
         finally:
             os.close(lock)
 
+    @_os_errors_reported
     def delete(self, key: str) -> None:
         path = self._path(key)
         lock = self._lock(key)
