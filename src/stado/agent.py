@@ -333,6 +333,8 @@ class Agent:
         inputs_file = os.path.join(job_dir, "inputs.json")
         with open(inputs_file, "w") as f:
             f.write(inputs_json)
+        now = time.time()  # the start is when the process starts: after its inputs are in place
+        slot.started_at = now
         env = job_environment(dict(os.environ), stado_bin=self.cfg.stado_bin, job_id=job_id,
                               started_at=d.iso(now), inputs_json=inputs_json, inputs_file=inputs_file,
                               cores=int(doc["spec"].get("cores") or 1))

@@ -1,8 +1,6 @@
 """Turning command-line flags and batch files into submissions (validated before anything is written)."""
 import json
 import os
-from dataclasses import replace
-
 from .errors import BadInput
 from .jobs import Submission
 from .spec import (JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate)
@@ -82,13 +80,13 @@ def _toml_entries(path: str, text: str) -> list:
 
 def _entry(entry, defaults: Submission) -> Submission:
     if isinstance(entry, str):
-        return Submission(validate(replace(defaults.spec, command=entry, name=None)), ())
+        return Submission(validate(defaults.spec._replace(command=entry, name=None)), ())
     if not isinstance(entry, dict):
         raise BadInput("each job is a command string or a table/object with a command")
     unknown = sorted(set(entry) - set(FIELDS))
     if unknown:
         raise BadInput(f"unknown field(s) {', '.join(unknown)}: use {', '.join(FIELDS)}")
-    spec = replace(defaults.spec, name=None)
+    spec = defaults.spec._replace(name=None)
     changes = {}
     for key in ("command", "name", "cores", "accelerators", "priority", "spot", "cost_cap", "retries"):
         if key in entry:
@@ -101,7 +99,7 @@ def _entry(entry, defaults: Submission) -> Submission:
         if key in entry:
             value = entry[key]
             changes[field] = parse_list(value) if isinstance(value, str) else tuple(value)
-    spec = validate(replace(spec, **changes))
+    spec = validate(spec._replace(**changes))
     inputs = entry.get("inputs") or []
     if isinstance(inputs, str) or not isinstance(inputs, list):
         raise BadInput("inputs is a list of \"JOB:NAME\" strings")

@@ -12,7 +12,6 @@ is being written) or `cancelling` (an operator cancelled it; the owner stops the
 """
 import json
 import time
-from dataclasses import dataclass, field
 
 from .errors import CorruptDocument
 from .keys import TERMINAL_STATES
@@ -192,15 +191,14 @@ def requeued_after_failure(doc: dict, *, now: float, nonce: str, writer: str) ->
 
 # -- what readers show ---------------------------------------------------------------------------------
 
-@dataclass
 class JobView:
     """A job as readers resolve it: terminal records first (in TERMINAL_STATES order), then running,
     then queued. `also` lists the other records found (a move still under way)."""
 
-    id: str
-    state: str
-    doc: dict
-    also: list[str] = field(default_factory=list)
+    __slots__ = ("id", "state", "doc", "also")
+
+    def __init__(self, id: str, state: str, doc: dict, also: list[str] | None = None):
+        self.id, self.state, self.doc, self.also = id, state, doc, list(also or ())
 
     @property
     def terminal(self) -> bool:

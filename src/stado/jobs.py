@@ -3,11 +3,9 @@ conditional write (create-if-absent for the claim, put-if-match on the expected 
 rest). Two-write transitions write the new record before deleting the old one; every function here
 is idempotent, so the next pass (agent, CLI or reaper) can finish a move that a crash interrupted.
 """
-import getpass
 import os
-import socket
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from runkit.ids import is_uuid, uuid7
 
@@ -25,11 +23,16 @@ def new_nonce() -> str:
 
 
 def whoami() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
+    """user@host of the process writing: recorded as who submitted, cancelled or paused."""
+    user = os.environ.get("USER") or os.environ.get("LOGNAME")
+    if not user:
+        try:
+            import pwd
+
+            user = pwd.getpwuid(os.getuid()).pw_name
+        except (ImportError, KeyError):
+            user = str(os.getuid())
+    return f"{user}@{os.uname().nodename}"
 
 
 # -- reading and conditional writing -------------------------------------------------------------------
@@ -110,8 +113,7 @@ def find(store: ObjectStore, selector: str) -> str:
 
 # -- submission ----------------------------------------------------------------------------------------
 
-@dataclass
-class Submission:
+class Submission(NamedTuple):
     """A validated spec whose inputs may still name jobs by selector (resolved before anything is written)."""
 
     spec: JobSpec
@@ -216,8 +218,7 @@ def _finish_interrupted_claim(store: ObjectStore, queued: dict, writer: str) -> 
         store.delete(keys.queued(queued["id"]))
 
 
-@dataclass
-class Fenced:
+class Fenced(NamedTuple):
     """A conditional write lost: `current` is what holds the key now (None: the key is gone)."""
 
     current: dict | None
@@ -305,8 +306,7 @@ def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
 
 # -- cancellation --------------------------------------------------------------------------------------
 
-@dataclass
-class CancelReport:
+class CancelReport(NamedTuple):
     job_id: str
     kind: str  # cancelled_queued | cancelled_running | already_cancelling | finishing | already_terminal
     view: d.JobView

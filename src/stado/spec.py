@@ -5,7 +5,7 @@ new id. Everything here raises BadInput with a message fit for the user, before 
 """
 import math
 import re
-from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from runkit.durations import parse_duration, parse_size
 
@@ -18,8 +18,7 @@ _UUID_SHAPE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 MAX_COMMAND_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
-class InputRef:
+class InputRef(NamedTuple):
     """An artifact another job produced, delivered into this job's work directory before it starts."""
 
     job: str  # the producer's canonical id (a name given at submission is resolved first)
@@ -29,8 +28,7 @@ class InputRef:
         return {"job": self.job, "name": self.name}
 
 
-@dataclass(frozen=True)
-class JobSpec:
+class JobSpec(NamedTuple):
     command: str
     name: str | None = None
     priority: int = 0
@@ -43,7 +41,7 @@ class JobSpec:
     cost_cap: float | None = None      # US dollars for the whole job
     timeout: float | None = None       # seconds
     retries: int = 0                   # more attempts after a failed one
-    inputs: tuple[InputRef, ...] = field(default=())
+    inputs: tuple[InputRef, ...] = ()
 
     def to_json(self) -> dict:
         return {"command": self.command, "name": self.name, "priority": self.priority,
@@ -152,7 +150,7 @@ def parse_list(text: str) -> tuple[str, ...]:
 
 
 def with_inputs(spec: JobSpec, inputs: tuple[InputRef, ...]) -> JobSpec:
-    return replace(spec, inputs=inputs)
+    return spec._replace(inputs=inputs)
 
 
 def _int(value, what: str, low: int, high: int) -> None:

@@ -1,0 +1,124 @@
+"""Pure pieces: redaction, batch files, the job environment, admission, and the import layering."""
+import ast
+import pathlib
+
+import pytest
+
+from runkit.redact import REDACTED, StreamRedactor, redact_text, secret_values
+from stado.admission import Offer, why_not
+from stado.environment import JOB_NAMES, job_environment
+from stado.errors import BadInput, UnsafeArtifactName
+from stado.spec import check_artifact_name
+
+SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.mark.parametrize("text, leaked", [
+    ("key AKIAIOSFODNN7EXAMPLE here", "AKIAIOSFODNN7EXAMPLE"),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abcdefgh", "eyJhbGciOiJIUzI1NiJ9"),
+    ("token ghp_0123456789abcdefghijABCDEFGHIJ012345", "ghp_0123456789"),
+    ("glpat-abcdefghij0123456789", "glpat-abcdefghij"),
+    ("xoxb-1234567890-abcdefghij", "xoxb-1234567890"),
+    ("https://user:hunter22@example.com/repo", "hunter22"),
+    ("DB_PASSWORD=correct-horse-battery", "correct-horse-battery"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXk"),
+])
+def test_common_credential_shapes_are_redacted(text, leaked):
+    out = redact_text(text)
+    assert leaked not in out and REDACTED in out
+
+
+def test_ordinary_text_is_left_alone():
+    text = "epoch 3: loss 0.25, tokens 1024, see https://example.com/docs\n"
+    assert redact_text(text) == text
+
+
+def test_secret_values_come_from_secret_names_and_url_passwords():
+    env = {"GH_TOKEN": "abcdef123456", "PATH": "/usr/bin", "SHORT_KEY": "abc",
+           "https_proxy": "http://me:pr0xypass@proxy:3128"}
+    assert set(secret_values(env)) == {"abcdef123456", "pr0xypass"}
+
+
+def test_a_secret_split_across_pieces_never_escapes():
+    secret = "the-agent-secret-42"
+    stream = StreamRedactor([secret])
+    data = f"line one\nvalue {secret} tail\n-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"
+    out = b"".join(stream.feed(data[i:i + 3].encode()) for i in range(0, len(data), 3)) + stream.feed(b"", final=True)
+    assert secret.encode() not in out and b"AAAA" not in out
+    assert out.startswith(b"line one\nvalue [REDACTED] tail\n")
+
+
+def test_an_unterminated_private_key_block_is_masked_at_the_end():
+    stream = StreamRedactor()
+    out = stream.feed(b"ok\n-----BEGIN PRIVATE KEY-----\nMIIsecret\n") + stream.feed(b"", final=True)
+    assert b"MIIsecret" not in out and out.startswith(b"ok\n")
+
+
+def test_job_environment_is_the_runtime_list_plus_the_seed_list():
+    agent = {"PATH": "/bin", "HOME": "/root", "LC_ALL": "C", "AWS_SECRET_ACCESS_KEY": "x", "PYTHONPATH": "/x",
+             "https_proxy": "http://p:3128", "CUDA_VISIBLE_DEVICES": "0", "STADO_CONFIG": "/etc/stado.toml"}
+    env = job_environment(agent, stado_bin="/usr/bin/stado", job_id="J", started_at="T", inputs_json="[]",
+                          inputs_file="/w/inputs.json", cores=4)
+    assert set(env) == {"PATH", "HOME", "LC_ALL", "https_proxy", "CUDA_VISIBLE_DEVICES", *JOB_NAMES}
+    assert env["CARGO_BUILD_JOBS"] == "4" and env["GIT_TERMINAL_PROMPT"] == "false"
+
+
+def test_admission_fence():
+    offer = Offer(frozenset({"x86", "docker"}), cores=4, memory=8 << 30, accelerators=0)
+    assert why_not({"capabilities": ["x86"], "cores": 2}, offer) is None
+    assert "capabilities gpu" in why_not({"capabilities": ["gpu"]}, offer)
+    assert "providers aws" in why_not({"providers": ["aws"]}, offer)
+    assert "spot" in why_not({"spot": "require"}, offer)
+    assert "8 cores" in why_not({"cores": 8}, offer)
+    assert "accelerators" in why_not({"accelerators": 1}, offer)
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../x", "a/b", "a\\b", "x\0y", " padded"])
+def test_unsafe_artifact_names(name):
+    with pytest.raises(UnsafeArtifactName):
+        check_artifact_name(name)
+
+
+def test_batch_formats(tmp_path):
+    from argparse import Namespace
+
+    from stado.batch import read_batch, submission_from_args
+
+    args = Namespace(name=None, priority=0, capabilities=["gpu"], cores=2, memory=None, accelerators=0, provider=[],
+                     spot="allow", cost_cap=None, timeout="10m", retries=0, input=[])
+    defaults = submission_from_args(args, command="true")
+    text = tmp_path / "jobs.txt"
+    text.write_text("echo a\n\n# skip\necho b\n")
+    items = read_batch(str(text), defaults)
+    assert [i.spec.command for i in items] == ["echo a", "echo b"]
+    assert items[0].spec.cores == 2 and items[0].spec.timeout == 600 and items[0].spec.capabilities == ("gpu",)
+    toml = tmp_path / "jobs.toml"
+    toml.write_text('[[job]]\ncommand = "train"\nname = "t"\nmemory = "2G"\ninputs = ["prep:data.csv"]\n')
+    (item,) = read_batch(str(toml), defaults)
+    assert item.spec.memory == 2 << 30 and item.inputs == (("prep", "data.csv"),) and item.spec.name == "t"
+    bad = tmp_path / "bad.json"
+    bad.write_text('["ok", {"command": ""}]')
+    with pytest.raises(BadInput, match="entry 2: empty command"):
+        read_batch(str(bad), defaults)
+
+
+def test_stado_never_imports_jobman():
+    offenders = []
+    for path in (SRC / "stado").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            offenders += [f"{path.name}: {n}" for n in names if n == "jobman" or n.startswith("jobman.")]
+    assert offenders == []
+
+
+def test_the_pure_core_does_no_io():
+    pure = ("documents", "spec", "keys", "lease", "admission", "environment", "errors")
+    io_modules = {"subprocess", "socket", "shutil", "fcntl", "select", "signal", "obstore"}
+    for name in pure:
+        tree = ast.parse((SRC / "stado" / f"{name}.py").read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not imported & io_modules, (name, imported & io_modules)
+        assert "objectstore" not in {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
