@@ -4,7 +4,8 @@ Each point is `<process>:<place>`; several may be given, comma-separated. `hit` 
 with SIGKILL, exactly as a crash would; `active` lets the caller misbehave in its own way.
 """
 import os
-import signal
+
+SIGKILL = 9
 
 _ACTIVE = frozenset(p.strip() for p in os.environ.get("JOBMAN_TEST_FAULT", "").split(",") if p.strip())
 
@@ -15,7 +16,7 @@ def active(point: str) -> bool:
 
 def hit(point: str) -> None:
     if point in _ACTIVE:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), SIGKILL)
 
 
 def pause(point: str) -> None:
@@ -25,6 +26,8 @@ def pause(point: str) -> None:
         if marker:
             with open(marker, "w") as f:
                 f.write(str(os.getpid()))
+        import signal
+
         signal.pause()
 
 

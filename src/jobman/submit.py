@@ -15,6 +15,7 @@ import sys
 import time
 
 from runkit import proc
+from runkit.hashing import sha256
 from runkit.ids import uuid7
 
 from . import ack, db, faults, transitions
@@ -23,14 +24,6 @@ from .errors import Conflict, LaunchError
 CREDENTIAL_BYTES = 32
 ACK_GRACE = 2.0  # seconds past the claim deadline to wait for an acknowledgement already on its way
 _HANDOFF_SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM", "SIGQUIT")
-
-
-def _sha256(data: bytes) -> bytes:
-    try:
-        from _sha256 import sha256  # the builtin module: no OpenSSL load on the submit path
-    except ImportError:
-        from hashlib import sha256
-    return sha256(data).digest()
 
 
 def _ignore_interrupts() -> None:
@@ -47,7 +40,7 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) 
     now = time.time()
     faults.pause("cli:before_commit")
     spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
-                              credential_hash=_sha256(credential), now=now, before_commit=_ignore_interrupts)
+                              credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
     faults.hit("cli:after_commit")
     faults.linger("cli:slow_after_commit")
     deadline = now + spec["windows"]["claim"]

@@ -5,7 +5,6 @@ reachable through psutil, imported lazily. A remembered pid never authorises a s
 process is identified by pid + start time + boot id, and a zombie is not alive.
 """
 import os
-import signal
 
 _PROC = os.path.isdir("/proc/self")
 _boot_id: str | None = None
@@ -110,6 +109,8 @@ def verify(pid: int | None, start_time: int | None, boot: str | None) -> bool:
 
 
 def _default_signals():
+    import signal  # lazily: its IntEnums cost a supervisor ~5 ms before it can acknowledge
+
     return signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
 
 
@@ -212,6 +213,8 @@ def signal_exact(pid: int, start_time: int, sig: int) -> bool:
             except OSError:
                 return False
         return False
+    import signal
+
     try:
         st = stat(pid)
         if st is None or st.start_time != start_time:
@@ -267,6 +270,8 @@ def describe_status(status: int) -> tuple[int | None, int | None]:
 def signal_name(sig: int | None) -> str | None:
     if sig is None:
         return None
+    import signal
+
     try:
         return signal.Signals(sig).name
     except ValueError:
