@@ -456,6 +456,10 @@ class Agent:
             if current is not None and current.get("phase") == "cancelling":
                 slot.doc = current
                 return self._settle_cancel(slot)
+            if current is not None and current.get("phase") == "finishing" and current.get("claim") == doc.get("claim"):
+                got = jobs.settle(self.store, current, writer=self.id)  # our own decision, its move interrupted
+                self.log(f"{slot.job_id}: {got['state']} (finished the move of an earlier pass)")
+                return self._drop(slot)
             self.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
             return self._drop(slot)
         how = f"exit {res['exit_code']}" if res["exit_code"] is not None else (

@@ -12,7 +12,7 @@ from runkit.ids import is_uuid, uuid7
 from . import documents as d
 from . import faults, keys
 from .errors import BadInput, Conflict, CorruptDocument, JobNotFound
-from .objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, Version
+from .objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError, Version
 from .spec import InputRef, JobSpec, check_name, validate, with_inputs
 
 CONFLICT_RETRIES = 8
@@ -186,7 +186,10 @@ def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str,
         store.delete(keys.running(job_id))
         return None
     faults.point("claim-written")
-    store.delete(keys.queued(job_id))
+    try:
+        store.delete(keys.queued(job_id))
+    except StoreError:
+        pass  # the claim is won; a leftover queue entry is finished by the next pass (_finish_interrupted_claim)
     return doc, version
 
 
