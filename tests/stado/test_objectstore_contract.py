@@ -327,3 +327,15 @@ def test_compare_and_swap_race_loses_no_update(request, tmp_path, backend):
     assert json.loads(store.get("counter.json").data)["count"] == workers * times
     print(f"\n{workers * times} contended increments, {sum(results)} conflicts retried, "
           f"{time.perf_counter() - started:.2f} s including process start")
+
+
+def test_keys_with_spaces_unicode_and_url_characters(store):
+    keys = sorted(["status/j1/artifacts/my file (1).txt", "status/j1/artifacts/ünïcødé.bin",
+                   "status/j1/artifacts/a+b=c%20d&e#f?g.txt", "status/j1/artifacts/~tilde'quote\".txt"])
+    for key in keys:
+        store.put_if_absent(key, key.encode())
+    assert keys_of(store.list("status/j1/artifacts")) == keys
+    for key in keys:
+        assert store.get(key).data == key.encode()
+        store.delete(key)
+    assert keys_of(store.list("status/j1")) == []
