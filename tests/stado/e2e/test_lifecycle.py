@@ -120,15 +120,21 @@ def test_pause_stops_claiming_but_accepts_submissions(stado_env, tmp_path):
     assert machine_status(stado_env, job)["state"] == "completed"
 
 
-def test_sigterm_stops_claiming_and_lets_the_running_job_finish(stado_env, tmp_path):
+def test_sigterm_stops_claiming_and_lets_the_running_job_finish(stado_env, tmp_path, store):
     started, gate = tmp_path / "started", tmp_path / "gate"
     first = submit(stado_env, f"touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done")
-    second = submit(stado_env, "true")
-    agent = Agent(stado_env, tmp_path)
+    agent = Agent(stado_env, tmp_path, "--slots", "2")
     try:
         wait_for(started.exists, message="first job running")
         agent.proc.send_signal(signal.SIGTERM)
         wait_for(lambda: "SIGTERM: not claiming" in agent.log(), message="agent acknowledged SIGTERM")
+        second = submit(stado_env, "true")  # a free slot, but the agent is stopping
+
+        def pulses():
+            return json.loads(store.get(f"status/{first}/heartbeat").data)["generation"]
+
+        seen = pulses()
+        wait_for(lambda: pulses() >= seen + 3, message="three more agent ticks")  # it would have claimed by now
         assert agent.proc.poll() is None  # still there: its job runs on
         gate.touch()
         assert agent.wait(30) == 0
