@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo test test-deps bench clean
+.PHONY: install bytecode demo test test-deps bench bench-deps clean
 
 install: $(STAMP)
 
@@ -29,8 +29,14 @@ test: $(STAMP) bytecode test-deps
 demo: $(STAMP) bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh demo/demo.sh
 
-bench: $(STAMP) bytecode
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py
+# The peers the benchmarks compare against, from Debian's packages.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+bench-deps:
+	command -v tsp > /dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq task-spooler; }
+	command -v nq > /dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nq; }
+
+bench: $(STAMP) bytecode bench-deps
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache

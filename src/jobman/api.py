@@ -5,7 +5,6 @@ import os
 import time
 
 from runkit import proc
-from runkit.redact import mask_env
 
 from . import db, doorbell, home as homes, queries, reconcile, selectors, transitions
 from .errors import BadInput, NotFound
@@ -92,6 +91,8 @@ def show(selector: str, environ=os.environ) -> dict:
     st.reconcile()
     row = queries.job(st.conn, job_id)
     view = job_view(row)
+    from runkit.redact import mask_env
+
     spec = json.loads(row["spec"])
     spec["env"] = mask_env(spec.get("env", {}))
     spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
