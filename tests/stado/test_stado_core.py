@@ -288,3 +288,18 @@ def test_a_stale_queue_read_cannot_claim_a_job_that_already_ran():
     jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
     assert jobs.claim(store, stale, agent_id="a", instance_ref="local@h", lease_expires_at=1) is None
     assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
+
+
+def test_an_idle_poll_is_one_list_of_the_queue_and_never_lists_terminal_prefixes(tmp_path):
+    from stado.agent import Agent, AgentConfig
+    from stado.metered import MeteredStore
+
+    store = MeteredStore(MemoryStore())
+    done = submit(store.inner, "true")
+    doc, version = claim(store.inner, done["id"])
+    jobs.finish(store.inner, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h"), log=lambda _: None)
+    for _ in range(5):
+        assert agent._claim_pass() == 0
+    assert store.counts == {"PUT": 0, "GET": 0, "LIST": 5, "DELETE": 0}
+    assert set(store.by_prefix) == {("LIST", "queue")}
