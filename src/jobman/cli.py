@@ -111,54 +111,9 @@ def _bad(message: str):
 # --- run -----------------------------------------------------------------------------------------
 
 def cmd_run(args: list[str]) -> int:
-    if "--" in args:
-        split = args.index("--")
-        options, command = args[:split], args[split + 1:]
-    else:
-        options, command = args, None
-    p = _parser("jobman run", "Submit COMMAND as a background job and print its id.\n\n"
-                "The id is printed once the job's own detached supervisor has claimed it; the command may\n"
-                "start later (dependencies, delays, retries and concurrency limits). Closing the terminal\n"
-                "or pressing Ctrl-C after the id is committed does not affect the job.")
-    p.add_argument("--name", help="a display name; commands accept it wherever they take JOB")
-    p.add_argument("--cwd", help="working directory (default: the current one)")
-    p.add_argument("--env", action="append", default=[], metavar="K=V", help="set a variable (repeatable)")
-    p.add_argument("--env-policy", default="inherit", metavar="inherit|clean|allow:A,B",
-                   help="which of this shell's variables the job gets (default inherit: a snapshot)")
-    p.add_argument("--after-success", dest="deps", action="append", default=[], metavar="JOB",
-                   type=lambda s: (s, "success"), help="start only after JOB succeeded (repeatable)")
-    p.add_argument("--after-failure", dest="deps", action="append", metavar="JOB",
-                   type=lambda s: (s, "failure"), help="start only after JOB ended in any way but success")
-    p.add_argument("--after", dest="deps", action="append", metavar="JOB",
-                   type=lambda s: (s, "end"), help="start after JOB ended, whatever its outcome")
-    p.add_argument("--not-before", metavar="TIME",
-                   help="do not start before TIME (ISO 8601, HH:MM, or @UNIX_SECONDS)")
-    p.add_argument("--delay", type=_duration("--delay"), metavar="D", help="do not start before D from now")
-    p.add_argument("--retries", type=int, default=0, metavar="N", help="up to N more attempts after a failure")
-    p.add_argument("--retryable-exit-code", dest="exit_codes", type=int, action="append", metavar="C",
-                   help="retry only these exit codes (repeatable; default: any non-zero exit)")
-    p.add_argument("--retry-delay", type=_duration("--retry-delay"), default=0.0, metavar="D",
-                   help="wait D before each retry")
-    p.add_argument("--retry-backoff", choices=("constant", "exponential"), default="constant",
-                   help="exponential doubles the delay after each failed attempt")
-    p.add_argument("--retry-max-delay", type=_duration("--retry-max-delay"), default=None, metavar="D",
-                   help="cap for exponential backoff (default 1h)")
-    p.add_argument("--retry-on-timeout", action="store_true", help="also retry an attempt that timed out")
-    p.add_argument("--timeout", type=_duration("--timeout"), metavar="D", help="per-attempt time limit")
-    p.add_argument("--kill-after", type=_duration("--kill-after"), default=None, metavar="D",
-                   help="SIGKILL this long after SIGTERM on timeout or cancel (default 10s)")
-    p.add_argument("--group", default="default", help="concurrency group (default: default, limit = CPUs)")
-    p.add_argument("--priority", type=int, default=0, help="higher starts first within the group")
-    p.add_argument("--log-limit", metavar="SIZE", help="cap each attempt's log, keeping the newest output "
-                   "(default 256MB; 0 = no cap)")
-    p.add_argument("--separate-stderr", action="store_true", help="keep stderr in its own log file")
-    p.add_argument("--json", action="store_true", help="print {id, name, supervisor_id} as JSON")
-    p.add_argument("command", nargs="*", help=argparse_suppress())
-    ns = p.parse_args(options)
-    if command is None:
-        command = ns.command
-    elif ns.command:
-        p.error(f"unexpected arguments before --: {' '.join(ns.command)}")
+    from . import run_args
+
+    ns, command = run_args.parse(args, _parser)
     spec, deps = _build_spec(ns, command)
     from . import api
 
@@ -169,12 +124,6 @@ def cmd_run(args: list[str]) -> int:
         sys.stdout.write(result["id"] + "\n")
     sys.stdout.flush()
     return 0
-
-
-def argparse_suppress():
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 def _build_spec(ns, command: list[str]):
