@@ -220,11 +220,19 @@ def cmd_logs(args: list[str]) -> int:
     p.add_argument("--stderr", action="store_true", help="the stderr log (jobs run with --separate-stderr)")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
     p.add_argument("-n", "--tail", type=int, metavar="N", help="only the last N lines")
+    p.add_argument("--json", action="store_true", help="the output of each attempt as JSON (not with --follow)")
     ns = p.parse_args(args)
     from . import api, logs, transitions
 
     st, job_id = api.log_target(ns.job)
     out = sys.stdout.buffer
+    if ns.json:
+        if ns.follow:
+            p.error("--json cannot be combined with --follow")
+        state = transitions.load_state(st.conn, job_id)
+        _print_json({"id": job_id, "state": state["outcome"] or state["phase"],
+                     "attempts": logs.collect(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail)})
+        return 0
     if ns.follow:
         return logs.follow(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out,
                            reconcile=st.reconcile)

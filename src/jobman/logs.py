@@ -70,6 +70,21 @@ def read(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | No
     return True
 
 
+def collect(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | None) -> list[dict]:
+    """The selected output as data (for --json): one entry per attempt."""
+    entries = []
+    for a in queries.attempts(conn, job_id):
+        if attempt is not None and a["number"] != attempt:
+            continue
+        path = _stream_path(a, stderr)
+        data, _ = _read_from(path, 0)
+        if tail is not None:
+            data = tail_lines(data, tail)
+        entries.append({"attempt": a["number"], "stream": "stderr" if stderr else "output", "log": path,
+                        "bytes_dropped": _cut(path), "text": data.decode(errors="replace")})
+    return entries
+
+
 def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | None, out, reconcile) -> int:
     """Stream output as it is written, moving on to each new attempt, until the job ends.
     Returns the job's exit status."""

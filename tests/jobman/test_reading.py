@@ -31,6 +31,9 @@ def test_logs_and_tail(jobman):
     jobman("wait", job_id, check=True)
     assert jobman("logs", job_id, check=True).stdout == "line1\nline2\nline3\nline4\nline5\noops\n"
     assert jobman("logs", job_id, "--tail", "2", check=True).stdout == "line5\noops\n"
+    as_json = json.loads(jobman("logs", job_id, "--json", check=True).stdout)
+    assert as_json["state"] == "succeeded"
+    assert as_json["attempts"][0]["attempt"] == 1 and as_json["attempts"][0]["text"].startswith("line1\n")
 
 
 def test_logs_of_a_job_that_has_not_started(jobman):
