@@ -47,7 +47,7 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> 
 
 def job_view(row) -> dict:
     """The public, JSON-ready form of a job row (jobs + job_state)."""
-    spec = json.loads(row["spec"]) if "spec" in row.keys() else {}
+    spec, corrupt = _spec_of(row)
     finished = row["phase"] == "finished"
     return {
         "id": row["job_id"] if "job_id" in row.keys() else row["id"],
@@ -68,7 +68,19 @@ def job_view(row) -> dict:
         "wait_until": row["wait_until"],
         "detail": row["detail"],
         "exit_status": exit_status(row["outcome"], row["exit_code"], row["exit_signal"]) if finished else None,
+        **({"corrupt": corrupt} if corrupt else {}),
     }
+
+
+def _spec_of(row) -> tuple[dict, str | None]:
+    """The stored spec, or ({}, what is wrong with it): one damaged record must not hide the others."""
+    try:
+        spec = json.loads(row["spec"])
+        if not isinstance(spec, dict) or not isinstance(spec.get("argv"), list):
+            raise ValueError("not a job specification")
+        return spec, None
+    except (ValueError, TypeError) as e:
+        return {}, f"the stored job specification is unreadable ({e})"
 
 
 def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None) -> list[dict]:
@@ -93,7 +105,9 @@ def show(selector: str, environ=os.environ) -> dict:
     view = job_view(row)
     from runkit.redact import mask_env
 
-    spec = json.loads(row["spec"])
+    spec, corrupt = _spec_of(row)
+    if corrupt:
+        raise BadInput(f"job {job_id}: {corrupt}; its state is {view['state']} (jobman list still shows it)")
     spec["env"] = mask_env(spec.get("env", {}))
     spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
     view["spec"] = spec

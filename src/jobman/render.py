@@ -43,6 +43,8 @@ def state_text(view: dict) -> str:
 
 
 def why_text(view: dict, now: float) -> str:
+    if view.get("corrupt"):
+        return view["corrupt"]
     if view["phase"] == "waiting":
         detail = view["wait_detail"] or view["waiting_for"]
         return detail

@@ -267,3 +267,17 @@ def test_closing_the_terminal_after_run_does_not_affect_the_job(jobman, tmp_path
     shell.wait(timeout=10)
     assert jobman.wait_finished(job_id)["outcome"] == "succeeded"
     assert out.read_text() == "survived\n"
+
+
+def test_a_supervisor_that_finds_its_spec_unreadable_fails_that_job_only(jobman):
+    credential = os.urandom(32)
+    job_id = _submit_with_known_credential(jobman, credential)
+    with jobman.db() as conn:
+        conn.execute("UPDATE jobs SET spec = '{\"argv\": 17' WHERE id = ?", (job_id,))
+    result = subprocess.run([JOBMAN, "__supervise", job_id], env=jobman.env, input=credential,
+                            capture_output=True, timeout=30)
+    assert result.returncode == 1 and job_id.encode() in result.stdout  # it claimed, then failed the job
+    state = jobman.state(job_id)
+    assert state["outcome"] == "failed" and "unreadable" in state["detail"]
+    other = jobman.run("true")
+    assert jobman("wait", other).returncode == 0

@@ -95,3 +95,19 @@ def test_reconcile_with_nothing_to_do(jobman):
     result = jobman("reconcile", check=True)
     assert result.stdout == "nothing to reconcile\n"
     assert json.loads(jobman("reconcile", "--json", check=True).stdout) == []
+
+
+def test_a_corrupt_record_is_reported_and_hides_nothing_else(jobman):
+    good = jobman.run("true", opts=["--name", "good"])
+    bad = jobman.run("true", opts=["--name", "bad"])
+    jobman("wait", good, bad, check=True)
+    with jobman.db() as conn:
+        conn.execute("UPDATE jobs SET spec = '{not json' WHERE id = ?", (bad,))
+    listed = {j["id"]: j for j in json.loads(jobman("list", "--json", check=True).stdout)}
+    assert listed[good]["state"] == "succeeded" and "corrupt" not in listed[good]
+    assert "unreadable" in listed[bad]["corrupt"]
+    assert "unreadable" in jobman("list", check=True).stdout
+    shown = jobman("show", bad)
+    assert shown.returncode == 2 and "unreadable" in shown.stderr and len(shown.stderr.splitlines()) == 1
+    assert jobman.show(good)["outcome"] == "succeeded"
+
