@@ -56,14 +56,19 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("store_target", ["s3"], indirect=True)
-def test_unreachable_backend_and_wrong_credentials(stado_env, store, tmp_path):
+WRONG_SECRET = {"s3": {"AWS_SECRET_ACCESS_KEY": "not-the-secret"},
+                "azure": {"AZURE_STORAGE_ACCOUNT_KEY": "bm90LXRoZS1rZXk="}}
+
+
+@pytest.mark.parametrize("store_target", ["s3", "azure"], indirect=True)
+def test_unreachable_backend_and_wrong_credentials(store_target, stado_env, store, tmp_path):
+    url = {"s3": "s3://stado/x", "azure": "az://stado/x"}[store_target.backend]
     config = tmp_path / "unreachable.toml"
-    config.write_text(f'[store]\nurl = "s3://stado/x"\nendpoint = "http://127.0.0.1:{_closed_port()}"\n'
-                      'region = "us-east-1"\nmax_retries = 0\nretry_timeout = 1\nconnect_timeout = 1\n')
+    config.write_text(f'[store]\nurl = "{url}"\nendpoint = "http://127.0.0.1:{_closed_port()}"\n'
+                      'max_retries = 0\nretry_timeout = 1\nconnect_timeout = 1\n')
     got = stado({**stado_env, "STADO_CONFIG": str(config)}, "submit", "true", ok=False)
     assert got.returncode == 4 and "cannot reach" in got.stderr and len(got.stderr.strip().splitlines()) == 1
-    wrong = {**stado_env, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    wrong = {**stado_env, **WRONG_SECRET[store_target.backend]}
     for args in (["submit", "true"], ["status"], ["agent", "--until-idle"]):
         got = stado(wrong, *args, ok=False)
         assert got.returncode == 4 and "refused" in got.stderr, got.stderr
