@@ -35,3 +35,22 @@ def why_not(spec: dict, offer: Offer) -> str | None:
     if (spec.get("accelerators") or 0) > offer.accelerators:
         return f"needs {spec.get('accelerators')} accelerators, this agent has {offer.accelerators}"
     return None
+
+
+def offer_of(record: dict) -> Offer:
+    """The offer an agent published in its agents/ record."""
+    return Offer(frozenset(record.get("capabilities") or ()), int(record.get("cores") or 1), record.get("memory"),
+                 int(record.get("accelerators") or 0), record.get("provider") or "local", bool(record.get("spot")))
+
+
+def unschedulable(spec: dict, agents: list[dict]) -> str | None:
+    """Why no live agent can run the job (None if one can, or if no agent is live to ask)."""
+    reasons = []
+    for record in agents:
+        if record.get("stopping"):
+            continue
+        reason = why_not(spec, offer_of(record))
+        if reason is None:
+            return None
+        reasons.append(f"{record.get('instance_ref')}: {reason}")
+    return "; ".join(sorted(set(reasons))) or None

@@ -227,7 +227,9 @@ class Agent:
     def _write_record(self) -> None:
         record = {"agent": self.id, "host": self.cfg.host, "instance_ref": self.instance_ref, "pid": os.getpid(),
                   "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(self.offer.capabilities),
-                  "cores": self.offer.cores, "last_seen": d.iso(time.time()), "stopping": self.stopping}
+                  "cores": self.offer.cores, "memory": self.offer.memory, "accelerators": self.offer.accelerators,
+                  "provider": self.offer.provider, "spot": self.offer.spot, "last_seen": d.iso(time.time()),
+                  "stopping": self.stopping}
         self.store.put(keys.agent(self.id), d.encode(record))
         self._record_due = time.monotonic() + AGENT_RECORD_EVERY
 

@@ -8,8 +8,9 @@ from runkit.ids import is_uuid
 from . import documents as d
 from . import keys
 from .errors import CorruptDocument
+from .admission import unschedulable
 from .jobs import pause_record, read
-from .objectstore.base import ObjectStore
+from .objectstore.base import NotFound, ObjectStore
 
 
 @dataclass
@@ -20,6 +21,7 @@ class Overview:
     problems: list[str] = field(default_factory=list)
     paused: dict | None = None
     agents: list[dict] = field(default_factory=list)
+    unschedulable: dict[str, str] = field(default_factory=dict)  # queued job id -> why no live agent fits
 
 
 def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview:
@@ -63,16 +65,22 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview
     out.paused = pause_record(store)
     for entry in store.list(keys.AGENTS):
         try:
-            out.agents.append(json.loads(store.get(entry.key).data))
-        except Exception:  # an agent record is advisory: a bad one is reported, never fatal
+            record = json.loads(store.get(entry.key).data)
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
+            out.agents.append(record)
+        except (ValueError, NotFound):  # an agent record is advisory: a bad one is reported, never fatal
             out.problems.append(f"{entry.key}: unreadable agent record")
+    for view in out.jobs:
+        if view.state == "queued":
+            reason = unschedulable(view.doc.get("spec") or {}, out.agents)
+            if reason:
+                out.unschedulable[view.id] = reason
     return out
 
 
 def output_since(store: ObjectStore, job_id: str, after: int) -> list[tuple[int, bytes]]:
     """Output chunks numbered above `after`, in order."""
-    from .objectstore.base import NotFound
-
     chunks = []
     for entry in store.list(keys.output_prefix(job_id)):
         seq = keys.chunk_seq(entry.key)

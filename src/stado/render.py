@@ -19,7 +19,8 @@ def _result(data: dict) -> str:
 
 def overview_json(ov: Overview) -> dict:
     return {"paused": ov.paused, "counts": ov.counts, "hidden_finished": ov.hidden,
-            "jobs": [status_json(v) for v in ov.jobs], "problems": ov.problems, "agents": ov.agents}
+            "jobs": [dict(status_json(v), unschedulable=ov.unschedulable.get(v.id)) for v in ov.jobs],
+            "problems": ov.problems, "agents": ov.agents}
 
 
 def overview_table(ov: Overview) -> str:
@@ -42,6 +43,8 @@ def overview_table(ov: Overview) -> str:
         lines.append(f"{len(ov.agents)} agent(s): " + ", ".join(
             f"{a.get('instance_ref')} [{len(a.get('running') or [])}/{a.get('slots')}] seen {a.get('last_seen')}"
             for a in ov.agents))
+    for job_id, reason in sorted(ov.unschedulable.items()):
+        lines.append(f"unschedulable: {job_id}: no live agent can run it ({reason})")
     for problem in ov.problems:
         lines.append(f"problem: {problem}")
     return "\n".join(lines)
