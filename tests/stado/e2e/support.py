@@ -4,25 +4,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.helpers import pids_with_env, wait_for  # noqa: F401  (shared with the jobman suites)
 
 STADO = str(Path(sys.executable).with_name("stado"))
 POLL = "0.1"  # agents poll this often in the tests (seconds)
-
-
-def wait_for(predicate, timeout: float = 20.0, message: str = "condition"):
-    """Poll `predicate` until it returns something truthy (returned), or fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    interval = 0.01
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
-        time.sleep(interval)
-        interval = min(interval * 1.5, 0.1)
 
 
 def stado(env: dict, *args: str, ok: bool = True, timeout: float = 60, input: str | None = None):
@@ -91,22 +78,3 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def pids_with_env(name: str, value: str) -> list[int]:
-    """Live processes whose environment has name=value (how a test finds the job it started)."""
-    needle = f"{name}={value}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in env and state not in (b"Z", b"X"):
-            found.append(int(entry))
-    return found
