@@ -171,7 +171,7 @@ def test_status_says_when_no_live_agent_can_run_a_job(stado_env, tmp_path):
     gpu = submit(stado_env, "nvidia-smi", "--capabilities", "gpu")
     gate = tmp_path / "gate"
     busy = submit(stado_env, f"while [ ! -e {gate} ]; do sleep 0.05; done")
-    agent = Agent(stado_env, tmp_path, "--capabilities", "x86")
+    agent = Agent(stado_env, tmp_path, "--capabilities", "x86", "--slots", "2")
     try:
         wait_for(lambda: machine_status(stado_env, busy)["state"] == "running", message="agent running a job")
         status = status_json(stado_env)
@@ -179,7 +179,7 @@ def test_status_says_when_no_live_agent_can_run_a_job(stado_env, tmp_path):
         assert row["state"] == "queued" and "needs capabilities gpu" in row["unschedulable"]
         assert f"unschedulable: {gpu}: no live agent can run it" in stado(stado_env, "status").stdout
         assert [a["instance_ref"] for a in status["agents"]] == ["local@testhost"]
-        assert f"{gpu}: not for this agent: needs capabilities gpu" in agent.log()
+        wait_for(lambda: f"{gpu}: not for this agent: needs capabilities gpu" in agent.log(), message="agent log")
         gate.touch()
         wait_for(lambda: machine_status(stado_env, busy)["terminal"], message="busy job done")
     finally:
