@@ -33,7 +33,8 @@ def test_uploaded_output_is_redacted(stado_env, tmp_path, store):
     agent_env = {**stado_env, "MY_API_TOKEN": SECRET}
     script = (f"echo token {SECRET} end; echo key {AWS_SHAPED}; echo 'Authorization: Bearer abcdef1234567890xyz'; "
               "printf -- '-----BEGIN RSA PRIVATE KEY-----\\nMIIEpAIBAAKCAQEA\\n-----END RSA PRIVATE KEY-----\\n'; "
-              "echo ghp_abcdefghijklmnopqrstuvwxyz0123456789; echo plain words stay")
+              "echo ghp_abcdefghijklmnopqrstuvwxyz0123456789; echo plain words stay; "
+              "tr '\\0' '\\n' < /proc/$PPID/environ")  # the agent's own environment, read behind its back
     job = submit(stado_env, script)
     run_until_idle(agent_env, tmp_path, extra_env=agent_env)
     watched = stado(stado_env, "job", "watch", job).stdout
@@ -42,3 +43,7 @@ def test_uploaded_output_is_redacted(stado_env, tmp_path, store):
     for leaked in (SECRET, AWS_SHAPED, "abcdef1234567890xyz", "MIIEpAIBAAKCAQEA", "ghp_abcdefghij"):
         assert leaked not in uploaded
     assert "token [REDACTED] end" in uploaded and "plain words stay" in uploaded
+    assert "MY_API_TOKEN=[REDACTED]" in uploaded  # the agent's environment did reach the output, masked
+    for name, value in stado_env.items():  # the store's credentials among them
+        if name.startswith(("AWS_SECRET", "AZURE_STORAGE_ACCOUNT_KEY")):
+            assert value not in uploaded
