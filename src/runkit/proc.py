@@ -183,14 +183,49 @@ def all_stats() -> list[Stat]:
     return stats
 
 
+def children(pid: int) -> list[int] | None:
+    """Direct children from /proc/PID/task/*/children (cheap: no scan of the whole process table);
+    None where the kernel does not offer it."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None if not _PROC else []
+    kids = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                kids.extend(int(k) for k in f.read().split())
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread ended meanwhile
+            return None  # no CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+    return kids
+
+
 def descendants(root: int, stats: list[Stat] | None = None) -> list[Stat]:
-    """Every live process below `root` (children, grandchildren, ...), from one scan of the process table."""
-    children: dict[int, list[Stat]] = {}
+    """Every live process below `root` (children, grandchildren, ...): by walking children lists where the
+    kernel has them, else from one scan of the process table."""
+    if stats is None and _PROC:
+        found, frontier = [], [root]
+        while frontier:
+            kids = children(frontier.pop())
+            if kids is None:
+                break
+            for kid in kids:
+                st = stat(kid)
+                if st is not None:
+                    found.append(st)
+                    frontier.append(kid)
+        else:
+            return found
+    children_of: dict[int, list[Stat]] = {}
     for st in stats if stats is not None else all_stats():
-        children.setdefault(st.ppid, []).append(st)
+        children_of.setdefault(st.ppid, []).append(st)
     found, frontier = [], [root]
     while frontier:
-        for child in children.get(frontier.pop(), ()):
+        for child in children_of.get(frontier.pop(), ()):
             found.append(child)
             frontier.append(child.pid)
     return found
