@@ -137,12 +137,17 @@ def test_delay_and_not_before(jobman):
     before = time.time()
     delayed = jobman.run("true", opts=["--delay", "0.8s"])
     at = jobman.run("true", opts=["--not-before", f"@{before + 0.5}"])
-    waiting = wait_for(lambda: [j for j in json.loads(jobman("list", "--json").stdout)
-                                if j["id"] == delayed and j["waiting_for"] == "not_before"])
-    assert "not before" in waiting[0]["wait_detail"]
+    later = jobman.run("true", opts=["--not-before", "23:59:59" if time.localtime().tm_hour < 23 else "@9999999999"])
     jobman("wait", delayed, at, check=True)
     assert attempts(jobman, delayed)[0]["started_at"] >= before + 0.8
     assert attempts(jobman, at)[0]["started_at"] >= before + 0.5
+    waits = [e for e in jobman.show(delayed)["events"] if e["kind"] == "waiting"]
+    assert waits and waits[0]["waiting_for"] == "not_before"
+    listed = wait_for(lambda: [j for j in json.loads(jobman("list", "--json").stdout)
+                               if j["id"] == later and j["waiting_for"] == "not_before"])
+    assert listed[0]["wait_detail"].startswith("not before ")
+    assert "not before" in jobman("list", check=True).stdout
+    jobman("cancel", later, check=True)
 
 
 def test_timeout_kills_and_is_timed_out(jobman):
