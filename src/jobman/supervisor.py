@@ -361,14 +361,10 @@ class Supervisor:
             env = dict(spec["env"])
             env["JOBMAN_JOB_ID"] = self.job_id
             env["JOBMAN_ATTEMPT"] = str(number)
-            os.chdir(spec["cwd"])
-            return proc.spawn(spec["executable"], spec["argv"], env, stdin=null, stdout=out, stderr=err)
+            return proc.spawn(spec["executable"], spec["argv"], env, stdin=null, stdout=out, stderr=err,
+                              cwd=spec["cwd"])
         finally:
             os.umask(old_umask)
-            try:
-                os.chdir("/")
-            except OSError:
-                pass
             os.close(null)
             os.close(out)
             if err != out:

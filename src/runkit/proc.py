@@ -115,14 +115,29 @@ def _default_signals():
 
 
 def spawn(path: str, argv: list[str], env: dict[str, str], *, stdin: int, stdout: int, stderr: int,
-          new_session: bool = True) -> int:
+          new_session: bool = True, cwd: str | None = None) -> int:
     """Start a program with the given fds as 0/1/2, every signal at its default disposition and an
     empty signal mask (the caller may ignore SIGINT/SIGHUP/SIGPIPE; the child must not inherit that),
-    in a new session when asked. Raises OSError if the program cannot be started.
+    in a new session when asked, in `cwd` if given. Raises OSError if it cannot be started (a missing
+    cwd included).
+
+    posix_spawn has no working-directory action in Python 3.11, so the caller's directory is changed
+    around the spawn and restored: callers are single-threaded and use absolute paths.
     """
     actions = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)]
-    return os.posix_spawn(path, argv, env, file_actions=actions, setsid=new_session,
-                          setsigdef=_default_signals(), setsigmask=())
+    if cwd is None:
+        return os.posix_spawn(path, argv, env, file_actions=actions, setsid=new_session,
+                              setsigdef=_default_signals(), setsigmask=())
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.chdir(cwd)
+        try:
+            return os.posix_spawn(path, argv, env, file_actions=actions, setsid=new_session,
+                                  setsigdef=_default_signals(), setsigmask=())
+        finally:
+            os.fchdir(here)
+    finally:
+        os.close(here)
 
 
 def ensure_std_fds() -> None:
@@ -162,8 +177,10 @@ def _libc_handle():
 
 def become_subreaper() -> bool:
     """Linux: orphaned descendants are re-parented to us instead of init, so a double-forked grandchild
-    stays findable (and reapable) by the supervisor. False where unsupported."""
-    if not _PROC:
+    stays findable (and reapable) by its supervisor or agent. False where unsupported."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
         return False
     PR_SET_CHILD_SUBREAPER = 36
     return _libc_handle().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0

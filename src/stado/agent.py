@@ -37,7 +37,7 @@ from .errors import ArtifactError, CorruptDocument
 from .lease import LeaseClock
 from .objectstore.base import ObjectStore, StoreError
 from .output import OutputUploader
-from .process import KILL, TERM, become_subreaper, group_alive, reap, reap_any, signal_group, spawn_shell
+from .process import KILL, TERM, group_alive, reap, reap_any, signal_group, spawn_shell
 
 AGENT_RECORD_EVERY = 30.0
 
@@ -118,7 +118,7 @@ class Agent:
 
     def run(self) -> int:
         self._take_lock()
-        self._reap_all = self.cfg.subreaper and become_subreaper()
+        self._reap_all = self.cfg.subreaper and proc.become_subreaper()
         old = self._install_signals()
         recorded = False
         try:

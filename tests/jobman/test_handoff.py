@@ -69,10 +69,12 @@ def test_credential_is_only_stored_as_a_hash_and_never_in_argv_or_environment(jo
     with open(f"/proc/{pid}/environ", "rb") as f:
         environ = dict(item.split("=", 1) for item in f.read().decode().split("\0") if item)
     assert environ == jobman.env  # nothing was added to the supervisor's environment
-    # The supervisor's launch pipes are gone: stdin and stdout are /dev/null, stderr is its log.
+    # Right after acknowledging, the supervisor lets go of its launch pipes: stdin and stdout become
+    # /dev/null, stderr its log.
+    wait_for(lambda: os.readlink(f"/proc/{pid}/fd/2").endswith(f"{job_id}/supervisor.log"),
+             message="the supervisor to detach")
     assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
     assert os.readlink(f"/proc/{pid}/fd/1") == "/dev/null"
-    assert os.readlink(f"/proc/{pid}/fd/2").endswith(f"{job_id}/supervisor.log")
     # It runs in a session of its own.
     assert os.getsid(pid) == pid
     jobman("cancel", job_id, check=True)

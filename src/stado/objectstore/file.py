@@ -158,7 +158,7 @@ class FileStore(ObjectStore):
             except (*_MISSING, IsADirectoryError):
                 return
             parent = os.path.dirname(path)
-            fsync_dir(parent)
+            _fsync_dir_present(parent)
             self._prune(parent)
         finally:
             os.close(lock)
@@ -209,7 +209,7 @@ class FileStore(ObjectStore):
         except BaseException:
             _unlink_quietly(tmp)
             raise
-        fsync_dir(parent)
+        _fsync_dir_present(parent)
         return version_of(st)
 
     def _make_dirs(self, key: str, parent: str) -> None:
@@ -224,7 +224,7 @@ class FileStore(ObjectStore):
                 continue
             except NotADirectoryError:
                 raise InvalidKey(f"the local store cannot hold {key!r}: a key above it is an object") from None
-            fsync_dir(above)  # the new directory entry must survive a crash with the object in it
+            _fsync_dir_present(above)  # the new directory entry must survive a crash with the object in it
 
     def _prune(self, directory: str) -> None:
         """Remove directories the delete left empty, up to objects/, so that status/<id>/ trees don't pile up."""
@@ -244,6 +244,15 @@ class FileStore(ObjectStore):
             return
         for path in stale:
             _unlink_quietly(path)
+
+
+def _fsync_dir_present(directory: str) -> None:
+    # Locks are per key, not per directory: another process's delete may prune a directory that just
+    # became empty. Then nothing of ours is left in it to make durable.
+    try:
+        fsync_dir(directory)
+    except FileNotFoundError:
+        pass
 
 
 def _stat_or_none(path: str) -> os.stat_result | None:
