@@ -23,10 +23,10 @@ def decode(raw: bytes, expected_job_id: str) -> str:
         raise BadAck("the supervisor closed its acknowledgement pipe without answering")
     if len(raw) > ACK_MAX_BYTES:
         raise BadAck(f"the acknowledgement is larger than {ACK_MAX_BYTES} bytes")
-    import json
+    from runkit.jsonfast import loads
 
     try:
-        ack = json.loads(raw)
+        ack = loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise BadAck("the acknowledgement is not valid JSON") from None
     if not isinstance(ack, dict):

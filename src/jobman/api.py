@@ -1,6 +1,6 @@
 """One function per command. Each opens the state, runs a cheap reconcile pass, does its work and
 returns plain data; jobman.cli parses arguments and renders what comes back."""
-import json
+from runkit.jsonfast import loads as json_loads
 import os
 import time
 
@@ -75,7 +75,7 @@ def job_view(row) -> dict:
 def _spec_of(row) -> tuple[dict, str | None]:
     """The stored spec, or ({}, what is wrong with it): one damaged record must not hide the others."""
     try:
-        spec = json.loads(row["spec"])
+        spec = json_loads(row["spec"])
         if not isinstance(spec, dict) or not isinstance(spec.get("argv"), list):
             raise ValueError("not a job specification")
         return spec, None
@@ -120,7 +120,7 @@ def show(selector: str, environ=os.environ) -> dict:
         "alive": proc.verify(row["supervisor_pid"], row["supervisor_start_time"], row["supervisor_boot_id"]),
     }
     view["attempts_detail"] = [_attempt_view(a, spec) for a in queries.attempts(st.conn, job_id)]
-    view["events"] = [{"at": e["at"], "kind": e["kind"], **(json.loads(e["data"]) if e["data"] else {})}
+    view["events"] = [{"at": e["at"], "kind": e["kind"], **(json_loads(e["data"]) if e["data"] else {})}
                       for e in queries.events(st.conn, job_id)]
     view["slot_held"] = bool(row["slot_held"])
     view["cancel_requested_at"] = row["cancel_requested_at"]
@@ -206,7 +206,7 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
 
 
 def _await_finish(st: State, job_id: str, wait_seconds: float | None):
-    spec = json.loads(queries.spec_json(st.conn, job_id))
+    spec = json_loads(queries.spec_json(st.conn, job_id))
     limit = wait_seconds if wait_seconds is not None else spec.get("kill_after", 10.0) + 5.0
     give_up = time.time() + limit
     while True:
@@ -225,7 +225,7 @@ def _stop_lost_target(st: State, job_id: str) -> dict:
     if not reconcile.target_alive(attempt):
         return {"message": f"lost; its target (pid {attempt['pid']}) no longer exists or that pid is now another "
                            f"process, so nothing was signalled"}
-    spec = json.loads(queries.spec_json(st.conn, job_id))
+    spec = json_loads(queries.spec_json(st.conn, job_id))
     pid, start = attempt["pid"], attempt["start_time"]
     root = proc.stat(pid)
     proc.signal_tree(pid, 15, include_root_stat=root)

@@ -14,6 +14,7 @@ import time
 from runkit import proc
 from runkit.hashing import sha256
 from runkit.ids import is_uuid, uuid7
+from runkit.jsonfast import loads
 from runkit.retry import is_retryable, retry_delay
 
 from . import db, doorbell, faults, home as homes, queries, reconcile, scheduling, transitions
@@ -140,15 +141,13 @@ class Supervisor:
     # --- ownership ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        import json  # after the acknowledgement: not on the path that `jobman run` waits for
-
         _log(f"supervisor {self.supervisor_id} (pid {os.getpid()}) owns job {self.job_id}")
         self.bell = doorbell.Doorbell(self.home, self.job_id)
         self.poller = select.poll()
         self.poller.register(self.bell.fd, select.POLLIN)
         try:
             try:
-                self.spec = json.loads(queries.spec_json(self.conn, self.job_id))
+                self.spec = loads(queries.spec_json(self.conn, self.job_id))
                 self.spec["argv"], self.spec["env"]  # noqa: B018  (a corrupt spec fails here, not mid-run)
             except (ValueError, KeyError, TypeError) as e:
                 self._finish("failed", f"the stored job specification is unreadable: {e}")
@@ -218,8 +217,6 @@ class Supervisor:
     # --- waiting until eligible ---------------------------------------------------------------------
 
     def _loop(self) -> None:
-        import json
-
         while True:
             now = time.time()
             snap = queries.snapshot(self.conn, self.job_id, now)
@@ -234,7 +231,7 @@ class Supervisor:
                 self._finish("cancelled", "cancelled before it ran" if snap["attempts"] == 0
                              else f"cancelled while waiting for attempt {snap['attempts'] + 1}")
                 return
-            verdict, detail = scheduling.dependency_verdict(json.loads(snap["deps"]))
+            verdict, detail = scheduling.dependency_verdict(loads(snap["deps"]))
             if verdict == "impossible":
                 self._finish("dependency_failed", detail)
                 return

@@ -78,7 +78,7 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
     Dependency selectors are resolved to canonical ids here, inside the transaction. before_commit
     runs just before COMMIT (the CLI ignores interrupts from there on).
     """
-    import json
+    from runkit.jsonfast import dumps
 
     windows = spec["windows"]
     conn.execute("BEGIN IMMEDIATE")
@@ -96,7 +96,7 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
         conn.execute(
             "INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window, lease_duration,"
             " renew_interval, poll_interval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, spec["name"], json.dumps(spec, separators=(",", ":")), spec["group"], spec["priority"], now,
+            (job_id, spec["name"], dumps(spec), spec["group"], spec["priority"], now,
              windows["claim"], windows["lease"], windows["renew"], windows["poll"]))
         conn.execute(
             "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline)"

@@ -109,9 +109,9 @@ def verify(pid: int | None, start_time: int | None, boot: str | None) -> bool:
 
 
 def _default_signals():
-    import signal  # lazily: its IntEnums cost a supervisor ~5 ms before it can acknowledge
+    import _signal  # the C module: the signal package's IntEnums pull in enum (~2 ms a start)
 
-    return signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+    return _signal.valid_signals() - {_signal.SIGKILL, _signal.SIGSTOP}
 
 
 def spawn(path: str, argv: list[str], env: dict[str, str], *, stdin: int, stdout: int, stderr: int,
