@@ -43,7 +43,7 @@ OPTIONS = [
     ("--group", "group", "value", "str", "default", "NAME", "concurrency group (default: default, limit = CPUs)"),
     ("--priority", "priority", "value", "int", 0, "N", "higher starts first within its group"),
     ("--log-limit", "log_limit", "value", "str", None, "SIZE",
-     "cap each attempt's log, keeping the newest output (default 256MB; 0 = no cap)"),
+     "cap each attempt's log, keeping the newest output (default 1GB; 0 = no cap)"),
     ("--separate-stderr", "separate_stderr", "flag", None, False, None, "keep stderr in a log file of its own"),
     ("--json", "json", "flag", None, False, None, "print {id, name, supervisor_id} as JSON"),
 ]

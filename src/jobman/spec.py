@@ -9,7 +9,7 @@ from .errors import BadInput
 
 SPEC_VERSION = 1
 DEFAULT_KILL_AFTER = 10.0
-DEFAULT_LOG_LIMIT = 256 * 1024 * 1024
+DEFAULT_LOG_LIMIT = 1024 * 1024 * 1024  # per attempt and stream; guards the disk against runaway output
 DEFAULT_MAX_RETRY_DELAY = 3600.0
 
 # Handoff and lease windows (seed 000): settings stored with each job, overridable for tests.
