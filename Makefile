@@ -37,6 +37,7 @@ bench-deps:
 
 bench: $(STAMP) bytecode bench-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/stado_bench.py
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache
