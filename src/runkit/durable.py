@@ -5,18 +5,7 @@ import os
 def write_atomic(path: str, data: bytes, mode: int = 0o600) -> None:
     """Replace path with data so that a crash leaves either the old or the new content."""
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        _unlink_quietly(tmp)
-        raise
-    os.close(fd)
+    tmp, _ = write_temp(directory, data, mode=mode)
     try:
         os.rename(tmp, path)
     except BaseException:
