@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stado.objectstore import AlreadyExists, ObjectStore, open_store
+from stado.objectstore import AlreadyExists, NotFound, ObjectStore, StoreUnavailable, open_store
 
 BACKENDS = ("file", "s3", "azure")
 # Inherited settings that would point a subprocess at some other store or credentials.
@@ -77,12 +77,30 @@ def claim_keys(store: ObjectStore, worker: int, keys: list[str], barrier) -> tup
     barrier.wait(timeout=120)
     started = time.perf_counter()
     for key in keys:
+        nonce = uuid.uuid4().hex
         try:
-            store.put_if_absent(key, json.dumps({"worker": worker, "nonce": uuid.uuid4().hex}).encode())
+            store.put_if_absent(key, json.dumps({"worker": worker, "nonce": nonce}).encode())
         except AlreadyExists:
             continue
+        except StoreUnavailable:
+            # The connection dropped mid-request (a loaded server resets some): the create may or may
+            # not have landed. Settle it as a claimant must, by reading the key back.
+            if _stored_nonce(store, key) != nonce:
+                continue
         won.append(key)
     return won, time.perf_counter() - started
+
+
+def _stored_nonce(store: ObjectStore, key: str, attempts: int = 20) -> str | None:
+    for attempt in range(attempts):
+        try:
+            return json.loads(store.get(key).data)["nonce"]
+        except NotFound:
+            return None
+        except StoreUnavailable:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def claim_process(url: str, options: dict, env: dict, worker: int, keys: list[str], barrier, results) -> None:
