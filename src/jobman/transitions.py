@@ -220,12 +220,6 @@ def _slot_free(conn, job_id: str, group: str, priority: int, submitted_at: float
     return held + ahead < limit
 
 
-def slot_free(conn, job_id: str) -> bool:
-    """Read-only check the waiting supervisor makes before trying to take a slot."""
-    me = conn.execute("SELECT group_name, priority, submitted_at FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return _slot_free(conn, job_id, me["group_name"], me["priority"], me["submitted_at"])
-
-
 def record_target(conn, job_id: str, number: int, pid: int, start_time: int, boot_id: str, pgid: int,
                   now: float) -> None:
     """The target's identity, recorded before anything may signal it."""

@@ -78,16 +78,6 @@ def parse_size(text: str) -> int:
     return int(value * _SIZE_UNITS[unit])
 
 
-def format_size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return f"{n}"
-
-
 def parse_time(text: str, now: float) -> float:
     """An absolute time for --not-before: ISO 8601 ('2026-12-01T09:30', '2026-12-01 09:30:00+01:00'),
     a clock time today ('09:30', '23:15:10'; tomorrow if already past), or '@UNIX_SECONDS'."""

@@ -33,8 +33,3 @@ def is_uuid(text: str) -> bool:
 
 def is_uuid7(text: str) -> bool:
     return is_uuid(text) and text[14] == "7" and text[19] in "89ab"
-
-
-def uuid7_millis(text: str) -> int:
-    """The creation time (unix ms) written into a UUIDv7."""
-    return int(text[:8] + text[9:13], 16)
