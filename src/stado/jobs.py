@@ -12,7 +12,8 @@ from runkit.ids import is_uuid, uuid7
 from . import documents as d
 from . import faults, keys
 from .errors import BadInput, Conflict, CorruptDocument, JobNotFound
-from .objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError, Version
+from .objectstore.base import (AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError,
+                               StoreUnavailable, Version)
 from .spec import InputRef, JobSpec, check_name, validate, with_inputs
 
 CONFLICT_RETRIES = 8
@@ -48,19 +49,30 @@ def read(store: ObjectStore, key: str, job_id: str | None = None) -> tuple[dict,
 
 def create(store: ObjectStore, key: str, doc: dict) -> Version | None:
     """Create-if-absent. None when another writer's document is there; our own retried request that
-    landed counts as success (the nonce tells)."""
+    landed counts as success (the nonce tells). A connection dropped mid-request leaves the same
+    question, settled the same way; if even the read-back fails, the store error goes to the caller."""
     try:
         return store.put_if_absent(key, d.encode(doc))
     except AlreadyExists:
+        return _ours(store, key, doc)
+    except StoreUnavailable as dropped:
         try:
-            blob = store.get(key)
-        except NotFound:
-            return None
-        try:
-            current = d.decode(key, blob.data)
-        except CorruptDocument:
-            return None
-        return blob.version if current.get("nonce") == doc["nonce"] else None
+            return _ours(store, key, doc)
+        except StoreError:
+            raise dropped from None
+
+
+def _ours(store: ObjectStore, key: str, doc: dict) -> Version | None:
+    """The key's version if the document there is the one we wrote (same nonce), else None."""
+    try:
+        blob = store.get(key)
+    except NotFound:
+        return None
+    try:
+        current = d.decode(key, blob.data)
+    except CorruptDocument:
+        return None
+    return blob.version if current.get("nonce") == doc["nonce"] else None
 
 
 def replace(store: ObjectStore, key: str, doc: dict, version: Version) -> tuple[Version | None, dict | None]:

@@ -1,5 +1,5 @@
 """Store wrappers with the same interface that inject faults (STYLE habit 10), for the unit tests."""
-from stado.objectstore.base import AlreadyExists, ObjectStore, PreconditionFailed
+from stado.objectstore.base import AlreadyExists, ObjectStore, PreconditionFailed, StoreUnavailable
 
 
 class LostResponses(ObjectStore):
@@ -34,3 +34,20 @@ class LostResponses(ObjectStore):
 
     def list(self, prefix):
         return self.inner.list(prefix)
+
+
+class DroppedCreates(LostResponses):
+    """A connection reset during create-if-absent: the first `times` creates either land and then fail
+    (`landed=True`) or fail before reaching the store (`landed=False`); both raise StoreUnavailable."""
+
+    def __init__(self, inner: ObjectStore, times: int = 1, landed: bool = True):
+        super().__init__(inner, times)
+        self.landed = landed
+
+    def put_if_absent(self, key, data):
+        if self.times > 0:
+            self.times -= 1
+            if self.landed:
+                self.inner.put_if_absent(key, data)
+            raise StoreUnavailable(f"connection reset while creating {key}")
+        return self.inner.put_if_absent(key, data)

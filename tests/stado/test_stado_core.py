@@ -11,7 +11,7 @@ from stado.jobs import Fenced, Submission
 from stado.objectstore.memory import MemoryStore
 from stado.spec import JobSpec
 
-from .faulty import LostResponses
+from .faulty import DroppedCreates, LostResponses
 
 AGENT = "agent-a"
 
@@ -303,3 +303,19 @@ def test_an_idle_poll_is_one_list_of_the_queue_and_never_lists_terminal_prefixes
         assert agent._claim_pass() == 0
     assert store.counts == {"PUT": 0, "GET": 0, "LIST": 5, "DELETE": 0}
     assert set(store.by_prefix) == {("LIST", "queue")}
+
+
+def test_a_claim_whose_create_landed_before_the_connection_dropped_is_ours():
+    inner = MemoryStore()
+    job = submit(inner)
+    won = claim(DroppedCreates(inner, landed=True), job["id"])
+    assert won is not None and won[0]["owner"] == AGENT
+    assert jobs.view(inner, job["id"]).state == "running" and list(inner.list(keys.QUEUE)) == []
+
+
+def test_a_claim_whose_create_never_landed_leaves_the_job_queued_for_the_next_pass():
+    inner = MemoryStore()
+    job = submit(inner)
+    assert claim(DroppedCreates(inner, landed=False), job["id"]) is None
+    assert jobs.view(inner, job["id"]).state == "queued"
+    assert claim(inner, job["id"]) is not None
