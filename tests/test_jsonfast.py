@@ -18,6 +18,7 @@ SAMPLES = [
 def test_same_output_and_round_trip(value):
     text = jsonfast.dumps(value)
     assert text == json.dumps(value, separators=(",", ":"))
+    assert jsonfast.dumps(value, sort_keys=True) == json.dumps(value, separators=(",", ":"), sort_keys=True)
     assert jsonfast.loads(text) == json.loads(text)
     assert jsonfast.loads(text.encode()) == json.loads(text)
 

@@ -55,14 +55,18 @@ def _unserialisable(value):
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-_encode = (_json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ":", ",", False, False,
-                              True) if _json else None)
+def _encoder(sort_keys: bool):
+    return _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ":", ",", sort_keys,
+                              False, True)
 
 
-def dumps(value) -> str:
-    """Compact JSON, as json.dumps(value, separators=(",", ":")) writes it."""
+_ENCODERS = {False: _encoder(False), True: _encoder(True)} if _json else None
+
+
+def dumps(value, sort_keys: bool = False) -> str:
+    """Compact JSON, as json.dumps(value, separators=(",", ":"), sort_keys=sort_keys) writes it."""
     if _json is None:
         import json
 
-        return json.dumps(value, separators=(",", ":"))
-    return "".join(_encode(value, 0))
+        return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys)
+    return "".join(_ENCODERS[bool(sort_keys)](value, 0))

@@ -1,6 +1,6 @@
 """Turning command-line flags and batch files into submissions (validated before anything is written)."""
-import json
 import os
+
 from .errors import BadInput
 from .jobs import Submission
 from .spec import (JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate)
@@ -55,6 +55,8 @@ def read_batch(path: str, defaults: Submission) -> list[Submission]:
 
 def _json_entries(path: str, text: str) -> list:
     try:
+        import json
+
         data = json.loads(text)
     except ValueError as e:
         raise BadInput(f"batch file {path} is not valid JSON ({e})") from None

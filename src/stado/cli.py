@@ -4,44 +4,70 @@ Exit codes: 0 done; 1 a failure while doing it; 2 bad input (nothing written); 3
 4 the object store is unreachable or refused the credentials; 5 artifacts failed verification.
 `stado job watch` exits with the job's own status (see docs/stado.md).
 """
-import argparse
-import json
 import os
 import sys
+
+from runkit.fastargs import Option, add_to_argparse, fast_parse
 
 from .errors import BadInput, StadoError
 
 PROG = "stado"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not argparse's usage block
-        raise BadInput(f"{message}; see `{self.prog} --help`")
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise ValueError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+# `stado submit` runs for every job: its options are a table that runkit.fastargs reads without
+# argparse (~20 ms with what it imports); argparse, built from the same table, gives help and errors.
+SUBMIT_OPTIONS = [
+    Option("--batch", "batch", metavar="FILE", help="one command per line, or a JSON/TOML list of jobs; all or nothing"),
+    Option("--name", "name", help="a display name; commands that take an id also take it"),
+    Option("--cores", "cores", convert=_whole, default=1, help="cores reserved (CARGO_BUILD_JOBS); default 1"),
+    Option("--memory", "memory", help="memory the job needs, e.g. 4G"),
+    Option("--accelerators", "accelerators", convert=_whole, default=0, help="accelerators the job needs"),
+    Option("--priority", "priority", convert=_whole, default=0,
+           help="higher runs first once the scheduler orders the queue"),
+    Option(("--capabilities", "--capability"), "capabilities", "append", metavar="CAP[,CAP]",
+           help="capabilities an agent must declare (repeatable)"),
+    Option("--provider", "provider", "append", metavar="NAME[,NAME]",
+           help="providers allowed to run it (the provider fence; repeatable; default any)"),
+    Option("--spot", "spot", default="allow", choices=("allow", "require", "never"), help="spot policy"),
+    Option("--cost-cap", "cost_cap", convert=_number, help="cost cap in US dollars"),
+    Option("--timeout", "timeout", help="stop the job after this long, e.g. 30m"),
+    Option("--retries", "retries", convert=_whole, default=0, help="more attempts after a failed one"),
+    Option("--input", "input", "append", metavar="JOB:NAME",
+           help="an artifact of another job, delivered into the work directory (repeatable)"),
+    Option("--json", "json", "flag", default=False),
+]
+
+
+def _parser():
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, not argparse's usage block
+            raise BadInput(f"{message}; see `{self.prog} --help`")
+
+    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     s = sub.add_parser("submit", help="queue a shell command (or a batch file of them)")
     s.add_argument("cmd", nargs="?", metavar="CMD", help="the shell command, run with /bin/sh -c")
-    s.add_argument("--batch", metavar="FILE", help="one command per line, or a JSON/TOML list of jobs; all or nothing")
-    s.add_argument("--name", help="a display name; commands that take an id also take it")
-    s.add_argument("--cores", type=_int, default=1, help="cores reserved (CARGO_BUILD_JOBS); default 1")
-    s.add_argument("--memory", help="memory the job needs, e.g. 4G")
-    s.add_argument("--accelerators", type=_int, default=0, help="accelerators the job needs")
-    s.add_argument("--priority", type=_int, default=0, help="higher runs first once the scheduler orders the queue")
-    s.add_argument("--capabilities", "--capability", action="append", default=[], metavar="CAP[,CAP]",
-                   help="capabilities an agent must declare (repeatable)")
-    s.add_argument("--provider", action="append", default=[], metavar="NAME[,NAME]",
-                   help="providers allowed to run it (the provider fence; repeatable; default any)")
-    s.add_argument("--spot", choices=("allow", "require", "never"), default="allow", help="spot policy")
-    s.add_argument("--cost-cap", type=_float, help="cost cap in US dollars")
-    s.add_argument("--timeout", help="stop the job after this long, e.g. 30m")
-    s.add_argument("--retries", type=_int, default=0, help="more attempts after a failed one")
-    s.add_argument("--input", action="append", default=[], metavar="JOB:NAME",
-                   help="an artifact of another job, delivered into the work directory (repeatable)")
-    s.add_argument("--json", action="store_true")
+    add_to_argparse(s, SUBMIT_OPTIONS)
 
     st = sub.add_parser("status", help="the queue by state, or one job")
     st.add_argument("id", nargs="?", metavar="ID")
@@ -49,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
 
     job = sub.add_parser("job", help="watch or rerun a job")
-    jsub = job.add_subparsers(dest="job_command", metavar="watch|rerun", parser_class=_Parser)
+    jsub = job.add_subparsers(dest="job_command", metavar="watch|rerun", parser_class=Parser)
     w = jsub.add_parser("watch", help="state changes and output, live, until the job ends")
     w.add_argument("id", metavar="ID")
     w.add_argument("--interval", type=_float, default=1.0, help="seconds between looks (default 1)")
@@ -64,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true")
 
     q = sub.add_parser("queue", help="pause or resume claiming")
-    qsub = q.add_subparsers(dest="queue_command", metavar="pause|resume", parser_class=_Parser)
+    qsub = q.add_subparsers(dest="queue_command", metavar="pause|resume", parser_class=Parser)
     qp = qsub.add_parser("pause", help="agents stop claiming; submissions are still accepted")
     qp.add_argument("--reason")
     qp.add_argument("--json", action="store_true")
@@ -72,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     qr.add_argument("--json", action="store_true")
 
     m = sub.add_parser("machine", help="machine-readable views")
-    msub = m.add_subparsers(dest="machine_command", metavar="status", parser_class=_Parser)
+    msub = m.add_subparsers(dest="machine_command", metavar="status", parser_class=Parser)
     ms = msub.add_parser("status", help="JSON: state, terminal, outcome, exit code, timestamps")
     ms.add_argument("id", metavar="ID")
 
@@ -97,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
 
     art = sub.add_parser("artifact", help="inside a job: stage files as its artifacts")
-    asub = art.add_subparsers(dest="artifact_command", metavar="put", parser_class=_Parser)
+    asub = art.add_subparsers(dest="artifact_command", metavar="put", parser_class=Parser)
     ap = asub.add_parser("put", help="stage files; the agent uploads them when the job ends")
     ap.add_argument("paths", nargs="*", metavar="PATH")
     ap.add_argument("--name", help="the artifact's name, for a single PATH (default: its base name)")
@@ -105,20 +131,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _int(text: str) -> int:
+    import argparse
+
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        return _whole(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _float(text: str) -> float:
+    import argparse
+
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return value
+        return _number(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _list(values: list[str]) -> tuple[str, ...]:
@@ -138,6 +165,8 @@ def _out(text: str) -> None:
 
 
 def _json(data) -> None:
+    import json
+
     _out(json.dumps(data, indent=None, sort_keys=True))
 
 
@@ -311,14 +340,27 @@ COMMANDS = {
 }
 
 
+def _fast_submit(argv: list[str]):
+    """`stado submit` with well-formed options, read without argparse; None to let argparse read it."""
+    if not argv or argv[0] != "submit":
+        return None
+    ns = fast_parse(argv[1:], SUBMIT_OPTIONS, max_positionals=1)
+    if ns is None:
+        return None
+    ns.command, ns.cmd = "submit", (ns.positionals[0] if ns.positionals else None)
+    return ns
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = _parser()
     try:
-        if not argv or argv[0] in ("-h", "--help", "help"):
-            parser.print_help(sys.stdout if argv else sys.stderr)
-            return 0 if argv else 2
-        args = parser.parse_args(argv)
+        args = _fast_submit(argv)
+        if args is None:
+            parser = _parser()
+            if not argv or argv[0] in ("-h", "--help", "help"):
+                parser.print_help(sys.stdout if argv else sys.stderr)
+                return 0 if argv else 2
+            args = parser.parse_args(argv)
         sub = getattr(args, f"{args.command}_command", None) if args.command in ("job", "queue", "machine",
                                                                                  "artifact") else None
         key = (args.command, sub) if sub is not None else (args.command,)

@@ -10,7 +10,7 @@ also has a `phase`: `running`, `finishing` (the outcome is decided and fenced; t
 is being written) or `cancelling` (an operator cancelled it; the owner stops the process group).
 `outcome` is separate from `state`, and `terminal` is decided here, from TERMINAL_STATES.
 """
-import json
+from runkit import jsonfast
 import time
 
 from .errors import CorruptDocument
@@ -41,13 +41,13 @@ def parse_iso(text: str | None) -> float | None:
 
 
 def encode(doc: dict) -> bytes:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return jsonfast.dumps(doc, sort_keys=True).encode()
 
 
 def decode(key: str, data: bytes, job_id: str | None = None) -> dict:
     """A stored job document, or CorruptDocument naming what is wrong with it."""
     try:
-        doc = json.loads(data)
+        doc = jsonfast.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise CorruptDocument(key, f"not JSON: {str(e)[:80]}") from None
     if not isinstance(doc, dict):

@@ -10,7 +10,8 @@ obstore is imported only when a cloud store is opened: the CLI pays nothing for 
 The functions above the class are pure, so GCS's rules are unit-tested without a server.
 """
 import re
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from .base import (AccessDenied, AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, StoreError,
                    StoreUnavailable, Version, check_key, dir_prefix)

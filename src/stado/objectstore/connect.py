@@ -31,7 +31,7 @@ request: an unreachable endpoint or refused credentials surface, as StoreUnavail
 AccessDenied with a one-line message, on the first operation.
 """
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
 
 from .base import ConfigError, ObjectStore
 
@@ -62,7 +62,7 @@ DEFAULT_CLIENT = {"connect_timeout": 5, "timeout": 60, "max_retries": 4, "retry_
 _memory_stores: dict[str, ObjectStore] = {}
 
 
-def open_store(url: str, options: Mapping[str, Any] | None = None, *,
+def open_store(url: str, options: Mapping[str, object] | None = None, *,
                env: Mapping[str, str] | None = None) -> ObjectStore:
     """The store `url` names. `options` are the non-secret settings above; credentials come from
     `env` (default os.environ). Raises ConfigError for a URL or option that cannot work."""
@@ -108,7 +108,7 @@ def default_store_dir(env: Mapping[str, str]) -> str:
     return os.path.join(data_home, "stado", "store")
 
 
-def load_config(path: str) -> tuple[str, dict[str, Any]]:
+def load_config(path: str) -> tuple[str, dict[str, object]]:
     """(url, options) from a STADO_CONFIG file; ConfigError names the file and the fix."""
     import tomllib
 
@@ -180,7 +180,7 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
     from .cloud import CloudStore
 
     client, retry = _client_settings(options)
-    config: dict[str, Any] = {}
+    config: dict[str, object] = {}
     for var, key in CREDENTIAL_ENV[provider]:
         if env.get(var) and key not in config:
             config[key] = env[var]

@@ -26,7 +26,7 @@ import os
 import stat as stat_mod
 import time
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from runkit.durable import fsync_dir, write_temp
 

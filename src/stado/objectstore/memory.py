@@ -2,7 +2,7 @@
 import itertools
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from .base import AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key, dir_prefix
 
