@@ -33,11 +33,23 @@ def test_watch_follows_state_and_output_live_until_terminal(stado_env, tmp_path)
         import subprocess
 
         from .support import STADO
+        import threading
+
         watcher = subprocess.Popen([STADO, "job", "watch", job, "--interval", "0.1"], env=stado_env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: machine_status(stado_env, job)["state"] == "running", message="job running")
+        seen = []
+        reader = threading.Thread(target=lambda: seen.extend(iter(watcher.stderr.readline, "")), daemon=True)
+        reader.start()
+        # Release the job only once the watcher has reported it running, so no poll can miss that state.
+        wait_for(lambda: any("running on local@testhost" in line for line in seen), timeout=30,
+                 message="the watcher to report the job running")
         gate.touch()
-        out, err = watcher.communicate(timeout=30)
+        out = watcher.stdout.read()
+        watcher.wait(timeout=30)
+        reader.join(timeout=10)
+        watcher.stdout.close()
+        watcher.stderr.close()
+        err = "".join(seen)
         assert watcher.returncode == 0
         assert out.splitlines() == ["first", "second"]
         assert "running on local@testhost" in err and "completed: succeeded" in err
