@@ -4,6 +4,8 @@ import os
 import signal
 import time
 
+from stado.objectstore import NotFound
+
 from .support import (Agent, machine_status, pids_with_env, run_until_idle, stado, status_json, submit,
                       group_alive, wait_for)
 
@@ -143,9 +145,12 @@ def test_sigterm_stops_claiming_and_lets_the_running_job_finish(stado_env, tmp_p
         second = submit(stado_env, "true")  # a free slot, but the agent is stopping
 
         def pulses():
-            return json.loads(store.get(f"status/{first}/heartbeat").data)["generation"]
+            try:
+                return json.loads(store.get(f"status/{first}/heartbeat").data)["generation"]
+            except NotFound:
+                return 0  # its first pulse comes with the first renewal, one tick after the start
 
-        seen = pulses()
+        seen = wait_for(pulses, message="the job's first heartbeat")
         wait_for(lambda: pulses() >= seen + 3, message="three more agent ticks")  # it would have claimed by now
         assert agent.proc.poll() is None  # still there: its job runs on
         gate.touch()
