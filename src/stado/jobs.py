@@ -91,9 +91,13 @@ def replace(store: ObjectStore, key: str, doc: dict, version: Version) -> tuple[
 
 
 def records(store: ObjectStore, job_id: str) -> dict[str, tuple[dict, Version]]:
-    """Every record the job has, by state (normally one; two while a move is under way)."""
+    """Every record the job has, by state (normally one; two while a move is under way).
+
+    Read in lifecycle order (queued, running, terminal): every move writes its new record before it
+    deletes the old one, so a job that moves on between two reads is found in the later state. (Which
+    record wins is decided afterwards, terminal first, by documents.resolve.)"""
     found = {}
-    for state in keys.TERMINAL_STATES + ("running", "queued"):
+    for state in ("queued", "running") + keys.TERMINAL_STATES:
         got = read(store, keys.state_key(state, job_id), job_id)
         if got is not None:
             found[state] = got
@@ -101,11 +105,12 @@ def records(store: ObjectStore, job_id: str) -> dict[str, tuple[dict, Version]]:
 
 
 def view(store: ObjectStore, job_id: str) -> d.JobView:
-    recs = records(store, job_id)
-    v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
-    if v is None:
-        raise JobNotFound(f"no job {job_id}: check the id with `stado status`")
-    return v
+    for _ in range(3):  # a move back to an earlier state (a requeue) can slip between reads: look again
+        recs = records(store, job_id)
+        v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
+        if v is not None:
+            return v
+    raise JobNotFound(f"no job {job_id}: check the id with `stado status`")
 
 
 def find(store: ObjectStore, selector: str) -> str:
