@@ -28,7 +28,9 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview
     """One LIST per prefix, then one GET per job shown (the record that states its truth)."""
     out = Overview()
     present: dict[str, list[str]] = {}
-    for state in keys.TERMINAL_STATES + ("running", "queued"):
+    # Listed in lifecycle order, so a job that moves on between two listings (new record first, old one
+    # deleted after) is seen in the later state rather than in neither.
+    for state in ("queued", "running") + keys.TERMINAL_STATES:
         prefix = keys.STATE_PREFIXES[state]
         for entry in store.list(prefix):
             job_id = keys.job_id_of(entry.key, prefix)
@@ -36,9 +38,11 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview
                 out.problems.append(f"{entry.key}: unexpected key under {prefix}: not a job document; ignored")
                 continue
             present.setdefault(job_id, []).append(state)
+    resolution = keys.TERMINAL_STATES + ("running", "queued")
     by_state: dict[str, list[str]] = {}
     for job_id, states in present.items():
-        by_state.setdefault(states[0], []).append(job_id)  # states are in resolution order
+        states.sort(key=resolution.index)  # terminal first: the documented order readers resolve in
+        by_state.setdefault(states[0], []).append(job_id)
     out.counts = {state: len(ids) for state, ids in by_state.items()}
     finished = sorted((i for s in keys.TERMINAL_STATES for i in by_state.get(s, [])), reverse=True)
     shown_finished = set(finished if finished_limit is None else finished[:finished_limit])
