@@ -91,21 +91,20 @@ def _print_json(data) -> None:
 
 
 def _duration(flag: str):
-    def parse(text: str) -> float:
-        from runkit.durations import parse_duration
-
-        try:
-            return parse_duration(text)
-        except ValueError as e:
-            raise _bad(f"{flag}: {e}")
-
-    return parse
-
-
-def _bad(message: str):
+    """An argparse type for a duration flag (the same conversion `jobman run` uses)."""
     import argparse
 
-    return argparse.ArgumentTypeError(message)
+    from .run_args import duration_value
+
+    convert = duration_value(flag)
+
+    def parse(text: str) -> float:
+        try:
+            return convert(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
 
 
 # --- run -----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ def _whole(flag: str):
     return convert
 
 
-def _duration(flag: str):
+def duration_value(flag: str):
     def convert(text: str) -> float:
         from runkit.durations import parse_duration
 
@@ -47,21 +47,21 @@ OPTIONS = [
     Option("--after", "deps", "append", tag="end", metavar="JOB", help="start after JOB ended, whatever its outcome"),
     Option("--not-before", "not_before", metavar="TIME",
            help="do not start before TIME (ISO 8601, HH:MM, or @UNIX_SECONDS)"),
-    Option("--delay", "delay", convert=_duration("--delay"), metavar="D",
+    Option("--delay", "delay", convert=duration_value("--delay"), metavar="D",
            help="do not start before D from now (e.g. 30s, 5m)"),
     Option("--retries", "retries", convert=_whole("--retries"), default=0, metavar="N",
            help="up to N more attempts after a failed one"),
     Option("--retryable-exit-code", "exit_codes", "append", convert=_whole("--retryable-exit-code"), metavar="C",
            help="retry only these exit codes (repeatable; default: any non-zero exit)"),
-    Option("--retry-delay", "retry_delay", convert=_duration("--retry-delay"), default=0.0, metavar="D",
+    Option("--retry-delay", "retry_delay", convert=duration_value("--retry-delay"), default=0.0, metavar="D",
            help="wait D before each retry"),
     Option("--retry-backoff", "retry_backoff", default="constant", choices=("constant", "exponential"),
            help="exponential doubles the delay after each failed attempt"),
-    Option("--retry-max-delay", "retry_max_delay", convert=_duration("--retry-max-delay"), metavar="D",
+    Option("--retry-max-delay", "retry_max_delay", convert=duration_value("--retry-max-delay"), metavar="D",
            help="cap of the exponential backoff (default 1h)"),
     Option("--retry-on-timeout", "retry_on_timeout", "flag", default=False, help="also retry an attempt that timed out"),
-    Option("--timeout", "timeout", convert=_duration("--timeout"), metavar="D", help="time limit of each attempt"),
-    Option("--kill-after", "kill_after", convert=_duration("--kill-after"), metavar="D",
+    Option("--timeout", "timeout", convert=duration_value("--timeout"), metavar="D", help="time limit of each attempt"),
+    Option("--kill-after", "kill_after", convert=duration_value("--kill-after"), metavar="D",
            help="SIGKILL this long after SIGTERM, on timeout or cancel (default 10s)"),
     Option("--group", "group", default="default", metavar="NAME",
            help="concurrency group (default: default, limit = CPUs)"),
