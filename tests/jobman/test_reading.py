@@ -3,6 +3,7 @@ import json
 import signal
 import subprocess
 
+from tests.helpers import wait_for
 from tests.jobman.conftest import JOBMAN
 
 
@@ -38,6 +39,8 @@ def test_logs_and_tail(jobman):
 
 def test_logs_of_a_job_that_has_not_started(jobman):
     job_id = jobman.run("true", opts=["--delay", "1h"])
+    # The reason is the supervisor's to record; until it has looked, the job is only "starting".
+    wait_for(lambda: jobman.state(job_id)["phase"] == "waiting", timeout=20)
     result = jobman("logs", job_id)
     assert result.returncode == 0 and result.stdout == ""
     assert "has not started" in result.stderr and "not before" in result.stderr
