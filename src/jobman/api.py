@@ -223,17 +223,11 @@ def _stop_lost_target(st: State, job_id: str) -> dict:
     if attempt is None or attempt["pid"] is None:
         return {"message": "lost before any target process was recorded: nothing to stop"}
     if not reconcile.target_alive(attempt):
-        return {"message": f"lost; its target (pid {attempt['pid']}) no longer exists or that pid is now another "
-                           f"process, so nothing was signalled"}
+        return {"message": f"lost; nothing of its target tree is alive: pid {attempt['pid']} no longer exists or that "
+                           f"pid is now another process, so nothing was signalled"}
     spec = json_loads(queries.spec_json(st.conn, job_id))
-    pid, start = attempt["pid"], attempt["start_time"]
-    root = proc.stat(pid)
-    proc.signal_tree(pid, 15, include_root_stat=root)
-    give_up = time.time() + spec.get("kill_after", 10.0)
-    while time.time() < give_up and proc.verify(pid, start, attempt["boot_id"]):
-        time.sleep(0.05)
-    if proc.verify(pid, start, attempt["boot_id"]):
-        proc.signal_tree(pid, 9, include_root_stat=proc.stat(pid))
+    pid = attempt["pid"]
+    proc.stop_orphaned_tree(pid, attempt["start_time"], attempt["boot_id"], grace=spec.get("kill_after", 10.0))
     transitions.add_attempt_note(st.conn, job_id, "lost_target_stopped", time.time(), pid=pid)
     st.reconcile()  # its slot can be released now
     return {"message": f"lost; its target tree (pid {pid}) was still alive and has been stopped; "

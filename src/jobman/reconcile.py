@@ -23,10 +23,13 @@ WHERE s.phase != 'finished'
 
 
 def target_alive(attempt) -> bool:
-    """Whether an attempt's recorded target process still verifies."""
+    """Whether anything of an attempt's target tree still lives: the recorded root if it verifies, else
+    what is left of its session and process group (a daemonised grandchild outlives its parent)."""
     if attempt is None or attempt["pid"] is None:
         return False
-    return proc.verify(attempt["pid"], attempt["start_time"], attempt["boot_id"])
+    if proc.verify(attempt["pid"], attempt["start_time"], attempt["boot_id"]):
+        return True
+    return bool(proc.orphaned_tree(attempt["pid"], attempt["start_time"], attempt["boot_id"]))
 
 
 def run(conn, home: str, now: float) -> list[tuple[str, str]]:

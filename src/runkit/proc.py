@@ -279,14 +279,10 @@ def signal_exact(pid: int, start_time: int, sig: int) -> bool:
         os.close(pidfd)
 
 
-def signal_tree(root: int, sig: int, include_root_stat: Stat | None = None) -> int:
-    """Signal every live descendant of `root` (and `include_root_stat`'s process, if given), each one
-    identity-checked. Returns how many were signalled."""
-    targets = descendants(root)
-    if include_root_stat is not None:
-        targets.insert(0, include_root_stat)
+def signal_tree(root: int, sig: int) -> int:
+    """Signal every live descendant of `root`, each one identity-checked. Returns how many were signalled."""
     count = 0
-    for st in targets:
+    for st in descendants(root):
         if st.alive and signal_exact(st.pid, st.start_time, sig):
             count += 1
     return count
@@ -294,6 +290,53 @@ def signal_tree(root: int, sig: int, include_root_stat: Stat | None = None) -> i
 
 def live_descendants(root: int) -> list[Stat]:
     return [st for st in descendants(root) if st.alive]
+
+
+def orphaned_tree(pid: int | None, start_time: int | None, boot: str | None) -> list[Stat]:
+    """The live processes of a target tree whose watcher is gone: the root itself if it still verifies,
+    every member of the session and process group it led (a double fork keeps both, but its parent
+    becomes init, so no walk of children finds it), and everything below those.
+
+    POSIX forbids reusing a pid while a process group or session with that id exists, so members with
+    that sid or pgid are ours, unless the pid now belongs to a different process (then our session
+    ended before it was reused). Members must also have started no earlier than the root."""
+    if pid is None or start_time is None or boot is None or pid <= 0 or boot != boot_id():
+        return []
+    root = stat(pid)
+    if root is not None and root.start_time != start_time:
+        return []  # the pid is someone else's now, so our session and group ended before that
+    stats = all_stats()
+    members = [st for st in stats if st.alive and (st.sid == pid or st.pgid == pid) and st.start_time >= start_time]
+    found = {st.pid: st for st in members}
+    for member in members:
+        for below in descendants(member.pid, stats):
+            if below.alive:
+                found.setdefault(below.pid, below)
+    return list(found.values())
+
+
+def stop_orphaned_tree(pid: int, start_time: int, boot: str, grace: float, poll: float = 0.05) -> bool:
+    """SIGTERM every process of orphaned_tree(), then SIGKILL what is left after `grace` seconds; every
+    signal identity-checked. Returns whether anything was found to stop."""
+    import signal
+    import time
+
+    tree = orphaned_tree(pid, start_time, boot)
+    if not tree:
+        return False
+    for st in tree:
+        signal_exact(st.pid, st.start_time, signal.SIGTERM)
+    give_up = time.monotonic() + grace
+    while (tree := orphaned_tree(pid, start_time, boot)) and time.monotonic() < give_up:
+        time.sleep(poll)
+    for _ in range(50):  # a process may fork while we kill: go round until the tree is empty
+        if not tree:
+            break
+        for st in tree:
+            signal_exact(st.pid, st.start_time, signal.SIGKILL)
+        time.sleep(poll)
+        tree = orphaned_tree(pid, start_time, boot)
+    return True
 
 
 def reap_children() -> list[tuple[int, int]]:

@@ -99,6 +99,30 @@ def test_cancel_of_a_lost_job_stops_its_tree_only_if_it_verifies(jobman):
     assert "lost_target_stopped" in [e["kind"] for e in jobman.show(job_id)["events"]]
 
 
+def test_a_lost_job_is_alive_while_a_daemonised_child_of_its_target_lives(jobman, tmp_path):
+    """The root exits after the supervisor is gone, but a double-forked child (same session, parent init)
+    goes on: the job keeps its slot, shows its tree alive, and cancel stops that child."""
+    jobman("group", "set", "solo", "--limit", "1", check=True)
+    tag, flag = marker(), tmp_path / "flag"
+    job_id = jobman.run("sh", "-c", f"({sleeper(tag)} &); while [ ! -e {flag} ]; do sleep 0.05; done",
+                        opts=["--group", "solo"])
+    root = target_of(jobman, job_id)["pid"]
+    wait_for(lambda: pids_with_marker(tag), message="the daemonised child")
+    _lose(jobman, job_id)
+    flag.touch()
+    wait_for(lambda: not alive(root), message="the root to exit")
+    nxt = jobman.run("true", opts=["--group", "solo"])
+    wait_for(lambda: jobman.state(nxt)["waiting_for"] == "slot", message="the next job to wait for the slot")
+    jobman("reconcile", check=True)
+    assert jobman.show(job_id)["target_alive"] is True and jobman.state(job_id)["slot_held"] == 1
+    assert jobman.state(nxt)["phase"] == "waiting"
+    result = jobman("cancel", job_id, check=True)
+    assert "has been stopped" in result.stdout
+    assert not pids_with_marker(tag)
+    assert jobman.show(job_id)["target_alive"] is False
+    assert jobman("wait", nxt, "--timeout", "20s").returncode == 0
+
+
 def test_forged_target_identity_is_never_signalled(jobman):
     """PID reuse: the recorded start time no longer matches the process with that pid."""
     tag = marker()
