@@ -76,9 +76,26 @@ def _parser(prog: str, description: str):
     import argparse
 
     class Parser(argparse.ArgumentParser):
+        def parse_known_args(self, args=None, namespace=None):
+            from runkit.fastargs import join_negative_values
+
+            args = sys.argv[1:] if args is None else list(args)
+            return super().parse_known_args(join_negative_values(args, self._takes_value), namespace)
+
+        def _takes_value(self, flag: str) -> bool:
+            action = self._option_string_actions.get(flag)
+            if action is None and flag.startswith("--") and self.allow_abbrev:
+                found = {a for s, a in self._option_string_actions.items() if s.startswith(flag)}
+                action = found.pop() if len(found) == 1 else None
+            return action is not None and action.nargs in (None, 1, "?")
+
         def error(self, message):  # one line, not usage + message
             from .errors import BadInput
 
+            if message.startswith("argument "):  # "argument --delay: --delay: ..." says the flag once
+                names, sep, rest = message[len("argument "):].partition(": ")
+                if sep and any(rest.startswith(name + ":") for name in names.split("/")):
+                    message = rest
             raise BadInput(f"{self.prog}: {message} (see {self.prog} --help)")
 
     return Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -12,14 +12,21 @@ def parse_duration(text: str) -> float:
     """
     s = text.strip().lower()
     if not s:
-        raise ValueError("empty duration")
+        raise ValueError("empty duration: use a number with ms, s, m, h or d (e.g. 30s, 5m)")
+    if s.startswith("-"):
+        try:
+            parse_duration(s[1:])
+        except ValueError:
+            pass
+        else:
+            raise ValueError(f"bad duration {text!r}: must be >= 0 (e.g. 30s, 5m)")
     try:
         value = float(s)
     except ValueError:
         value = None
     if value is not None:
         if value < 0 or value != value or value == float("inf"):
-            raise ValueError(f"duration must be a finite number >= 0, got {text!r}")
+            raise ValueError(f"bad duration {text!r}: must be a finite number >= 0 (e.g. 30s, 5m)")
         return value
     total, i, n = 0.0, 0, len(s)
     while i < n:

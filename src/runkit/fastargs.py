@@ -87,6 +87,31 @@ def fast_parse(tokens: list[str], options: list[Option], max_positionals: int) -
     return Namespace(positionals=positionals, **values)
 
 
+def join_negative_values(tokens: list[str], takes_value) -> list[str]:
+    """`--opt -1s` -> `--opt=-1s` when `takes_value(token)` says the option takes a value and the next
+    token looks like a negative number ('-' then a digit or '.'). argparse would read `-1s` as an
+    unknown option and report only "expected one argument"; joined, the value reaches the option's
+    converter, whose message names the real problem. Nothing after `--` is touched."""
+    out, i = [], 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "--":
+            out.extend(tokens[i:])
+            break
+        if (i + 1 < len(tokens) and _looks_negative(tokens[i + 1]) and token.startswith("-") and "=" not in token
+                and takes_value(token)):
+            out.append(f"{token}={tokens[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def _looks_negative(token: str) -> bool:
+    return len(token) > 1 and token[0] == "-" and (token[1].isdigit() or token[1] == ".")
+
+
 def add_to_argparse(parser, options: list[Option]) -> None:
     """Declare the same options on an argparse parser (whose errors then speak for the table)."""
     import argparse

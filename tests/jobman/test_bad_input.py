@@ -71,3 +71,23 @@ def test_bad_window_setting(jobman):
     result = jobman("run", "--", "true", env={"JOBMAN_LEASE": "1s", "JOBMAN_RENEW_INTERVAL": "2s"})
     assert_one_line_error(result, "JOBMAN_RENEW_INTERVAL", "shorter")
     assert not jobman.home.exists()
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["run", "--delay", "-1s", "--", "true"], "--delay"),
+    (["run", "--delay=-1s", "--", "true"], "--delay"),
+    (["run", "--delay", "-5", "--", "true"], "--delay"),
+    (["run", "--timeout", "-1s", "--", "true"], "--timeout"),
+    (["run", "--retry-delay", "-1m", "--", "true"], "--retry-delay"),
+    (["run", "--kill-after", "-.5s", "--", "true"], "--kill-after"),
+    (["run", "--retry-max-delay", "-1h", "--", "true"], "--retry-max-delay"),
+    (["wait", "--timeout", "-1s", "some-job"], "--timeout"),
+    (["wait", "some-job", "--timeout=-1s"], "--timeout"),
+    (["prune", "--older-than", "-1h"], "--older-than"),
+])
+def test_negative_duration_names_the_problem(jobman, args, flag):
+    """`-1s` looks like an option to argparse: the error must still say what is wrong with the value."""
+    result = jobman(*args)
+    assert_one_line_error(result, f"{flag}: bad duration", "must be >= 0")
+    assert "expected one argument" not in result.stderr
+    assert not jobman.home.exists()

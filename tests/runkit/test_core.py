@@ -101,3 +101,14 @@ def test_time_and_slot_verdicts():
                                   {"detail": "ended with exit code 3", "at": 1796010814.728362}])
 def test_event_encoding_is_json(data):
     assert json.loads(encode_flat(data)) == data
+
+
+def test_join_negative_values():
+    from runkit.fastargs import join_negative_values
+
+    takes = {"--delay", "-n"}.__contains__
+    assert join_negative_values(["--delay", "-1s", "--json", "-5", "-n", "-.5", "--", "--delay", "-1"], takes) == \
+        ["--delay=-1s", "--json", "-5", "-n=-.5", "--", "--delay", "-1"]
+    assert join_negative_values(["--delay", "-x", "--delay=-1"], takes) == ["--delay", "-x", "--delay=-1"]
+    with pytest.raises(ValueError, match="must be >= 0"):
+        parse_duration("-1s")
