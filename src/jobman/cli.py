@@ -159,7 +159,7 @@ def _build_spec(ns, command: list[str]):
             raise BadInput(f"--retryable-exit-code must be between 0 and 255, got {code}")
     now = time.time()
     not_before = None
-    if ns.not_before:
+    if ns.not_before is not None:
         try:
             not_before = parse_time(ns.not_before, now)
         except ValueError as e:

@@ -3,13 +3,11 @@ import json
 import shlex
 import time
 
-from runkit.durations import format_duration
+from runkit.durations import format_duration, format_time
 
 
 def _when(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return "-" if ts is None else format_time(ts)
 
 
 def _ago(ts: float | None, now: float) -> str:

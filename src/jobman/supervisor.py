@@ -12,6 +12,7 @@ import sys
 import time
 
 from runkit import proc
+from runkit.durations import format_time
 from runkit.hashing import sha256
 from runkit.ids import is_uuid, uuid7
 from runkit.jsonfast import loads
@@ -242,7 +243,7 @@ class Supervisor:
             gate, until = scheduling.time_verdict(self.spec.get("not_before"), retry_at, now)
             if gate != "ready":
                 label = "not before" if gate == "not_before" else "retry delay until"
-                self._wait(gate, f"{label} {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(until))}",
+                self._wait(gate, f"{label} {format_time(until)}",
                            until, now, keep_detail=gate == "retry")
                 continue
             number = snap["attempts"] + 1

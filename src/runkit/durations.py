@@ -1,6 +1,8 @@
 """Parsing and printing of durations, sizes and times given on command lines (pure)."""
+import time
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+MAX_DURATION = 100 * 365 * 86400.0  # longer is a typo, and now + MAX_DURATION stays a representable time
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
                "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 
@@ -27,7 +29,7 @@ def parse_duration(text: str) -> float:
     if value is not None:
         if value < 0 or value != value or value == float("inf"):
             raise ValueError(f"bad duration {text!r}: must be a finite number >= 0 (e.g. 30s, 5m)")
-        return value
+        return _bounded(value, text)
     total, i, n = 0.0, 0, len(s)
     while i < n:
         j = i
@@ -44,13 +46,21 @@ def parse_duration(text: str) -> float:
         except ValueError:
             raise ValueError(f"malformed duration {text!r}") from None
         i = k
-    return total
+    return _bounded(total, text)
+
+
+def _bounded(seconds: float, text: str) -> float:
+    if seconds > MAX_DURATION:  # float() turns a very long number into inf: caught here too
+        raise ValueError(f"bad duration {text!r}: must be at most 100 years (36500d)")
+    return seconds
 
 
 def format_duration(seconds: float | None) -> str:
     """A short human form: 850ms, 12.3s, 4m05s, 2h03m, 3d04h."""
     if seconds is None:
         return "-"
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return repr(seconds)
     if seconds < 0:
         return "-" + format_duration(-seconds)
     if seconds < 1:
@@ -91,11 +101,14 @@ def parse_time(text: str, now: float) -> float:
     import datetime
 
     s = text.strip()
+    if not s:
+        raise ValueError("empty time: use ISO 8601 (2026-12-01T09:30), HH:MM, or @UNIX_SECONDS")
     if s.startswith("@"):
         try:
-            return float(s[1:])
+            at = float(s[1:])
         except ValueError:
             raise ValueError(f"malformed time {text!r}: @ must be followed by unix seconds") from None
+        return _representable(at, text)
     if len(s) in (5, 8) and s[2] == ":":
         try:
             parts = [int(p) for p in s.split(":")]
@@ -109,4 +122,31 @@ def parse_time(text: str, now: float) -> float:
         when = datetime.datetime.fromisoformat(s)
     except ValueError:
         raise ValueError(f"malformed time {text!r}: use ISO 8601 (2026-12-01T09:30), HH:MM, or @UNIX_SECONDS") from None
-    return when.timestamp()
+    try:
+        at = when.timestamp()
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"bad time {text!r}: out of range (years 1 to 9999)") from None
+    return _representable(at, text)
+
+
+def _representable(at: float, text: str) -> float:
+    """`at` if it is a finite time that local time can show (years 1 to 9999), else ValueError."""
+    import datetime
+
+    if at != at or at in (float("inf"), float("-inf")):
+        raise ValueError(f"bad time {text!r}: must be a finite number of unix seconds")
+    try:
+        datetime.datetime.fromtimestamp(at)
+        time.localtime(at)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"bad time {text!r}: out of range (years 1 to 9999)") from None
+    return at
+
+
+def format_time(at) -> str:
+    """A local date and time, '2026-12-01 09:30:00'. A value local time cannot show (a record written
+    before times were checked, or damaged) comes back as the raw value: printing never raises."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+    except (OverflowError, OSError, ValueError, TypeError):
+        return repr(at)

@@ -1,4 +1,5 @@
 """Retry policy (pure): is an attempt's end retryable, and how long to wait before the next one."""
+from runkit.durations import MAX_DURATION
 
 
 def is_retryable(policy: dict, attempt: int, exit_code: int | None, signal: int | None, timed_out: bool) -> bool:
@@ -23,8 +24,8 @@ def retry_delay(policy: dict, attempt: int) -> float:
     """Seconds to wait after attempt `attempt` failed, before attempt + 1 starts."""
     delay = float(policy.get("delay", 0.0))
     if policy.get("backoff") == "exponential":
-        delay *= 2 ** (attempt - 1)
+        delay *= 2.0 ** min(attempt - 1, 64)  # a long run of retries must not overflow
         cap = policy.get("max_delay")
         if cap is not None:
             delay = min(delay, float(cap))
-    return delay
+    return min(delay, MAX_DURATION)

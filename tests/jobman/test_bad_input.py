@@ -91,3 +91,49 @@ def test_negative_duration_names_the_problem(jobman, args, flag):
     assert_one_line_error(result, f"{flag}: bad duration", "must be >= 0")
     assert "expected one argument" not in result.stderr
     assert not jobman.home.exists()
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--delay", "1e300"], ["--delay", "at most 100 years"]),
+    (["--delay", "99999999999999999999d"], ["--delay", "at most 100 years"]),
+    (["--retry-delay", "1e300"], ["--retry-delay", "at most 100 years"]),
+    (["--timeout", "1e300"], ["--timeout", "at most 100 years"]),
+    (["--kill-after", "1e300"], ["--kill-after", "at most 100 years"]),
+    (["--retry-max-delay", "1e300"], ["--retry-max-delay", "at most 100 years"]),
+    (["--not-before", "@1e400"], ["--not-before", "'@1e400'"]),
+    (["--not-before", "@nan"], ["--not-before", "'@nan'"]),
+    (["--not-before", "@1e14"], ["--not-before", "out of range"]),
+    (["--not-before", ""], ["--not-before", "empty time"]),
+    (["--not-before", "  "], ["--not-before", "empty time"]),
+])
+def test_out_of_range_times_are_refused(jobman, args, needles):
+    result = jobman("run", *args, "--", "true")
+    assert_one_line_error(result, *needles)
+    assert not jobman.home.exists()
+
+
+def test_unrepresentable_stored_time_cannot_crash_a_supervisor_or_show(jobman):
+    """A record written before times were checked (here: not before 1e300) is shown as the raw number."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers import wait_for
+
+    script = ("import os; from jobman import api, spec as s\n"
+              "sp = s.build(argv=['true'], cwd=None, env_policy='inherit', env_pairs=[], environ=os.environ, name='old',"
+              " group='default', priority=0, not_before=1e300, retry=s.default_retry(), timeout=None, kill_after=10.0,"
+              " log_limit=s.DEFAULT_LOG_LIMIT, separate_stderr=False, windows=s.windows_from_env(os.environ))\n"
+              "print(api.run(sp, [])['id'])\n")
+    made = subprocess.run([sys.executable, "-c", script], env=jobman.env, capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    job_id = made.stdout.strip()
+    state = wait_for(lambda: (s := jobman.state(job_id))["phase"] == "waiting" and s, message="the job to wait")
+    assert state["waiting_for"] == "not_before" and "1e+300" in state["wait_detail"]
+    shown = jobman("show", job_id, check=True)
+    assert "not before:  1e+300" in shown.stdout
+    listed = jobman("list", check=True)
+    assert "1e+300" in listed.stdout
+    assert json.loads(jobman("list", "--json", check=True).stdout)[0]["phase"] == "waiting"
+    jobman("cancel", job_id, check=True)
+    assert jobman.wait_finished(job_id)["outcome"] == "cancelled"

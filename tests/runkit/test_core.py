@@ -112,3 +112,21 @@ def test_join_negative_values():
     assert join_negative_values(["--delay", "-x", "--delay=-1"], takes) == ["--delay", "-x", "--delay=-1"]
     with pytest.raises(ValueError, match="must be >= 0"):
         parse_duration("-1s")
+
+
+def test_durations_and_times_stay_in_range():
+    for bad in ("1e300", "36501d", "9" * 400 + "s", "99999999999999999999d"):
+        with pytest.raises(ValueError, match="at most 100 years"):
+            parse_duration(bad)
+    assert parse_duration("36500d") == 36500 * 86400
+    now = time.time()
+    for bad in ("@1e400", "@nan", "@inf", "@-inf", "@1e14", "@-1e14", "", " "):
+        with pytest.raises(ValueError):
+            parse_time(bad, now)
+    assert parse_time("9999-12-30T00:00", now) > now
+    from runkit.durations import format_time
+
+    assert [format_time(v) for v in (1e300, float("nan"), "junk")] == ["1e+300", "nan", "'junk'"]
+    assert format_duration(float("inf")) == "inf"
+    endless = {"retries": 10**6, "delay": 1.0, "backoff": "exponential", "max_delay": None}
+    assert retry.retry_delay(endless, 10**6) == 100 * 365 * 86400.0
