@@ -10,6 +10,8 @@ from . import db, doorbell, home as homes, queries, reconcile, selectors, transi
 from .errors import BadInput, NotFound
 from .outcomes import exit_status
 
+MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
+
 
 class State:
     """An open jobman home: its directory and a database connection."""
@@ -237,8 +239,8 @@ def _stop_lost_target(st: State, job_id: str) -> dict:
 def group_set(name: str, limit: int, environ=os.environ) -> dict:
     if not name or not all(c.isalnum() or c in "-_." for c in name):
         raise BadInput(f"bad group name {name!r}: use letters, digits, '-', '_' or '.'")
-    if limit < 0:
-        raise BadInput(f"bad limit {limit}: use 0 (paused) or more")
+    if not 0 <= limit <= MAX_GROUP_LIMIT:
+        raise BadInput(f"bad limit {limit}: use 0 (paused) up to {MAX_GROUP_LIMIT}")
     st = State(environ)
     with db.Transaction(st.conn):
         st.conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?) ON CONFLICT(name) DO UPDATE"

@@ -94,7 +94,7 @@ def _parser(prog: str, description: str):
 
             if message.startswith("argument "):  # "argument --delay: --delay: ..." says the flag once
                 names, sep, rest = message[len("argument "):].partition(": ")
-                if sep and any(rest.startswith(name + ":") for name in names.split("/")):
+                if sep and any(rest.startswith((name + ":", name + " ")) for name in names.split("/")):
                     message = rest
             raise BadInput(f"{self.prog}: {message} (see {self.prog} --help)")
 
@@ -152,11 +152,6 @@ def _build_spec(ns, command: list[str]):
 
     if not command:
         raise BadInput("no command given: put the command after --, as in: jobman run -- COMMAND [ARG...]")
-    if ns.retries < 0:
-        raise BadInput(f"--retries must be 0 or more, got {ns.retries}")
-    for code in ns.exit_codes or ():
-        if not 0 <= code <= 255:
-            raise BadInput(f"--retryable-exit-code must be between 0 and 255, got {code}")
     now = time.time()
     not_before = None
     if ns.not_before is not None:

@@ -12,12 +12,20 @@ DESCRIPTION = (
 from runkit.fastargs import Option, add_to_argparse, fast_parse, to_namespace
 
 
-def _whole(flag: str):
+INT32 = (-2**31, 2**31 - 1)
+MAX_RETRIES = 1_000_000
+
+
+def whole_number(flag: str, low: int, high: int):
+    """A converter to a whole number in [low, high] (SQLite and the supervisor's arithmetic need a bound)."""
     def convert(text: str) -> int:
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
-            raise ValueError(f"{flag} takes a whole number, got {text!r}") from None
+            raise ValueError(f"{flag} takes a whole number, got {text[:40]!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"{flag} must be between {low} and {high}, got {text.strip()[:40]}")
+        return value
 
     return convert
 
@@ -49,9 +57,9 @@ OPTIONS = [
            help="do not start before TIME (ISO 8601, HH:MM, or @UNIX_SECONDS)"),
     Option("--delay", "delay", convert=duration_value("--delay"), metavar="D",
            help="do not start before D from now (e.g. 30s, 5m)"),
-    Option("--retries", "retries", convert=_whole("--retries"), default=0, metavar="N",
+    Option("--retries", "retries", convert=whole_number("--retries", 0, MAX_RETRIES), default=0, metavar="N",
            help="up to N more attempts after a failed one"),
-    Option("--retryable-exit-code", "exit_codes", "append", convert=_whole("--retryable-exit-code"), metavar="C",
+    Option("--retryable-exit-code", "exit_codes", "append", convert=whole_number("--retryable-exit-code", 0, 255), metavar="C",
            help="retry only these exit codes (repeatable; default: any non-zero exit)"),
     Option("--retry-delay", "retry_delay", convert=duration_value("--retry-delay"), default=0.0, metavar="D",
            help="wait D before each retry"),
@@ -65,7 +73,7 @@ OPTIONS = [
            help="SIGKILL this long after SIGTERM, on timeout or cancel (default 10s)"),
     Option("--group", "group", default="default", metavar="NAME",
            help="concurrency group (default: default, limit = CPUs)"),
-    Option("--priority", "priority", convert=_whole("--priority"), default=0, metavar="N",
+    Option("--priority", "priority", convert=whole_number("--priority", *INT32), default=0, metavar="N",
            help="higher starts first within its group"),
     Option("--log-limit", "log_limit", metavar="SIZE",
            help="cap each attempt's log, keeping the newest output (default 1GB; 0 = no cap)"),

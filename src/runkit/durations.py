@@ -3,6 +3,7 @@ import time
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 MAX_DURATION = 100 * 365 * 86400.0  # longer is a typo, and now + MAX_DURATION stays a representable time
+MAX_SIZE = 1 << 50  # 1 PiB
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
                "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 
@@ -92,7 +93,10 @@ def parse_size(text: str) -> int:
         raise ValueError(f"malformed size {text!r}") from None
     if value < 0 or value != value or value == float("inf"):
         raise ValueError(f"size must be a finite number >= 0, got {text!r}")
-    return int(value * _SIZE_UNITS[unit])
+    size = value * _SIZE_UNITS[unit]
+    if size > MAX_SIZE:
+        raise ValueError(f"bad size {text!r}: must be at most 1048576G (1 PiB)")
+    return int(size)
 
 
 def parse_time(text: str, now: float) -> float:

@@ -137,3 +137,23 @@ def test_unrepresentable_stored_time_cannot_crash_a_supervisor_or_show(jobman):
     assert json.loads(jobman("list", "--json", check=True).stdout)[0]["phase"] == "waiting"
     jobman("cancel", job_id, check=True)
     assert jobman.wait_finished(job_id)["outcome"] == "cancelled"
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["run", "--priority", "99999999999999999999", "--", "true"], ["--priority", "between"]),
+    (["run", "--priority", "-99999999999999999999", "--", "true"], ["--priority", "between"]),
+    (["run", "--retries", "99999999999999999999", "--", "true"], ["--retries", "between 0 and"]),
+    (["run", "--retryable-exit-code", "99999999999999999999", "--", "true"], ["between 0 and 255"]),
+    (["run", "--log-limit", "99999999999999999999G", "--", "true"], ["--log-limit", "at most"]),
+    (["group", "set", "g", "--limit", "99999999999999999999"], ["bad limit", "1000000"]),
+])
+def test_huge_numbers_are_refused(jobman, args, needles):
+    result = jobman(*args)
+    assert_one_line_error(result, *needles)
+    assert not jobman.home.exists()
+
+
+def test_largest_allowed_numbers_are_accepted(jobman):
+    job_id = jobman.run("true", opts=["--priority", str(2**31 - 1), "--retries", "1000000", "--log-limit", "1024G"])
+    assert jobman.show(job_id)["priority"] == 2**31 - 1
+    assert jobman("group", "set", "g", "--limit", "1000000").returncode == 0

@@ -337,7 +337,7 @@ def test_lost_slot_stays_held_while_the_target_lives(jobman):
     (["--delay", "soon"], "malformed duration"),
     (["--timeout", "0"], "--timeout must be greater than zero"),
     (["--retry-delay", "1x"], "malformed duration"),
-    (["--retries", "-1"], "--retries must be 0 or more"),
+    (["--retries", "-1"], "--retries must be between 0 and"),
     (["--retryable-exit-code", "256"], "between 0 and 255"),
     (["--retryable-exit-code", "-1"], "between 0 and 255"),
     (["--not-before", "tomorrowish"], "malformed time"),
