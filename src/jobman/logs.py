@@ -9,12 +9,17 @@ from .outcomes import exit_status
 FOLLOW_POLL = 0.1
 
 
-def _cut(path: str) -> int:
+def _cut(path: str) -> tuple[int, int]:
+    """(bytes the cap dropped from the front, bytes by which file offsets lag output offsets); a lone
+    number is a cut that moved the data."""
     try:
         with open(path + ".cut") as f:
-            return int(f.read().strip() or 0)
+            fields = [int(x) for x in f.read().split()]
     except (OSError, ValueError):
-        return 0
+        return 0, 0
+    if not fields:
+        return 0, 0
+    return fields[0], fields[1] if len(fields) > 1 else fields[0]
 
 
 def _stream_path(attempt, stderr: bool) -> str:
@@ -29,12 +34,13 @@ def _marker(dropped: int) -> bytes:
 def _read_from(path: str, logical: int) -> tuple[bytes, int]:
     """Bytes of `path` from logical offset `logical` (counting bytes the cap cut from the front)."""
     cut = _cut(path)
+    dropped, shift = cut
     prefix = b""
-    if logical < cut:
-        prefix, logical = _marker(cut - logical), cut
+    if logical < dropped:
+        prefix, logical = _marker(dropped - logical), dropped
     try:
         with open(path, "rb") as f:
-            f.seek(logical - cut)
+            f.seek(logical - shift)
             data = f.read()
     except FileNotFoundError:
         data = b""
@@ -81,7 +87,7 @@ def collect(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int |
         if tail is not None:
             data = tail_lines(data, tail)
         entries.append({"attempt": a["number"], "stream": "stderr" if stderr else "output", "log": path,
-                        "bytes_dropped": _cut(path), "text": data.decode(errors="replace")})
+                        "bytes_dropped": _cut(path)[0], "text": data.decode(errors="replace")})
     return entries
 
 

@@ -470,7 +470,7 @@ class Supervisor:
                 grew |= size != getattr(cap, "last_size", 0)
                 cap.last_size = size
                 if cap.enforce():
-                    _write_cut_count(cap.path, cap.dropped)
+                    _write_cut_count(cap.path, cap.dropped, cap.shift)
             except OSError as e:
                 _log(f"log cap: {e}")
         return grew
@@ -509,11 +509,12 @@ class Supervisor:
         return True
 
 
-def _write_cut_count(log_path: str, dropped: int) -> None:
-    """Tell readers (`jobman logs --follow`) how many bytes the cap has cut from the front so far."""
+def _write_cut_count(log_path: str, dropped: int, shift: int) -> None:
+    """Tell readers how many bytes the cap has cut from the front so far, and how far the file's offsets
+    lag the output's (see runkit.logcap)."""
     tmp = f"{log_path}.cut.tmp"
     with open(tmp, "w") as f:
-        f.write(str(dropped))
+        f.write(f"{dropped} {shift}")
     os.replace(tmp, f"{log_path}.cut")
 
 

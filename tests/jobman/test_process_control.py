@@ -3,10 +3,14 @@ any signal, output straight to capped per-attempt files, exit reporting, environ
 import json
 import os
 import signal
+import shutil
 import sqlite3
+import tempfile
 import uuid
+from pathlib import Path
 
 from tests.helpers import alive, kill_all, pids_with_marker, wait_for
+from tests.jobman.conftest import Jobman
 
 
 def attempts(jobman, job_id):
@@ -139,8 +143,9 @@ def test_forged_target_identity_is_never_signalled(jobman):
     kill_all([target["pid"]])
 
 
-def test_log_limit_keeps_the_newest_output_within_the_cap(jobman, tmp_path):
-    # 50 MB of numbered lines, then a last line we must still find.
+def _capped_job(jobman):
+    """50 MB of numbered lines through a 1 MB cap: the log stays within it, keeps the newest lines with no
+    gap, and `jobman logs` marks exactly the dropped span."""
     code = ("import sys\n"
             "w = sys.stdout.write\n"
             "for i in range(500_000): w(f'{i:09d} ' + 'x' * 90 + '\\n')\n"
@@ -148,18 +153,33 @@ def test_log_limit_keeps_the_newest_output_within_the_cap(jobman, tmp_path):
     job_id = jobman.run("python", "-c", code, opts=["--log-limit", "1MB"])
     assert jobman("wait", job_id).returncode == 0
     log = attempts(jobman, job_id)[0]["log_path"]
-    size = os.path.getsize(log)
-    assert size <= 1024 * 1024
-    with open(log, "rb") as f:
-        data = f.read()
-    assert data.endswith(b"THE END\n")
-    assert b"000499999 " in data  # the newest lines are kept
+    assert os.stat(log).st_blocks * 512 <= 1024 * 1024 + 64 * 1024  # the space it uses
     shown = jobman.show(job_id)
     dropped = [e for e in shown["events"] if e["kind"] == "log_truncated"]
     assert dropped and dropped[0]["bytes_dropped"] >= 49_000_000
     out = jobman("logs", job_id, check=True).stdout
-    assert out.startswith("[jobman: ") and "dropped by the log size limit" in out.splitlines()[0]
-    assert out.endswith("THE END\n")
+    marker, rest = out.split("\n", 1)
+    assert marker == f"[jobman: {dropped[0]['bytes_dropped']} bytes of earlier output were dropped by the log size limit]"
+    assert dropped[0]["bytes_dropped"] + len(rest) == 500_000 * 101 + len("THE END\n")  # nothing else lost
+    assert len(rest) <= 1024 * 1024 and rest.endswith("000499999 " + "x" * 90 + "\nTHE END\n")
+    numbers = [int(line[:9]) for line in rest.split("\n")[1:-2]]
+    assert numbers == list(range(numbers[0], 500_000))
+
+
+def test_log_limit_keeps_the_newest_output_within_the_cap(jobman):
+    _capped_job(jobman)  # ext4 here: the cap collapses the file's front
+
+
+def test_log_limit_on_tmpfs_punches_the_front_out(tmp_path):
+    """tmpfs cannot collapse a range: the cap frees the front in place instead, losing nothing."""
+    assert os.path.isdir("/dev/shm"), "this test needs a tmpfs at /dev/shm"
+    home = tempfile.mkdtemp(dir="/dev/shm", prefix="jobman-test-")
+    jobman = Jobman(Path(home) / "home")
+    try:
+        _capped_job(jobman)
+    finally:
+        kill_all(jobman.processes())
+        shutil.rmtree(home)
 
 
 def test_target_outlives_a_killed_supervisor(jobman, tmp_path):
