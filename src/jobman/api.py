@@ -19,12 +19,17 @@ class State:
     def __init__(self, environ=os.environ, create: bool = True):
         self.home = homes.home_dir(environ)
         self.db_file = homes.db_path(self.home)
+        self.conn = None
         if create:
-            homes.ensure_home(self.home)
-        elif not os.path.exists(self.db_file):
-            self.conn = None
-            return
-        self.conn = db.connect(self.db_file)
+            self.create()
+        elif os.path.exists(self.db_file):
+            self.conn = db.connect(self.db_file)
+
+    def create(self) -> None:
+        """Make the home and its database if they are missing (a command about to write)."""
+        homes.ensure_home(self.home)
+        if self.conn is None:
+            self.conn = db.connect(self.db_file)
 
     def reconcile(self) -> list:
         if self.conn is None:
@@ -40,7 +45,15 @@ class State:
 def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> dict:
     from .submit import submit
 
-    st = State(environ)
+    st = State(environ, create=False)
+    if st.conn is None:
+        # No database yet: refuse what cannot be accepted before anything is created. Only the default
+        # group exists and no selector resolves (the submit transaction checks both again).
+        if spec["group"] != db.DEFAULT_GROUP:
+            raise transitions.no_such_group(spec["group"])
+        for selector, _ in dependencies:
+            st.resolve(selector)
+    st.create()
     st.reconcile()
     return submit(st.conn, st.db_file, spec, dependencies)
 
@@ -251,7 +264,11 @@ def group_set(name: str, limit: int, environ=os.environ) -> dict:
 
 
 def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
-    st = State(environ)
+    st = State(environ, create=False)
+    if st.conn is None:  # nothing submitted yet: the default group, as the first submission will create it
+        if only not in (None, db.DEFAULT_GROUP):
+            return []
+        return [{"name": db.DEFAULT_GROUP, "limit": db.default_group_limit(), "running": 0, "waiting": 0}]
     st.reconcile()
     rows = st.conn.execute(
         "SELECT g.name, g.slot_limit,"

@@ -11,6 +11,11 @@ import time
 from .errors import BadInput
 
 BUSY_TIMEOUT_MS = 60_000
+DEFAULT_GROUP = "default"  # created with the database; its limit starts at the number of CPUs
+
+
+def default_group_limit() -> int:
+    return os.cpu_count() or 1
 
 # The schema, as migrations. Migration N takes user_version N-1 to N. Never edit a released
 # migration: add a new one (tests/jobman/test_schema.py checks a fresh database against them).
@@ -142,7 +147,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
             for statement in _statements(MIGRATIONS[number - 1]):
                 conn.execute(statement)
             if number == 1:
-                conn.execute("INSERT INTO groups (name, slot_limit) VALUES ('default', ?)", (os.cpu_count() or 1,))
+                conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?)",
+                             (DEFAULT_GROUP, default_group_limit()))
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

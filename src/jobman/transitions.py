@@ -56,6 +56,10 @@ def _json_str(text: str) -> str:
     return "".join(out)
 
 
+def no_such_group(name: str) -> BadInput:
+    return BadInput(f"group {name!r} does not exist; create it with: jobman group set {name} --limit N")
+
+
 def _update(conn, job_id: str, revision: int, phases: tuple, sets: dict, extra_where: str = "",
             extra_args: tuple = ()) -> int:
     assignments = ", ".join(f"{column} = ?" for column in sets)
@@ -84,8 +88,7 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
     conn.execute("BEGIN IMMEDIATE")
     try:
         if not conn.execute("SELECT 1 FROM groups WHERE name = ?", (spec["group"],)).fetchone():
-            raise BadInput(f"group {spec['group']!r} does not exist; create it with: "
-                           f"jobman group set {spec['group']} --limit N")
+            raise no_such_group(spec["group"])
         edges, seen = [], set()
         for selector, condition in dependencies:
             target = selectors.resolve(conn, selector)

@@ -157,3 +157,33 @@ def test_largest_allowed_numbers_are_accepted(jobman):
     job_id = jobman.run("true", opts=["--priority", str(2**31 - 1), "--retries", "1000000", "--log-limit", "1024G"])
     assert jobman.show(job_id)["priority"] == 2**31 - 1
     assert jobman("group", "set", "g", "--limit", "1000000").returncode == 0
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["run", "--group", "nosuch", "--", "true"], ["group 'nosuch' does not exist", "jobman group set nosuch"]),
+    (["run", "--after-success", "nope", "--", "true"], ["no job matches 'nope'"]),
+    (["run", "--after", "0123456789", "--", "true"], ["no job matches '0123456789'"]),
+])
+def test_bad_input_on_a_fresh_home_creates_nothing(jobman, args, needles):
+    assert_one_line_error(jobman(*args), *needles)
+    assert not jobman.home.exists()
+    jobman.home.mkdir()  # a home the user made, still without a database
+    assert_one_line_error(jobman(*args), *needles)
+    assert list(jobman.home.iterdir()) == []
+
+
+def test_reading_a_home_that_does_not_exist_creates_nothing(jobman):
+    import json
+    import os
+
+    groups = json.loads(jobman("group", "list", "--json", check=True).stdout)
+    assert groups == [{"name": "default", "limit": os.cpu_count(), "running": 0, "waiting": 0}]
+    assert "default" in jobman("group", "list", check=True).stdout
+    assert jobman("list", check=True).stdout == "no jobs\n"
+    assert jobman("reconcile", check=True).returncode == 0
+    assert jobman("prune", check=True).returncode == 0
+    for command in (["show", "x"], ["logs", "x"], ["wait", "x"], ["cancel", "x"]):
+        assert_one_line_error(jobman(*command), "no job matches 'x'")
+    assert not jobman.home.exists()
+    jobman.run("true")  # and the first submission still creates the home and the default group
+    assert json.loads(jobman("group", "list", "--json", check=True).stdout)[0]["name"] == "default"
