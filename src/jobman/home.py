@@ -13,8 +13,16 @@ def home_dir(env=os.environ) -> str:
 
 
 def ensure_home(home: str) -> str:
-    """Create the state directory (0700) and check that it is writable; raise BadInput if not."""
+    """Create the state directory (0700) and check that it is writable; raise BadInput if not.
+    A directory jobman creates is made 0700 whatever the umask; one the user made is left as it is."""
     try:
+        if not os.path.isdir(home):
+            os.makedirs(os.path.dirname(home), exist_ok=True)
+            try:
+                os.mkdir(home, 0o700)
+                os.chmod(home, 0o700)  # mkdir's mode passes through the umask
+            except FileExistsError:
+                pass  # made meanwhile by another jobman (or the user): not ours to change
         os.makedirs(os.path.join(home, "logs"), mode=0o700, exist_ok=True)
         os.makedirs(os.path.join(home, "bells"), mode=0o700, exist_ok=True)
     except OSError as e:

@@ -187,3 +187,18 @@ def test_reading_a_home_that_does_not_exist_creates_nothing(jobman):
     assert not jobman.home.exists()
     jobman.run("true")  # and the first submission still creates the home and the default group
     assert json.loads(jobman("group", "list", "--json", check=True).stdout)[0]["name"] == "default"
+
+
+def test_state_directory_is_private_when_jobman_creates_it(jobman, tmp_path):
+    import os
+    import stat
+
+    nested = tmp_path / "x" / "y" / "home"
+    jobman("run", "--", "true", env={"JOBMAN_HOME": str(nested)}, check=True)
+    for path in (nested, nested / "logs", nested / "bells"):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, path
+    mine = tmp_path / "made-by-the-user"
+    mine.mkdir()
+    os.chmod(mine, 0o755)
+    jobman("run", "--", "true", env={"JOBMAN_HOME": str(mine)}, check=True)
+    assert stat.S_IMODE(os.stat(mine).st_mode) == 0o755  # not jobman's to change
