@@ -100,6 +100,7 @@ class Agent:
         self.secrets = secret_values(dict(os.environ))
         self._log = log or (lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
         self._said: dict[str, object] = {}   # things logged once (corrupt keys, ineligible jobs, pause)
+        self._blocked: dict[str, object] = {}  # queue key -> version: held up by a corrupt record elsewhere
         self._lock_fd: int | None = None
         self._wake_r = self._wake_w = None
         self._freed = False
@@ -155,11 +156,16 @@ class Agent:
         return 0
 
     def _guard(self, fn, *args):
-        """A store that fails for a moment must not stop the agent: log, and the next pass tries again."""
+        """A store that fails for a moment must not stop the agent: log, and the next pass tries again.
+        A corrupt record is reported (once) and never stops it either; the places that meet one handle it
+        so that no other job waits on it, this is the last line."""
         try:
             return fn(*args)
         except StoreError as e:
             self.log(f"object store error: {type(e).__name__}: {str(e)[:200]}; retrying on the next pass")
+            return None
+        except CorruptDocument as e:
+            self.log_once(str(e), True, f"{e}: skipped; `stado status` lists it under problems")
             return None
 
     def _take_lock(self) -> None:
@@ -266,8 +272,8 @@ class Agent:
         for job_id, entry in head + entries[len(head):]:
             if free == 0:
                 return seen + 1
-            if self._said.get(entry.key) == entry.version:
-                continue  # known corrupt or ineligible, unchanged since
+            if self._said.get(entry.key) == entry.version or self._blocked.get(entry.key) == entry.version:
+                continue  # known corrupt, ineligible or blocked, unchanged since
             try:
                 found = jobs.read(self.store, entry.key, job_id)
             except CorruptDocument as e:
@@ -280,14 +286,23 @@ class Agent:
             if reason:
                 self.log_once(entry.key, entry.version, f"{job_id}: not for this agent: {reason}")
                 continue
-            inputs = self._inputs_state(queued)
-            if inputs == "wait":
+            try:
+                inputs = self._inputs_state(queued)
+                if inputs == "wait":
+                    seen += 1
+                    continue
                 seen += 1
+                now = time.time()
+                got = jobs.claim(self.store, queued, agent_id=self.id, instance_ref=self.instance_ref,
+                                 lease_expires_at=self.lease.promise(now), now=now)
+            except CorruptDocument as e:
+                # Another record of this job (or of its input's producer) is corrupt: this job cannot be
+                # decided on, the others can. Looked at again on the slow leftovers cadence, or once its
+                # queue entry changes.
+                self._blocked[entry.key] = entry.version
+                self.log_once(f"blocked {entry.key}", str(e), f"{job_id}: not claimed: {e}; skipped (`stado status` "
+                              "lists it under problems)")
                 continue
-            seen += 1
-            now = time.time()
-            got = jobs.claim(self.store, queued, agent_id=self.id, instance_ref=self.instance_ref,
-                             lease_expires_at=self.lease.promise(now), now=now)
             if got is None:
                 continue
             free -= 1
@@ -389,9 +404,16 @@ class Agent:
 
     def _renew(self, slot: Slot) -> None:
         began = time.time()
-        got = jobs.renew(self.store, slot.doc, slot.version, lease_expires_at=self.lease.promise(began), now=began,
-                         started_at=slot.started_at if slot.doc.get("started_at") is None else None,
-                         process=slot.process if slot.doc.get("process") is None else None)
+        try:
+            got = jobs.renew(self.store, slot.doc, slot.version, lease_expires_at=self.lease.promise(began),
+                             now=began, started_at=slot.started_at if slot.doc.get("started_at") is None else None,
+                             process=slot.process if slot.doc.get("process") is None else None)
+        except CorruptDocument as e:
+            # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
+            # longer ours to run, and what holds its key cannot be read to learn why.
+            slot.renew_due = time.monotonic() + self.cfg.poll_seconds
+            self.log(f"{slot.job_id}: {e}; the job is no longer ours: stopping process group {slot.pgid}")
+            return self._stop(slot, "lost")
         ended = time.time()
         self.lease.observed(slot.renew_due_wall, began, ended)
         slot.renew_due = time.monotonic() + self.cfg.poll_seconds
@@ -407,7 +429,11 @@ class Agent:
         if current is not None and current.get("phase") == "cancelling":
             slot.doc = current
             return self._stop(slot, "cancel")
-        if current is None and jobs.read(self.store, keys.terminal("cancelled", slot.job_id)) is not None:
+        try:
+            cancelled = current is None and jobs.read(self.store, keys.terminal("cancelled", slot.job_id)) is not None
+        except CorruptDocument:
+            cancelled = False
+        if cancelled:
             return self._stop(slot, "cancel")
         self.log(f"{slot.job_id}: its running record was taken over or removed; stopping process group "
                  f"{slot.pgid}")
@@ -452,14 +478,24 @@ class Agent:
             doc["started_at"] = d.iso(slot.started_at)
         if slot.process is not None:
             doc["process"] = slot.process
-        got = jobs.finish(self.store, doc, slot.version, res)
+        try:
+            got = jobs.finish(self.store, doc, slot.version, res)
+        except CorruptDocument as e:
+            self.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
+                     "(`stado status` lists it under problems)")
+            return self._drop(slot)
         if isinstance(got, jobs.Fenced):
             current = got.current
             if current is not None and current.get("phase") == "cancelling":
                 slot.doc = current
                 return self._settle_cancel(slot)
             if current is not None and current.get("phase") == "finishing" and current.get("claim") == doc.get("claim"):
-                got = jobs.settle(self.store, current, writer=self.id)  # our own decision, its move interrupted
+                try:
+                    got = jobs.settle(self.store, current, writer=self.id)  # our own decision, its move interrupted
+                except CorruptDocument as e:
+                    self.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an "
+                             "operator (`stado status` lists it under problems)")
+                    return self._drop(slot)
                 self.log(f"{slot.job_id}: {got['state']} (finished the move of an earlier pass)")
                 return self._drop(slot)
             self.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
@@ -471,11 +507,16 @@ class Agent:
 
     def _settle_cancel(self, slot: Slot) -> None:
         doc = slot.doc
-        if doc.get("phase") != "cancelling":
-            found = jobs.read(self.store, keys.running(slot.job_id), slot.job_id)
-            doc = found[0] if found and found[0].get("phase") == "cancelling" else None
-        if doc is not None:
-            jobs.settle(self.store, doc, writer=self.id)
+        try:
+            if doc.get("phase") != "cancelling":
+                found = jobs.read(self.store, keys.running(slot.job_id), slot.job_id)
+                doc = found[0] if found and found[0].get("phase") == "cancelling" else None
+            if doc is not None:
+                jobs.settle(self.store, doc, writer=self.id)
+        except CorruptDocument as e:
+            self.log(f"{slot.job_id}: process group {slot.pgid} stopped; the cancel could not be settled: {e}; "
+                     "left for an operator (`stado status` lists it under problems)")
+            return self._drop(slot)
         self.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled")
         self._drop(slot)
 

@@ -195,10 +195,11 @@ class JobView:
     """A job as readers resolve it: terminal records first (in TERMINAL_STATES order), then running,
     then queued. `also` lists the other records found (a move still under way)."""
 
-    __slots__ = ("id", "state", "doc", "also")
+    __slots__ = ("id", "state", "doc", "also", "problems")
 
     def __init__(self, id: str, state: str, doc: dict, also: list[str] | None = None):
         self.id, self.state, self.doc, self.also = id, state, doc, list(also or ())
+        self.problems: list[str] = []  # corrupt records of this job that readers skipped
 
     @property
     def terminal(self) -> bool:
@@ -236,5 +237,5 @@ def status_json(view: JobView) -> dict:
         "owner": d.get("owner"), "instance_ref": d.get("instance_ref"),
         "requeues": d.get("requeues", 0), "failures": d.get("failures", 0),
         "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "command": spec.get("command"),
-        "cancelled_by": d.get("cancelled_by"), "moving": view.also,
+        "cancelled_by": d.get("cancelled_by"), "moving": view.also, "problems": view.problems,
     }

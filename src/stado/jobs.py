@@ -90,26 +90,41 @@ def replace(store: ObjectStore, key: str, doc: dict, version: Version) -> tuple[
         return None, current
 
 
-def records(store: ObjectStore, job_id: str) -> dict[str, tuple[dict, Version]]:
+def records(store: ObjectStore, job_id: str, corrupt: list | None = None) -> dict[str, tuple[dict, Version]]:
     """Every record the job has, by state (normally one; two while a move is under way).
 
     Read in lifecycle order (queued, running, terminal): every move writes its new record before it
     deletes the old one, so a job that moves on between two reads is found in the later state. (Which
-    record wins is decided afterwards, terminal first, by documents.resolve.)"""
+    record wins is decided afterwards, terminal first, by documents.resolve.)
+
+    A corrupt record raises CorruptDocument, unless `corrupt` is a list: then it is appended there and
+    the job is resolved from the records that can be read (readers report it; writers must not guess)."""
     found = {}
     for state in ("queued", "running") + keys.TERMINAL_STATES:
-        got = read(store, keys.state_key(state, job_id), job_id)
+        try:
+            got = read(store, keys.state_key(state, job_id), job_id)
+        except CorruptDocument as e:
+            if corrupt is None:
+                raise
+            corrupt.append(e)
+            continue
         if got is not None:
             found[state] = got
     return found
 
 
 def view(store: ObjectStore, job_id: str) -> d.JobView:
+    """The job as readers show it. Corrupt records are skipped and listed in the view's `problems`; a job
+    with nothing but corrupt records raises the first one's CorruptDocument."""
     for _ in range(3):  # a move back to an earlier state (a requeue) can slip between reads: look again
-        recs = records(store, job_id)
+        corrupt: list[CorruptDocument] = []
+        recs = records(store, job_id, corrupt)
         v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
         if v is not None:
+            v.problems = [str(e) for e in corrupt]
             return v
+        if corrupt:
+            raise corrupt[0]
     raise JobNotFound(f"no job {job_id}: check the id with `stado status`")
 
 
@@ -222,7 +237,13 @@ def _claim_is_stale(store: ObjectStore, queued: dict) -> bool:
         return True
     if current is not None:
         return current[0].get("nonce") != queued["nonce"]
-    return any(read(store, keys.terminal(state, job_id), job_id) is not None for state in keys.TERMINAL_STATES)
+    for state in keys.TERMINAL_STATES:
+        try:
+            if read(store, keys.terminal(state, job_id), job_id) is not None:
+                return True
+        except CorruptDocument:
+            return True  # something terminal was written there: do not start the job on a guess
+    return False
 
 
 def _finish_interrupted_claim(store: ObjectStore, queued: dict, writer: str) -> None:
@@ -278,7 +299,11 @@ def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *, now: f
 
 def settle(store: ObjectStore, doc: dict, *, writer: str, now: float | None = None) -> dict:
     """Finish the move of a running document whose phase already decided it ('finishing' or
-    'cancelling'): new record first, then delete running/. Idempotent: any pass may call it again."""
+    'cancelling'): new record first, then delete running/. Idempotent: any pass may call it again.
+
+    A corrupt record where the new one belongs (terminal, or the queue entry of a retry) raises
+    CorruptDocument and running/ is kept: the decided outcome stays readable there, nothing is
+    overwritten on a guess, and the next pass finishes the move once the bad key is repaired or deleted."""
     t = time.time() if now is None else now
     job_id = doc["id"]
     if doc.get("phase") == "finishing" and d.retry_earned(doc, doc["result"]):
@@ -319,7 +344,12 @@ def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
             continue
         doc = found[0]
         if doc.get("phase") == "finishing" or (doc.get("phase") == "cancelling" and doc.get("owner") is None):
-            term = settle(store, doc, writer=writer)
+            try:
+                term = settle(store, doc, writer=writer)
+            except CorruptDocument as e:
+                lines.append(f"{job_id}: cannot finish its move: {e}; its outcome stays in {entry.key} until that "
+                             "key is repaired or deleted")
+                continue
             lines.append(f"{job_id}: finished an interrupted move to {term['state']}")
     return lines
 
