@@ -6,6 +6,8 @@ appended in the same transaction as the change they record.
 """
 import sqlite3
 
+from runkit.durations import format_time
+
 from .db import Transaction
 from .errors import BadInput, Conflict
 from . import selectors
@@ -247,7 +249,8 @@ def end_attempt(conn, job_id: str, revision: int, number: int, *, now: float, ex
         if retry_at is not None:
             rev = _update(conn, job_id, revision, ("running",),
                           {"phase": "waiting", "waiting_for": "retry", "slot_held": 0, "wait_until": retry_at,
-                           "wait_detail": f"retry {number + 1} after attempt {number} {attempt_outcome}",
+                           "wait_detail": f"retry {number + 1} after attempt {number} {attempt_outcome},"
+                                          f" not before {format_time(retry_at)}",
                            "exit_code": exit_code, "exit_signal": signal})
             add_event(conn, job_id, "retry_scheduled", now, attempt=number + 1, not_before=retry_at)
         else:

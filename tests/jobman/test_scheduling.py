@@ -150,6 +150,18 @@ def test_delay_and_not_before(jobman):
     jobman("cancel", later, check=True)
 
 
+def test_list_says_until_when_a_retry_waits(jobman):
+    before = time.time()
+    job_id = jobman.run("false", opts=["--retries", "1", "--retry-delay", "1h"])
+    state = wait_for(lambda: (s := jobman.state(job_id))["waiting_for"] == "retry" and s)
+    until = time.strftime("%Y-%m-%d %H:%M", time.localtime(state["wait_until"]))
+    assert state["wait_until"] >= before + 3600
+    line = next(line for line in jobman("list", check=True).stdout.splitlines() if job_id in line)
+    assert "retry 2 after attempt 1 failed" in line and f"not before {until}" in line, line
+    assert f"not before {until}" in jobman("show", job_id, check=True).stdout
+    jobman("cancel", job_id, check=True)
+
+
 def test_timeout_kills_and_is_timed_out(jobman):
     job_id = jobman.run("sleep", "30", opts=["--timeout", "0.5s", "--kill-after", "1s"])
     assert jobman("wait", job_id).returncode == 124
