@@ -31,6 +31,9 @@ exit status of wait (and logs --follow): the job's own exit code; 128+N if signa
 """
 
 
+MAX_COUNT = 1_000_000_000  # of jobs listed or lines shown: a bound SQLite's LIMIT and slicing can take
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help", "help"):
@@ -109,13 +112,22 @@ def _print_json(data) -> None:
 
 def _duration(flag: str):
     """An argparse type for a duration flag (the same conversion `jobman run` uses)."""
-    import argparse
-
     from .run_args import duration_value
 
-    convert = duration_value(flag)
+    return _argparse_type(duration_value(flag))
 
-    def parse(text: str) -> float:
+
+def _whole(flag: str, low: int, high: int):
+    """An argparse type for a whole number in [low, high] (the same conversion `jobman run` uses)."""
+    from .run_args import whole_number
+
+    return _argparse_type(whole_number(flag, low, high))
+
+
+def _argparse_type(convert):
+    import argparse
+
+    def parse(text: str):
         try:
             return convert(text)
         except ValueError as e:
@@ -187,7 +199,7 @@ def _build_spec(ns, command: list[str]):
 def cmd_list(args: list[str]) -> int:
     p = _parser("jobman list", "Jobs, newest first. Waiting jobs say what they wait for.")
     p.add_argument("--active", action="store_true", help="only jobs that have not finished")
-    p.add_argument("--limit", type=int, metavar="N", help="at most N jobs")
+    p.add_argument("--limit", type=_whole("--limit", 1, MAX_COUNT), metavar="N", help="at most N jobs")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api
@@ -230,7 +242,7 @@ def cmd_logs(args: list[str]) -> int:
     p.add_argument("--attempt", type=int, metavar="N", help="only attempt N")
     p.add_argument("--stderr", action="store_true", help="the stderr log (jobs run with --separate-stderr)")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
-    p.add_argument("-n", "--tail", type=int, metavar="N", help="only the last N lines")
+    p.add_argument("-n", "--tail", type=_whole("--tail", 0, MAX_COUNT), metavar="N", help="only the last N lines")
     p.add_argument("--json", action="store_true", help="the output of each attempt as JSON (not with --follow)")
     ns = p.parse_args(args)
     from . import api, logs, transitions

@@ -202,3 +202,19 @@ def test_state_directory_is_private_when_jobman_creates_it(jobman, tmp_path):
     os.chmod(mine, 0o755)
     jobman("run", "--", "true", env={"JOBMAN_HOME": str(mine)}, check=True)
     assert stat.S_IMODE(os.stat(mine).st_mode) == 0o755  # not jobman's to change
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["list", "--limit", "-1"], ["--limit must be between 1 and"]),
+    (["list", "--limit", "0"], ["--limit must be between 1 and"]),
+    (["list", "--limit", "99999999999999999999"], ["--limit must be between 1 and"]),
+    (["logs", "JOB", "--tail", "-1"], ["--tail must be between 0 and"]),
+    (["logs", "JOB", "-n", "-1"], ["--tail must be between 0 and"]),
+    (["logs", "JOB", "--tail", "99999999999999999999"], ["--tail must be between 0 and"]),
+])
+def test_bad_counts_of_reading_commands(jobman, args, needles):
+    job_id = jobman.run("echo", "hi")
+    jobman("wait", job_id, check=True)
+    assert_one_line_error(jobman(*[job_id if a == "JOB" else a for a in args]), *needles)
+    assert jobman("logs", job_id, "--tail", "1", check=True).stdout == "hi\n"
+    assert len(jobman("list", "--limit", "1", "--json", check=True).stdout.split('"id"')) == 2
