@@ -75,6 +75,9 @@ class Slot:
     started_at: float | None = None
     started_mono: float = 0.0
     out: OutputUploader | None = None
+    launched: bool = False              # its process was spawned (or it failed before it could be)
+    launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
+    result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
     ended: tuple | None = None          # (exit code, signal) once the shell has exited
     stopping: str | None = None         # why its group is being stopped: cancel | timeout | lost
     stop_sent: float | None = None
@@ -224,6 +227,8 @@ class Agent:
         deadline = last_claim + self.cfg.poll_seconds
         for slot in self.slots.values():
             deadline = min(deadline, slot.renew_due, slot.output_due)
+            if not slot.launched:
+                deadline = min(deadline, slot.launch_due)
             if slot.stopping:
                 deadline = min(deadline, time.monotonic() + min(0.05, self.cfg.poll_seconds))
         if self._freed:
@@ -339,19 +344,34 @@ class Agent:
         slot.renew_due = slot.started_mono + self.cfg.poll_seconds
         slot.renew_due_wall = now + self.cfg.poll_seconds
         slot.output_due = slot.renew_due
-        output_path = os.path.join(job_dir, "output.log")
         if inputs_missing:
             return self._fail_before_start(slot, "input_unavailable", inputs_missing)
+        self._launch(slot)
+
+    def _launch(self, slot: Slot) -> None:
+        """Fetch the job's inputs, then spawn it. A store that fails meanwhile leaves the slot claimed and not
+        started: the claim stays ours (renewed as usual) and the next tick tries again, so the job still
+        starts once, here."""
+        doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
+        work = os.path.join(job_dir, "work")
+        output_path = os.path.join(job_dir, "output.log")
         try:
             delivered = artifacts.fetch_inputs(self.store, doc["spec"].get("inputs") or [], work)
         except ArtifactError as e:
             return self._fail_before_start(slot, "input_unavailable", str(e))
+        except StoreError as e:
+            slot.launch_due = time.monotonic() + self.cfg.poll_seconds
+            self.log(f"{job_id}: inputs could not be fetched ({type(e).__name__}: {str(e)[:200]}); retrying on the "
+                     "next tick")
+            return
+        slot.launched = True
         inputs_json = json.dumps(delivered, sort_keys=True)
         inputs_file = os.path.join(job_dir, "inputs.json")
         with open(inputs_file, "w") as f:
             f.write(inputs_json)
         now = time.time()  # the start is when the process starts: after its inputs are in place
         slot.started_at = now
+        slot.started_mono = time.monotonic()
         env = job_environment(dict(os.environ), stado_bin=self.cfg.stado_bin, job_id=job_id,
                               started_at=d.iso(now), inputs_json=inputs_json, inputs_file=inputs_file,
                               cores=int(doc["spec"].get("cores") or 1))
@@ -368,8 +388,10 @@ class Agent:
 
     def _fail_before_start(self, slot: Slot, error_class: str, message: str) -> None:
         self.log(f"{slot.job_id}: not started: {message}")
+        slot.launched = True
         slot.ended = (None, None)
-        self._settle_slot(slot, d.result("failed", error_class=error_class, message=message))
+        slot.result = d.result("failed", error_class=error_class, message=message)
+        self._settle_slot(slot, slot.result)  # if the store fails here, _finish settles it on a later tick
 
     def _reap(self) -> None:
         if self._reap_all:
@@ -387,16 +409,22 @@ class Agent:
 
     def _tick(self, slot: Slot) -> None:
         mono = time.monotonic()
+        if not slot.launched and slot.ended is None:
+            if slot.stopping:
+                slot.ended = (None, None)  # cancelled or taken over before its process started
+            elif mono >= slot.launch_due:
+                self._launch(slot)
         timeout = slot.doc["spec"].get("timeout")
-        if slot.ended is None and timeout and mono - slot.started_mono > timeout and slot.stopping is None:
+        if (slot.ended is None and slot.pgid is not None and timeout and mono - slot.started_mono > timeout
+                and slot.stopping is None):
             self._stop(slot, "timeout")
         if slot.stopping:
             self._escalate(slot)
-        if slot.ended is not None and not group_alive(slot.pgid):
+        if slot.ended is not None and (slot.pgid is None or not group_alive(slot.pgid)):
             return self._finish(slot)
         if slot.ended is not None and slot.stopping is None:
             self._stop(slot, "leftover")  # the shell exited; what it left in its group does not outlive the job
-        if mono >= slot.output_due:
+        if mono >= slot.output_due and slot.out is not None:
             slot.out.pump()
             slot.output_due = mono + self.cfg.poll_seconds
         if mono >= slot.renew_due and slot.stopping not in ("cancel", "lost"):
@@ -406,7 +434,8 @@ class Agent:
         began = time.time()
         try:
             got = jobs.renew(self.store, slot.doc, slot.version, lease_expires_at=self.lease.promise(began),
-                             now=began, started_at=slot.started_at if slot.doc.get("started_at") is None else None,
+                             now=began, started_at=(slot.started_at if slot.pgid is not None
+                                                    and slot.doc.get("started_at") is None else None),
                              process=slot.process if slot.doc.get("process") is None else None)
         except CorruptDocument as e:
             # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
@@ -456,12 +485,15 @@ class Agent:
             slot.kill_sent = True
 
     def _finish(self, slot: Slot) -> None:
-        slot.out.pump(final=True)
+        if slot.out is not None:
+            slot.out.pump(final=True)
         if slot.stopping == "lost":
             self.log(f"{slot.job_id}: process group {slot.pgid} stopped; nothing recorded (the job is no longer ours)")
             return self._drop(slot)
         if slot.stopping == "cancel":
             return self._settle_cancel(slot)
+        if slot.result is not None:
+            return self._settle_slot(slot, slot.result)  # decided without a process; an earlier settle failed
         exit_code, sig = slot.ended
         res = d.classify_exit(exit_code, sig, timed_out=slot.stopping == "timeout",
                               timeout=slot.doc["spec"].get("timeout"))

@@ -51,3 +51,18 @@ class DroppedCreates(LostResponses):
                 self.inner.put_if_absent(key, data)
             raise StoreUnavailable(f"connection reset while creating {key}")
         return self.inner.put_if_absent(key, data)
+
+
+class FailingReads(LostResponses):
+    """Reads of keys under `prefix` fail with StoreUnavailable the first `times` times (a store that is
+    away for a moment); every other call goes through to the real store."""
+
+    def __init__(self, inner: ObjectStore, prefix: str, times: int = 1):
+        super().__init__(inner, 0)
+        self.prefix, self.failures = prefix, times
+
+    def get(self, key):
+        if key.startswith(self.prefix) and self.failures > 0:
+            self.failures -= 1
+            raise StoreUnavailable(f"connection reset while reading {key}")
+        return self.inner.get(key)
