@@ -31,6 +31,58 @@ def test_bad_urls(url, words):
     assert words in one_line_error(lambda: open_store(url))
 
 
+@pytest.mark.parametrize("url, options, words", [
+    ("s3://b/p", {"endpoint": 5}, "endpoint must be a URL"),
+    ("s3://b/p", {"endpoint": "not a url"}, "endpoint must be a URL"),
+    ("s3://b/p", {"endpoint": "ftp://127.0.0.1:8333"}, "endpoint must be a URL"),
+    ("s3://b/p", {"endpoint": "http://127.0.0.1:99999"}, "endpoint must be a URL"),
+    ("s3://b/p", {"endpoint": "http:// 127.0.0.1"}, "endpoint must be a URL"),
+    ("az://c/p", {"endpoint": "http://"}, "endpoint must be a URL"),
+    ("gs://b/p", {"endpoint": ["http://x"]}, "endpoint must be a URL"),
+    ("s3://b/p", {"region": 5}, "region must be text"),
+    ("s3://b/p", {"virtual_hosted_style": "yes"}, "virtual_hosted_style must be true or false"),
+    ("s3://b/p", {"allow_http": 1}, "allow_http must be true or false"),
+    ("az://c/p", {"emulator": "true"}, "emulator must be true or false"),
+    ("az://c/p", {"account": 7}, "account must be text"),
+    ("s3://b/p", {"max_retries": -1}, "max_retries"),
+    ("s3://b/p", {"max_retries": 1.5}, "max_retries"),
+    ("s3://b/p", {"timeout": "soon"}, "timeout"),
+    ("s3://b/p", {"connect_timeout": 0}, "connect_timeout"),
+    ("s3://b/p", {"retry_timeout": True}, "retry_timeout"),
+])
+def test_option_types_and_endpoint_shape_are_checked_at_open(url, options, words):
+    assert words in one_line_error(lambda: open_store(url, options, env={}))
+
+
+@pytest.mark.parametrize("endpoint", ["5", '"not a url"'])
+def test_a_bad_endpoint_in_stado_config_is_one_line_bad_input(tmp_path, endpoint):
+    config = tmp_path / "stado.toml"
+    config.write_text(f'[store]\nurl = "s3://b/p"\nendpoint = {endpoint}\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STADO_"))}
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "stado"), "status"],
+                          env={**env, "STADO_CONFIG": str(config), "AWS_ACCESS_KEY_ID": "a",
+                               "AWS_SECRET_ACCESS_KEY": "b"}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("stado: ") and "endpoint must be a URL" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_panic_inside_obstore_is_a_one_line_store_error():
+    """Should anything still reach obstore in a shape that makes its Rust code panic, the panic (a
+    BaseException from pyo3) becomes a StoreError rather than a traceback."""
+    from obstore.store import S3Store
+
+    from stado.objectstore.cloud import CloudStore
+
+    raw = S3Store("b", endpoint="not a url", access_key_id="a", secret_access_key="b")  # bypasses open_store's check
+    store = CloudStore("s3://b", "s3", raw)
+    for call in (lambda: store.get("k"), lambda: store.put("k", b"x"), lambda: list(store.list("")),
+                 lambda: store.put_if_absent("k", b"x"), lambda: store.delete("k")):
+        with pytest.raises(StoreError) as caught:
+            call()
+        assert "\n" not in str(caught.value) and "internal error in the object-store client" in str(caught.value)
+
+
 def test_unknown_and_misplaced_options():
     assert "unknown option(s) colour" in one_line_error(lambda: open_store("s3://b/p", {"colour": "red"}))
     assert "emulator" in one_line_error(lambda: open_store("s3://b/p", {"emulator": True}))

@@ -76,8 +76,21 @@ def one_line(text: str) -> str:
     return ", ".join(parts)
 
 
+def is_panic(exc: BaseException) -> bool:
+    """pyo3 turns a panic in obstore's Rust code into pyo3_runtime.PanicException, a BaseException that
+    cannot be imported by name: recognise it by its type's name."""
+    return type(exc).__name__ == "PanicException"
+
+
 def translate(exc: BaseException, provider: str, where: str, key: str | None) -> StoreError:
-    """Map an obstore (or builtin) exception to the store's error contract, with a one-line message."""
+    """Map an obstore (or builtin) exception to the store's error contract, with a one-line message.
+    KeyboardInterrupt, SystemExit and other BaseExceptions that are not a Rust panic are raised again."""
+    if not isinstance(exc, Exception):
+        if not is_panic(exc):
+            raise exc
+        first = (str(exc).splitlines() or ["panic"])[0][:160]
+        return StoreError(f"{where}: internal error in the object-store client ({first}); check the store options "
+                          "in STADO_CONFIG")
     from obstore import exceptions as oe
 
     text = str(exc)
@@ -126,7 +139,7 @@ class CloudStore(ObjectStore):
         try:
             result = self._obs.get(self._store, key)
             data = bytes(result.bytes())
-        except Exception as exc:
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
             raise self._error(exc, key) from None
         return Blob(data, version_from_meta(result.meta))
 
@@ -134,7 +147,7 @@ class CloudStore(ObjectStore):
         check_key(key)
         try:
             return version_from_meta(self._obs.put(self._store, key, bytes(data), mode="create", use_multipart=False))
-        except Exception as exc:
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
             raise self._error(exc, key) from None
 
     def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
@@ -142,7 +155,7 @@ class CloudStore(ObjectStore):
         mode = update_mode(self.provider, version)
         try:
             return version_from_meta(self._obs.put(self._store, key, bytes(data), mode=mode, use_multipart=False))
-        except Exception as exc:
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
             error = self._error(exc, key)
         # A conditional update of a missing key is a failed precondition, whatever the server called it.
         if isinstance(error, (NotFound, AlreadyExists)):
@@ -153,14 +166,14 @@ class CloudStore(ObjectStore):
         check_key(key)
         try:
             return version_from_meta(self._obs.put(self._store, key, bytes(data)))
-        except Exception as exc:
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
             raise self._error(exc, key) from None
 
     def delete(self, key: str) -> None:
         check_key(key)
         try:
             self._obs.delete(self._store, key)
-        except Exception as exc:
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
             error = self._error(exc, key)
             if not isinstance(error, NotFound):  # Azure reports a missing blob; deletes are idempotent
                 raise error from None
@@ -173,5 +186,5 @@ class CloudStore(ObjectStore):
                 for meta in chunk:
                     yield Entry(meta["path"], version_from_meta(meta), meta["size"],
                                 meta["last_modified"].timestamp())
-        except Exception as exc:
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
             raise self._error(exc, None) from None

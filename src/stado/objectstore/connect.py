@@ -21,6 +21,9 @@ STADO_CONFIG names a TOML file with one table::
     # az:// only: account = "NAME", emulator = true (Azurite's well-known account and key)
     # any cloud: connect_timeout = 5, timeout = 60, max_retries = 4, retry_timeout = 20 (seconds)
 
+Each option's type, and the endpoint's shape (an http(s) URL with a host), is checked at open:
+ConfigError names the option; obstore never sees a value its Rust code could panic on.
+
 Credentials never come from the file (nor from job documents): they are the backend's usual
 environment variables, read from the environment of the process that opens the store:
 AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; AZURE_STORAGE_ACCOUNT_NAME /
@@ -158,32 +161,89 @@ def _open_memory(url: str, name: str, options: dict) -> ObjectStore:
     return _memory_stores.setdefault(name, MemoryStore(url))
 
 
+BOOLEAN_OPTIONS = ("allow_http", "virtual_hosted_style", "emulator")
+TEXT_OPTIONS = ("region", "account")
+SECONDS_OPTIONS = ("connect_timeout", "timeout", "retry_timeout")
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_endpoint(value) -> str:
+    """An endpoint is an http(s) URL with a host (and a valid port, if any). Anything else would reach
+    obstore, whose Rust code panics on some malformed URLs instead of raising an error."""
+    from urllib.parse import urlsplit
+
+    bad = not isinstance(value, str) or any(c.isspace() or not c.isprintable() for c in value)
+    if not bad:
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018  (raises ValueError for a port that is not a number in range)
+        except ValueError:
+            bad = True
+        else:
+            bad = parts.scheme not in ("http", "https") or not parts.hostname
+    if bad:
+        raise ConfigError(f"store option endpoint must be a URL such as http://127.0.0.1:8333 or "
+                          f"https://s3.example.com, not {_shown(value)}: fix it in STADO_CONFIG")
+    return value
+
+
+def check_options(options: Mapping[str, object]) -> None:
+    """The type of every non-secret option, checked before anything is handed to obstore."""
+    for key in BOOLEAN_OPTIONS:
+        if key in options and not isinstance(options[key], bool):
+            raise ConfigError(f"store option {key} must be true or false, not {_shown(options[key])}: fix it in "
+                              "STADO_CONFIG")
+    for key in TEXT_OPTIONS:
+        value = options.get(key)
+        if key in options and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"store option {key} must be text, not {_shown(value)}: fix it in STADO_CONFIG")
+    for key in SECONDS_OPTIONS:
+        value = options.get(key)
+        if key in options and (isinstance(value, bool) or not isinstance(value, (int, float))
+                               or not 0 < value < 1e9):
+            raise ConfigError(f"store option {key} is seconds, a number greater than 0, not {_shown(value)}: fix it "
+                              "in STADO_CONFIG")
+    value = options.get("max_retries")
+    if "max_retries" in options and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100):
+        raise ConfigError(f"store option max_retries is a count from 0 to 100, not {_shown(value)}: fix it in "
+                          "STADO_CONFIG")
+    if "endpoint" in options:
+        check_endpoint(options["endpoint"])
+
+
 def _client_settings(options: dict) -> tuple[dict, dict]:
     from datetime import timedelta
 
     settings = {**DEFAULT_CLIENT, **{k: options[k] for k in CLIENT_OPTIONS if k in options}}
-    try:
-        client = {"connect_timeout": timedelta(seconds=float(settings["connect_timeout"])),
-                  "timeout": timedelta(seconds=float(settings["timeout"]))}
-        retry = {"max_retries": int(settings["max_retries"]),
-                 "retry_timeout": timedelta(seconds=float(settings["retry_timeout"]))}
-    except (TypeError, ValueError):
-        raise ConfigError("connect_timeout, timeout and retry_timeout are seconds and max_retries a count: "
-                          "fix the store options") from None
+    client = {"connect_timeout": timedelta(seconds=float(settings["connect_timeout"])),
+              "timeout": timedelta(seconds=float(settings["timeout"]))}
+    retry = {"max_retries": int(settings["max_retries"]),
+             "retry_timeout": timedelta(seconds=float(settings["retry_timeout"]))}
     if "allow_http" in settings:
-        client["allow_http"] = bool(settings["allow_http"])
+        client["allow_http"] = settings["allow_http"]
     return client, retry
 
 
 def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict,
                 env: Mapping[str, str]) -> ObjectStore:
-    from .cloud import CloudStore
+    from .cloud import CloudStore, is_panic
 
+    check_options(options)
     client, retry = _client_settings(options)
     config: dict[str, object] = {}
     for var, key in CREDENTIAL_ENV[provider]:
         if env.get(var) and key not in config:
             config[key] = env[var]
+            if key == "endpoint":
+                try:
+                    check_endpoint(env[var])
+                except ConfigError:
+                    raise ConfigError(f"{var} must be a URL such as https://s3.example.com, not "
+                                      f"{_shown(env[var])}: fix or unset it") from None
     endpoint = options.get("endpoint")
     if provider == "azure" and options.get("emulator"):
         config.setdefault("account_name", AZURITE_ACCOUNT)
@@ -206,7 +266,9 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
 
         cls = {"s3": S3Store, "azure": AzureStore, "gcs": GCSStore}[provider]
         store = cls(bucket, prefix=prefix or None, client_options=client, retry_config=retry, **config)
-    except Exception as exc:
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and not is_panic(exc):
+            raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(f"cannot open {url}: {first}") from None
     endpoint = config.get("base_url") or config.get("endpoint")
