@@ -185,10 +185,14 @@ def test_log_limit_on_tmpfs_punches_the_front_out(tmp_path):
 def test_target_outlives_a_killed_supervisor(jobman, tmp_path):
     flag = tmp_path / "flag"
     done = tmp_path / "done"
-    # Writes continuously; after the supervisor is gone it keeps writing for 5 s, then exits 0.
-    script = (f"i=0; while [ ! -e {flag} ]; do echo tick $i; i=$((i+1)); sleep 0.01; done; "
-              f"end=$(( $(date +%s) + 5 )); while [ $(date +%s) -lt $end ]; do echo after $i; i=$((i+1)); "
-              f"sleep 0.01; done; echo clean exit; touch {done}")
+    writer = tmp_path / "writer.sh"
+    # Writes continuously (any failed write exits 3); after the supervisor is gone it keeps writing for
+    # 5 s, then exits 0. Its parent, the target's root, records that exit status.
+    writer.write_text(f"i=0; while [ ! -e {flag} ]; do echo tick $i || exit 3; i=$((i+1)); sleep 0.01; done\n"
+                      f"end=$(( $(date +%s) + 5 ))\n"
+                      f"while [ $(date +%s) -lt $end ]; do echo after $i || exit 3; i=$((i+1)); sleep 0.01; done\n"
+                      f"echo clean exit\n")
+    script = f"sh {writer}; echo $? > {done}.tmp; mv {done}.tmp {done}"
     job_id = jobman.run("sh", "-c", script)
     target = target_of(jobman, job_id)
     assert int(proc_status(target["pid"])["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1)) == 0
@@ -199,6 +203,7 @@ def test_target_outlives_a_killed_supervisor(jobman, tmp_path):
     shown = jobman.show(job_id)
     assert shown["target_alive"] is True and "cap no longer holds" in shown["lost_note"]
     wait_for(done.exists, timeout=20, message="the target to finish its 5 s of writing")
+    assert done.read_text() == "0\n"
     with open(log) as f:
         text = f.read()
     assert "after" in text and text.endswith("clean exit\n")
