@@ -212,3 +212,27 @@ def test_file_store_os_failure_is_one_line_store_unavailable(tmp_path):
         store.put("queue/j1.json", b"x")
     assert "\n" not in str(caught.value) and "failed to put 'queue/j1.json'" in str(caught.value)
     assert list(store.list("")) == []
+
+
+@pytest.mark.parametrize("url, hint", [("s3://b/p", "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+                                       ("gs://b/p", "GOOGLE_APPLICATION_CREDENTIALS"),
+                                       ("az://c/p", "AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY")])
+def test_no_credentials_is_said_as_such_not_as_a_refusal(url, hint):
+    """With no credentials in the environment obstore asks the metadata service of a cloud machine; that
+    failing is not the endpoint refusing anything (the endpoint here does not even listen)."""
+    from stado.objectstore import AccessDenied
+
+    options = {"endpoint": "http://127.0.0.1:1", "max_retries": 0, "retry_timeout": 2, "connect_timeout": 1}
+    if url.startswith("az://"):
+        options["account"] = "acct"
+    store = open_store(url, options, env={})
+    with pytest.raises(AccessDenied) as caught:
+        list(store.list(""))
+    message = str(caught.value)
+    assert message.startswith(f"no credentials found for {url}") and f"set {hint}" in message, message
+    assert "refused" not in message and "\n" not in message
+
+
+def test_an_azure_store_without_an_account_says_what_to_set():
+    message = one_line_error(lambda: open_store("az://c/p", {"endpoint": "http://127.0.0.1:1"}, env={}))
+    assert "no storage account" in message and "AZURE_STORAGE_ACCOUNT_NAME" in message

@@ -22,6 +22,10 @@ CREDENTIAL_HINTS = {
     "azure": "AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY (or AZURE_STORAGE_SAS_TOKEN)",
     "gcs": "GOOGLE_APPLICATION_CREDENTIALS",
 }
+# With no credentials in the environment, obstore asks the cloud's metadata service (instance role, managed
+# identity, service account) for them: an error that names it means no credentials were found.
+_METADATA_SERVICE = ("169.254.169.254", "169.254.170.2", "metadata.google.internal", "computeMetadata/",
+                     "/latest/api/token", "/metadata/identity/", "Error performing token request")
 _MISSING_BUCKET = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
 
 
@@ -104,6 +108,10 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None) ->
         return AlreadyExists(key or "")
     if isinstance(exc, oe.PreconditionError):
         return PreconditionFailed(key or "")
+    if any(marker in text for marker in _METADATA_SERVICE):
+        return AccessDenied(f"no credentials found for {where}: with none in the environment, the client asked the "
+                            f"cloud's metadata service, which answers only on a cloud machine with a role ({detail}); "
+                            f"set {CREDENTIAL_HINTS[provider]}")
     if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)) or re.search(
             r"status code: 40[13]\b", text):
         return AccessDenied(f"{where} refused the request ({detail}): check {CREDENTIAL_HINTS[provider]} and "

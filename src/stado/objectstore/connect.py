@@ -269,6 +269,10 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
     except BaseException as exc:
         if not isinstance(exc, Exception) and not is_panic(exc):
             raise
+        if provider == "azure" and "Account must be specified" in str(exc):
+            raise ConfigError(f"cannot open {url}: no storage account: set AZURE_STORAGE_ACCOUNT_NAME (and "
+                              "AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN), or account = \"NAME\" in "
+                              "STADO_CONFIG") from None
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(f"cannot open {url}: {first}") from None
     endpoint = config.get("base_url") or config.get("endpoint")
