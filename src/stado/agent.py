@@ -33,7 +33,7 @@ from . import artifacts, jobs, keys
 from . import documents as d
 from .admission import Offer, why_not
 from .environment import job_environment
-from .errors import ArtifactError, CorruptDocument
+from .errors import ArtifactError, BadInput, CorruptDocument
 from .lease import LeaseClock
 from .objectstore.base import ObjectStore, StoreError
 from .output import OutputUploader
@@ -45,6 +45,19 @@ AGENT_RECORD_EVERY = 30.0
 def default_work_root() -> str:
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(state, "stado", "work")
+
+
+def prepare_work_root(work_root: str) -> None:
+    """Create the work root's directories; BadInput in one line if it cannot be used."""
+    try:
+        for sub in ("agents", "jobs"):
+            os.makedirs(os.path.join(work_root, sub), mode=0o700, exist_ok=True)
+        probe = os.path.join(work_root, "agents", f".probe.{os.getpid()}")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"--work-root {work_root}: cannot use it as the agents' work root ({e.strerror or e}): "
+                       "choose a directory this user can create and write") from None
 
 
 @dataclass
@@ -172,9 +185,8 @@ class Agent:
             return None
 
     def _take_lock(self) -> None:
+        prepare_work_root(self.cfg.work_root)
         lock_dir = os.path.join(self.cfg.work_root, "agents")
-        os.makedirs(lock_dir, mode=0o700, exist_ok=True)
-        os.makedirs(os.path.join(self.cfg.work_root, "jobs"), mode=0o700, exist_ok=True)
         self._lock_path = os.path.join(lock_dir, f"{self.id}.lock")
         fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh id: nobody else can hold it
@@ -357,8 +369,10 @@ class Agent:
         output_path = os.path.join(job_dir, "output.log")
         try:
             delivered = artifacts.fetch_inputs(self.store, doc["spec"].get("inputs") or [], work)
-        except ArtifactError as e:
+        except (ArtifactError, BadInput) as e:
             return self._fail_before_start(slot, "input_unavailable", str(e))
+        except OSError as e:
+            return self._fail_before_start(slot, "input_unavailable", f"could not write its inputs: {e}")
         except StoreError as e:
             slot.launch_due = time.monotonic() + self.cfg.poll_seconds
             self.log(f"{job_id}: inputs could not be fetched ({type(e).__name__}: {str(e)[:200]}); retrying on the "

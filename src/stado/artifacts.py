@@ -124,7 +124,13 @@ def download(store: ObjectStore, job_id: str, entries: list[dict], directory: st
     """Download and verify each entry into `directory`. Every name is checked before anything is written;
     a file whose size or SHA-256 differs from the manifest is not kept, and ChecksumMismatch names it
     after the others are in place."""
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if not os.path.isdir(directory) or not os.access(directory, os.W_OK | os.X_OK):
+            raise NotADirectoryError(20, "not a writable directory")
+    except OSError as e:
+        raise BadInput(f"cannot write results into {directory} ({e.strerror or e}): give a directory that can be "
+                       "created and written") from None
     targets = [(entry, _inside(directory, entry.get("name"))) for entry in entries]
     bad, done = [], []
     for entry, target in targets:

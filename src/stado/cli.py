@@ -289,7 +289,7 @@ def cmd_results(args) -> int:
 
 
 def cmd_agent(args) -> int:
-    from .agent import AgentConfig, default_work_root, run_agent
+    from .agent import AgentConfig, default_work_root, prepare_work_root, run_agent
 
     if args.slots < 1:
         raise BadInput("--slots must be at least 1")
@@ -306,6 +306,7 @@ def cmd_agent(args) -> int:
                          capabilities=frozenset(_list(args.capabilities)), accelerators=args.accelerators,
                          kill_after=args.kill_after, until_idle=args.until_idle, keep_work=args.keep_work,
                          subreaper=True, **kwargs)
+    prepare_work_root(config.work_root)  # a work root it cannot use is bad input, told before the store is reached
     store = _store()
     next(iter(store.list("queue/")), None)  # reach the store once before claiming anything: a bad config fails here, in one line
     return run_agent(store, config)
@@ -371,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e), e.exit_code)
     except BrokenPipeError:
         return 1
+    except OSError as e:  # a file or directory the command could not use: one line, never a traceback
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        return _fail(f"{e.strerror or e}{where}", 1)
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # the store's errors keep their own root; translated here

@@ -77,3 +77,23 @@ def test_unreachable_backend_and_wrong_credentials(store_target, stado_env, stor
     missing = tmp_path / "missing.toml"
     got = stado({**stado_env, "STADO_CONFIG": str(missing)}, "status", ok=False)
     assert got.returncode == 2 and "does not exist" in got.stderr
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_unusable_work_roots_and_result_directories_are_one_line_errors(stado_env, tmp_path, store):
+    from .support import run_until_idle, submit
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for root in ("/proc/nope", str(a_file), str(a_file / "below")):
+        got = stado(stado_env, "agent", "--work-root", root, "--until-idle", ok=False)
+        assert got.returncode == 2, got.stderr
+        assert f"--work-root {root}" in got.stderr and len(got.stderr.strip().splitlines()) == 1, got.stderr
+    assert nothing_written(store)
+    job = submit(stado_env, "echo x > f; $STADO_BIN artifact put f")
+    assert run_until_idle(stado_env, tmp_path).returncode == 0
+    for target in (str(a_file), "/proc/x", str(a_file / "below")):
+        got = stado(stado_env, "results", job, target, ok=False)
+        assert got.returncode == 2, got.stderr
+        assert f"cannot write results into {target}" in got.stderr, got.stderr
+        assert len(got.stderr.strip().splitlines()) == 1, got.stderr
