@@ -301,9 +301,16 @@ def cmd_agent(args) -> int:
         if args.cores < 1:
             raise BadInput("--cores must be at least 1")
         kwargs["cores"] = args.cores
+    if not 0 <= args.accelerators <= 1024:
+        raise BadInput(f"--accelerators must be a whole number from 0 to 1024, not {args.accelerators}")
+    from .spec import check_token
+
+    capabilities = _list(args.capabilities)
+    for cap in capabilities:
+        check_token(cap, "capability")  # the same rule as a job's --capabilities, so the two can match
     config = AgentConfig(work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=_own_program(),
                          slots=args.slots, poll_seconds=args.poll_seconds,
-                         capabilities=frozenset(_list(args.capabilities)), accelerators=args.accelerators,
+                         capabilities=frozenset(capabilities), accelerators=args.accelerators,
                          kill_after=args.kill_after, until_idle=args.until_idle, keep_work=args.keep_work,
                          subreaper=True, **kwargs)
     prepare_work_root(config.work_root)  # a work root it cannot use is bad input, told before the store is reached

@@ -179,6 +179,11 @@ def _number(value, what: str) -> None:
         raise BadInput(f"bad {what} {value!r}: use a finite number >= 0")
 
 
-def _token(value, what: str) -> None:
+def check_token(value, what: str) -> str:
+    """A capability or provider name: BadInput unless it is letters, digits and . _ : = + - (at most 64)."""
     if not isinstance(value, str) or not _is_token(value):
         raise BadInput(f"bad {what} {value!r}: use letters, digits and . _ : = + - (at most 64)")
+    return value
+
+
+_token = check_token

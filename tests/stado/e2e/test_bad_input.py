@@ -25,6 +25,9 @@ def nothing_written(store):
     (["cancel", "ghost"], 3, "no job named 'ghost'"),
     (["machine", "status", "01a22a99-e71e-74c4-ad5a-198d46f1de5a"], 3, "no job"),
     (["agent", "--slots", "0"], 2, "--slots must be at least 1"),
+    (["agent", "--accelerators", "-1"], 2, "--accelerators must be a whole number from 0 to 1024"),
+    (["agent", "--capabilities", "a b"], 2, "bad capability 'a b'"),
+    (["agent", "--capabilities", "gpu,x/y"], 2, "bad capability 'x/y'"),
 ])
 def test_bad_input_is_refused_in_one_line(stado_env, store, args, code, words):
     got = stado(stado_env, *args, ok=False)
