@@ -24,7 +24,14 @@ def submission_from_args(args, command: str) -> Submission:
 
 
 def read_batch(path: str, defaults: Submission) -> list[Submission]:
-    """Every job in the file, or BadInput naming the first bad entry (then nothing is submitted)."""
+    """Every job in the file, or BadInput naming the first bad entry (then nothing is submitted).
+
+    The format: a file named .json is JSON and one named .toml is TOML; any other file is JSON or TOML
+    when its content parses as such (a JSON list or object; TOML with [[job]] tables), else one command
+    per line, so a shell line that starts with '[' or '{' stays a command.
+
+    The submit flags are defaults for every entry: an entry's own field wins (its `inputs` replace the
+    --input flags). --name names the one job of a one-entry batch; with more entries it is refused."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -37,13 +44,15 @@ def read_batch(path: str, defaults: Submission) -> list[Submission]:
     ext = os.path.splitext(path)[1].lower()
     if ext == ".toml":
         entries = _toml_entries(path, text)
-    elif ext == ".json" or text.lstrip().startswith(("[", "{")):
+    elif ext == ".json":
         entries = _json_entries(path, text)
     else:
-        entries = [(f"line {n}", line.strip()) for n, line in enumerate(text.splitlines(), 1)
-                   if line.strip() and not line.lstrip().startswith("#")]
+        entries = _sniffed_entries(path, text)
     if not entries:
         raise BadInput(f"batch file {path} holds no jobs: one command per line, or a JSON/TOML list of jobs")
+    if defaults.spec.name is not None and len(entries) > 1:
+        raise BadInput(f"--name names one job, but batch file {path} holds {len(entries)}: give each job its name in "
+                       "a JSON or TOML batch (the name field) instead; nothing was submitted")
     out = []
     for where, entry in entries:
         try:
@@ -51,6 +60,29 @@ def read_batch(path: str, defaults: Submission) -> list[Submission]:
         except BadInput as e:
             raise BadInput(f"batch file {path}, {where}: {e}; nothing was submitted") from None
     return out
+
+
+def _line_entries(text: str) -> list:
+    return [(f"line {n}", line.strip()) for n, line in enumerate(text.splitlines(), 1)
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _sniffed_entries(path: str, text: str) -> list:
+    """JSON or TOML if the content parses as such, else lines."""
+    if text.lstrip().startswith(("[", "{")):
+        try:
+            return _json_entries(path, text)
+        except BadInput:
+            pass
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        data = None
+    if isinstance(data, dict) and ("job" in data or "jobs" in data):
+        return _toml_entries(path, text)
+    return _line_entries(text)
 
 
 def _json_entries(path: str, text: str) -> list:
@@ -80,15 +112,33 @@ def _toml_entries(path: str, text: str) -> list:
     return [(f"job {n}", e) for n, e in enumerate(jobs, 1)]
 
 
+def _strings(value, key: str) -> tuple[str, ...]:
+    """A field that takes 'a,b' or a list of strings."""
+    if isinstance(value, str):
+        return parse_list(value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(v.strip() for v in value if v.strip())
+    raise BadInput(f"{key} must be a string \"a,b\" or a list of strings, not {value!r}"[:200])
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _entry(entry, defaults: Submission) -> Submission:
     if isinstance(entry, str):
-        return Submission(validate(defaults.spec._replace(command=entry, name=None)), ())
+        return Submission(validate(defaults.spec._replace(command=entry)), defaults.inputs)
     if not isinstance(entry, dict):
         raise BadInput("each job is a command string or a table/object with a command")
     unknown = sorted(set(entry) - set(FIELDS))
     if unknown:
         raise BadInput(f"unknown field(s) {', '.join(unknown)}: use {', '.join(FIELDS)}")
-    spec = defaults.spec._replace(name=None)
+    for key in ("command", "name", "spot"):
+        if key in entry and not isinstance(entry[key], str) and not (key == "name" and entry[key] is None):
+            raise BadInput(f"{key} must be text, not {entry[key]!r}"[:200])
+    for key in ("memory", "timeout"):
+        if key in entry and entry[key] is not None and not isinstance(entry[key], str) and not _number(entry[key]):
+            raise BadInput(f"{key} must be text such as \"4G\" / \"30m\" or a number, not {entry[key]!r}"[:200])
     changes = {}
     for key in ("command", "name", "cores", "accelerators", "priority", "spot", "cost_cap", "retries"):
         if key in entry:
@@ -99,10 +149,11 @@ def _entry(entry, defaults: Submission) -> Submission:
         changes["timeout"] = parse_timeout(entry["timeout"]) if isinstance(entry["timeout"], str) else entry["timeout"]
     for key, field in (("capabilities", "capabilities"), ("providers", "providers"), ("provider", "providers")):
         if key in entry:
-            value = entry[key]
-            changes[field] = parse_list(value) if isinstance(value, str) else tuple(value)
-    spec = validate(spec._replace(**changes))
-    inputs = entry.get("inputs") or []
-    if isinstance(inputs, str) or not isinstance(inputs, list):
-        raise BadInput("inputs is a list of \"JOB:NAME\" strings")
+            changes[field] = _strings(entry[key], key)
+    spec = validate(defaults.spec._replace(**changes))
+    if "inputs" not in entry:
+        return Submission(spec, defaults.inputs)
+    inputs = entry["inputs"]
+    if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+        raise BadInput(f"inputs must be a list of \"JOB:NAME\" strings, not {inputs!r}"[:200])
     return Submission(spec, tuple(parse_input(i) for i in inputs))

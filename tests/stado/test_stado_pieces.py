@@ -103,6 +103,82 @@ def test_batch_formats(tmp_path):
         read_batch(str(bad), defaults)
 
 
+def _defaults(**flags):
+    from argparse import Namespace
+
+    from stado.batch import submission_from_args
+
+    args = dict(name=None, priority=0, capabilities=[], cores=1, memory=None, accelerators=0, provider=[],
+                spot="allow", cost_cap=None, timeout=None, retries=0, input=[])
+    args.update(flags)
+    return submission_from_args(Namespace(**args), command="true")
+
+
+@pytest.mark.parametrize("entries, words", [
+    ('[{"command": "echo a", "capabilities": 5}]', "entry 1: capabilities must be"),
+    ('[{"command": "echo a", "capabilities": ["gpu", 5]}]', "entry 1: capabilities must be"),
+    ('[{"command": "echo a", "inputs": [5]}]', "entry 1: inputs must be"),
+    ('[{"command": "echo a", "inputs": "prep:x"}]', "entry 1: inputs must be"),
+    ('["ok", {"command": 5}]', "entry 2: command must be text"),
+    ('[{"command": "echo a", "name": 5}]', "entry 1: name must be text"),
+    ('[{"command": "echo a", "memory": [1]}]', "entry 1: memory must be"),
+    ('[{"command": "echo a", "timeout": {"s": 1}}]', "entry 1: timeout must be"),
+    ('[{"command": "echo a", "provider": {"x": 1}}]', "entry 1: provider must be"),
+    ('[{"command": "echo a", "spot": ["allow"]}]', "entry 1: spot must be"),
+])
+def test_batch_entries_of_the_wrong_type_are_one_line_bad_input(tmp_path, entries, words):
+    from stado.batch import read_batch
+
+    path = tmp_path / "jobs.json"
+    path.write_text(entries)
+    with pytest.raises(BadInput) as caught:
+        read_batch(str(path), _defaults())
+    assert words in str(caught.value) and "nothing was submitted" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_plain_batch_file_whose_lines_start_with_brackets_or_braces_is_lines(tmp_path):
+    from stado.batch import read_batch
+
+    path = tmp_path / "jobs"
+    path.write_text("[ -e /etc/passwd ] && echo yes\n{ echo a; }\n")
+    assert [i.spec.command for i in read_batch(str(path), _defaults())] == ["[ -e /etc/passwd ] && echo yes",
+                                                                          "{ echo a; }"]
+    (tmp_path / "braces.txt").write_text("{ echo a; }\n")
+    assert [i.spec.command for i in read_batch(str(tmp_path / "braces.txt"), _defaults())] == ["{ echo a; }"]
+    # Content that parses as JSON or TOML is read as such, whatever the file's name.
+    (tmp_path / "list").write_text('[{"command": "echo j"}]')
+    assert [i.spec.command for i in read_batch(str(tmp_path / "list"), _defaults())] == ["echo j"]
+    (tmp_path / "tables").write_text('[[job]]\ncommand = "echo t"\n')
+    assert [i.spec.command for i in read_batch(str(tmp_path / "tables"), _defaults())] == ["echo t"]
+    # A file named .json must be JSON.
+    (tmp_path / "bad.json").write_text("{ echo a; }\n")
+    with pytest.raises(BadInput, match="not valid JSON"):
+        read_batch(str(tmp_path / "bad.json"), _defaults())
+
+
+def test_batch_flags_input_and_name_are_defaults_for_the_entries(tmp_path):
+    from stado.batch import read_batch
+
+    lines = tmp_path / "jobs.txt"
+    lines.write_text("echo a\necho b\n")
+    items = read_batch(str(lines), _defaults(input=["prod:out.txt"]))
+    assert [i.inputs for i in items] == [(("prod", "out.txt"),)] * 2
+    as_json = tmp_path / "jobs.json"
+    as_json.write_text('[{"command": "a"}, {"command": "b", "inputs": ["other:in.txt"]}]')
+    items = read_batch(str(as_json), _defaults(input=["prod:out.txt"]))
+    assert [i.inputs for i in items] == [(("prod", "out.txt"),), (("other", "in.txt"),)]  # an entry's own wins
+    one = tmp_path / "one.txt"
+    one.write_text("echo only\n")
+    (item,) = read_batch(str(one), _defaults(name="nm"))
+    assert item.spec.name == "nm"
+    named = tmp_path / "named.json"
+    named.write_text('[{"command": "a", "name": "own"}]')
+    assert read_batch(str(named), _defaults(name="nm"))[0].spec.name == "own"
+    with pytest.raises(BadInput, match="--name names one job, but batch file .* holds 2"):
+        read_batch(str(lines), _defaults(name="nm"))
+
+
 def test_stado_never_imports_jobman():
     offenders = []
     for path in (SRC / "stado").rglob("*.py"):
