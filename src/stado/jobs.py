@@ -137,10 +137,22 @@ def find(store: ObjectStore, selector: str) -> str:
     except BadInput:
         raise JobNotFound(f"{selector!r} is neither a job id nor a job name: see `stado status`") from None
     ids = [e.key.rsplit("/", 1)[-1] for e in store.list(keys.name_prefix(selector))]
-    ids = [i for i in ids if is_uuid(i)]
-    if not ids:
-        raise JobNotFound(f"no job named {selector!r}: see `stado status` for names and ids")
-    return max(ids)  # ids sort by creation time
+    for job_id in sorted((i for i in ids if is_uuid(i)), reverse=True):  # ids sort by creation time: newest first
+        if _has_records(store, job_id):
+            return job_id
+        # A name entry whose job was never written (the submit stopped between its two writes): skip it.
+    raise JobNotFound(f"no job named {selector!r}: see `stado status` for names and ids")
+
+
+def _has_records(store: ObjectStore, job_id: str) -> bool:
+    """Whether any record of the job exists (readable or not: a corrupt one is still the job's)."""
+    for state in ("queued", "running") + keys.TERMINAL_STATES:
+        try:
+            store.get(keys.state_key(state, job_id))
+            return True
+        except NotFound:
+            continue
+    return False
 
 
 # -- submission ----------------------------------------------------------------------------------------

@@ -319,3 +319,20 @@ def test_a_claim_whose_create_never_landed_leaves_the_job_queued_for_the_next_pa
     assert claim(DroppedCreates(inner, landed=False), job["id"]) is None
     assert jobs.view(inner, job["id"]).state == "queued"
     assert claim(inner, job["id"]) is not None
+
+
+def test_a_name_entry_pointing_at_no_job_does_not_hide_the_real_one(tmp_path):
+    """The name index is written before the job: a crash between the two leaves a newer entry pointing at
+    nothing. Lookups take the newest id that has a record."""
+    from runkit.ids import uuid7
+
+    from stado.objectstore import open_store
+
+    store = open_store(f"file://{tmp_path}/store")
+    real = submit(store, "a", name="train")
+    store.put(keys.name_entry("train", uuid7()), b"left by a crashed submit")
+    assert jobs.find(store, "train") == real["id"]
+    assert jobs.view(store, jobs.find(store, "train")).state == "queued"
+    store.put(keys.name_entry("ghost", uuid7()), b"x")
+    with pytest.raises(JobNotFound, match="no job named 'ghost'"):
+        jobs.find(store, "ghost")
