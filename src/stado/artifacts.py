@@ -19,6 +19,7 @@ from .objectstore.base import NotFound, ObjectStore
 from .spec import check_artifact_name
 
 STAGING = "artifacts"
+STAGING_TMP = "artifacts.tmp"  # copies in progress: a directory of their own, so any artifact name stays free
 JOB_ID_FILE = "job-id"
 
 
@@ -55,14 +56,15 @@ def stage(paths: list[str], env: dict[str, str], name: str | None = None) -> lis
     if name is not None and len(paths) != 1:
         raise BadInput("--name renames one file: give exactly one PATH with it")
     area = job_area(env)
-    staging = os.path.join(area, STAGING)
+    staging, staging_tmp = os.path.join(area, STAGING), os.path.join(area, STAGING_TMP)
     os.makedirs(staging, exist_ok=True)
+    os.makedirs(staging_tmp, exist_ok=True)
     staged = []
     for path in paths:
         if not os.path.isfile(path):
             raise BadInput(f"{path}: not a regular file; artifact put uploads files")
         artifact = check_artifact_name(name or os.path.basename(os.path.abspath(path)))
-        tmp = os.path.join(staging, f".{artifact}.{os.getpid()}.tmp")
+        tmp = os.path.join(staging_tmp, f"{os.getpid()}.{len(staged)}")  # renamed into staging/ once complete
         h, size = hashlib.sha256(), 0
         with open(path, "rb") as src, open(tmp, "wb") as dst:
             while chunk := src.read(1 << 20):
@@ -77,10 +79,12 @@ def stage(paths: list[str], env: dict[str, str], name: str | None = None) -> lis
 # -- the agent, after the job's process ended ---------------------------------------------------------
 
 def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | None = None) -> dict:
-    """Upload every staged file, then the manifest (written last: a manifest names only uploaded bytes)."""
+    """Upload every staged file (any name, dot-files included: copies in progress live elsewhere), then the
+    manifest (written last: a manifest names only uploaded bytes)."""
     staging = os.path.join(area, STAGING)
     entries = []
-    names = sorted(n for n in os.listdir(staging) if not n.startswith(".")) if os.path.isdir(staging) else []
+    names = sorted(n for n in os.listdir(staging)
+                   if os.path.isfile(os.path.join(staging, n))) if os.path.isdir(staging) else []
     for artifact in names:
         with open(os.path.join(staging, artifact), "rb") as f:
             data = f.read()

@@ -2,6 +2,8 @@
 import hashlib
 import json
 
+import pytest
+
 from .support import machine_status, run_until_idle, stado, submit
 
 
@@ -65,3 +67,15 @@ def test_an_input_whose_producer_failed_fails_the_dependent_without_running_it(s
     status = machine_status(stado_env, consumer)
     assert (status["state"], status["error"]["class"]) == ("failed", "input_unavailable")
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_a_dot_file_artifact_is_uploaded_like_any_other(stado_env, tmp_path):
+    job = submit(stado_env, "printf secret-config > .hidden; printf v > .x.1.tmp; "
+                 "$STADO_BIN artifact put .hidden .x.1.tmp")
+    agent = run_until_idle(stado_env, tmp_path)
+    assert machine_status(stado_env, job)["state"] == "completed", agent.log()
+    out = tmp_path / "out"
+    shown = json.loads(stado(stado_env, "results", job, str(out), "--json").stdout)
+    assert sorted(a["name"] for a in shown["artifacts"]) == [".hidden", ".x.1.tmp"]
+    assert (out / ".hidden").read_text() == "secret-config" and (out / ".x.1.tmp").read_text() == "v"
