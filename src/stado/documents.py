@@ -193,32 +193,50 @@ def requeued_after_failure(doc: dict, *, now: float, nonce: str, writer: str) ->
 
 class JobView:
     """A job as readers resolve it: terminal records first (in TERMINAL_STATES order), then running,
-    then queued. `also` lists the other records found (a move still under way)."""
+    then queued. `also` lists the other records found (a move still under way).
 
-    __slots__ = ("id", "state", "doc", "also", "problems")
+    `terminal` means the job has stopped moving: a terminal record, and no process of it that may still
+    run. A running job cancelled has its cancelled/ record at once, but until its agent has seen its
+    process group gone and deleted running/ (phase `cancelling`, an owner), `stopping` names that phase
+    and the job is not terminal yet."""
 
-    def __init__(self, id: str, state: str, doc: dict, also: list[str] | None = None):
+    __slots__ = ("id", "state", "doc", "also", "problems", "stopping")
+
+    def __init__(self, id: str, state: str, doc: dict, also: list[str] | None = None, stopping: str | None = None):
         self.id, self.state, self.doc, self.also = id, state, doc, list(also or ())
         self.problems: list[str] = []  # corrupt records of this job that readers skipped
+        self.stopping = stopping
 
     @property
     def terminal(self) -> bool:
-        return self.state in TERMINAL_STATES
+        return self.state in TERMINAL_STATES and self.stopping is None
 
     @property
     def phase(self) -> str | None:
-        return self.doc.get("phase") if self.state == "running" else None
+        if self.state == "running":
+            return self.doc.get("phase")
+        return self.stopping
 
     @property
     def outcome(self) -> str | None:
-        return self.doc.get("outcome") if self.terminal else None
+        return self.doc.get("outcome") if self.state in TERMINAL_STATES else None
+
+
+def process_may_run(running: dict) -> bool:
+    """Whether a running document still stands for a process its agent has not seen gone: it has an owner
+    (a cancel tombstone has none: nothing ever started) and its outcome is not decided yet ('finishing' is
+    written only after the process group is gone)."""
+    return running.get("owner") is not None and running.get("phase") != "finishing"
 
 
 def resolve(job_id: str, records: dict[str, dict]) -> JobView | None:
     """Pick the record that states the job's truth from those present (state -> document)."""
     for state in TERMINAL_STATES + ("running", "queued"):
         if state in records:
-            return JobView(job_id, state, records[state], [s for s in records if s != state])
+            stopping = None
+            if state in TERMINAL_STATES and "running" in records and process_may_run(records["running"]):
+                stopping = records["running"].get("phase") or "running"
+            return JobView(job_id, state, records[state], [s for s in records if s != state], stopping)
     return None
 
 
@@ -226,13 +244,14 @@ def status_json(view: JobView) -> dict:
     """What `stado machine status` prints: state, terminal and outcome kept apart."""
     d = view.doc
     spec = d.get("spec", {})
-    res = d if view.terminal else (d.get("result") or {}) if view.phase == "finishing" else {}
+    ended = view.state in TERMINAL_STATES
+    res = d if ended else (d.get("result") or {}) if view.phase == "finishing" else {}
     return {
         "id": view.id, "name": spec.get("name"), "state": view.state, "terminal": view.terminal,
         "outcome": view.outcome, "phase": view.phase,
         "exit_code": res.get("exit_code"), "signal": res.get("signal"), "error": res.get("error"),
         "submitted_at": d.get("submitted_at"), "claimed_at": d.get("claimed_at"), "started_at": d.get("started_at"),
-        "finished_at": d.get("finished_at") if view.terminal else None,
+        "finished_at": d.get("finished_at") if ended else None,
         "lease_expires_at": d.get("lease_expires_at") if view.state == "running" else None,
         "owner": d.get("owner"), "instance_ref": d.get("instance_ref"),
         "requeues": d.get("requeues", 0), "failures": d.get("failures", 0),

@@ -385,8 +385,10 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
         v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
         if v is None:
             raise JobNotFound(f"no job {selector}: check the id with `stado status`")
-        if v.terminal:
+        if v.state in keys.TERMINAL_STATES:
             what = v.state if v.state == "cancelled" else f"{v.state} ({v.outcome})"
+            if not v.terminal:
+                what += f"; its process group on {recs['running'][0].get('instance_ref')} is being stopped"
             return CancelReport(job_id, "already_terminal", v, f"{job_id}: already {what}; nothing written")
         if v.state == "running":
             doc, version = recs["running"]

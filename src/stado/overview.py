@@ -51,8 +51,12 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview
         states = present[job_id]
         if states[0] in keys.TERMINAL_STATES and job_id not in shown_finished:
             continue
-        records = {}
+        records, first = {}, None
         for state in states:
+            # The first readable record states the job's truth; after a terminal one, running/ (if listed)
+            # tells whether the job still moves (a cancelled job whose processes are being stopped).
+            if first is not None and not (state == "running" and first in keys.TERMINAL_STATES):
+                continue
             try:
                 found = read(store, keys.state_key(state, job_id), job_id)
             except CorruptDocument as e:
@@ -60,8 +64,7 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview
                 continue
             if found is not None:
                 records[state] = found[0]
-            if records:
-                break  # the first readable record states the job's truth
+                first = first or state
         view = d.resolve(job_id, records)
         if view is not None:
             view.also = [s for s in states if s != view.state]

@@ -10,6 +10,8 @@ def _result(data: dict) -> str:
     if data.get("outcome") is None:
         return "-" if data.get("phase") in (None, "running") else data["phase"]
     text = data["outcome"]
+    if not data.get("terminal"):
+        return f"{text} ({data['phase']})"  # decided, but its processes are still being stopped
     if data.get("exit_code") is not None:
         text += f" ({data['exit_code']})"
     elif data.get("signal"):

@@ -4,6 +4,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from stado.objectstore import NotFound
 
 from .support import (Agent, machine_status, pids_with_env, run_until_idle, stado, status_json, submit,
@@ -200,4 +202,51 @@ def test_status_says_when_no_live_agent_can_run_a_job(stado_env, tmp_path):
         gate.touch()
         wait_for(lambda: machine_status(stado_env, busy)["terminal"], message="busy job done")
     finally:
+        agent.stop()
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_a_cancelled_job_is_not_terminal_while_its_processes_still_run(stado_env, tmp_path):
+    """The cancelled/ record is durable at once, but the job has not stopped moving until its agent has seen
+    its process group gone (here the job ignores SIGTERM and ends only when released)."""
+    import subprocess
+    import threading
+
+    from .support import STADO
+
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    job = submit(stado_env, f"trap '' TERM; touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done")
+    agent = Agent(stado_env, tmp_path, "--kill-after", "600")
+    watcher = None
+    try:
+        wait_for(started.exists, message="job started")
+        stado(stado_env, "cancel", job)
+        wait_for(lambda: "cancelled; stopping process group" in agent.log(), message="agent sent SIGTERM")
+        status = machine_status(stado_env, job)
+        assert (status["state"], status["terminal"], status["phase"]) == ("cancelled", False, "cancelling")
+        assert pids_with_env("WC_JOB_ID", job), "the job still runs"
+        row = next(j for j in status_json(stado_env)["jobs"] if j["id"] == job)
+        assert row["terminal"] is False
+        assert "cancelled/cancelling" in stado(stado_env, "status").stdout
+        again = stado(stado_env, "cancel", job).stdout
+        assert "already cancelled" in again and "being stopped" in again
+        watcher = subprocess.Popen([STADO, "job", "watch", job, "--interval", "0.1"], env=stado_env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        seen: list[str] = []
+        reader = threading.Thread(target=lambda: seen.extend(iter(watcher.stderr.readline, "")), daemon=True)
+        reader.start()
+        wait_for(lambda: any("cancelled/cancelling" in line for line in seen), message="the watcher's first look")
+        assert watcher.poll() is None, seen  # not terminal: it keeps watching
+        gate.touch()
+        assert watcher.wait(30) == 130
+        reader.join(10)
+        assert "cancelled: cancelled" in "".join(seen)
+        status = machine_status(stado_env, job)
+        assert (status["state"], status["terminal"], status["outcome"]) == ("cancelled", True, "cancelled")
+        assert not pids_with_env("WC_JOB_ID", job)
+    finally:
+        if watcher is not None and watcher.poll() is None:
+            watcher.kill()
+        if watcher is not None:
+            watcher.stderr.close()
         agent.stop()
