@@ -73,6 +73,7 @@ class AgentConfig:
     accelerators: int = 0
     kill_after: float = 10.0
     late_cap: float = 60.0
+    settle_seconds: float = 300.0  # how often a running agent finishes moves other agents left half done
     until_idle: bool = False
     keep_work: bool = False
     subreaper: bool = False  # become the reaper of jobs' orphans (the CLI agent does; an in-process one need not)
@@ -121,6 +122,7 @@ class Agent:
         self._wake_r = self._wake_w = None
         self._freed = False
         self._record_due = 0.0
+        self._settle_due = 0.0
         self._reap_all = False
 
     def log(self, message: str) -> None:
@@ -143,7 +145,7 @@ class Agent:
             recorded = True
             self.log(f"started on {self.instance_ref} with {self.cfg.slots} slot(s), polling every "
                      f"{self.cfg.poll_seconds:g} s; store {getattr(self.store, 'url', '?')}")
-            self._guard(self._settle_leftovers)
+            self._settle_leftovers_now()
             last_claim = -1e18
             while True:
                 self._reap()
@@ -163,6 +165,8 @@ class Agent:
                     break
                 if time.monotonic() >= self._record_due:
                     self._guard(self._write_record)
+                if time.monotonic() >= self._settle_due:
+                    self._settle_leftovers_now()
                 self._wait(self._next_deadline(last_claim))
         finally:
             if recorded:
@@ -236,7 +240,7 @@ class Agent:
                 pass
 
     def _next_deadline(self, last_claim: float) -> float:
-        deadline = last_claim + self.cfg.poll_seconds
+        deadline = min(last_claim + self.cfg.poll_seconds, self._settle_due, self._record_due)
         for slot in self.slots.values():
             deadline = min(deadline, slot.renew_due, slot.output_due)
             if not slot.launched:
@@ -256,9 +260,19 @@ class Agent:
         self.store.put(keys.agent(self.id), d.encode(record))
         self._record_due = time.monotonic() + AGENT_RECORD_EVERY
 
+    def _settle_leftovers_now(self) -> None:
+        """At start, then every settle_seconds: finish the moves that crashed agents left half done (one LIST
+        of running/, never of a terminal prefix), and look again at queued jobs a corrupt record held up."""
+        self._settle_due = time.monotonic() + self.cfg.settle_seconds
+        self._blocked.clear()
+        self._guard(self._settle_leftovers)
+
     def _settle_leftovers(self) -> None:
         for line in jobs.settle_leftovers(self.store, writer=self.id):
-            self.log(line)
+            if "cannot finish its move" in line or "corrupt document" in line:
+                self.log_once(f"leftover {line}", True, line)  # reported once, not on every pass
+            else:
+                self.log(line)
 
     # -- claiming ----------------------------------------------------------------------------------------
 

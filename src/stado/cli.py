@@ -116,6 +116,8 @@ def _parser():
                    help="capabilities this agent declares")
     a.add_argument("--cores", type=_int, help="cores this agent offers (default: all)")
     a.add_argument("--accelerators", type=_int, default=0)
+    a.add_argument("--settle-seconds", type=_float, default=300.0,
+                   help="seconds between passes that finish moves crashed agents left half done (default 300)")
     a.add_argument("--kill-after", type=_float, default=10.0,
                    help="seconds from SIGTERM to SIGKILL when stopping a job's process group (default 10)")
     a.add_argument("--until-idle", action="store_true",
@@ -295,6 +297,8 @@ def cmd_agent(args) -> int:
         raise BadInput("--slots must be at least 1")
     if args.poll_seconds <= 0:
         raise BadInput("--poll-seconds must be greater than 0")
+    if args.settle_seconds <= 0:
+        raise BadInput("--settle-seconds must be greater than 0")
     host = args.host or os.environ.get("STADO_HOST") or None
     kwargs = {"host": host} if host else {}
     if args.cores is not None:
@@ -311,9 +315,9 @@ def cmd_agent(args) -> int:
     config = AgentConfig(work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=_own_program(),
                          slots=args.slots, poll_seconds=args.poll_seconds,
                          capabilities=frozenset(capabilities), accelerators=args.accelerators,
-                         kill_after=args.kill_after, until_idle=args.until_idle, keep_work=args.keep_work,
-                         subreaper=True, **kwargs)
-    prepare_work_root(config.work_root)  # a work root it cannot use is bad input, told before the store is reached
+                         kill_after=args.kill_after, settle_seconds=args.settle_seconds, until_idle=args.until_idle,
+                         keep_work=args.keep_work, subreaper=True, **kwargs)
+    prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
     store = _store()
     next(iter(store.list("queue/")), None)  # reach the store once before claiming anything: a bad config fails here, in one line
     return run_agent(store, config)

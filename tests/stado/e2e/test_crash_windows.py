@@ -1,6 +1,8 @@
 """The two-write transitions' crash windows, each opened by a fault point (STADO_FAULT_POINT): readers
 show the right state, nothing runs twice, and the next pass finishes the move."""
-from .support import machine_status, run_until_idle, stado, submit
+import pytest
+
+from .support import Agent, machine_status, run_until_idle, stado, submit, wait_for
 
 FAULT_EXIT = 86
 
@@ -55,3 +57,63 @@ def test_cancel_written_but_queue_entry_not_deleted(stado_env, tmp_path, store):
     assert not ran.exists()
     assert list(store.list("queue/")) == [] and list(store.list("running/")) == []
     assert machine_status(stado_env, job)["moving"] == []
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_env, tmp_path, store):
+    """settle_leftovers runs at an agent's start and then every --settle-seconds while it runs."""
+    import time
+
+    from stado import documents as d
+    from stado import jobs, keys
+
+    agent = Agent(stado_env, tmp_path, "--settle-seconds", "0.3")
+    try:
+        wait_for(lambda: "started on" in agent.log(), message="agent up")
+        # Another agent died between the terminal write and the running delete (written here, by hand).
+        job = submit(stado_env, "true")
+        queued = jobs.read(store, keys.queued(job), job)[0]
+        doc, version = jobs.claim(store, queued, agent_id="dead", instance_ref="local@gone", lease_expires_at=0)
+        fin = d.finishing_doc(doc, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time(),
+                              nonce=jobs.new_nonce())
+        store.put_if_match(keys.running(job), d.encode(fin), version)
+        term = d.terminal_doc(fin, now=time.time(), nonce=jobs.new_nonce(), writer="dead")
+        store.put_if_absent(keys.terminal("completed", job), d.encode(term))
+        wait_for(lambda: not list(store.list("running/")), timeout=10, message="the live agent to finish the move")
+        assert f"{job}: finished an interrupted move to completed" in agent.log()
+        assert machine_status(stado_env, job)["moving"] == []
+        # A job held up by a corrupt record is looked at again on the same cadence once the record is gone.
+        blocked = submit(stado_env, "true")
+        store.put(f"running/{blocked}.json", b"garbage")
+        wait_for(lambda: f"{blocked}: not claimed" in agent.log(), message="the agent to skip it")
+        store.delete(f"running/{blocked}.json")
+        wait_for(lambda: machine_status(stado_env, blocked)["state"] == "completed", timeout=10,
+                 message="the unblocked job to run")
+        assert agent.proc.poll() is None
+    finally:
+        agent.stop()
+
+
+def test_an_idle_agent_loop_lists_only_the_queue_and_running_on_its_slow_cadence(tmp_path):
+    """The periodic leftovers pass lists running/ only; an idle poll lists queue/ only; terminal prefixes
+    are never listed."""
+    import signal
+    import threading
+
+    from stado.agent import Agent as InProcessAgent
+    from stado.agent import AgentConfig
+    from stado.metered import MeteredStore
+    from stado.objectstore import open_store
+
+    store = MeteredStore(open_store(f"file://{tmp_path}/store"))
+    agent = InProcessAgent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false",
+                                              poll_seconds=0.02, settle_seconds=0.1, host="h"), log=lambda _: None)
+    timer = threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGTERM))
+    timer.start()
+    try:
+        assert agent.run() == 0
+    finally:
+        timer.cancel()
+    listed = {prefix: n for (kind, prefix), n in store.by_prefix.items() if kind == "LIST"}
+    assert set(listed) == {"queue", "running"}, listed
+    assert listed["running"] >= 5 and listed["queue"] > 2 * listed["running"], listed
