@@ -16,7 +16,8 @@ from .objectstore.base import NotFound, ObjectStore
 @dataclass
 class Overview:
     jobs: list[d.JobView] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # jobs by the state they resolved to
+    corrupt: int = 0  # jobs with records but none readable (each one listed under problems)
     hidden: int = 0  # finished jobs beyond the limit, counted but not read
     problems: list[str] = field(default_factory=list)
     paused: dict | None = None
@@ -43,13 +44,16 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview
     for job_id, states in present.items():
         states.sort(key=resolution.index)  # terminal first: the documented order readers resolve in
         by_state.setdefault(states[0], []).append(job_id)
-    out.counts = {state: len(ids) for state, ids in by_state.items()}
+    # Finished jobs beyond the limit are counted from the listing (they are not read); every other job is
+    # counted once it resolved, so a job whose only record is corrupt is counted apart, not as queued.
+    counts: dict[str, int] = {}
     finished = sorted((i for s in keys.TERMINAL_STATES for i in by_state.get(s, [])), reverse=True)
     shown_finished = set(finished if finished_limit is None else finished[:finished_limit])
     out.hidden = len(finished) - len(shown_finished)
     for job_id in sorted(present):
         states = present[job_id]
         if states[0] in keys.TERMINAL_STATES and job_id not in shown_finished:
+            counts[states[0]] = counts.get(states[0], 0) + 1
             continue
         records, first = {}, None
         for state in states:
@@ -69,6 +73,10 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview
         if view is not None:
             view.also = [s for s in states if s != view.state]
             out.jobs.append(view)
+            counts[view.state] = counts.get(view.state, 0) + 1
+        else:
+            out.corrupt += 1
+    out.counts = counts
     out.paused = pause_record(store)
     for entry in store.list(keys.AGENTS):
         try:

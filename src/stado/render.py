@@ -20,7 +20,7 @@ def _result(data: dict) -> str:
 
 
 def overview_json(ov: Overview) -> dict:
-    return {"paused": ov.paused, "counts": ov.counts, "hidden_finished": ov.hidden,
+    return {"paused": ov.paused, "counts": ov.counts, "corrupt": ov.corrupt, "hidden_finished": ov.hidden,
             "jobs": [dict(status_json(v), unschedulable=ov.unschedulable.get(v.id)) for v in ov.jobs],
             "problems": ov.problems, "agents": ov.agents}
 
@@ -40,6 +40,8 @@ def overview_table(ov: Overview) -> str:
     for row in table:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
     counts = ", ".join(f"{ov.counts.get(s, 0)} {s}" for s in STATE_ORDER)
+    if ov.corrupt:
+        counts += f", {ov.corrupt} corrupt (see problems)"
     lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden else ""))
     if ov.agents:
         lines.append(f"{len(ov.agents)} agent(s): " + ", ".join(

@@ -65,3 +65,16 @@ def test_a_corrupt_terminal_record_met_at_finish_leaves_the_outcome_in_running(s
     last = run_until_idle(stado_env, tmp_path, name="last")
     assert last.returncode == 0 and "finished an interrupted move to completed" in last.log()
     assert machine_status(stado_env, job)["state"] == "completed"
+
+
+def test_status_counts_only_jobs_that_resolved_and_corrupt_ones_apart(stado_env, store):
+    from runkit.ids import uuid7
+
+    bad = uuid7()
+    store.put(f"queue/{bad}.json", b"{this is not json")
+    good = submit(stado_env, "true")
+    status = status_json(stado_env)
+    assert status["counts"] == {"queued": 1} and status["corrupt"] == 1
+    assert [j["id"] for j in status["jobs"]] == [good]
+    summary = stado(stado_env, "status").stdout.splitlines()
+    assert "0 running, 1 queued, 0 completed, 0 failed, 0 cancelled, 1 corrupt (see problems)" in summary
