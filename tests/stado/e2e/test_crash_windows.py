@@ -83,8 +83,10 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
         assert f"{job}: finished an interrupted move to completed" in agent.log()
         assert machine_status(stado_env, job)["moving"] == []
         # A job held up by a corrupt record is looked at again on the same cadence once the record is gone.
+        stado(stado_env, "queue", "pause")  # so that the agent cannot claim it before its record is spoiled
         blocked = submit(stado_env, "true")
         store.put(f"running/{blocked}.json", b"garbage")
+        stado(stado_env, "queue", "resume")
         wait_for(lambda: f"{blocked}: not claimed" in agent.log(), message="the agent to skip it")
         store.delete(f"running/{blocked}.json")
         wait_for(lambda: machine_status(stado_env, blocked)["state"] == "completed", timeout=10,
