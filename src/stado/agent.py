@@ -122,6 +122,7 @@ class Agent:
         self._wake_r = self._wake_w = None
         self._freed = False
         self._record_due = 0.0
+        self._record_generation = 0
         self._settle_due = 0.0
         self._reap_all = False
 
@@ -256,8 +257,9 @@ class Agent:
                   "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(self.offer.capabilities),
                   "cores": self.offer.cores, "memory": self.offer.memory, "accelerators": self.offer.accelerators,
                   "provider": self.offer.provider, "spot": self.offer.spot, "last_seen": d.iso(time.time()),
-                  "stopping": self.stopping}
-        self.store.put(keys.agent(self.id), d.encode(record))
+                  "stopping": self.stopping, "generation": self._record_generation + 1, "nonce": jobs.new_nonce()}
+        self.store.put(keys.agent(self.id), d.encode(record))  # only this agent writes its record
+        self._record_generation += 1
         self._record_due = time.monotonic() + AGENT_RECORD_EVERY
 
     def _settle_leftovers_now(self) -> None:

@@ -60,3 +60,17 @@ def test_a_job_waiting_for_its_inputs_to_be_fetchable_can_be_cancelled(tmp_path)
     assert agent.run() == 0
     assert jobs.view(store, consumer["id"]).state == "cancelled" and not ran.exists()
     assert [e.key for e in store.list(keys.RUNNING)] == []
+
+
+def test_the_agent_record_carries_a_generation_and_a_fresh_nonce(tmp_path):
+    import json
+
+    store = open_store(f"file://{tmp_path}/store")
+    agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", host="h"),
+                  log=lambda _: None)
+    agent._write_record()
+    first = json.loads(store.get(keys.agent(agent.id)).data)
+    agent._write_record()
+    second = json.loads(store.get(keys.agent(agent.id)).data)
+    assert (first["generation"], second["generation"]) == (1, 2)
+    assert len(first["nonce"]) == 24 and first["nonce"] != second["nonce"]
