@@ -1,6 +1,14 @@
 """Whether this agent may run a job (pure). The later scheduler (order, admission) extends this;
-for now it is the fence every agent applies before it claims."""
+for now it is the fence every agent applies before it claims. Also: which agents' records still speak
+for a live agent (time is an argument)."""
 from dataclasses import dataclass
+
+# An agent refreshes its record every 6 polls, between 1 s and 30 s, and counts as live for 3 refreshes,
+# never less than LIVE_FLOOR (clocks of different hosts disagree a little; one loop may stall on an upload).
+REFRESH_POLLS = 6
+REFRESH_MIN, REFRESH_MAX = 1.0, 30.0
+LIVE_REFRESHES = 3
+LIVE_FLOOR = 10.0
 
 
 @dataclass(frozen=True)
@@ -43,11 +51,45 @@ def offer_of(record: dict) -> Offer:
                  int(record.get("accelerators") or 0), record.get("provider") or "local", bool(record.get("spot")))
 
 
-def unschedulable(spec: dict, agents: list[dict]) -> str | None:
-    """Why no live agent can run the job (None if one can, or if no agent is live to ask)."""
+def refresh_seconds(poll_seconds: float) -> float:
+    """How often an agent polling this often rewrites its record (its last_seen)."""
+    return min(REFRESH_MAX, max(REFRESH_MIN, REFRESH_POLLS * poll_seconds))
+
+
+def live_for(refresh: float) -> float:
+    """How long after its last_seen an agent's record still counts as a live agent."""
+    return max(LIVE_FLOOR, LIVE_REFRESHES * refresh)
+
+
+def silent_for(record: dict, now: float) -> float | None:
+    """Seconds since the agent last refreshed its record (None if it carries no readable last_seen)."""
+    from .documents import parse_iso
+
+    try:
+        seen = parse_iso(record.get("last_seen"))
+    except (TypeError, ValueError):
+        return None
+    return None if seen is None else now - seen
+
+
+def is_live(record: dict, now: float) -> bool:
+    """Whether an agents/ record speaks for a live agent: its last_seen is younger than the window it
+    recorded (records from before windows were recorded: the 30 s refresh of that time)."""
+    silent = silent_for(record, now)
+    if silent is None:
+        return False
+    window = record.get("live_for")
+    if isinstance(window, bool) or not isinstance(window, (int, float)):
+        window = live_for(REFRESH_MAX)
+    return silent <= max(LIVE_FLOOR, window)
+
+
+def unschedulable(spec: dict, agents: list[dict], now: float) -> str | None:
+    """Why no live agent can run the job (None if one can, or if no agent is live to ask). Records of
+    agents that stopped speaking (is_live) and agents that are stopping do not count."""
     reasons = []
     for record in agents:
-        if record.get("stopping"):
+        if record.get("stopping") or not is_live(record, now):
             continue
         reason = why_not(spec, offer_of(record))
         if reason is None:

@@ -31,15 +31,13 @@ from runkit.redact import secret_values
 
 from . import artifacts, jobs, keys
 from . import documents as d
-from .admission import Offer, why_not
+from .admission import Offer, live_for, refresh_seconds, why_not
 from .environment import job_environment
 from .errors import ArtifactError, BadInput, CorruptDocument
 from .lease import LeaseClock
 from .objectstore.base import ObjectStore, StoreError
 from .output import OutputUploader
 from .process import KILL, TERM, group_alive, reap, reap_any, signal_group, spawn_shell
-
-AGENT_RECORD_EVERY = 30.0
 
 
 def default_work_root() -> str:
@@ -253,14 +251,16 @@ class Agent:
         return deadline
 
     def _write_record(self) -> None:
+        refresh = refresh_seconds(self.cfg.poll_seconds)
         record = {"agent": self.id, "host": self.cfg.host, "instance_ref": self.instance_ref, "pid": os.getpid(),
                   "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(self.offer.capabilities),
                   "cores": self.offer.cores, "memory": self.offer.memory, "accelerators": self.offer.accelerators,
                   "provider": self.offer.provider, "spot": self.offer.spot, "last_seen": d.iso(time.time()),
-                  "stopping": self.stopping, "generation": self._record_generation + 1, "nonce": jobs.new_nonce()}
+                  "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds, "refresh_seconds": refresh,
+                  "live_for": live_for(refresh), "generation": self._record_generation + 1, "nonce": jobs.new_nonce()}
         self.store.put(keys.agent(self.id), d.encode(record))  # only this agent writes its record
         self._record_generation += 1
-        self._record_due = time.monotonic() + AGENT_RECORD_EVERY
+        self._record_due = time.monotonic() + refresh
 
     def _settle_leftovers_now(self) -> None:
         """At start, then every settle_seconds: finish the moves that crashed agents left half done (one LIST

@@ -8,7 +8,7 @@ from runkit.ids import is_uuid
 from . import documents as d
 from . import keys
 from .errors import CorruptDocument
-from .admission import unschedulable
+from .admission import is_live, silent_for, unschedulable
 from .jobs import pause_record, read
 from .objectstore.base import NotFound, ObjectStore
 
@@ -21,12 +21,17 @@ class Overview:
     hidden: int = 0  # finished jobs beyond the limit, counted but not read
     problems: list[str] = field(default_factory=list)
     paused: dict | None = None
-    agents: list[dict] = field(default_factory=list)
+    agents: list[dict] = field(default_factory=list)  # live agents' records
+    stale_agents: list[dict] = field(default_factory=list)  # records of agents silent for too long (dead?)
     unschedulable: dict[str, str] = field(default_factory=dict)  # queued job id -> why no live agent fits
 
 
-def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview:
-    """One LIST per prefix, then one GET per job shown (the record that states its truth)."""
+def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float | None = None) -> Overview:
+    """One LIST per prefix, then one GET per job shown (the record that states its truth). `now` judges
+    whether agents' records are recent enough to count them live."""
+    import time
+
+    now = time.time() if now is None else now
     out = Overview()
     present: dict[str, list[str]] = {}
     # Listed in lifecycle order, so a job that moves on between two listings (new record first, old one
@@ -83,12 +88,16 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20) -> Overview
             record = json.loads(store.get(entry.key).data)
             if not isinstance(record, dict):
                 raise ValueError("not an object")
-            out.agents.append(record)
+            if is_live(record, now):
+                out.agents.append(record)
+            else:
+                silent = silent_for(record, now)
+                out.stale_agents.append(dict(record, silent_for=None if silent is None else round(silent, 1)))
         except (ValueError, NotFound):  # an agent record is advisory: a bad one is reported, never fatal
             out.problems.append(f"{entry.key}: unreadable agent record")
     for view in out.jobs:
         if view.state == "queued":
-            reason = unschedulable(view.doc.get("spec") or {}, out.agents)
+            reason = unschedulable(view.doc.get("spec") or {}, out.agents, now)
             if reason:
                 out.unschedulable[view.id] = reason
     return out

@@ -22,7 +22,7 @@ def _result(data: dict) -> str:
 def overview_json(ov: Overview) -> dict:
     return {"paused": ov.paused, "counts": ov.counts, "corrupt": ov.corrupt, "hidden_finished": ov.hidden,
             "jobs": [dict(status_json(v), unschedulable=ov.unschedulable.get(v.id)) for v in ov.jobs],
-            "problems": ov.problems, "agents": ov.agents}
+            "problems": ov.problems, "agents": ov.agents, "stale_agents": ov.stale_agents}
 
 
 def overview_table(ov: Overview) -> str:
@@ -47,6 +47,10 @@ def overview_table(ov: Overview) -> str:
         lines.append(f"{len(ov.agents)} agent(s): " + ", ".join(
             f"{a.get('instance_ref')} [{len(a.get('running') or [])}/{a.get('slots')}] seen {a.get('last_seen')}"
             for a in ov.agents))
+    if ov.stale_agents:
+        lines.append(f"{len(ov.stale_agents)} stale agent(s), silent longer than their liveness window (dead, or "
+                     "cut off from the store; not counted as live): " + ", ".join(
+                         f"{a.get('instance_ref')} last seen {a.get('last_seen')}" for a in ov.stale_agents))
     for job_id, reason in sorted(ov.unschedulable.items()):
         lines.append(f"unschedulable: {job_id}: no live agent can run it ({reason})")
     for problem in ov.problems:

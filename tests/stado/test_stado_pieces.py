@@ -74,6 +74,23 @@ def test_admission_fence():
     assert "accelerators" in why_not({"accelerators": 1}, offer)
 
 
+def test_agent_liveness_is_judged_from_its_own_recorded_window_with_a_floor():
+    from stado.admission import is_live, live_for, refresh_seconds, unschedulable
+    from stado.documents import iso
+
+    assert (refresh_seconds(0.1), refresh_seconds(2), refresh_seconds(5), refresh_seconds(60)) == (1, 12, 30, 30)
+    assert (live_for(1), live_for(12), live_for(30)) == (10, 36, 90)
+    fast = {"last_seen": iso(1000), "live_for": live_for(refresh_seconds(0.1)), "capabilities": ["gpu"],
+            "instance_ref": "local@a"}
+    assert is_live(fast, 1009.9) and not is_live(fast, 1010.1)
+    assert is_live({"last_seen": iso(1000), "live_for": 1}, 1009)  # never under the floor
+    assert is_live({"last_seen": iso(1000)}, 1089) and not is_live({"last_seen": iso(1000)}, 1091)  # older records
+    assert not is_live({}, 0) and not is_live({"last_seen": "yesterday"}, 0)
+    x86 = dict(fast, capabilities=["x86"], instance_ref="local@b", last_seen=iso(1100))
+    assert unschedulable({"capabilities": ["gpu"]}, [fast, x86], now=1005) is None
+    assert "local@b: needs capabilities gpu" in unschedulable({"capabilities": ["gpu"]}, [fast, x86], now=1105)
+
+
 @pytest.mark.parametrize("name", ["", ".", "..", "../x", "a/b", "a\\b", "x\0y", " padded"])
 def test_unsafe_artifact_names(name):
     with pytest.raises(UnsafeArtifactName):

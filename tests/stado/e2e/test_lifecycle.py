@@ -250,3 +250,41 @@ def test_a_cancelled_job_is_not_terminal_while_its_processes_still_run(stado_env
         if watcher is not None:
             watcher.stderr.close()
         agent.stop()
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_a_dead_agent_is_shown_stale_and_does_not_make_a_job_schedulable(stado_env, tmp_path, store):
+    """A SIGKILLed agent leaves its agents/ record behind. Once its last_seen is older than its own
+    liveness window (recorded in the record), it is not live: not listed as such, and not an agent the
+    queue's jobs could run on."""
+    import datetime
+
+    gpu_agent = Agent(stado_env, tmp_path, "--capabilities", "gpu", name="gpu-agent", host="gpuhost")
+    x86_agent = Agent(stado_env, tmp_path, "--capabilities", "x86", "--poll-seconds", "5", name="x86-agent")
+    try:
+        def records():
+            return {json.loads(store.get(e.key).data)["instance_ref"]: e.key for e in store.list("agents/")}
+
+        wait_for(lambda: len(records()) == 2, message="both agents' records")
+        gpu_agent.proc.kill()
+        gpu_agent.wait(10)
+        key = records()["local@gpuhost"]
+        record = json.loads(store.get(key).data)
+        assert record["refresh_seconds"] == 1 and record["live_for"] == 10
+        gpu = submit(stado_env, "nvidia-smi", "--capabilities", "gpu")
+        # Time passes for the dead agent's record (its last sign of life a minute ago).
+        aged = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=60)
+        record.update(last_seen=aged.strftime("%Y-%m-%dT%H:%M:%S.000Z"), generation=record["generation"] + 1,
+                      nonce="aged-by-the-test")
+        store.put(key, json.dumps(record).encode())
+        status = status_json(stado_env)
+        assert [a["instance_ref"] for a in status["agents"]] == ["local@testhost"]
+        assert [a["instance_ref"] for a in status["stale_agents"]] == ["local@gpuhost"]
+        row = next(j for j in status["jobs"] if j["id"] == gpu)
+        assert "needs capabilities gpu" in (row["unschedulable"] or ""), row
+        table = stado(stado_env, "status").stdout
+        assert "1 stale agent(s)" in table and "local@gpuhost" in table
+        assert f"unschedulable: {gpu}: no live agent can run it" in table
+    finally:
+        gpu_agent.stop()
+        x86_agent.stop()
