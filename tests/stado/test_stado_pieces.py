@@ -215,3 +215,13 @@ def test_the_pure_core_does_no_io():
         imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert not imported & io_modules, (name, imported & io_modules)
         assert "objectstore" not in {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+
+
+def test_the_docs_warn_that_the_local_directory_is_for_one_host():
+    root = SRC.parent
+    guide = (root / "docs" / "stado.md").read_text()
+    readme = (root / "README.md").read_text()
+    stado_part = readme[readme.index("## stado"):]
+    stado_part = stado_part[:stado_part.index("\n## ", 1)]
+    for text in (guide, stado_part):
+        assert "flock" in text and "NFS" in text and "one host" in text
