@@ -129,7 +129,32 @@ class SeaweedFS:
         _stop(self.proc)
 
 
+# free_port() only says a port was free a moment ago: parallel test workers start servers at the same time,
+# and one may take a port another picked. A start that failed that way is tried again on fresh ports.
+PORT_TAKEN = ("is not available", "address already in use", "EADDRINUSE")
+START_ATTEMPTS = 3
+
+
+def _with_fresh_ports(start, workdir: Path, *args):
+    for attempt in range(1, START_ATTEMPTS + 1):
+        attempt_dir = workdir / f"attempt-{attempt}"
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            return start(attempt_dir, *args)
+        except ServerError as exc:
+            if attempt == START_ATTEMPTS or not any(marker in str(exc) for marker in PORT_TAKEN):
+                raise
+
+
 def start_seaweedfs(workdir: Path, bucket: str = "stado") -> SeaweedFS:
+    return _with_fresh_ports(_start_seaweedfs, workdir, bucket)
+
+
+def start_azurite(workdir: Path, container: str = "stado") -> "Azurite":
+    return _with_fresh_ports(_start_azurite, workdir, container)
+
+
+def _start_seaweedfs(workdir: Path, bucket: str) -> SeaweedFS:
     if not WEED.exists():
         raise ServerError(f"SeaweedFS is not installed ({WEED} is missing): run `make test-deps`")
     data = workdir / "data"
@@ -212,7 +237,7 @@ def create_container(port: int, container: str, account: str = AZURITE_ACCOUNT, 
     return response.status
 
 
-def start_azurite(workdir: Path, container: str = "stado") -> Azurite:
+def _start_azurite(workdir: Path, container: str) -> Azurite:
     if not AZURITE.exists():
         raise ServerError(f"Azurite is not installed ({AZURITE} is missing): run `make test-deps`")
     port = free_port()
