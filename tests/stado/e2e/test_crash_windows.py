@@ -71,6 +71,8 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
     try:
         wait_for(lambda: "started on" in agent.log(), message="agent up")
         # Another agent died between the terminal write and the running delete (written here, by hand).
+        # The queue is paused so that the live agent cannot claim the job first; settling goes on.
+        stado(stado_env, "queue", "pause")
         job = submit(stado_env, "true")
         queued = jobs.read(store, keys.queued(job), job)[0]
         doc, version = jobs.claim(store, queued, agent_id="dead", instance_ref="local@gone", lease_expires_at=0)
@@ -80,11 +82,11 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
         term = d.terminal_doc(fin, now=time.time(), nonce=jobs.new_nonce(), writer="dead")
         store.put_if_absent(keys.terminal("completed", job), d.encode(term))
         wait_for(lambda: not list(store.list("running/")), timeout=10, message="the live agent to finish the move")
-        assert f"{job}: finished an interrupted move to completed" in agent.log()
+        # It deletes running/ first and logs after: wait for the line rather than race it.
+        wait_for(lambda: f"{job}: finished an interrupted move to completed" in agent.log(), message="its log line")
         assert machine_status(stado_env, job)["moving"] == []
         # A job held up by a corrupt record is looked at again on the same cadence once the record is gone.
-        stado(stado_env, "queue", "pause")  # so that the agent cannot claim it before its record is spoiled
-        blocked = submit(stado_env, "true")
+        blocked = submit(stado_env, "true")  # still paused: the agent cannot claim it before it is spoiled
         store.put(f"running/{blocked}.json", b"garbage")
         stado(stado_env, "queue", "resume")
         wait_for(lambda: f"{blocked}: not claimed" in agent.log(), message="the agent to skip it")
