@@ -1,6 +1,5 @@
 """Reading a job's output: per-attempt log files, with the span the size cap dropped marked, and
 following them live across retries until the job ends."""
-import os
 import time
 
 from . import queries, transitions

@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import http.client
 import json
-import os
 import secrets
 import signal
 import socket

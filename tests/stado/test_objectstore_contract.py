@@ -3,7 +3,6 @@ import json
 import multiprocessing
 import threading
 import time
-from collections import Counter
 
 import pytest
 
