@@ -226,9 +226,9 @@ def test_supervise_accepts_a_job_id_and_nothing_else(jobman):
 
 def test_ctrl_c_before_commit_submits_nothing(jobman, tmp_path):
     marker = tmp_path / "marker"
-    # SIGINT at its default in the CLI, as a terminal's foreground process has it: a test process may be
-    # inside system(3) in another thread at this moment, which ignores SIGINT and SIGQUIT for the whole
-    # process, and a child spawned then inherits the ignore (seen under xdist).
+    # SIGINT at its default in the CLI, as a terminal's foreground process has it. Under xdist the CLI was
+    # once seen starting with SIGINT and SIGQUIT ignored (inherited from the worker; /proc SigIgn), and a
+    # Python started with SIGINT ignored installs no KeyboardInterrupt handler.
     proc = subprocess.Popen([JOBMAN, "run", "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**jobman.env, "JOBMAN_TEST_FAULT": "cli:before_commit",
                                  "JOBMAN_TEST_MARKER": str(marker)},
