@@ -46,6 +46,10 @@ class MeteredStore(ObjectStore):
         self._count("DELETE", key)
         self.inner.delete(key)
 
+    def delete_if_match(self, key, version):
+        self._count("DELETE", key)
+        return self.inner.delete_if_match(key, version)
+
     def list(self, prefix):
         self._count("LIST", prefix)
         return iter(list(self.inner.list(prefix)))

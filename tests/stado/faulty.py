@@ -32,6 +32,9 @@ class LostResponses(ObjectStore):
     def delete(self, key):
         self.inner.delete(key)
 
+    def delete_if_match(self, key, version):
+        return self.inner.delete_if_match(key, version)
+
     def list(self, prefix):
         return self.inner.list(prefix)
 

@@ -113,7 +113,15 @@ class ObjectStore:
         raise NotImplementedError
 
     def delete(self, key: str) -> None:
-        """Remove the key; a missing key is not an error (deletes are idempotent)."""
+        """Remove the key; a missing key is not an error (deletes are idempotent). Only for keys a single
+        writer owns: a key that other writers may create again is removed with delete_if_match."""
+        raise NotImplementedError
+
+    def delete_if_match(self, key: str, version: Version) -> bool:
+        """Remove the key only if it still has `version`. True when this call removed it; False when the
+        key is gone or holds another version (nothing was removed). A stale writer's delete therefore
+        never removes a newer object written at the same key. Backends whose API lacks a conditional
+        delete emulate it (objectstore.tombstones) rather than fall back to an unconditional one."""
         raise NotImplementedError
 
     def list(self, prefix: str) -> Iterator[Entry]:

@@ -292,4 +292,9 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
         raise ConfigError(f"cannot open {url}: {first}") from None
     endpoint = config.get("base_url") or config.get("endpoint")
     where = f"{url} at {endpoint}" if endpoint else url
-    return CloudStore(url, provider, store, where)
+    opened = CloudStore(url, provider, store, where, timeout=client["timeout"].total_seconds())
+    if provider == "gcs":
+        from .tombstones import TombstoneDeletes
+
+        return TombstoneDeletes(opened)
+    return opened

@@ -163,6 +163,22 @@ class FileStore(ObjectStore):
         finally:
             os.close(lock)
 
+    @_os_errors_reported
+    def delete_if_match(self, key: str, version: Version) -> bool:
+        path = self._path(key)
+        lock = self._lock(key)
+        try:
+            current = _stat_or_none(path)
+            if current is None or version_of(current) != version:
+                return False
+            os.unlink(path)
+            parent = os.path.dirname(path)
+            _fsync_dir_present(parent)
+            self._prune(parent)
+            return True
+        finally:
+            os.close(lock)
+
     # -- helpers ------------------------------------------------------------------------------------
 
     def _path(self, key: str) -> str:

@@ -58,6 +58,15 @@ class MemoryStore(ObjectStore):
         with self._lock:
             self._objects.pop(key, None)
 
+    def delete_if_match(self, key: str, version: Version) -> bool:
+        check_key(key)
+        with self._lock:
+            current = self._objects.get(key)
+            if current is None or current[1] != version:
+                return False
+            del self._objects[key]
+            return True
+
     def list(self, prefix: str) -> Iterator[Entry]:
         prefix = dir_prefix(prefix)
         with self._lock:

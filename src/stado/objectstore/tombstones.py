@@ -1,0 +1,82 @@
+"""A conditional delete for a backend whose client cannot send one (GCS through obstore): tombstones.
+
+delete_if_match(key, version) first replaces the object with a tombstone by put_if_match on `version`
+(so it fails, changing nothing, when the key moved on), then deletes the key. Between the two requests
+the tombstone stands in the key's place, and nothing can take that place from it:
+
+- get() reports a tombstone as NotFound, so no caller ever learns its version, and no put_if_match can
+  replace it; put_if_absent fails on it (the key exists); stado never writes a shared key with put().
+- so only the writer that made the tombstone removes it, and its unconditional delete can only remove
+  its own tombstone, never an object written later.
+
+The price: a writer that dies between the two requests leaves the tombstone standing, and the key cannot
+be created again until it is removed. `stado doctor` lists such keys and `stado repair ID` removes them
+(after a day, by default, so that a writer that is only slow cannot be overtaken).
+"""
+from collections.abc import Iterator
+
+from .base import Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version
+
+MAGIC = b"\x00stado-tombstone\x00"
+
+
+def is_tombstone(data: bytes) -> bool:
+    return data.startswith(MAGIC)
+
+
+class TombstoneDeletes(ObjectStore):
+    """Wraps a store whose backend has no conditional delete; every other verb goes straight through."""
+
+    emulated_conditional_delete = True
+
+    def __init__(self, inner: ObjectStore):
+        self.inner, self.url = inner, inner.url
+        self.unique_versions = getattr(inner, "unique_versions", True)
+        self.provider = getattr(inner, "provider", None)
+
+    def get(self, key: str) -> Blob:
+        blob = self.inner.get(key)
+        if is_tombstone(blob.data):
+            raise NotFound(key)
+        return blob
+
+    def put_if_absent(self, key: str, data: bytes) -> Version:
+        return self.inner.put_if_absent(key, data)
+
+    def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
+        return self.inner.put_if_match(key, data, version)
+
+    def put(self, key: str, data: bytes) -> Version:
+        return self.inner.put(key, data)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    def delete_if_match(self, key: str, version: Version) -> bool:
+        import os
+
+        try:
+            self.inner.put_if_match(key, MAGIC + os.urandom(8).hex().encode(), version)
+        except PreconditionFailed:
+            return False
+        self.inner.delete(key)
+        return True
+
+    def list(self, prefix: str) -> Iterator[Entry]:
+        return self.inner.list(prefix)
+
+    def tombstones(self, prefix: str) -> "list[Entry]":
+        """Tombstones standing under `prefix` (left by a writer that died between its two requests)."""
+        found = []
+        for entry in self.inner.list(prefix):
+            if entry.size > len(MAGIC) + 16:
+                continue
+            try:
+                if is_tombstone(self.inner.get(entry.key).data):
+                    found.append(entry)
+            except NotFound:
+                continue
+        return found
+
+    def close(self) -> None:
+        self.inner.close()
