@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from stado import jobs, keys  # noqa: E402
+from stado import cas, keys, submission  # noqa: E402
 from stado.agent import Agent, AgentConfig  # noqa: E402
 from stado.documents import parse_iso  # noqa: E402
-from stado.jobs import Submission  # noqa: E402
+from stado.submission import Submission  # noqa: E402
 from stado.metered import KINDS, MeteredStore  # noqa: E402
 from stado.objectstore.connect import open_store  # noqa: E402
 from stado.spec import JobSpec  # noqa: E402
@@ -59,7 +59,7 @@ def measure(name: str, url: str, options: dict, env: dict, n: int) -> dict:
     submit_times = []
     for i in range(n):
         t0 = time.perf_counter()
-        jobs.submit(store, [Submission(JobSpec(command="true"))])
+        submission.submit(store, [Submission(JobSpec(command="true"))])
         submit_times.append(time.perf_counter() - t0)
     after_submit = dict(store.counts)
     agent = Agent(store, AgentConfig(work_root=str(tmp / "work"), stado_bin=str(BIN / "stado"), slots=1,
@@ -68,7 +68,7 @@ def measure(name: str, url: str, options: dict, env: dict, n: int) -> dict:
     agent.run()
     drain_s = time.perf_counter() - t0
     total = dict(store.counts)
-    finished = [jobs.read(store.inner, e.key)[0] for e in store.inner.list(keys.COMPLETED)]
+    finished = [cas.read(store.inner, e.key)[0] for e in store.inner.list(keys.COMPLETED)]
     assert len(finished) == n, f"{len(finished)} of {n} jobs completed"
     claim_to_start = [parse_iso(doc["started_at"]) - parse_iso(doc["claimed_at"]) for doc in finished]
     # One idle poll: a claim pass over an empty queue.

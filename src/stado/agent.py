@@ -30,12 +30,14 @@ from runkit.ids import is_uuid, uuid7
 from runkit.redact import secret_values
 
 from . import artifacts, jobs, keys
+from .cas import new_nonce, read
 from . import documents as d
 from .admission import Offer, live_for, refresh_seconds, why_not
 from .environment import job_environment
 from .errors import ArtifactError, BadInput, CorruptDocument
 from .lease import LeaseClock
 from .objectstore.base import ObjectStore, StoreError
+from .pause import pause_record
 from .output import OutputUploader
 from .process import KILL, TERM, group_alive, reap, reap_any, signal_group, spawn_shell
 
@@ -257,7 +259,7 @@ class Agent:
                   "cores": self.offer.cores, "memory": self.offer.memory, "accelerators": self.offer.accelerators,
                   "provider": self.offer.provider, "spot": self.offer.spot, "last_seen": d.iso(time.time()),
                   "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds, "refresh_seconds": refresh,
-                  "live_for": live_for(refresh), "generation": self._record_generation + 1, "nonce": jobs.new_nonce()}
+                  "live_for": live_for(refresh), "generation": self._record_generation + 1, "nonce": new_nonce()}
         self.store.put(keys.agent(self.id), d.encode(record))  # only this agent writes its record
         self._record_generation += 1
         self._record_due = time.monotonic() + refresh
@@ -290,7 +292,7 @@ class Agent:
                 entries.append((job_id, entry))
         if not entries:
             return 0
-        pause = jobs.pause_record(self.store)
+        pause = pause_record(self.store)
         if pause is not None:
             self.log_once("pause", pause.get("nonce"), f"queue paused by {pause.get('by')} at {pause.get('at')}"
                           f" ({pause.get('reason') or 'no reason given'}): not claiming")
@@ -308,13 +310,13 @@ class Agent:
             if self._said.get(entry.key) == entry.version or self._blocked.get(entry.key) == entry.version:
                 continue  # known corrupt, ineligible or blocked, unchanged since
             try:
-                found = jobs.read(self.store, entry.key, job_id)
+                found = read(self.store, entry.key, job_id)
             except CorruptDocument as e:
                 self.log_once(entry.key, entry.version, f"{e}: skipped")
                 continue
             if found is None:
                 continue
-            queued = found[0]
+            queued, queued_version = found
             reason = why_not(queued["spec"], self.offer)
             if reason:
                 self.log_once(entry.key, entry.version, f"{job_id}: not for this agent: {reason}")
@@ -327,7 +329,7 @@ class Agent:
                 seen += 1
                 now = time.time()
                 got = jobs.claim(self.store, queued, agent_id=self.id, instance_ref=self.instance_ref,
-                                 lease_expires_at=self.lease.promise(now), now=now)
+                                 lease_expires_at=self.lease.promise(now), now=now, queued_version=queued_version)
             except CorruptDocument as e:
                 # Another record of this job (or of its input's producer) is corrupt: this job cannot be
                 # decided on, the others can. Looked at again on the slow leftovers cadence, or once its
@@ -489,7 +491,7 @@ class Agent:
             slot.doc = current
             return self._stop(slot, "cancel")
         try:
-            cancelled = current is None and jobs.read(self.store, keys.terminal("cancelled", slot.job_id)) is not None
+            cancelled = current is None and read(self.store, keys.terminal("cancelled", slot.job_id)) is not None
         except CorruptDocument:
             cancelled = False
         if cancelled:
@@ -552,13 +554,16 @@ class Agent:
                 slot.doc = current
                 return self._settle_cancel(slot)
             if current is not None and current.get("phase") == "finishing" and current.get("claim") == doc.get("claim"):
+                # Our own decision, written by an earlier pass whose move was interrupted: finish it.
                 try:
-                    got = jobs.settle(self.store, current, writer=self.id)  # our own decision, its move interrupted
+                    found = read(self.store, keys.running(slot.job_id), slot.job_id)
+                    got = jobs.settle(self.store, *found, writer=self.id) if found else None
                 except CorruptDocument as e:
                     self.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an "
                              "operator (`stado status` lists it under problems)")
                     return self._drop(slot)
-                self.log(f"{slot.job_id}: {got['state']} (finished the move of an earlier pass)")
+                state = got["state"] if got else "settled by another agent"
+                self.log(f"{slot.job_id}: {state} (finished the move of an earlier pass)")
                 return self._drop(slot)
             self.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
             return self._drop(slot)
@@ -568,13 +573,10 @@ class Agent:
         self._drop(slot)
 
     def _settle_cancel(self, slot: Slot) -> None:
-        doc = slot.doc
         try:
-            if doc.get("phase") != "cancelling":
-                found = jobs.read(self.store, keys.running(slot.job_id), slot.job_id)
-                doc = found[0] if found and found[0].get("phase") == "cancelling" else None
-            if doc is not None:
-                jobs.settle(self.store, doc, writer=self.id)
+            found = read(self.store, keys.running(slot.job_id), slot.job_id)
+            if found is not None and found[0].get("phase") == "cancelling" and found[0].get("claim") == slot.doc["claim"]:
+                jobs.settle(self.store, *found, writer=self.id)
         except CorruptDocument as e:
             self.log(f"{slot.job_id}: process group {slot.pgid} stopped; the cancel could not be settled: {e}; "
                      "left for an operator (`stado status` lists it under problems)")

@@ -2,7 +2,7 @@
 import os
 
 from .errors import BadInput
-from .jobs import Submission
+from .submission import Submission
 from .spec import (JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate)
 
 FIELDS = ("command", "name", "cores", "memory", "accelerators", "priority", "capabilities", "providers", "provider",

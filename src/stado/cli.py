@@ -175,7 +175,7 @@ def _json(data) -> None:
 # -- commands ------------------------------------------------------------------------------------------
 
 def cmd_submit(args) -> int:
-    from . import jobs
+    from . import submission
     from .batch import read_batch, submission_from_args
 
     if args.batch is not None:
@@ -186,7 +186,7 @@ def cmd_submit(args) -> int:
         if args.cmd is None:
             raise BadInput("missing command: stado submit \"CMD\" (or --batch FILE)")
         items = [submission_from_args(args, command=args.cmd)]
-    docs = jobs.submit(_store(), items)
+    docs = submission.submit(_store(), items)
     if args.json:
         _json({"jobs": [{"id": doc["id"], "name": doc["spec"]["name"]} for doc in docs]})
     else:
@@ -200,10 +200,10 @@ def cmd_status(args) -> int:
 
     store = _store()
     if args.id:
-        from . import jobs
         from .documents import status_json
+        from .lookup import find, view
 
-        v = jobs.view(store, jobs.find(store, args.id))
+        v = view(store, find(store, args.id))
         data = dict(status_json(v), spec=v.doc.get("spec"))
         _json(data) if args.json else _out(render.job_details(data))
         return 0
@@ -215,11 +215,11 @@ def cmd_status(args) -> int:
 
 
 def cmd_machine_status(args) -> int:
-    from . import jobs
     from .documents import status_json
+    from .lookup import find, view
 
     store = _store()
-    _json(status_json(jobs.view(store, jobs.find(store, args.id))))
+    _json(status_json(view(store, find(store, args.id))))
     return 0
 
 
@@ -230,9 +230,9 @@ def cmd_watch(args) -> int:
 
 
 def cmd_rerun(args) -> int:
-    from . import jobs
+    from . import submission
 
-    original, new = jobs.rerun(_store(), args.id)
+    original, new = submission.rerun(_store(), args.id)
     if args.json:
         _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"]})
     else:
@@ -252,9 +252,9 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_pause(args) -> int:
-    from . import jobs
+    from . import pause
 
-    record, already = jobs.pause(_store(), reason=args.reason)
+    record, already = pause.pause(_store(), reason=args.reason)
     if args.json:
         _json({"paused": True, "already": already, "record": record})
     else:
@@ -265,9 +265,9 @@ def cmd_pause(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from . import jobs
+    from . import pause
 
-    record = jobs.resume(_store())
+    record = pause.resume(_store())
     if args.json:
         _json({"paused": False, "lifted": record})
     else:
@@ -276,10 +276,11 @@ def cmd_resume(args) -> int:
 
 
 def cmd_results(args) -> int:
-    from . import artifacts, jobs
+    from . import artifacts
+    from .lookup import find
 
     store = _store()
-    job_id = jobs.find(store, args.id)
+    job_id = find(store, args.id)
     got = artifacts.results(store, job_id, args.dir)
     if args.json:
         _json({"id": job_id, "artifacts": got})

@@ -88,7 +88,7 @@ def claim_doc(queued: dict, *, agent_id: str, instance_ref: str, now: float, lea
     is the queue document's nonce, which tells a leftover queue entry (already claimed) from a newer one."""
     return _next(queued, state="running", now=now, nonce=nonce, writer=agent_id, phase="running",
                  owner=agent_id, instance_ref=instance_ref, claim=nonce, claimed_from=queued["nonce"],
-                 claimed_at=iso(now), started_at=None, lease_expires_at=iso(lease_expires_at), process=None,
+                 claimed_at=iso(now), started_at=iso(now), lease_expires_at=iso(lease_expires_at), process=None,
                  result=None, cancel=None)
 
 
@@ -100,6 +100,12 @@ def renewed_doc(running: dict, *, now: float, lease_expires_at: float, nonce: st
     if process is not None:
         fields["process"] = process
     return _next(running, state="running", now=now, nonce=nonce, writer=running["owner"], **fields)
+
+
+def taken_doc(running: dict, *, writer: str, now: float, nonce: str) -> dict:
+    """The same running document, its generation moved on by a writer about to finish its move: every
+    other writer holding the version it read is fenced from here on (see jobs.settle)."""
+    return _next(running, state="running", now=now, nonce=nonce, writer=writer, settled_by=writer)
 
 
 def is_leftover_queue_entry(queued: dict, running: dict) -> bool:
@@ -182,9 +188,9 @@ def requeued_after_failure(doc: dict, *, now: float, nonce: str, writer: str) ->
     """Back to the queue for another attempt: the failed-attempts counter moves, the lost-worker
     counter (requeues) does not."""
     new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, failures=doc.get("failures", 0) + 1,
-                last_result=doc.get("result"))
+                last_result=doc.get("result"), requeued_from=doc.get("claim"))
     for name in ("phase", "owner", "instance_ref", "claim", "claimed_from", "claimed_at", "started_at",
-                 "lease_expires_at", "process", "result", "cancel", "finished_at"):
+                 "lease_expires_at", "process", "result", "cancel", "finished_at", "settled_by"):
         new.pop(name, None)
     return new
 

@@ -6,12 +6,13 @@ it reaches that point. The points sit between the two writes of a two-write tran
     claim-written     running/<id>.json created, queue/<id>.json not yet deleted
     terminal-written  the terminal record created, running/<id>.json not yet deleted
     cancel-written    cancelled/<id>.json created, the queue entry or tombstone not yet deleted
+    requeue-written   a retry's queue entry written, running/<id>.json not yet deleted
 """
 import os
 import sys
 
 FAULT_EXIT = 86
-POINTS = ("claim-written", "terminal-written", "cancel-written")
+POINTS = ("claim-written", "terminal-written", "cancel-written", "requeue-written")
 
 
 def point(name: str) -> None:

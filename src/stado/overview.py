@@ -9,7 +9,8 @@ from . import documents as d
 from . import keys
 from .errors import CorruptDocument
 from .admission import is_live, silent_for, unschedulable
-from .jobs import pause_record, read
+from .cas import read
+from .pause import pause_record
 from .objectstore.base import NotFound, ObjectStore
 
 

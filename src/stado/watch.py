@@ -4,7 +4,7 @@ import json
 import sys
 import time
 
-from . import jobs
+from .lookup import find, view
 from .documents import iso, status_json
 from .objectstore.base import ObjectStore
 from .overview import output_since
@@ -28,11 +28,11 @@ def exit_status(data: dict) -> int:
 
 
 def watch(store: ObjectStore, selector: str, *, interval: float = 1.0, as_json: bool = False) -> int:
-    job_id = jobs.find(store, selector)
+    job_id = find(store, selector)
     out, err = sys.stdout, sys.stderr
     last, seq = None, 0
     while True:
-        data = status_json(jobs.view(store, job_id))
+        data = status_json(view(store, job_id))
         label = data["state"] + ("" if data["phase"] in (None, "running") else f"/{data['phase']}")
         if label != last:
             last = label

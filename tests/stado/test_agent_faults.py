@@ -1,18 +1,18 @@
 """An agent (in this process) over a real local-directory store wrapped to fail for a moment."""
-from stado import artifacts, jobs, keys
+from stado import artifacts, cas, jobs, keys, lookup, submission
 from stado import documents as d
 from stado.agent import Agent, AgentConfig
-from stado.jobs import Submission
 from stado.objectstore import open_store
 from stado.spec import JobSpec
+from stado.submission import Submission
 
 from .faulty import FailingReads
 
 
 def _produce(store, tmp_path, name: str, data: bytes) -> str:
     """A completed job that produced one artifact, written through the library."""
-    producer = jobs.submit(store, [Submission(JobSpec("produce"))])[0]
-    queued = jobs.read(store, keys.queued(producer["id"]), producer["id"])[0]
+    producer = submission.submit(store, [Submission(JobSpec("produce"))])[0]
+    queued = cas.read(store, keys.queued(producer["id"]), producer["id"])[0]
     doc, version = jobs.claim(store, queued, agent_id="maker", instance_ref="local@h", lease_expires_at=0)
     area = tmp_path / "producer"
     (area / artifacts.STAGING).mkdir(parents=True)
@@ -26,7 +26,7 @@ def test_a_store_failure_while_fetching_inputs_is_retried_and_the_agent_lives_on
     store = open_store(f"file://{tmp_path}/store")
     producer = _produce(store, tmp_path, "data.txt", b"payload")
     seen = tmp_path / "seen.txt"
-    consumer = jobs.submit(store, [Submission(JobSpec(f"cat data.txt > {seen}"), ((producer, "data.txt"),))])[0]
+    consumer = submission.submit(store, [Submission(JobSpec(f"cat data.txt > {seen}"), ((producer, "data.txt"),))])[0]
     flaky = FailingReads(store, keys.status_prefix(producer), times=1)
     lines: list[str] = []
     agent = Agent(flaky, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.05,
@@ -35,7 +35,7 @@ def test_a_store_failure_while_fetching_inputs_is_retried_and_the_agent_lives_on
     assert flaky.failures == 0, "the fault was injected"
     log = "\n".join(lines)
     assert "inputs could not be fetched" in log and "retrying" in log, log
-    view = jobs.view(store, consumer["id"])
+    view = lookup.view(store, consumer["id"])
     assert (view.state, view.doc["exit_code"]) == ("completed", 0), log
     assert seen.read_bytes() == b"payload"
     assert log.count(f"{consumer['id']}: claimed") == 1 and log.count(f"{consumer['id']}: started") == 1
@@ -45,20 +45,20 @@ def test_a_job_waiting_for_its_inputs_to_be_fetchable_can_be_cancelled(tmp_path)
     store = open_store(f"file://{tmp_path}/store")
     producer = _produce(store, tmp_path, "data.txt", b"payload")
     ran = tmp_path / "ran"
-    consumer = jobs.submit(store, [Submission(JobSpec(f"touch {ran}"), ((producer, "data.txt"),))])[0]
+    consumer = submission.submit(store, [Submission(JobSpec(f"touch {ran}"), ((producer, "data.txt"),))])[0]
     flaky = FailingReads(store, keys.status_prefix(producer), times=10**9)  # the store stays away
     lines: list[str] = []
 
     def log(line):
         lines.append(line)
         if line.endswith("retrying on the next tick") and len(lines) < 50:
-            if jobs.view(store, consumer["id"]).state == "running":
+            if lookup.view(store, consumer["id"]).state == "running":
                 jobs.cancel(store, consumer["id"], by="op")  # the operator gives up on it
 
     agent = Agent(flaky, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.05,
                                      host="h", until_idle=True), log=log)
     assert agent.run() == 0
-    assert jobs.view(store, consumer["id"]).state == "cancelled" and not ran.exists()
+    assert lookup.view(store, consumer["id"]).state == "cancelled" and not ran.exists()
     assert [e.key for e in store.list(keys.RUNNING)] == []
 
 

@@ -4,12 +4,14 @@ import threading
 
 import pytest
 
+from stado import cas, jobs, keys, lookup, submission
 from stado import documents as d
-from stado import jobs, keys
+from stado import pause as pausing
 from stado.errors import BadInput, JobNotFound
-from stado.jobs import Fenced, Submission
+from stado.jobs import Fenced
 from stado.objectstore.memory import MemoryStore
 from stado.spec import JobSpec
+from stado.submission import Submission
 
 from .faulty import DroppedCreates, LostResponses
 
@@ -17,7 +19,7 @@ AGENT = "agent-a"
 
 
 def submit(store, command="true", **spec):
-    return jobs.submit(store, [Submission(JobSpec(command=command, **spec))])[0]
+    return submission.submit(store, [Submission(JobSpec(command=command, **spec))])[0]
 
 
 def snapshot(store):
@@ -25,7 +27,7 @@ def snapshot(store):
 
 
 def claim(store, job_id, agent=AGENT, now=1000.0):
-    queued = jobs.read(store, keys.queued(job_id), job_id)[0]
+    queued = cas.read(store, keys.queued(job_id), job_id)[0]
     return jobs.claim(store, queued, agent_id=agent, instance_ref="local@test", lease_expires_at=now + 5, now=now)
 
 
@@ -45,9 +47,9 @@ def test_ids_sort_by_creation_and_names_find_the_newest():
     first = submit(store, "a", name="train")
     second = submit(store, "b", name="train")
     assert first["id"] < second["id"]
-    assert jobs.find(store, "train") == second["id"]
+    assert lookup.find(store, "train") == second["id"]
     with pytest.raises(JobNotFound):
-        jobs.find(store, "nope")
+        lookup.find(store, "nope")
 
 
 def test_bad_specs_write_nothing():
@@ -57,21 +59,21 @@ def test_bad_specs_write_nothing():
         with pytest.raises(BadInput):
             submit(store, **bad)
     with pytest.raises(JobNotFound):
-        jobs.submit(store, [Submission(JobSpec("x"), (("missing-job", "a.txt"),))])
+        submission.submit(store, [Submission(JobSpec("x"), (("missing-job", "a.txt"),))])
     assert snapshot(store) == {}
 
 
 def test_claim_has_one_winner_and_moves_the_job():
     store = MemoryStore()
     job = submit(store)
-    queued = jobs.read(store, keys.queued(job["id"]))[0]
+    queued = cas.read(store, keys.queued(job["id"]))[0]
     won = jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=5)
     lost = jobs.claim(store, queued, agent_id="b", instance_ref="local@h", lease_expires_at=5)
     assert won is not None and lost is None
     doc = won[0]
     assert doc["owner"] == "a" and doc["generation"] == 2 and doc["claimed_from"] == queued["nonce"]
     assert doc["lease_expires_at"] is not None
-    assert jobs.view(store, job["id"]).state == "running"
+    assert lookup.view(store, job["id"]).state == "running"
     assert store.list(keys.QUEUE).__next__ if False else list(store.list(keys.QUEUE)) == []
 
 
@@ -84,7 +86,7 @@ def test_claim_race_between_threads_has_no_double_winner():
     def racer(name):
         barrier.wait()
         for job_id in ids:
-            found = jobs.read(store, keys.queued(job_id), job_id)
+            found = cas.read(store, keys.queued(job_id), job_id)
             if found and jobs.claim(store, found[0], agent_id=name, instance_ref="local@h", lease_expires_at=1):
                 wins[job_id].append(name)
 
@@ -101,33 +103,33 @@ def test_a_claim_whose_response_was_lost_is_recognised_as_won():
     job = submit(store.inner)
     got = claim(store, job["id"])
     assert got is not None, "our own create landed: the nonce says so"
-    assert jobs.view(store.inner, job["id"]).state == "running"
+    assert lookup.view(store.inner, job["id"]).state == "running"
 
 
 def test_leftover_queue_entry_after_an_interrupted_claim_is_deleted_by_the_next_pass():
     store = MemoryStore()
     job = submit(store)
-    queued = jobs.read(store, keys.queued(job["id"]))[0]
+    queued = cas.read(store, keys.queued(job["id"]))[0]
     # The crash window: running/ written, queue/ not yet deleted.
     running = d.claim_doc(queued, agent_id="dead", instance_ref="local@h", now=1, lease_expires_at=2, nonce="n1")
     store.put_if_absent(keys.running(job["id"]), d.encode(running))
-    v = jobs.view(store, job["id"])
+    v = lookup.view(store, job["id"])
     assert v.state == "running" and v.also == ["queued"]
     assert claim(store, job["id"], agent="next") is None  # nothing runs twice
-    assert jobs.read(store, keys.queued(job["id"])) is None  # ... and the move is finished
-    assert jobs.view(store, job["id"]).doc["owner"] == "dead"
+    assert cas.read(store, keys.queued(job["id"])) is None  # ... and the move is finished
+    assert lookup.view(store, job["id"]).doc["owner"] == "dead"
 
 
 def test_a_newer_queue_document_is_not_mistaken_for_a_leftover():
     store = MemoryStore()
     job = submit(store)
-    queued = jobs.read(store, keys.queued(job["id"]))[0]
+    queued = cas.read(store, keys.queued(job["id"]))[0]
     running = d.claim_doc(queued, agent_id="a", instance_ref="local@h", now=1, lease_expires_at=2, nonce="n1")
     store.put_if_absent(keys.running(job["id"]), d.encode(running))
     newer = dict(queued, generation=3, nonce="requeued")  # e.g. a requeue whose running delete is pending
     store.put(keys.queued(job["id"]), d.encode(newer))
     assert claim(store, job["id"], agent="b") is None
-    assert jobs.read(store, keys.queued(job["id"]))[0]["nonce"] == "requeued"
+    assert cas.read(store, keys.queued(job["id"]))[0]["nonce"] == "requeued"
 
 
 def test_renewal_is_a_compare_and_swap_that_fences_a_stale_writer():
@@ -156,7 +158,7 @@ def test_finish_writes_terminal_then_deletes_running():
     term = jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None), now=1010)
     assert term["state"] == "completed" and term["outcome"] == "succeeded" and term["exit_code"] == 0
     assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
-    status = d.status_json(jobs.view(store, job["id"]))
+    status = d.status_json(lookup.view(store, job["id"]))
     assert (status["state"], status["terminal"], status["outcome"], status["exit_code"]) == (
         "completed", True, "succeeded", 0)
 
@@ -187,12 +189,12 @@ def test_terminal_records_resolve_in_the_documented_order():
 def test_cancel_of_a_queued_job_takes_the_claim_slot_so_it_never_starts():
     store = MemoryStore()
     job = submit(store)
-    queued = jobs.read(store, keys.queued(job["id"]))[0]
+    queued = cas.read(store, keys.queued(job["id"]))[0]
     report = jobs.cancel(store, job["id"], by="op", reason="wrong input")
     assert report.kind == "cancelled_queued"
     assert jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=1) is None
     assert [e.key for e in store.list("")] == [keys.terminal("cancelled", job["id"])]
-    term = jobs.view(store, job["id"]).doc
+    term = lookup.view(store, job["id"]).doc
     assert term["cancelled_by"] == "op" and term["cancel_reason"] == "wrong input" and term["outcome"] == "cancelled"
 
 
@@ -202,10 +204,10 @@ def test_cancel_of_a_running_job_fences_its_finish():
     doc, version = claim(store, job["id"])
     report = jobs.cancel(store, job["id"], by="op")
     assert report.kind == "cancelled_running"
-    assert jobs.view(store, job["id"]).state == "cancelled"  # readers: terminal first
+    assert lookup.view(store, job["id"]).state == "cancelled"  # readers: terminal first
     got = jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
     assert isinstance(got, Fenced) and got.current["phase"] == "cancelling"
-    jobs.settle(store, got.current, writer=AGENT)
+    jobs.settle(store, *cas.read(store, keys.running(job["id"])), writer=AGENT)
     assert [e.key for e in store.list("")] == [keys.terminal("cancelled", job["id"])]
 
 
@@ -226,7 +228,7 @@ def test_settle_finishes_an_interrupted_terminal_move_once():
     doc, version = claim(store, job["id"])
     fin = d.finishing_doc(doc, d.classify_exit(0, None, timed_out=False, timeout=None), now=5, nonce="f")
     store.put_if_match(keys.running(job["id"]), d.encode(fin), version)
-    assert jobs.view(store, job["id"]).phase == "finishing"
+    assert lookup.view(store, job["id"]).phase == "finishing"
     assert jobs.settle_leftovers(store, writer="b") == [f"{job['id']}: finished an interrupted move to completed"]
     assert jobs.settle_leftovers(store, writer="c") == []
     assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
@@ -246,19 +248,19 @@ def test_retries_count_failed_attempts_apart_from_requeues():
 def test_rerun_resubmits_the_exact_spec_under_a_new_id():
     store = MemoryStore()
     job = submit(store, "make test", name="ci", cores=3, priority=7, capabilities=("gpu",), timeout=90.0)
-    original, new = jobs.rerun(store, "ci")
+    original, new = submission.rerun(store, "ci")
     assert new["id"] != job["id"] and new["rerun_of"] == job["id"]
     assert new["spec"] == original["spec"]
 
 
 def test_pause_records_who_when_why_and_resume_lifts_it():
     store = MemoryStore()
-    record, already = jobs.pause(store, by="ops@host", reason="maintenance", now=0)
+    record, already = pausing.pause(store, by="ops@host", reason="maintenance", now=0)
     assert not already and record["by"] == "ops@host" and record["reason"] == "maintenance"
-    assert jobs.pause(store, by="other")[1] is True
+    assert pausing.pause(store, by="other")[1] is True
     submit(store)  # submissions are still accepted
-    assert jobs.resume(store)["reason"] == "maintenance"
-    assert jobs.pause_record(store) is None and jobs.resume(store) is None
+    assert pausing.resume(store)["reason"] == "maintenance"
+    assert pausing.pause_record(store) is None and pausing.resume(store) is None
 
 
 def test_corrupt_documents_are_reported_by_name():
@@ -283,7 +285,7 @@ def test_lease_promise_adds_the_longest_lateness_capped_and_the_last_write():
 def test_a_stale_queue_read_cannot_claim_a_job_that_already_ran():
     store = MemoryStore()
     job = submit(store)
-    stale = jobs.read(store, keys.queued(job["id"]))[0]  # agent A reads, then stalls
+    stale = cas.read(store, keys.queued(job["id"]))[0]  # agent A reads, then stalls
     doc, version = claim(store, job["id"], agent="b")
     jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
     assert jobs.claim(store, stale, agent_id="a", instance_ref="local@h", lease_expires_at=1) is None
@@ -310,14 +312,14 @@ def test_a_claim_whose_create_landed_before_the_connection_dropped_is_ours():
     job = submit(inner)
     won = claim(DroppedCreates(inner, landed=True), job["id"])
     assert won is not None and won[0]["owner"] == AGENT
-    assert jobs.view(inner, job["id"]).state == "running" and list(inner.list(keys.QUEUE)) == []
+    assert lookup.view(inner, job["id"]).state == "running" and list(inner.list(keys.QUEUE)) == []
 
 
 def test_a_claim_whose_create_never_landed_leaves_the_job_queued_for_the_next_pass():
     inner = MemoryStore()
     job = submit(inner)
     assert claim(DroppedCreates(inner, landed=False), job["id"]) is None
-    assert jobs.view(inner, job["id"]).state == "queued"
+    assert lookup.view(inner, job["id"]).state == "queued"
     assert claim(inner, job["id"]) is not None
 
 
@@ -331,8 +333,8 @@ def test_a_name_entry_pointing_at_no_job_does_not_hide_the_real_one(tmp_path):
     store = open_store(f"file://{tmp_path}/store")
     real = submit(store, "a", name="train")
     store.put(keys.name_entry("train", uuid7()), b"left by a crashed submit")
-    assert jobs.find(store, "train") == real["id"]
-    assert jobs.view(store, jobs.find(store, "train")).state == "queued"
+    assert lookup.find(store, "train") == real["id"]
+    assert lookup.view(store, lookup.find(store, "train")).state == "queued"
     store.put(keys.name_entry("ghost", uuid7()), b"x")
     with pytest.raises(JobNotFound, match="no job named 'ghost'"):
-        jobs.find(store, "ghost")
+        lookup.find(store, "ghost")

@@ -19,7 +19,7 @@ def nothing_written(store):
     (["submit", "true", "--timeout", "soon"], 2, "malformed duration"),
     (["submit", "true", "--memory", "lots"], 2, "malformed size"),
     (["submit", "true", "--input", "nocolon"], 2, "use --input JOB:NAME"),
-    (["submit", "true", "--input", "ghost:a.txt"], 3, "no job named 'ghost'"),
+    (["submit", "true", "--input", "ghost:a.txt"], 3, "--input ghost:a.txt: no job has the id or name 'ghost'"),
     (["submit", "true", "--name", "has space"], 2, "bad job name"),
     (["submit", "true", "--frobnicate"], 2, "unrecognized arguments"),
     (["cancel", "ghost"], 3, "no job named 'ghost'"),

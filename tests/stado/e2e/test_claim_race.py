@@ -5,16 +5,16 @@ import time
 
 import pytest
 
-from stado import jobs, keys
-from stado.jobs import Submission
+from stado import cas, jobs, keys, submission
 from stado.objectstore import StoreUnavailable
 from stado.spec import JobSpec
+from stado.submission import Submission
 
 
 def _racer(target, worker: int, ids: list[str], barrier, results) -> None:
     try:
         store = target.open()
-        docs = {job_id: jobs.read(store, keys.queued(job_id), job_id)[0] for job_id in ids}
+        docs = {job_id: cas.read(store, keys.queued(job_id), job_id)[0] for job_id in ids}
         barrier.wait(timeout=120)
         won = [job_id for job_id in ids if _claim(store, docs[job_id], f"w{worker}")]
         results.put((worker, won))
@@ -33,7 +33,7 @@ def _claim(store, queued: dict, agent: str) -> bool:
             # what the key holds says whether this racer won; the next pass finishes the move.
             time.sleep(0.05 * (attempt + 1))
             try:
-                found = jobs.read(store, keys.running(queued["id"]), queued["id"])
+                found = cas.read(store, keys.running(queued["id"]), queued["id"])
             except StoreUnavailable:
                 continue
             if found is not None:
@@ -50,7 +50,7 @@ SIZES = {"file": (16, 200), "s3": (16, 100), "azure": (16, 50)}
 @pytest.mark.parametrize("store_target", ["file", "s3", "azure"], indirect=True)
 def test_sixteen_processes_claim_each_job_once(store_target, store):
     racers, count = SIZES[store_target.backend]
-    ids = [doc["id"] for doc in jobs.submit(store, [Submission(JobSpec(f"job {n}")) for n in range(count)])]
+    ids = [doc["id"] for doc in submission.submit(store, [Submission(JobSpec(f"job {n}")) for n in range(count)])]
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(racers), ctx.Queue()
     procs = [ctx.Process(target=_racer, args=(store_target, n, ids, barrier, results)) for n in range(racers)]
@@ -68,8 +68,8 @@ def test_sixteen_processes_claim_each_job_once(store_target, store):
     assert {job_id: w for job_id, w in winners.items() if len(w) != 1} == {}
     for entry in store.list(keys.QUEUE):  # a claim whose connection dropped mid-move: the next pass finishes it
         job_id = keys.job_id_of(entry.key, keys.QUEUE)
-        leftover = jobs.read(store, entry.key, job_id)[0]
+        leftover = cas.read(store, entry.key, job_id)[0]
         assert jobs.claim(store, leftover, agent_id="next-pass", instance_ref="local@race", lease_expires_at=0) is None
     assert list(store.list(keys.QUEUE)) == []
-    holders = {jobs.read(store, keys.running(i), i)[0]["owner"] for i in ids}
+    holders = {cas.read(store, keys.running(i), i)[0]["owner"] for i in ids}
     assert holders <= {f"w{n}" for n in range(racers)}

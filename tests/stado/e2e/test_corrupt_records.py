@@ -45,14 +45,36 @@ def test_a_running_record_corrupted_under_a_running_job_stops_only_that_job(stad
     assert any(f"running/{victim}.json: corrupt document" in p for p in status_json(stado_env)["problems"])
 
 
-def test_a_corrupt_terminal_record_met_at_finish_leaves_the_outcome_in_running(stado_env, tmp_path, store):
-    job = submit(stado_env, "exit 0")
+def test_a_corrupt_terminal_record_beside_a_queue_entry_starts_nothing(stado_env, tmp_path, store):
+    """A claim looks for a terminal record before it starts anything: one that cannot be read may be the
+    job's final word, so the job is not started on a guess; the others run."""
+    ran = tmp_path / "ran.txt"
+    job = submit(stado_env, f"echo held >> {ran}")
     store.put(f"completed/{job}.json", b"garbage")
-    other = submit(stado_env, "true")
+    other = submit(stado_env, f"echo other >> {ran}")
     agent = run_until_idle(stado_env, tmp_path)
     assert agent.returncode == 0, agent.log()
-    assert f"completed/{job}.json: corrupt document" in agent.log()
+    assert f"{job}: not claimed: completed/{job}.json: corrupt document" in agent.log()
+    assert ran.read_text().split() == ["other"]
     assert machine_status(stado_env, other)["state"] == "completed"
+    assert {e.key for e in store.list("queue/")} == {f"queue/{job}.json"} and not list(store.list("running/"))
+    assert f"problem: completed/{job}.json: corrupt document" in stado(stado_env, "status").stdout
+
+
+def test_a_corrupt_terminal_record_met_at_finish_leaves_the_outcome_in_running(stado_env, tmp_path, store):
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    job = submit(stado_env, f"touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done")
+    other = submit(stado_env, "true")
+    agent = Agent(stado_env, tmp_path, "--slots", "2")
+    try:
+        wait_for(started.exists, message="job started")
+        store.put(f"completed/{job}.json", b"garbage")
+        gate.touch()
+        wait_for(lambda: f"completed/{job}.json: corrupt document" in agent.log(), message="the agent to report it")
+        wait_for(lambda: machine_status(stado_env, other)["state"] == "completed", message="the other job")
+        assert agent.proc.poll() is None, agent.log()
+    finally:
+        agent.stop()
     status = machine_status(stado_env, job)
     assert (status["state"], status["phase"], status["exit_code"]) == ("running", "finishing", 0)
     assert status["problems"] and f"completed/{job}.json" in status["problems"][0]

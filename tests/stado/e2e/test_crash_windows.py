@@ -65,7 +65,7 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
     import time
 
     from stado import documents as d
-    from stado import jobs, keys
+    from stado import cas, jobs, keys
 
     agent = Agent(stado_env, tmp_path, "--settle-seconds", "0.3")
     try:
@@ -74,12 +74,12 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
         # The queue is paused so that the live agent cannot claim the job first; settling goes on.
         stado(stado_env, "queue", "pause")
         job = submit(stado_env, "true")
-        queued = jobs.read(store, keys.queued(job), job)[0]
+        queued = cas.read(store, keys.queued(job), job)[0]
         doc, version = jobs.claim(store, queued, agent_id="dead", instance_ref="local@gone", lease_expires_at=0)
         fin = d.finishing_doc(doc, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time(),
-                              nonce=jobs.new_nonce())
+                              nonce=cas.new_nonce())
         store.put_if_match(keys.running(job), d.encode(fin), version)
-        term = d.terminal_doc(fin, now=time.time(), nonce=jobs.new_nonce(), writer="dead")
+        term = d.terminal_doc(fin, now=time.time(), nonce=cas.new_nonce(), writer="dead")
         store.put_if_absent(keys.terminal("completed", job), d.encode(term))
         wait_for(lambda: not list(store.list("running/")), timeout=10, message="the live agent to finish the move")
         # It deletes running/ first and logs after: wait for the line rather than race it.

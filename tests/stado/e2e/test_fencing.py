@@ -4,15 +4,16 @@ servers gives back the same MD5 ETag). It holds because no two stado writes are 
 carries a new generation and nonce."""
 import time
 
+from stado import cas, jobs, keys, submission
 from stado import documents as d
-from stado import jobs, keys
-from stado.jobs import Fenced, Submission
+from stado.jobs import Fenced
 from stado.spec import JobSpec
+from stado.submission import Submission
 
 
 def _claimed(store):
-    job = jobs.submit(store, [Submission(JobSpec("true"))])[0]
-    queued = jobs.read(store, keys.queued(job["id"]), job["id"])[0]
+    job = submission.submit(store, [Submission(JobSpec("true"))])[0]
+    queued = cas.read(store, keys.queued(job["id"]), job["id"])[0]
     return jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=time.time() + 5)
 
 
@@ -27,10 +28,10 @@ def test_a_stale_writer_is_fenced_even_after_an_identical_bytes_rewrite(store):
                   lambda: jobs.finish(store, doc1, v1, d.classify_exit(0, None, timed_out=False, timeout=None))):
         got = stale()
         assert isinstance(got, Fenced) and got.current["nonce"] == doc2["nonce"], got
-    new_version, current = jobs.replace(store, key, d.renewed_doc(doc1, now=time.time(), lease_expires_at=0,
-                                                                  nonce=jobs.new_nonce()), v1)
+    new_version, current = cas.replace(store, key, d.renewed_doc(doc1, now=time.time(), lease_expires_at=0,
+                                                                  nonce=cas.new_nonce()), v1)
     assert new_version is None and current["nonce"] == doc2["nonce"]
-    assert jobs.read(store, key)[0] == doc2  # nothing the stale writer sent landed
+    assert cas.read(store, key)[0] == doc2  # nothing the stale writer sent landed
 
 
 def test_every_write_of_the_same_change_has_new_bytes(store):
@@ -38,10 +39,10 @@ def test_every_write_of_the_same_change_has_new_bytes(store):
     version can only come back if a writer re-sends its own bytes, never from another write."""
     doc1, v1 = _claimed(store)
     now = time.time()
-    a = d.renewed_doc(doc1, now=now, lease_expires_at=now + 5, nonce=jobs.new_nonce())
-    b = d.renewed_doc(doc1, now=now, lease_expires_at=now + 5, nonce=jobs.new_nonce())
+    a = d.renewed_doc(doc1, now=now, lease_expires_at=now + 5, nonce=cas.new_nonce())
+    b = d.renewed_doc(doc1, now=now, lease_expires_at=now + 5, nonce=cas.new_nonce())
     assert d.encode(a) != d.encode(b) and a["generation"] == b["generation"] == doc1["generation"] + 1
-    version_a, _ = jobs.replace(store, keys.running(doc1["id"]), a, v1)
+    version_a, _ = cas.replace(store, keys.running(doc1["id"]), a, v1)
     assert version_a is not None and version_a != v1
-    version_b, current = jobs.replace(store, keys.running(doc1["id"]), b, v1)  # same change, second writer
+    version_b, current = cas.replace(store, keys.running(doc1["id"]), b, v1)  # same change, second writer
     assert version_b is None and current["nonce"] == a["nonce"]

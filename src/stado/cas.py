@@ -1,0 +1,76 @@
+"""Conditional writes of stado's documents, beside the store interface: read with version, create-if-absent,
+put-if-match and delete-if-match, each telling our own write (a retried request that landed) from
+another writer's by the nonce every document carries.
+"""
+import os
+
+from . import documents as d
+from .errors import CorruptDocument
+from .objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError, StoreUnavailable, Version
+
+
+def new_nonce() -> str:
+    return os.urandom(12).hex()
+
+
+def read(store: ObjectStore, key: str, job_id: str | None = None) -> tuple[dict, Version] | None:
+    """The decoded document and its version, None if absent; CorruptDocument if unreadable."""
+    try:
+        blob = store.get(key)
+    except NotFound:
+        return None
+    return d.decode(key, blob.data, job_id), blob.version
+
+
+def create(store: ObjectStore, key: str, doc: dict) -> Version | None:
+    """Create-if-absent. None when another writer's document is there; our own retried request that
+    landed counts as success (the nonce tells). A connection dropped mid-request leaves the same
+    question, settled the same way; if even the read-back fails, the store error goes to the caller."""
+    try:
+        return store.put_if_absent(key, d.encode(doc))
+    except AlreadyExists:
+        return _ours(store, key, doc)
+    except StoreUnavailable as dropped:
+        try:
+            return _ours(store, key, doc)
+        except StoreError:
+            raise dropped from None
+
+
+def _ours(store: ObjectStore, key: str, doc: dict) -> Version | None:
+    """The key's version if the document there is the one we wrote (same nonce), else None."""
+    try:
+        blob = store.get(key)
+    except NotFound:
+        return None
+    try:
+        current = d.decode(key, blob.data)
+    except CorruptDocument:
+        return None
+    return blob.version if current.get("nonce") == doc["nonce"] else None
+
+
+def replace(store: ObjectStore, key: str, doc: dict, version: Version) -> tuple[Version | None, dict | None]:
+    """Put-if-match. (new version, None) on success; (None, current document or None if gone) when
+    another writer moved first. A retried request of ours that landed counts as success."""
+    try:
+        return store.put_if_match(key, d.encode(doc), version), None
+    except (PreconditionFailed, StoreUnavailable) as e:
+        try:
+            found = read(store, key)
+        except StoreError:
+            raise e from None
+        if found is None:
+            return None, None
+        current, current_version = found
+        if current.get("nonce") == doc["nonce"]:
+            return current_version, None
+        if isinstance(e, StoreUnavailable) and current_version == version:
+            raise  # it did not land and nobody moved first: the caller's next pass tries again
+        return None, current
+
+
+def remove(store: ObjectStore, key: str, version: Version) -> bool:
+    """Delete the key only if it still holds `version` (the version this writer read or wrote). False
+    when it is gone or another writer has moved it on: a stale writer never removes a newer document."""
+    return store.delete_if_match(key, version)

@@ -1,0 +1,87 @@
+"""Reading a job: every record it has, the one that states its truth, and finding it by id or name."""
+from runkit.ids import is_uuid
+
+from . import documents as d
+from . import keys
+from .cas import read
+from .errors import BadInput, CorruptDocument, JobNotFound
+from .objectstore.base import NotFound, ObjectStore, Version
+from .spec import check_name
+
+LIFECYCLE = ("queued", "running") + keys.TERMINAL_STATES
+
+
+def records(store: ObjectStore, job_id: str, corrupt: list | None = None) -> dict[str, tuple[dict, Version]]:
+    """Every record the job has, by state (normally one; two while a move is under way).
+
+    Read in lifecycle order (queued, running, terminal): every move writes its new record before it
+    deletes the old one, so a job that moves on between two reads is found in the later state. (Which
+    record wins is decided afterwards, terminal first, by documents.resolve.)
+
+    A corrupt record raises CorruptDocument, unless `corrupt` is a list: then it is appended there and
+    the job is resolved from the records that can be read (readers report it; writers must not guess)."""
+    found = {}
+    for state in LIFECYCLE:
+        try:
+            got = read(store, keys.state_key(state, job_id), job_id)
+        except CorruptDocument as e:
+            if corrupt is None:
+                raise
+            corrupt.append(e)
+            continue
+        if got is not None:
+            found[state] = got
+    return found
+
+
+def terminal_records(store: ObjectStore, job_id: str) -> dict[str, tuple[dict, Version]]:
+    """The job's terminal records (final once written; normally none or one). CorruptDocument if one
+    cannot be read: something terminal was written there, and no writer may decide on a guess."""
+    found = {}
+    for state in keys.TERMINAL_STATES:
+        got = read(store, keys.terminal(state, job_id), job_id)
+        if got is not None:
+            found[state] = got
+    return found
+
+
+def view(store: ObjectStore, job_id: str) -> d.JobView:
+    """The job as readers show it. Corrupt records are skipped and listed in the view's `problems`; a job
+    with nothing but corrupt records raises the first one's CorruptDocument."""
+    for _ in range(3):  # a move back to an earlier state (a requeue) can slip between reads: look again
+        corrupt: list[CorruptDocument] = []
+        recs = records(store, job_id, corrupt)
+        v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
+        if v is not None:
+            v.problems = [str(e) for e in corrupt]
+            return v
+        if corrupt:
+            raise corrupt[0]
+    raise JobNotFound(f"no job {job_id}: check the id with `stado status`")
+
+
+def find(store: ObjectStore, selector: str) -> str:
+    """An exact id, or a display name (the newest job that has it) -> the job's id."""
+    if is_uuid(selector):
+        return selector
+    try:
+        check_name(selector)
+    except BadInput:
+        raise JobNotFound(f"{selector!r} is neither a job id nor a job name: see `stado status`") from None
+    ids = [e.key.rsplit("/", 1)[-1] for e in store.list(keys.name_prefix(selector))]
+    for job_id in sorted((i for i in ids if is_uuid(i)), reverse=True):  # ids sort by creation time: newest first
+        if has_records(store, job_id):
+            return job_id
+        # A name entry whose job was never written (the submit stopped between its two writes): skip it.
+    raise JobNotFound(f"no job named {selector!r}: see `stado status` for names and ids")
+
+
+def has_records(store: ObjectStore, job_id: str) -> bool:
+    """Whether any record of the job exists (readable or not: a corrupt one is still the job's)."""
+    for state in LIFECYCLE:
+        try:
+            store.get(keys.state_key(state, job_id))
+            return True
+        except NotFound:
+            continue
+    return False

@@ -1,0 +1,47 @@
+"""The queue pause (`stado queue pause|resume`): only claiming stops; submissions go on."""
+import time
+
+from . import documents as d
+from . import keys
+from .cas import new_nonce
+from .objectstore.base import AlreadyExists, NotFound, ObjectStore
+from .submission import whoami
+
+
+def pause(store: ObjectStore, *, by: str | None = None, reason: str | None = None,
+          now: float | None = None) -> tuple[dict, bool]:
+    """(the pause record, whether it was already paused)."""
+    t = time.time() if now is None else now
+    record = {"paused": True, "by": by or whoami(), "at": d.iso(t), "reason": reason, "generation": 1,
+              "nonce": new_nonce()}
+    try:
+        store.put_if_absent(keys.QUEUE_PAUSE, d.encode(record))
+        return record, False
+    except AlreadyExists:
+        current = pause_record(store)
+        if current is None:
+            return pause(store, by=by, reason=reason, now=now)
+        return current, current.get("nonce") != record["nonce"]
+
+
+def resume(store: ObjectStore) -> dict | None:
+    """The pause record that was lifted, or None if the queue was not paused."""
+    record = pause_record(store)
+    if record is not None:
+        store.delete(keys.QUEUE_PAUSE)
+    return record
+
+
+def pause_record(store: ObjectStore) -> dict | None:
+    import json
+
+    try:
+        data = store.get(keys.QUEUE_PAUSE).data
+    except NotFound:
+        return None
+    try:
+        record = json.loads(data)
+    except ValueError:
+        record = None
+    # An unreadable pause record still pauses: stopping claims is the safe reading of it.
+    return record if isinstance(record, dict) else {"paused": True, "by": "?", "at": "?", "reason": "unreadable record"}
