@@ -1,0 +1,155 @@
+"""The three races issue 8 found by driving the library's steps by hand, driven here the same way on every
+backend (the Interleave wrapper parks one caller between two requests). Each must end with exactly one
+run of each attempt and one terminal record, and no job lost."""
+import threading
+
+import pytest
+
+from stado import cas, jobs, keys, lookup, submission
+from stado import documents as d
+from stado.objectstore.memory import MemoryStore
+from stado.spec import JobSpec
+
+from .interleave import Crashed, Interleave
+from .storekit import make_target, server_for
+
+FAIL = d.classify_exit(1, None, timed_out=False, timeout=None)
+OK = d.classify_exit(0, None, timed_out=False, timeout=None)
+
+
+@pytest.fixture(params=["memory", "file", "s3", "azure"])
+def store(request, tmp_path):
+    if request.param == "memory":
+        yield Interleave(MemoryStore())
+        return
+    opened = make_target(request.param, tmp_path, server_for(request, request.param)).open()
+    yield Interleave(opened)
+    opened.close()
+
+
+def submit(store, retries=1) -> str:
+    return submission.submit(store, [submission.Submission(JobSpec(command="work", retries=retries))])[0]["id"]
+
+
+def claim(store, job_id, agent):
+    """An agent's claim of whatever the job's queue entry holds now (None: nothing to claim, or lost)."""
+    found = cas.read(store, keys.queued(job_id), job_id)
+    if found is None:
+        return None
+    return jobs.claim(store, found[0], agent_id=agent, instance_ref=f"local@{agent}", lease_expires_at=1e12,
+                      queued_version=found[1])
+
+
+def in_thread(name, fn):
+    box = {}
+
+    def run():
+        try:
+            box["result"] = fn()
+        except BaseException as e:  # noqa: BLE001  (handed back to the test)
+            box["error"] = e
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def state_keys(store, job_id):
+    return sorted(key for key in (keys.state_key(s, job_id) for s in keys.STATE_PREFIXES)
+                  if cas.read(store, key, job_id) is not None)
+
+
+def test_a_stale_settle_never_runs_a_retry_twice(store):
+    """An agent's leftovers pass reads a `finishing` document; its owner settles it (retry: back to queue/);
+    a third agent claims the retry; then the stale pass goes on. It must be fenced: the new owner keeps its
+    claim and renews it, and the retry is claimed once."""
+    job = submit(store)
+    doc, version = claim(store, job, "owner")
+    running = keys.running(job)
+    decided = store.hold("owner", "put_if_match", running)          # the owner parks after its fenced decision
+    owner, owner_box = in_thread("owner", lambda: jobs.finish(store, doc, version, FAIL))
+    decided.wait_reached()
+    read = store.hold("leftovers", "get", running)                 # the stale pass parks once it has read it
+    leftovers, left_box = in_thread("leftovers", lambda: jobs.settle_leftovers(store, writer="stale"))
+    read.wait_reached()
+    decided.release()
+    owner.join()
+    assert owner_box["result"]["state"] == "queued"                 # the retry went back to the queue
+    retry = claim(store, job, "third")
+    assert retry is not None
+    read.release()
+    leftovers.join()
+    assert "error" not in left_box, left_box
+    assert left_box["result"] == []                                # overtaken: it wrote nothing
+    held = cas.read(store, running, job)
+    assert held[0]["owner"] == "third" and held[0]["claim"] == retry[0]["claim"]
+    renewed = jobs.renew(store, *retry, lease_expires_at=2e12)
+    assert not isinstance(renewed, jobs.Fenced), renewed            # the new owner is not fenced
+    assert state_keys(store, job) == [running]                     # nothing requeued a second time
+    assert claim(store, job, "fourth") is None
+    assert jobs.finish(store, *renewed, OK)["state"] == "completed"
+    assert state_keys(store, job) == [keys.terminal("completed", job)]
+
+
+def test_a_leftover_queue_entry_cleanup_never_deletes_a_newer_entry(store):
+    """An agent finds the leftover queue entry of an interrupted claim and is about to delete it; the job's
+    owner fails it with a retry meanwhile, which rewrites that queue entry. The delete must not remove the
+    new entry: the job would vanish with no record anywhere."""
+    job = submit(store)
+    queue = keys.queued(job)
+    store.hold("owner", "delete_if_match", queue, when="before", crash=True)  # the claimant stops short
+    _, box = in_thread("owner", lambda: claim(store, job, "owner"))
+    _.join()
+    assert isinstance(box.get("error"), Crashed)
+    doc, version = cas.read(store, keys.running(job), job)
+    leftover = cas.read(store, queue, job)
+    assert leftover is not None and leftover[0]["nonce"] == doc["claimed_from"]
+    about_to_delete = store.hold("cleaner", "delete_if_match", queue, when="before")
+    cleaner, clean_box = in_thread("cleaner", lambda: jobs.claim(
+        store, leftover[0], agent_id="cleaner", instance_ref="local@cleaner", lease_expires_at=1e12,
+        queued_version=leftover[1]))
+    about_to_delete.wait_reached()
+    assert jobs.finish(store, doc, version, FAIL)["state"] == "queued"   # the owner's retry rewrites queue/
+    about_to_delete.release()
+    cleaner.join()
+    assert clean_box == {"result": None}
+    assert state_keys(store, job) == [queue]                       # the job is still there, queued
+    again = claim(store, job, "next")
+    assert again is not None and again[0]["failures"] == 1
+    assert jobs.finish(store, *again, OK)["state"] == "completed"
+    assert state_keys(store, job) == [keys.terminal("completed", job)]
+
+
+def test_a_cancel_landing_on_a_stale_claim_never_runs_the_cancelled_job(store):
+    """An agent reads the queue entry, then the job goes round (claimed, failed, requeued); the stale
+    claimant's create of running/ succeeds and a cancel lands on it before it sees that its claim is stale.
+    The job must end cancelled, with nothing left in queue/ for the next claim pass to start."""
+    job = submit(store)
+    stale_read = cas.read(store, keys.queued(job), job)
+    doc, version = claim(store, job, "first")
+    assert jobs.finish(store, doc, version, FAIL)["state"] == "queued"
+    created = store.hold("stale", "put_if_absent", keys.running(job))
+    stale, stale_box = in_thread("stale", lambda: jobs.claim(
+        store, stale_read[0], agent_id="stale", instance_ref="local@stale", lease_expires_at=1e12,
+        queued_version=stale_read[1]))
+    created.wait_reached()
+    report = jobs.cancel(store, job, by="op")
+    assert report.kind == "cancelled_running"
+    created.release()
+    stale.join()
+    assert stale_box == {"result": None}                            # nothing was started
+    assert state_keys(store, job) == [keys.terminal("cancelled", job)]  # no queue entry left to start
+    assert claim(store, job, "next") is None
+    view = lookup.view(store, job)
+    assert (view.state, view.terminal) == ("cancelled", True)
+
+
+def test_a_claim_pass_never_starts_a_job_that_has_a_terminal_record(store):
+    """Whatever left a queue entry beside a terminal record, a claim starts nothing and removes the leftover."""
+    job = submit(store)
+    doc, version = claim(store, job, "first")
+    assert jobs.finish(store, doc, version, OK)["state"] == "completed"
+    leftover = d.queued_doc(job, doc["spec"], now=0, submitter="test", nonce=cas.new_nonce())
+    store.put_if_absent(keys.queued(job), d.encode(leftover))
+    assert claim(store, job, "second") is None
+    assert state_keys(store, job) == [keys.terminal("completed", job)]
