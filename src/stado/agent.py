@@ -38,6 +38,7 @@ from .errors import ArtifactError, BadInput, CorruptDocument
 from .lease import LeaseClock
 from .objectstore.base import ObjectStore, StoreError
 from .pause import pause_record
+from .storecheck import ensure_safe
 from .output import OutputUploader
 from .process import KILL, TERM, group_alive, reap, reap_any, signal_group, spawn_shell
 
@@ -138,6 +139,11 @@ class Agent:
 
     def run(self) -> int:
         self._take_lock()
+        try:
+            ensure_safe(self.store, log=self.log)  # never claim on a store that would let two agents win
+        except BaseException:
+            self._release_lock()
+            raise
         self._reap_all = self.cfg.subreaper and proc.become_subreaper()
         old = self._install_signals()
         recorded = False

@@ -1,7 +1,8 @@
 """stado command line: parse, call one library function per command, render.
 
 Exit codes: 0 done; 1 a failure while doing it; 2 bad input (nothing written); 3 no such job;
-4 the object store is unreachable or refused the credentials; 5 artifacts failed verification.
+4 the object store is unreachable, refused the credentials, or does not honour conditional writes
+(`stado doctor` says which); 5 artifacts failed verification.
 `stado job watch` exits with the job's own status (see docs/stado.md).
 """
 import os
@@ -123,6 +124,13 @@ def _parser():
     a.add_argument("--until-idle", action="store_true",
                    help="exit once nothing runs and nothing in the queue can be claimed")
     a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
+
+    rp = sub.add_parser("repair", help="clear a job's corrupt records without losing the job")
+    rp.add_argument("id", metavar="ID|NAME")
+    rp.add_argument("--json", action="store_true")
+
+    dr = sub.add_parser("doctor", help="check the store: reachable, credentials, conditional writes, clock, queue")
+    dr.add_argument("--json", action="store_true")
 
     art = sub.add_parser("artifact", help="inside a job: stage files as its artifacts")
     asub = art.add_subparsers(dest="artifact_command", metavar="put", parser_class=Parser)
@@ -324,6 +332,28 @@ def cmd_agent(args) -> int:
     return run_agent(store, config)
 
 
+def cmd_repair(args) -> int:
+    from .repair import repair
+    from .submission import whoami
+
+    lines = repair(_store(), args.id, by=whoami())
+    _json({"actions": lines}) if args.json else _out("\n".join(lines))
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import doctor
+
+    report = doctor(_store())
+    if args.json:
+        _json(report)
+    else:
+        _out(f"store {report['store']}")
+        for check in report["checks"]:
+            _out(f"  {check['verdict']:<8} {check['check']:<19} {check['detail']}")
+    return 0 if report["ok"] else 4
+
+
 def cmd_artifact_put(args) -> int:
     from .artifacts import stage
 
@@ -349,7 +379,7 @@ COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
     ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
     ("machine", "status"): cmd_machine_status, ("results",): cmd_results, ("agent",): cmd_agent,
-    ("artifact", "put"): cmd_artifact_put,
+    ("artifact", "put"): cmd_artifact_put, ("repair",): cmd_repair, ("doctor",): cmd_doctor,
 }
 
 

@@ -70,7 +70,7 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
             try:
                 found = read(store, keys.state_key(state, job_id), job_id)
             except CorruptDocument as e:
-                out.problems.append(f"{e}: agents skip it; inspect or delete that key")
+                out.problems.append(f"{e}: agents skip it; `stado repair {job_id}` clears it")
                 continue
             if found is not None:
                 records[state] = found[0]

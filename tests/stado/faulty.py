@@ -69,3 +69,35 @@ class FailingReads(LostResponses):
             self.failures -= 1
             raise StoreUnavailable(f"connection reset while reading {key}")
         return self.inner.get(key)
+
+
+class IgnoresConditions(ObjectStore):
+    """A server that accepts If-None-Match and If-Match and writes anyway (what stado must refuse to use).
+    `ignore` names which conditions it drops: "create", "match", "delete"."""
+
+    def __init__(self, inner: ObjectStore, ignore=("create", "match", "delete")):
+        self.inner, self.url, self.ignore = inner, inner.url, set(ignore)
+
+    def get(self, key):
+        return self.inner.get(key)
+
+    def put_if_absent(self, key, data):
+        return self.inner.put(key, data) if "create" in self.ignore else self.inner.put_if_absent(key, data)
+
+    def put_if_match(self, key, data, version):
+        return self.inner.put(key, data) if "match" in self.ignore else self.inner.put_if_match(key, data, version)
+
+    def put(self, key, data):
+        return self.inner.put(key, data)
+
+    def delete(self, key):
+        self.inner.delete(key)
+
+    def delete_if_match(self, key, version):
+        if "delete" in self.ignore:
+            self.inner.delete(key)
+            return True
+        return self.inner.delete_if_match(key, version)
+
+    def list(self, prefix):
+        return self.inner.list(prefix)

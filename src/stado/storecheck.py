@@ -1,0 +1,77 @@
+"""Whether a store keeps the promises stado's exactly-once rests on, and `stado doctor`'s other checks.
+
+A store that ignores conditions (an S3-compatible server that accepts If-None-Match and If-Match and
+writes anyway) would let two agents claim one job. Every agent probes its store before it claims
+anything: a create-if-absent on a key that exists, a put-if-match and a delete-if-match with a stale
+version must each be refused. A store that passes is remembered for a day under control/ (one GET at
+the next start); one that fails is refused, and probed again at every start.
+"""
+import json
+import os
+import time
+
+from . import documents as d
+from .errors import StadoError
+from .objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError
+
+VERDICT_KEY = "control/store-check.json"
+VERDICT_SECONDS = 24 * 3600
+
+
+class UnsafeStore(StadoError):
+    """The store does not honour a condition stado relies on."""
+
+    exit_code = 4
+
+
+def missing_guarantees(store: ObjectStore) -> list[str]:
+    """What the store failed to refuse, in words (empty: it honours every condition)."""
+    key = f"control/probe/{os.urandom(8).hex()}"
+    missing = []
+    store.put_if_absent(key, _probe_body(1))
+    try:
+        try:
+            store.put_if_absent(key, _probe_body(2))
+            missing.append("create-if-absent (a second create of an existing key was accepted)")
+        except AlreadyExists:
+            pass
+        old = store.get(key).version
+        store.put_if_match(key, _probe_body(3), old)
+        try:
+            store.put_if_match(key, _probe_body(4), old)
+            missing.append("compare-and-swap (a write with a stale version was accepted)")
+        except PreconditionFailed:
+            pass
+        if store.delete_if_match(key, old):
+            missing.append("conditional delete (a delete with a stale version removed the object)")
+    finally:
+        try:
+            store.delete(key)
+        except StoreError:
+            pass
+    return missing
+
+
+def _probe_body(n: int) -> bytes:
+    return json.dumps({"probe": n, "nonce": os.urandom(8).hex()}).encode()  # unique bytes: no MD5 ETag repeats
+
+
+def ensure_safe(store: ObjectStore, *, now: float | None = None, log=None) -> None:
+    """Refuse (UnsafeStore, one line) a store that ignores conditions; remember a safe verdict for a day."""
+    t = time.time() if now is None else now
+    try:
+        cached = json.loads(store.get(VERDICT_KEY).data)
+        if cached.get("safe") is True and 0 <= t - float(cached.get("checked", 0)) < VERDICT_SECONDS:
+            return
+    except (NotFound, ValueError, TypeError, AttributeError):
+        pass
+    missing = missing_guarantees(store)
+    if missing:
+        raise UnsafeStore(f"the store {store.url} does not honour {'; nor '.join(missing)}: two agents could run one "
+                          "job; use a server that enforces If-None-Match, If-Match and conditional deletes "
+                          "(see `stado doctor`)")
+    record = {"safe": True, "checked": t, "checked_at": d.iso(t), "store": store.url, "generation": 1,
+              "nonce": os.urandom(12).hex()}
+    store.put(VERDICT_KEY, d.encode(record))
+    if log is not None:
+        log(f"store {store.url} honours create-if-absent, compare-and-swap and conditional delete")

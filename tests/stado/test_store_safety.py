@@ -1,0 +1,116 @@
+"""A store that ignores conditions is refused before anything is claimed; `stado doctor` checks a store;
+`stado repair` clears corrupt records without losing the job; a cancel says who will stop the process."""
+import json
+
+import pytest
+
+from stado import cas, jobs, keys, lookup, submission
+from stado.agent import Agent, AgentConfig
+from stado.metered import MeteredStore
+from stado.objectstore import open_store
+from stado.objectstore.memory import MemoryStore
+from stado.spec import JobSpec
+from stado.storecheck import VERDICT_KEY, UnsafeStore, ensure_safe, missing_guarantees
+from stado.submission import Submission
+
+from .e2e.support import machine_status, stado, status_json, submit
+from .faulty import IgnoresConditions
+
+
+def agent(store, tmp_path, lines):
+    return Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.05,
+                                    host="h", until_idle=True), log=lines.append)
+
+
+@pytest.mark.parametrize("ignore", [("create",), ("match",), ("delete",)])
+def test_an_agent_refuses_a_store_that_ignores_a_condition(tmp_path, ignore):
+    inner = open_store(f"file://{tmp_path}/store")
+    ran = tmp_path / "ran"
+    job = submission.submit(inner, [Submission(JobSpec(f"touch {ran}"))])[0]
+    lines = []
+    with pytest.raises(UnsafeStore) as refused:
+        agent(IgnoresConditions(inner, ignore), tmp_path, lines).run()
+    message = str(refused.value)
+    assert "\n" not in message and inner.url in message
+    assert {"create": "create-if-absent", "match": "compare-and-swap", "delete": "conditional delete"}[ignore[0]] \
+        in message
+    assert refused.value.exit_code == 4
+    assert not ran.exists() and lookup.view(inner, job["id"]).state == "queued"
+    assert not list(inner.list(keys.AGENTS)) and not list(inner.list("control/probe"))
+    assert list((tmp_path / "work" / "agents").iterdir()) == []  # its lock released
+
+
+def test_a_safe_verdict_is_remembered_for_a_day(tmp_path):
+    store = MeteredStore(open_store(f"file://{tmp_path}/store"))
+    ensure_safe(store, now=1000.0)
+    assert json.loads(store.get(VERDICT_KEY).data)["safe"] is True
+    store.reset()
+    ensure_safe(store, now=1000.0 + 3600)
+    assert store.counts == {"PUT": 0, "GET": 1, "LIST": 0, "DELETE": 0}  # one read of the verdict
+    ensure_safe(store, now=1000.0 + 2 * 86400)
+    assert store.counts["PUT"] > 1  # probed again after a day
+
+
+def test_the_real_backends_honour_every_condition(store_target):
+    assert missing_guarantees(store_target.open()) == []
+
+
+def test_doctor_checks_a_store(stado_env):
+    done = stado(stado_env, "doctor")
+    assert done.returncode == 0, done.stderr
+    for check in ("reachable", "conditional writes", "clock skew", "queue listing"):
+        assert check in done.stdout
+    report = json.loads(stado(stado_env, "doctor", "--json").stdout)
+    assert report["ok"] is True
+    assert {c["check"]: c["verdict"] for c in report["checks"]}["conditional writes"] == "ok"
+
+
+def test_doctor_says_an_unreachable_store_fails(tmp_path):
+    config = tmp_path / "stado.toml"
+    config.write_text('[store]\nurl = "s3://nobucket/x"\nendpoint = "http://127.0.0.1:9"\nregion = "us-east-1"\n'
+                      "max_retries = 0\nretry_timeout = 1\n")
+    env = {"PATH": "/usr/bin:/bin", "STADO_CONFIG": str(config), "AWS_ACCESS_KEY_ID": "x",
+           "AWS_SECRET_ACCESS_KEY": "y", "HOME": str(tmp_path)}
+    done = stado(env, "doctor", "--json", ok=False)
+    assert done.returncode == 4
+    report = json.loads(done.stdout)
+    assert report["ok"] is False and report["checks"][0]["check"] == "reachable"
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_repair_records_a_job_whose_only_record_is_corrupt_as_failed(stado_env, store_target):
+    store = store_target.open()
+    job = submit(stado_env, "true")
+    queued = cas.read(store, keys.queued(job), job)
+    jobs.claim(store, queued[0], agent_id="gone", instance_ref="local@x", lease_expires_at=0,
+               queued_version=queued[1])
+    store.put(keys.running(job), b"{not json")
+    assert f"`stado repair {job}` clears it" in stado(stado_env, "status").stdout
+    done = stado(stado_env, "repair", job)
+    assert "recorded as failed (internal)" in done.stdout and f"removed the corrupt running/{job}.json" in done.stdout
+    status = machine_status(stado_env, job)
+    assert (status["state"], status["terminal"], status["error"]["class"]) == ("failed", True, "internal")
+    assert status["problems"] == []
+    assert stado(stado_env, "repair", job).stdout.strip() == f"{job}: nothing to repair"
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_repair_removes_a_corrupt_record_beside_a_readable_one(stado_env, store_target):
+    store = store_target.open()
+    job = submit(stado_env, "true")
+    store.put(keys.terminal("failed", job), b"garbage")
+    stado(stado_env, "repair", job)
+    assert machine_status(stado_env, job)["state"] == "queued"
+    assert [e.key for e in store.list(keys.FAILED)] == [] and not status_json(stado_env)["problems"]
+
+
+def test_cancel_of_a_job_whose_agent_is_silent_says_what_will_happen():
+    store = MemoryStore()
+    job = submission.submit(store, [Submission(JobSpec("sleep 100"))])[0]["id"]
+    queued = cas.read(store, keys.queued(job), job)
+    jobs.claim(store, queued[0], agent_id="a-dead-agent", instance_ref="local@far", lease_expires_at=0,
+               queued_version=queued[1])
+    report = jobs.cancel(store, job, by="op")
+    assert report.kind == "cancelled_running"
+    assert "next tick" not in report.message
+    assert "a-dead-agent on local@far has no live record" in report.message and "reaper" in report.message
