@@ -26,11 +26,12 @@ import time
 from dataclasses import dataclass, field
 
 from runkit import proc
-from runkit.ids import is_uuid, uuid7
+from runkit.ids import uuid7
 from runkit.redact import secret_values
 
 from . import artifacts, jobs, keys
 from .cas import new_nonce, read
+from .claiming import READY, WAIT, QueueKnowledge
 from . import documents as d
 from .admission import Offer, live_for, refresh_seconds, why_not
 from .environment import job_environment
@@ -114,6 +115,7 @@ class Agent:
         self.offer = Offer(frozenset(config.capabilities), config.cores, config.memory, config.accelerators)
         self.lease = LeaseClock(config.poll_seconds, config.late_cap)
         self.slots: dict[str, Slot] = {}
+        self.queue = QueueKnowledge(store)
         self.stopping = False
         self.secrets = secret_values(dict(os.environ))
         self._log = log or (lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
@@ -288,22 +290,13 @@ class Agent:
 
     def _claim_pass(self) -> int:
         """Claim up to the free slots. Returns how many claimable jobs were seen (0: nothing to do)."""
-        entries = []
-        for entry in self.store.list(keys.QUEUE):
-            job_id = keys.job_id_of(entry.key, keys.QUEUE)
-            if job_id is None or not is_uuid(job_id):
-                self.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
-                continue
-            if job_id not in self.slots:
-                entries.append((job_id, entry))
+        listed, strays = self.queue.list_queue()
+        for entry in strays:
+            self.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
+        entries = [(job_id, entry) for job_id, entry in listed if job_id not in self.slots]
         if not entries:
             return 0
-        pause = pause_record(self.store)
-        if pause is not None:
-            self.log_once("pause", pause.get("nonce"), f"queue paused by {pause.get('by')} at {pause.get('at')}"
-                          f" ({pause.get('reason') or 'no reason given'}): not claiming")
-            return 0
-        self._said.pop("pause", None)
+        paused = None  # read once per pass, and only when a job could be claimed: waiting jobs cost nothing
         free = self.cfg.slots - len(self.slots)
         # Creation order, with the head of the queue shuffled a little so that agents polling together do
         # not all race for the same first job (ordering by priority is the scheduler's, a later issue).
@@ -316,7 +309,7 @@ class Agent:
             if self._said.get(entry.key) == entry.version or self._blocked.get(entry.key) == entry.version:
                 continue  # known corrupt, ineligible or blocked, unchanged since
             try:
-                found = read(self.store, entry.key, job_id)
+                found = self.queue.document(job_id, entry)
             except CorruptDocument as e:
                 self.log_once(entry.key, entry.version, f"{e}: skipped")
                 continue
@@ -327,12 +320,15 @@ class Agent:
             if reason:
                 self.log_once(entry.key, entry.version, f"{job_id}: not for this agent: {reason}")
                 continue
+            seen += 1
             try:
-                inputs = self._inputs_state(queued)
-                if inputs == "wait":
-                    seen += 1
+                inputs = self.queue.inputs_state(queued)
+                if inputs == WAIT:
                     continue
-                seen += 1
+                if paused is None:
+                    paused = self._paused()
+                if paused:
+                    return 0
                 now = time.time()
                 got = jobs.claim(self.store, queued, agent_id=self.id, instance_ref=self.instance_ref,
                                  lease_expires_at=self.lease.promise(now), now=now, queued_version=queued_version)
@@ -344,23 +340,21 @@ class Agent:
                 self.log_once(f"blocked {entry.key}", str(e), f"{job_id}: not claimed: {e}; skipped (`stado status` "
                               "lists it under problems)")
                 continue
+            self.queue.forget(entry.key)
             if got is None:
                 continue
             free -= 1
-            self._start(*got, inputs_missing=inputs if inputs != "ready" else None)
+            self._start(*got, inputs_missing=inputs if inputs != READY else None)
         return seen
 
-    def _inputs_state(self, queued: dict) -> str:
-        """'ready', 'wait' (a producer has not finished) or the reason an input can never be delivered."""
-        for ref in queued["spec"].get("inputs") or ():
-            producer = ref["job"]
-            if jobs.read(self.store, keys.terminal("completed", producer)) is not None:
-                continue
-            for state in ("failed", "cancelled"):
-                if jobs.read(self.store, keys.terminal(state, producer)) is not None:
-                    return f"input {producer}:{ref['name']}: its job ended {state}"
-            return "wait"
-        return "ready"
+    def _paused(self) -> bool:
+        pause = pause_record(self.store)
+        if pause is None:
+            self._said.pop("pause", None)
+            return False
+        self.log_once("pause", pause.get("nonce"), f"queue paused by {pause.get('by')} at {pause.get('at')}"
+                      f" ({pause.get('reason') or 'no reason given'}): not claiming")
+        return True
 
     # -- running -----------------------------------------------------------------------------------------
 

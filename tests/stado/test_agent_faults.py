@@ -74,3 +74,47 @@ def test_the_agent_record_carries_a_generation_and_a_fresh_nonce(tmp_path):
     second = json.loads(store.get(keys.agent(agent.id)).data)
     assert (first["generation"], second["generation"]) == (1, 2)
     assert len(first["nonce"]) == 24 and first["nonce"] != second["nonce"]
+
+
+def test_jobs_waiting_for_a_producer_cost_almost_nothing_per_poll(tmp_path):
+    """20 jobs wait on a producer that runs elsewhere, for 10 s: each poll lists queue/ (and running/, since
+    something waits) and reads nothing per waiting job. Issue 8's bound: <= 0.2 requests per waiting job
+    per poll (it was 4: its queue entry and the producer's three terminal records)."""
+    import signal
+    import threading
+
+    from stado.metered import MeteredStore
+
+    inner = open_store(f"file://{tmp_path}/store")
+    producer = submission.submit(inner, [Submission(JobSpec("produce"))])[0]
+    queued = cas.read(inner, keys.queued(producer["id"]), producer["id"])
+    jobs.claim(inner, queued[0], agent_id="elsewhere", instance_ref="local@far", lease_expires_at=0,
+               queued_version=queued[1])
+    waiting = submission.submit(inner, [Submission(JobSpec("consume"), ((producer["id"], "data.txt"),))
+                                        for _ in range(20)])
+    store = MeteredStore(inner)
+    lines: list[str] = []
+    poll = 0.5
+    agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=poll,
+                                     settle_seconds=3600, host="h"), log=lines.append)
+    passes = []
+    original = agent._claim_pass
+
+    def counted():
+        passes.append(1)
+        if len(passes) == 3:
+            store.reset()  # the first polls read each waiting entry once, and the agent probes its store
+        return original()
+
+    agent._claim_pass = counted
+    timer = threading.Timer(10.0, lambda: signal.raise_signal(signal.SIGTERM))
+    timer.start()
+    try:
+        assert agent.run() == 0
+    finally:
+        timer.cancel()
+    polls = len(passes) - 3
+    assert polls >= 12, polls
+    per_job_per_poll = sum(store.counts.values()) / (len(waiting) * polls)
+    assert per_job_per_poll <= 0.2, (per_job_per_poll, store.counts, store.by_prefix)
+    assert all(lookup.view(inner, job["id"]).state == "queued" for job in waiting)

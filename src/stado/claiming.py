@@ -1,0 +1,90 @@
+"""What an agent knows of the queue between its polls, so that a poll costs what changed, not what waits.
+
+Each poll lists queue/ once. A queue entry is read (GET) only when its listed version is new to this
+agent; an entry known to be unreadable, not for this agent, or held up is skipped until its version
+changes. A job waiting for another job's artifacts costs nothing per waiting job: producers are looked
+up once per poll whatever number of jobs wait on them, a producer still listed in queue/ or running/
+needs no read at all (running/ is listed at most once per poll, and only while something waits), and a
+producer's terminal record, final once written, is remembered for good.
+"""
+from runkit.ids import is_uuid
+
+from . import keys
+from .cas import read
+from .objectstore.base import Entry, ObjectStore, Version
+
+READY, WAIT = "ready", "wait"
+
+
+class QueueKnowledge:
+    def __init__(self, store: ObjectStore):
+        self.store = store
+        self._docs: dict[str, tuple[Version, dict]] = {}   # queue key -> (version, decoded document)
+        self._final: dict[str, str] = {}                    # producer id -> its terminal state (never changes)
+        self._queued_ids: set[str] = set()
+        self._running_ids: set[str] | None = None           # listed lazily, once per poll
+        self._looked_up: dict[str, str | None] = {}         # producer id -> terminal state found this poll
+
+    def list_queue(self) -> tuple[list[tuple[str, Entry]], list[Entry]]:
+        """(job entries in key order, i.e. creation order; entries that are not job documents). Starts a poll."""
+        jobs, strays = [], []
+        for entry in self.store.list(keys.QUEUE):
+            job_id = keys.job_id_of(entry.key, keys.QUEUE)
+            if job_id is None or not is_uuid(job_id):
+                strays.append(entry)
+            else:
+                jobs.append((job_id, entry))
+        listed = {entry.key for _, entry in jobs}
+        for key in [k for k in self._docs if k not in listed]:
+            del self._docs[key]
+        self._queued_ids = {job_id for job_id, _ in jobs}
+        self._running_ids = None
+        self._looked_up = {}
+        return jobs, strays
+
+    def document(self, job_id: str, entry: Entry) -> tuple[dict, Version] | None:
+        """The entry's document: from memory while its version is unchanged, else one GET. CorruptDocument
+        if it cannot be read; None if it is gone."""
+        known = self._docs.get(entry.key)
+        if known is not None and known[0] == entry.version:
+            return known[1], known[0]
+        found = read(self.store, entry.key, job_id)
+        if found is None:
+            self._docs.pop(entry.key, None)
+            return None
+        doc, version = found
+        self._docs[entry.key] = (version, doc)
+        return doc, version
+
+    def forget(self, key: str) -> None:
+        self._docs.pop(key, None)
+
+    def inputs_state(self, queued: dict) -> str:
+        """READY, WAIT (a producer has not finished) or the reason an input can never be delivered.
+        CorruptDocument if a producer's terminal record cannot be read."""
+        for ref in queued["spec"].get("inputs") or ():
+            state = self._producer_state(ref["job"])
+            if state is None:
+                return WAIT
+            if state != "completed":
+                return f"input {ref['job']}:{ref['name']}: its job ended {state}"
+        return READY
+
+    def _producer_state(self, producer: str) -> str | None:
+        """The producer's terminal state, or None while it has none."""
+        if producer in self._final:
+            return self._final[producer]
+        if producer in self._queued_ids:
+            return None
+        if self._running_ids is None:
+            self._running_ids = {job_id for e in self.store.list(keys.RUNNING)
+                                 if (job_id := keys.job_id_of(e.key, keys.RUNNING))}
+        if producer in self._running_ids:
+            return None
+        if producer not in self._looked_up:
+            self._looked_up[producer] = None
+            for state in keys.TERMINAL_STATES:
+                if read(self.store, keys.terminal(state, producer), producer) is not None:
+                    self._final[producer] = self._looked_up[producer] = state
+                    break
+        return self._looked_up[producer]
