@@ -11,7 +11,7 @@ the tombstone stands in the key's place, and nothing can take that place from it
 
 The price: a writer that dies between the two requests leaves the tombstone standing, and the key cannot
 be created again until it is removed. `stado doctor` lists such keys and `stado repair ID` removes them
-(after a day, by default, so that a writer that is only slow cannot be overtaken).
+(an operator's decision: a writer that is only slow would then delete whatever is there next).
 """
 from collections.abc import Iterator
 
