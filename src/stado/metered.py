@@ -30,6 +30,10 @@ class MeteredStore(ObjectStore):
         self._count("GET", key)
         return self.inner.get(key)
 
+    def head(self, key):
+        self._count("GET", key)  # billed as a GET-class request
+        return self.inner.head(key)
+
     def put_if_absent(self, key, data):
         self._count("PUT", key)
         return self.inner.put_if_absent(key, data)

@@ -12,6 +12,9 @@ class LostResponses(ObjectStore):
     def get(self, key):
         return self.inner.get(key)
 
+    def head(self, key):
+        return self.inner.head(key)
+
     def put_if_absent(self, key, data):
         self.inner.put_if_absent(key, data)
         if self.times > 0:

@@ -80,6 +80,9 @@ class Interleave(ObjectStore):
     def get(self, key):
         return self._call("get", key, lambda: self.inner.get(key))
 
+    def head(self, key):
+        return self._call("head", key, lambda: self.inner.head(key))
+
     def put_if_absent(self, key, data):
         return self._call("put_if_absent", key, lambda: self.inner.put_if_absent(key, data))
 

@@ -78,6 +78,20 @@ def test_delete_removes_and_a_missing_key_is_fine(store):
     assert keys_of(store.list("queue")) == []
 
 
+# -- head ------------------------------------------------------------------------------------------
+
+def test_head_gives_the_listing_entry_without_the_bytes(store):
+    before = time.time()
+    version = store.put("status/j1/heartbeat", b'{"at": 1}')
+    store.put("status/j1/output/00000001", b"x" * 10)
+    entry = store.head("status/j1/heartbeat")
+    assert (entry.key, entry.version, entry.size) == ("status/j1/heartbeat", version, 9)
+    assert abs(entry.modified - before) < 300
+    assert entry == next(e for e in store.list("status/j1") if e.key == "status/j1/heartbeat")
+    with pytest.raises(NotFound):
+        store.head("status/j1/missing")
+
+
 # -- conditional delete --------------------------------------------------------------------------
 
 def test_delete_if_match_removes_only_the_version_read(store):

@@ -100,6 +100,16 @@ class ObjectStore:
         """The object's bytes and version. Raises NotFound."""
         raise NotImplementedError
 
+    def head(self, key: str) -> Entry:
+        """The object's listing entry (version, size, and `modified` by the store's own clock: what the
+        reaper judges pulses and checkpoints by) without its bytes. Raises NotFound. This default lists
+        the key's directory; backends ask for the one object."""
+        parent = key.rpartition("/")[0]
+        for entry in self.list(parent):
+            if entry.key == key:
+                return entry
+        raise NotFound(key)
+
     def put_if_absent(self, key: str, data: bytes) -> Version:
         """Create the key; exactly one of several concurrent creators succeeds. Raises AlreadyExists."""
         raise NotImplementedError

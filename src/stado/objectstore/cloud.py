@@ -152,6 +152,14 @@ class CloudStore(ObjectStore):
             raise self._error(exc, key) from None
         return Blob(data, version_from_meta(result.meta))
 
+    def head(self, key: str) -> Entry:
+        check_key(key)
+        try:
+            meta = self._obs.head(self._store, key)
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
+            raise self._error(exc, key) from None
+        return Entry(key, version_from_meta(meta), meta["size"], meta["last_modified"].timestamp())
+
     def put_if_absent(self, key: str, data: bytes) -> Version:
         check_key(key)
         try:

@@ -90,6 +90,13 @@ class FileStore(ObjectStore):
         return Blob(b"".join(chunks), version_of(st))
 
     @_os_errors_reported
+    def head(self, key: str) -> Entry:
+        st = _stat_or_none(self._path(key))
+        if st is None:
+            raise NotFound(key)
+        return Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9)
+
+    @_os_errors_reported
     def list(self, prefix: str) -> Iterator[Entry]:
         prefix = dir_prefix(prefix)
         found = []

@@ -27,6 +27,15 @@ class MemoryStore(ObjectStore):
                 raise NotFound(key) from None
             return Blob(data, version)
 
+    def head(self, key: str) -> Entry:
+        check_key(key)
+        with self._lock:
+            try:
+                data, version, modified = self._objects[key]
+            except KeyError:
+                raise NotFound(key) from None
+            return Entry(key, version, len(data), modified)
+
     def put_if_absent(self, key: str, data: bytes) -> Version:
         check_key(key)
         with self._lock:

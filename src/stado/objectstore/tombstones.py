@@ -40,6 +40,12 @@ class TombstoneDeletes(ObjectStore):
             raise NotFound(key)
         return blob
 
+    def head(self, key: str) -> Entry:
+        entry = self.inner.head(key)
+        if entry.size <= len(MAGIC) + 16 and is_tombstone(self.inner.get(key).data):
+            raise NotFound(key)
+        return entry
+
     def put_if_absent(self, key: str, data: bytes) -> Version:
         return self.inner.put_if_absent(key, data)
 
