@@ -125,6 +125,11 @@ def _parser():
                    help="exit once nothing runs and nothing in the queue can be claimed")
     a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
 
+    rr = sub.add_parser("reap", help="one reaper pass: requeue (or fail) jobs whose worker stopped speaking")
+    rr.add_argument("--margin", type=_float, default=2.0,
+                    help="seconds past a promise before it counts as passed (clocks disagree a little; default 2)")
+    rr.add_argument("--json", action="store_true")
+
     rp = sub.add_parser("repair", help="clear a job's corrupt records without losing the job")
     rp.add_argument("id", metavar="ID|NAME")
     rp.add_argument("--json", action="store_true")
@@ -332,6 +337,20 @@ def cmd_agent(args) -> int:
     return run_agent(store, config)
 
 
+def cmd_reap(args) -> int:
+    from .reaper import reap
+    from .submission import whoami
+
+    summary = reap(_store(), writer=f"reaper {whoami()}", margin=args.margin)
+    if args.json:
+        _json(dict(summary.as_json(), lines=summary.lines))
+    else:
+        for line in summary.lines:
+            _out(line)
+        _out(summary.line())
+    return 0
+
+
 def cmd_repair(args) -> int:
     from .repair import repair
     from .submission import whoami
@@ -379,7 +398,7 @@ COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
     ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
     ("machine", "status"): cmd_machine_status, ("results",): cmd_results, ("agent",): cmd_agent,
-    ("artifact", "put"): cmd_artifact_put, ("repair",): cmd_repair, ("doctor",): cmd_doctor,
+    ("artifact", "put"): cmd_artifact_put, ("repair",): cmd_repair, ("reap",): cmd_reap, ("doctor",): cmd_doctor,
 }
 
 

@@ -184,13 +184,35 @@ def terminal_doc(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
                  finished_at=doc.get("finished_at") or iso(now), **res)
 
 
+def reaped_doc(running: dict, *, now: float, nonce: str, writer: str, reason: str, requeue: bool) -> dict:
+    """The reaper's fenced decision on a job whose worker stopped speaking (or was replaced): put-if-match
+    on the running document, so a renewal that landed first wins. The job goes back to the queue once
+    (`requeue`), and fails with error class worker_lease_expired on the next such loss."""
+    res = result("failed", error_class="worker_lease_expired", message=reason)
+    return _next(running, state="running", now=now, nonce=nonce, writer=writer, phase="finishing", result=res,
+                 finished_at=iso(now), requeue=requeue, reaped={"by": writer, "at": iso(now), "reason": reason})
+
+
+def requeued_after_loss(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
+    """Back to the queue after a lost worker: the requeues counter moves, the failed-attempts one does not."""
+    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeues=doc.get("requeues", 0) + 1,
+                last_result=doc.get("result"), requeued_from=doc.get("claim"),
+                requeue_reason=(doc.get("reaped") or {}).get("reason"))
+    for name in _ATTEMPT_FIELDS + ("requeue", "reaped"):
+        new.pop(name, None)
+    return new
+
+
+_ATTEMPT_FIELDS = ("phase", "owner", "instance_ref", "claim", "claimed_from", "claimed_at", "started_at",
+                   "lease_expires_at", "process", "result", "cancel", "finished_at", "settled_by")
+
+
 def requeued_after_failure(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
     """Back to the queue for another attempt: the failed-attempts counter moves, the lost-worker
     counter (requeues) does not."""
     new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, failures=doc.get("failures", 0) + 1,
                 last_result=doc.get("result"), requeued_from=doc.get("claim"))
-    for name in ("phase", "owner", "instance_ref", "claim", "claimed_from", "claimed_at", "started_at",
-                 "lease_expires_at", "process", "result", "cancel", "finished_at", "settled_by"):
+    for name in _ATTEMPT_FIELDS + ("requeue", "reaped", "requeue_reason"):
         new.pop(name, None)
     return new
 

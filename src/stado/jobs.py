@@ -168,7 +168,10 @@ def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now:
         if version is None:
             return None
         doc = mine
-    if doc.get("phase") == "finishing" and d.retry_earned(doc, doc["result"]):
+    if doc.get("phase") == "finishing" and doc.get("requeue"):
+        new = _requeue(store, d.requeued_after_loss(doc, now=t, nonce=new_nonce(), writer=writer), doc)
+        faults.point("requeue-written")
+    elif doc.get("phase") == "finishing" and d.retry_earned(doc, doc["result"]):
         new = _requeue(store, d.requeued_after_failure(doc, now=t, nonce=new_nonce(), writer=writer), doc)
         faults.point("requeue-written")
     else:

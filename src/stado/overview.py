@@ -21,6 +21,7 @@ class Overview:
     corrupt: int = 0  # jobs with records but none readable (each one listed under problems)
     hidden: int = 0  # finished jobs beyond the limit, counted but not read
     problems: list[str] = field(default_factory=list)
+    promise_passed: dict[str, float] = field(default_factory=dict)  # running job id -> seconds since its promise
     paused: dict | None = None
     agents: list[dict] = field(default_factory=list)  # live agents' records
     stale_agents: list[dict] = field(default_factory=list)  # records of agents silent for too long (dead?)
@@ -97,6 +98,13 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
         except (ValueError, NotFound):  # an agent record is advisory: a bad one is reported, never fatal
             out.problems.append(f"{entry.key}: unreadable agent record")
     for view in out.jobs:
+        if view.state == "running" and d.process_may_run(view.doc):
+            try:
+                promise = d.parse_iso(view.doc.get("lease_expires_at"))
+            except (TypeError, ValueError):
+                promise = None
+            if promise is not None and now > promise:
+                out.promise_passed[view.id] = now - promise  # until it is reaped or speaks again
         if view.state == "queued":
             reason = unschedulable(view.doc.get("spec") or {}, out.agents, now)
             if reason:

@@ -19,9 +19,19 @@ def _result(data: dict) -> str:
     return text
 
 
+def _state(row: dict, passed: float | None) -> str:
+    text = row["state"] + ("" if row["phase"] in (None, "running") else f"/{row['phase']}")
+    return text if passed is None else f"{text}, promise passed {passed:.0f} s ago"
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def overview_json(ov: Overview) -> dict:
     return {"paused": ov.paused, "counts": ov.counts, "corrupt": ov.corrupt, "hidden_finished": ov.hidden,
-            "jobs": [dict(status_json(v), unschedulable=ov.unschedulable.get(v.id)) for v in ov.jobs],
+            "jobs": [dict(status_json(v), unschedulable=ov.unschedulable.get(v.id),
+                          promise_passed_seconds=_rounded(ov.promise_passed.get(v.id))) for v in ov.jobs],
             "problems": ov.problems, "agents": ov.agents, "stale_agents": ov.stale_agents}
 
 
@@ -33,9 +43,8 @@ def overview_table(ov: Overview) -> str:
     rows = [status_json(v) for v in ov.jobs]
     rows.sort(key=lambda r: (STATE_ORDER.index(r["state"]), r["id"]))
     header = ("ID", "STATE", "NAME", "RESULT", "WHERE", "SUBMITTED", "COMMAND")
-    table = [header] + [(r["id"], r["state"] + ("" if r["phase"] in (None, "running") else f"/{r['phase']}"),
-                         r["name"] or "-", _result(r), r["instance_ref"] or "-", (r["submitted_at"] or "-")[:19],
-                         _short(r["command"])) for r in rows]
+    table = [header] + [(r["id"], _state(r, ov.promise_passed.get(r["id"])), r["name"] or "-", _result(r),
+                         r["instance_ref"] or "-", (r["submitted_at"] or "-")[:19], _short(r["command"])) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])

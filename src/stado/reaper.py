@@ -1,0 +1,181 @@
+"""Telling a dead worker from a live one (seed 003, "Who observes it"), and recovering what dead ones left.
+
+A running job is alive while the promise its worker wrote holds (`lease_expires_at`). Once the promise
+has passed, two writes still prove it alive, each judged by the store's own last_modified: the pulse at
+status/<id>/heartbeat newer than the promise (the renewal is failing, not the worker), or a blob under
+status/<id>/checkpoints/ newer than the promise (a big checkpoint upload starves the renewal while the
+job demonstrably works). Only a job whose promise passed with neither write after it is reaped: requeued
+once with `worker lease expired`, failed on the second expiry. A job with no promise (written by a stado
+from before promises) is kept and counted as unpromised: nothing says when it should have spoken.
+
+The reaper's move is a move like any other (jobs.py): a put-if-match of its decision on the version it
+read, so a renewal that lands first wins and the reaper's move is refused.
+"""
+import time
+from dataclasses import dataclass, field
+
+from . import documents as d
+from . import keys
+from .cas import new_nonce, read, replace
+from .errors import CorruptDocument
+from .jobs import settle
+from .objectstore.base import NotFound, ObjectStore
+
+REQUEUE_BUDGET = 1          # requeued once after a lost worker, failed on the second loss
+LEASE_EXPIRED = "worker lease expired"
+# Promises are written by workers' clocks and judged by the reaper's: a little slack for clocks that disagree.
+DEFAULT_MARGIN = 2.0
+
+ALIVE = ("promise", "pulse", "checkpoint", "unpromised")
+
+
+def liveness(doc: dict, *, now: float, pulse_at: float | None = None, checkpoint_at: float | None = None,
+             margin: float = DEFAULT_MARGIN) -> str:
+    """The verdict on a running document (pure): 'promise' (it holds), 'pulse' or 'checkpoint' (passed, but
+    that write came after it), 'unpromised' (no promise to judge), or 'expired'."""
+    try:
+        promise = d.parse_iso(doc.get("lease_expires_at"))
+    except (TypeError, ValueError):
+        promise = None
+    if promise is None:
+        return "unpromised"
+    if now <= promise + margin:
+        return "promise"
+    if pulse_at is not None and pulse_at > promise:
+        return "pulse"
+    if checkpoint_at is not None and checkpoint_at > promise:
+        return "checkpoint"
+    return "expired"
+
+
+def evidence(store: ObjectStore, job_id: str) -> tuple[float | None, float | None]:
+    """(the pulse's last_modified, the newest checkpoint's last_modified), by the store's clock."""
+    try:
+        pulse_at = store.head(keys.heartbeat(job_id)).modified
+    except NotFound:
+        pulse_at = None
+    checkpoint_at = max((e.modified for e in store.list(keys.checkpoint_prefix(job_id))), default=None)
+    return pulse_at, checkpoint_at
+
+
+def judge(store: ObjectStore, doc: dict, *, now: float, margin: float = DEFAULT_MARGIN) -> str:
+    """liveness() with the evidence read from the store, only when the promise has passed (a job whose
+    promise holds costs no request)."""
+    verdict = liveness(doc, now=now, margin=margin)
+    if verdict != "expired":
+        return verdict
+    pulse_at, checkpoint_at = evidence(store, doc["id"])
+    return liveness(doc, now=now, pulse_at=pulse_at, checkpoint_at=checkpoint_at, margin=margin)
+
+
+def lapse(store: ObjectStore, doc: dict, version, *, writer: str, reason: str, now: float) -> dict | None:
+    """Settle a running document whose worker is gone: requeued within the budget, else failed
+    (worker_lease_expired). A document already being cancelled just settles as cancelled. Returns the new
+    record; None when another writer (a renewal, a cancel, another reaper) moved the document first."""
+    if doc.get("phase") == "cancelling":
+        return settle(store, doc, version, writer=writer, now=now)
+    requeue = doc.get("requeues", 0) < REQUEUE_BUDGET
+    moved = d.reaped_doc(doc, now=now, nonce=new_nonce(), writer=writer, reason=reason, requeue=requeue)
+    new_version, _ = replace(store, keys.running(doc["id"]), moved, version)
+    if new_version is None:
+        return None
+    return settle(store, moved, new_version, writer=writer, now=now, taken=True)
+
+
+@dataclass
+class ReapSummary:
+    requeued: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    settled: int = 0            # decided moves (finishing, cancel tombstones) finished on the way
+    alive: dict = field(default_factory=lambda: dict.fromkeys(ALIVE, 0))
+    lost_race: int = 0          # renewed (or moved) between our read and our write: theirs stands
+    lines: list = field(default_factory=list)
+
+    @property
+    def reaped(self) -> int:
+        return self.requeued + self.failed + self.cancelled
+
+    def as_json(self) -> dict:
+        return {"reaped": self.reaped, "requeued": self.requeued, "failed": self.failed, "cancelled": self.cancelled,
+                "settled": self.settled, "alive_by_promise": self.alive["promise"],
+                "alive_by_pulse": self.alive["pulse"], "alive_by_checkpoint": self.alive["checkpoint"],
+                "unpromised": self.alive["unpromised"], "lost_race": self.lost_race}
+
+    def line(self) -> str:
+        return (f"reaped {self.reaped} (requeued {self.requeued}, failed {self.failed}, cancelled {self.cancelled}); "
+                f"alive by pulse {self.alive['pulse']}, alive by checkpoint {self.alive['checkpoint']}, "
+                f"unpromised {self.alive['unpromised']}; promise holds {self.alive['promise']}")
+
+
+def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,
+         skip: frozenset = frozenset()) -> ReapSummary:
+    """One pass over running/: finish decided moves, reap jobs whose worker is gone. `skip`: job ids the
+    caller itself runs (an agent never reaps its own slots: its renewal speaks for them)."""
+    t = time.time() if now is None else now
+    out = ReapSummary()
+    for entry in store.list(keys.RUNNING):
+        job_id = keys.job_id_of(entry.key, keys.RUNNING)
+        if job_id is None or job_id in skip:
+            continue
+        try:
+            found = read(store, entry.key, job_id)
+            if found is not None:
+                _one(store, *found, out=out, writer=writer, now=t, margin=margin)
+        except CorruptDocument as e:
+            out.lines.append(f"{e}: skipped (`stado repair {job_id}` clears it)")
+    return out
+
+
+def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, margin: float) -> None:
+    job_id, phase = doc["id"], doc.get("phase")
+    if phase == "finishing" or (phase == "cancelling" and doc.get("owner") is None):
+        term = settle(store, doc, version, writer=writer, now=now)
+        if term is not None:
+            out.settled += 1
+            out.lines.append(f"{job_id}: finished an interrupted move to {term['state']}")
+        return
+    verdict = judge(store, doc, now=now, margin=margin)
+    if verdict != "expired":
+        out.alive[verdict] += 1
+        return
+    new = lapse(store, doc, version, writer=writer, reason=LEASE_EXPIRED, now=now)
+    if new is None:
+        out.lost_race += 1
+        return
+    promised = doc.get("lease_expires_at")
+    if new["state"] == "queued":
+        out.requeued += 1
+        out.lines.append(f"{job_id}: requeued ({LEASE_EXPIRED}: promised by {promised}, owner {doc.get('owner')} on "
+                         f"{doc.get('instance_ref')}; requeue {new.get('requeues')})")
+    elif new["state"] == "cancelled":
+        out.cancelled += 1
+        out.lines.append(f"{job_id}: cancelled (its agent {doc.get('owner')} stopped speaking before it saw the cancel)")
+    else:
+        out.failed += 1
+        out.lines.append(f"{job_id}: failed ({LEASE_EXPIRED} again: promised by {promised}, owner "
+                         f"{doc.get('owner')} on {doc.get('instance_ref')})")
+
+
+def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float | None = None,
+                            margin: float = DEFAULT_MARGIN) -> tuple[bool, list[str]]:
+    """The verdict a cloud provider's instance clean-up must ask before deleting a VM: False while any
+    job on it is alive by the reaper's rule (its promise holds, a newer pulse or checkpoint, or no promise
+    at all), with the jobs that keep it. (A job being cancelled counts as alive until settled.)"""
+    t = time.time() if now is None else now
+    keeping = []
+    for entry in store.list(keys.RUNNING):
+        job_id = keys.job_id_of(entry.key, keys.RUNNING)
+        if job_id is None:
+            continue
+        try:
+            found = read(store, entry.key, job_id)
+        except CorruptDocument:
+            keeping.append(f"{job_id} (its running record is corrupt: cannot tell)")
+            continue
+        if found is None or found[0].get("instance_ref") != instance_ref or not d.process_may_run(found[0]):
+            continue
+        verdict = judge(store, found[0], now=t, margin=margin)
+        if verdict != "expired":
+            keeping.append(f"{job_id} (alive by {verdict})")
+    return not keeping, keeping

@@ -1,0 +1,166 @@
+"""The reaper's verdict (pure, time as an argument) and its moves, on the in-memory store."""
+import threading
+import time
+
+import pytest
+
+from stado import cas, jobs, keys, lookup, submission
+from stado import documents as d
+from stado.objectstore.memory import MemoryStore
+from stado.reaper import LEASE_EXPIRED, instance_may_be_deleted, liveness, reap
+from stado.spec import JobSpec
+
+from .interleave import Interleave
+
+
+def submit(store, command="train") -> str:
+    return submission.submit(store, [submission.Submission(JobSpec(command))])[0]["id"]
+
+
+def claim(store, job_id, agent="a1", promise=None, host="h1"):
+    queued = cas.read(store, keys.queued(job_id), job_id)
+    return jobs.claim(store, queued[0], agent_id=agent, instance_ref=f"local@{host}",
+                      lease_expires_at=time.time() + 60 if promise is None else promise, queued_version=queued[1])
+
+
+def iso(t):
+    return d.iso(t)
+
+
+def test_the_verdict():
+    doc = {"lease_expires_at": iso(1000.0)}
+    assert liveness(doc, now=999.0) == "promise"
+    assert liveness(doc, now=1001.0, margin=2.0) == "promise"          # within the margin for clocks
+    assert liveness(doc, now=1010.0) == "expired"
+    assert liveness(doc, now=1010.0, pulse_at=1005.0) == "pulse"         # the renewal fails, not the worker
+    assert liveness(doc, now=1010.0, pulse_at=999.0) == "expired"        # a pulse from before the promise
+    assert liveness(doc, now=1010.0, checkpoint_at=1001.0) == "checkpoint"
+    assert liveness({"lease_expires_at": None}, now=1e12) == "unpromised"
+    assert liveness({}, now=1e12) == "unpromised"
+
+
+def test_a_job_whose_worker_stopped_speaking_is_requeued_once_then_failed():
+    store = MemoryStore()
+    job = submit(store)
+    now = time.time()
+    claim(store, job, promise=now - 30)
+    first = reap(store, writer="reaper", now=now)
+    assert (first.requeued, first.failed, first.reaped) == (1, 0, 1), first.lines
+    queued = lookup.view(store, job)
+    assert (queued.state, queued.doc["requeues"], queued.doc["failures"]) == ("queued", 1, 0)
+    assert queued.doc["last_result"]["error"] == {"class": "worker_lease_expired", "message": LEASE_EXPIRED}
+    assert queued.doc["requeue_reason"] == LEASE_EXPIRED
+    claim(store, job, agent="a2", promise=now - 30)
+    second = reap(store, writer="reaper", now=now)
+    assert (second.requeued, second.failed) == (0, 1)
+    failed = lookup.view(store, job)
+    assert (failed.state, failed.terminal, failed.doc["error"]["class"]) == ("failed", True, "worker_lease_expired")
+    assert [e.key for e in store.list(keys.RUNNING)] == [] and [e.key for e in store.list(keys.QUEUE)] == []
+
+
+def test_a_newer_pulse_or_checkpoint_keeps_a_job_whose_promise_passed():
+    store = MemoryStore()
+    by_pulse, by_checkpoint, dead, promised = (submit(store) for _ in range(4))
+    past = time.time() - 30
+    for job in (by_pulse, by_checkpoint, dead):
+        doc, _ = claim(store, job, promise=past)
+    claim(store, promised)
+    jobs.pulse(store, cas.read(store, keys.running(by_pulse))[0], renewed=False)   # renewal failing, worker alive
+    store.put(keys.checkpoint_prefix(by_checkpoint) + "step-100.pt", b"weights")
+    summary = reap(store, writer="reaper")
+    assert summary.alive["pulse"] == 1 and summary.alive["checkpoint"] == 1 and summary.alive["promise"] == 1
+    assert summary.requeued == 1 and f"{dead}: requeued (worker lease expired" in summary.lines[0]
+    assert [lookup.view(store, j).state for j in (by_pulse, by_checkpoint, dead, promised)] == [
+        "running", "running", "queued", "running"]
+
+
+def test_a_job_without_a_promise_is_kept_and_counted():
+    store = MemoryStore()
+    job = submit(store)
+    doc, version = claim(store, job)
+    old = dict(doc, lease_expires_at=None, generation=doc["generation"] + 1, nonce=cas.new_nonce())
+    store.put_if_match(keys.running(job), d.encode(old), version)
+    summary = reap(store, writer="reaper", now=time.time() + 1e6)
+    assert summary.alive["unpromised"] == 1 and summary.reaped == 0
+    assert "unpromised 1" in summary.line()
+
+
+def test_a_renewal_that_lands_first_wins_and_the_reaper_writes_nothing():
+    store = Interleave(MemoryStore())
+    job = submit(store)
+    doc, version = claim(store, job, promise=time.time() - 30)
+    gate = store.hold("reaper", "get", keys.running(job))
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(s=reap(store, writer="reaper")), name="reaper")
+    thread.start()
+    gate.wait_reached()
+    renewed = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60)
+    assert not isinstance(renewed, jobs.Fenced)
+    gate.release()
+    thread.join()
+    assert box["s"].reaped == 0 and box["s"].lost_race == 1
+    assert cas.read(store, keys.running(job))[0]["claim"] == doc["claim"]
+
+
+def test_a_cancel_whose_agent_is_dead_is_settled_by_the_reaper():
+    store = MemoryStore()
+    job = submit(store)
+    claim(store, job, promise=time.time() - 30)
+    jobs.cancel(store, job, by="op")
+    view = lookup.view(store, job)
+    assert (view.state, view.terminal) == ("cancelled", False)        # waiting for an agent that is gone
+    summary = reap(store, writer="reaper")
+    assert summary.cancelled == 1
+    view = lookup.view(store, job)
+    assert (view.state, view.terminal, view.also) == ("cancelled", True, [])
+
+
+class FakeProvider:
+    """A cloud provider's instance clean-up, as a provider integration must write it: it asks the
+    reaper's verdict before deleting a VM."""
+
+    def __init__(self, store, instances):
+        self.store, self.instances, self.deleted = store, set(instances), []
+
+    def clean_up(self, instance_ref, now=None):
+        ok, keeping = instance_may_be_deleted(self.store, instance_ref, now=now)
+        if ok:
+            self.instances.discard(instance_ref)
+            self.deleted.append(instance_ref)
+        return keeping
+
+
+def test_a_vm_is_not_deleted_while_a_job_on_it_is_alive():
+    store = MemoryStore()
+    provider = FakeProvider(store, {"gcp@vm-1", "gcp@vm-2", "gcp@vm-3"})
+    training, stale, elsewhere = submit(store), submit(store), submit(store)
+    now = time.time()
+    claim(store, training, host="x", promise=now - 30)
+    store.put(keys.running(training), d.encode(dict(cas.read(store, keys.running(training))[0],
+                                                     instance_ref="gcp@vm-1", generation=9, nonce="n1")))
+    store.put(keys.checkpoint_prefix(training) + "ckpt-7", b"...")       # writing a checkpoint: alive
+    claim(store, stale, promise=now - 30)
+    store.put(keys.running(stale), d.encode(dict(cas.read(store, keys.running(stale))[0],
+                                                  instance_ref="gcp@vm-2", generation=9, nonce="n2")))
+    claim(store, elsewhere, promise=now + 60)
+    assert provider.clean_up("gcp@vm-1") == [f"{training} (alive by checkpoint)"]
+    assert provider.clean_up("gcp@vm-2") == []                          # its only job is dead by the verdict
+    assert provider.clean_up("gcp@vm-3") == []
+    assert sorted(provider.deleted) == ["gcp@vm-2", "gcp@vm-3"] and provider.instances == {"gcp@vm-1"}
+
+
+@pytest.mark.parametrize("phase", ["finishing", "tombstone"])
+def test_the_reaper_finishes_decided_moves_on_its_way(phase):
+    store = MemoryStore()
+    job = submit(store)
+    if phase == "finishing":
+        doc, version = claim(store, job)
+        store.put_if_match(keys.running(job), d.encode(d.finishing_doc(
+            doc, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time(), nonce="fin")), version)
+    else:
+        queued = cas.read(store, keys.queued(job))[0]
+        store.put_if_absent(keys.running(job), d.encode(d.cancel_tombstone(queued, by="op", reason=None,
+                                                                            now=time.time(), nonce="tomb")))
+    summary = reap(store, writer="reaper")
+    assert summary.settled == 1
+    assert lookup.view(store, job).state == ("completed" if phase == "finishing" else "cancelled")
