@@ -8,7 +8,7 @@ from runkit import proc
 
 from . import db, doorbell, home as homes, queries, reconcile, selectors, transitions
 from .errors import BadInput, NotFound
-from .outcomes import exit_status
+from runkit.outcomes import exit_status
 
 MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
 

@@ -3,7 +3,7 @@ following them live across retries until the job ends."""
 import time
 
 from . import queries, transitions
-from .outcomes import exit_status
+from runkit.outcomes import exit_status
 
 FOLLOW_POLL = 0.1
 

@@ -1,30 +1,20 @@
 """`stado job watch`: state changes and output, live, until the job is terminal; the exit status
-mirrors the job's (its exit code; 128+N for signal N; 124 timed out; 130 cancelled; 1 otherwise)."""
+mirrors the job's through the table both tools share (runkit.outcomes)."""
 import json
 import sys
 import time
+
+from runkit.outcomes import stado_exit_status
 
 from .lookup import find, view
 from .documents import iso, status_json
 from .objectstore.base import ObjectStore
 from .overview import output_since
 
-EXIT_TIMED_OUT = 124
-EXIT_CANCELLED = 130
-
-
 def exit_status(data: dict) -> int:
-    if data["state"] == "completed":
-        return 0
-    if data["state"] == "cancelled":
-        return EXIT_CANCELLED
-    if data.get("outcome") == "timed_out":
-        return EXIT_TIMED_OUT
-    if data.get("exit_code") is not None:
-        return data["exit_code"] or 1
-    if data.get("signal"):
-        return 128 + data["signal"]
-    return 1
+    """The shared table (runkit.outcomes): the same codes as `jobman wait`."""
+    return stado_exit_status(data.get("outcome"), data.get("exit_code"), data.get("signal"),
+                             (data.get("error") or {}).get("class"))
 
 
 def watch(store: ObjectStore, selector: str, *, interval: float = 1.0, as_json: bool = False) -> int:

@@ -1,0 +1,20 @@
+"""One exit-code table for both tools (runkit.outcomes): jobman's outcomes and stado's records map alike."""
+from runkit.outcomes import exit_status, stado_exit_status
+
+
+def test_jobman_and_stado_give_the_same_codes():
+    pairs = [  # (jobman outcome, exit, signal) and (stado outcome, exit, signal, error class): same code
+        (("succeeded", 0, None), ("succeeded", 0, None, None), 0),
+        (("failed", 3, None), ("failed", 3, None, "exit_code"), 3),
+        (("failed", None, 9), ("failed", None, 9, "signal"), 137),
+        (("timed_out", None, 15), ("timed_out", None, 15, "timeout"), 124),
+        (("cancelled", None, None), ("cancelled", None, None, None), 125),
+        (("lost", None, None), ("failed", None, None, "worker_lease_expired"), 123),
+        (("failed", None, None), ("failed", None, None, "spawn_error"), 127),
+    ]
+    for jobman_args, stado_args, code in pairs:
+        assert exit_status(*jobman_args) == code, jobman_args
+        assert stado_exit_status(*stado_args) == code, stado_args
+    assert exit_status("dependency_failed", None, None) == 122
+    assert exit_status("submission_failed", None, None) == 121
+    assert stado_exit_status("failed", None, None, "input_unavailable") == 127
