@@ -24,6 +24,17 @@ def uuid7(now_ns: int | None = None) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def uuid7_derived(ms: int, name: bytes) -> str:
+    """A UUIDv7 whose time is `ms` and whose other 74 bits are the SHA-256 of `name`: the same name and time
+    give the same id everywhere (a schedule's fire time becomes one job id on every agent)."""
+    from runkit.hashing import sha256
+
+    rand = int.from_bytes(sha256(name)[:10], "big")
+    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | (rand >> 68) << 64 | 0b10 << 62 | rand & (1 << 62) - 1
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def is_uuid(text: str) -> bool:
     """True for a canonical lower-case UUID string (8-4-4-4-12 hex digits)."""
     if len(text) != 36 or any(text[i] != "-" for i in (8, 13, 18, 23)):

@@ -2,6 +2,7 @@
 put-if-match and delete-if-match, each telling our own write (a retried request that landed) from
 another writer's by the nonce every document carries.
 """
+import json
 import os
 
 from . import documents as d
@@ -74,3 +75,28 @@ def remove(store: ObjectStore, key: str, version: Version) -> bool:
     """Delete the key only if it still holds `version` (the version this writer read or wrote). False
     when it is gone or another writer has moved it on: a stale writer never removes a newer document."""
     return store.delete_if_match(key, version)
+
+
+def read_json(store: ObjectStore, key: str) -> tuple[dict, Version] | None:
+    """A document that is not a job's (a schedule, ...): the decoded object and its version, None if
+    absent, CorruptDocument if it is not a JSON object."""
+    try:
+        blob = store.get(key)
+    except NotFound:
+        return None
+    try:
+        doc = json.loads(blob.data)
+    except ValueError as e:
+        raise CorruptDocument(key, f"not JSON: {str(e)[:80]}") from None
+    if not isinstance(doc, dict):
+        raise CorruptDocument(key, "not a JSON object")
+    return doc, blob.version
+
+
+def replace_json(store: ObjectStore, key: str, doc: dict, version: Version) -> bool:
+    """Put-if-match of a document that is not a job's; False when another writer moved it first."""
+    try:
+        store.put_if_match(key, d.encode(doc), version)
+        return True
+    except PreconditionFailed:
+        return False

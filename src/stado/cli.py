@@ -125,6 +125,22 @@ def _parser():
                    help="exit once nothing runs and nothing in the queue can be claimed")
     a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
 
+    sch = sub.add_parser("schedule", help="submit jobs on a cron (every agent fires them; one job per fire time)")
+    schsub = sch.add_subparsers(dest="schedule_command", metavar="add|list|rm|pause|resume", parser_class=Parser)
+    sa = schsub.add_parser("add", help='NAME "CRON" [flags] -- CMD...: a job per fire time (flags as for submit)')
+    sa.add_argument("sched_name", metavar="NAME")
+    sa.add_argument("cron", metavar="CRON", help="five fields, e.g. '*/15 * * * *' (cronsim syntax)")
+    sa.add_argument("--tz", default="UTC", help="the zone the cron expression is read in (default UTC)")
+    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest not in ("batch", "input", "name")])
+    sa.epilog = "The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all"
+    sl = schsub.add_parser("list", help="every schedule, its next fire time and what it fired")
+    sl.add_argument("--json", action="store_true")
+    for verb, what in (("rm", "remove a schedule (jobs it fired are kept)"), ("pause", "stop firing (until resume)"),
+                       ("resume", "fire again (missed fire times are skipped)")):
+        sp = schsub.add_parser(verb, help=what)
+        sp.add_argument("sched_name", metavar="NAME")
+        sp.add_argument("--json", action="store_true")
+
     rr = sub.add_parser("reap", help="one reaper pass: requeue (or fail) jobs whose worker stopped speaking")
     rr.add_argument("--margin", type=_float, default=2.0,
                     help="seconds past a promise before it counts as passed (clocks disagree a little; default 2)")
@@ -337,6 +353,70 @@ def cmd_agent(args) -> int:
     return run_agent(store, config)
 
 
+def cmd_schedule_add(args) -> int:
+    from . import schedules
+    from .batch import submission_from_args
+    from .submission import whoami
+
+    words = getattr(args, "cmd_words", None)
+    if not words:
+        raise BadInput('missing command: stado schedule add NAME "CRON" [flags] -- CMD...')
+    args.name, args.input = args.sched_name, []
+    spec = submission_from_args(args, command=" ".join(words)).spec.to_json()
+    doc = schedules.add(_store(), args.sched_name, args.cron, spec, tz=args.tz, by=whoami())
+    if args.json:
+        _json(doc)
+    else:
+        upcoming = schedules.next_fire(doc, time_now())
+        _out(f"schedule {doc['name']} added: {doc['cron']} ({doc['tz']}); next fire {_iso(upcoming)}; "
+             "fired by any running agent")
+    return 0
+
+
+def cmd_schedule_list(args) -> int:
+    from .schedules import list_schedules
+
+    found = list_schedules(_store())
+    if args.json:
+        _json({"schedules": found})
+        return 0
+    if not found:
+        _out("no schedules (add one with `stado schedule add NAME \"CRON\" -- CMD`)")
+    for doc in found:
+        state = "paused" if doc.get("paused") else f"next {doc.get('next_fire')}"
+        _out(f"{doc['name']}  {doc['cron']} ({doc.get('tz')})  {state}  fired {doc.get('fired', 0)}, skipped "
+             f"{doc.get('skipped', 0)}  {doc['spec'].get('command')}")
+    return 0
+
+
+def cmd_schedule_change(args) -> int:
+    from . import schedules
+    from .submission import whoami
+
+    store = _store()
+    if args.schedule_command == "rm":
+        doc, changed = schedules.remove_schedule(store, args.sched_name), True
+        message = f"schedule {args.sched_name} removed; jobs it fired are kept"
+    else:
+        doc, changed = schedules.set_paused(store, args.sched_name, args.schedule_command == "pause", by=whoami())
+        verb = "paused" if args.schedule_command == "pause" else "resumed"
+        message = f"schedule {args.sched_name} {verb}" if changed else f"schedule {args.sched_name} was already {verb}"
+    _json({"schedule": doc, "changed": changed}) if args.json else _out(message)
+    return 0
+
+
+def time_now() -> float:
+    import time
+
+    return time.time()
+
+
+def _iso(t: float) -> str:
+    from .documents import iso
+
+    return iso(t)
+
+
 def cmd_reap(args) -> int:
     from .reaper import reap
     from .submission import whoami
@@ -398,7 +478,10 @@ COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
     ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
     ("machine", "status"): cmd_machine_status, ("results",): cmd_results, ("agent",): cmd_agent,
-    ("artifact", "put"): cmd_artifact_put, ("repair",): cmd_repair, ("reap",): cmd_reap, ("doctor",): cmd_doctor,
+    ("artifact", "put"): cmd_artifact_put, ("repair",): cmd_repair, ("reap",): cmd_reap,
+    ("schedule", "add"): cmd_schedule_add, ("schedule", "list"): cmd_schedule_list,
+    ("schedule", "rm"): cmd_schedule_change, ("schedule", "pause"): cmd_schedule_change,
+    ("schedule", "resume"): cmd_schedule_change, ("doctor",): cmd_doctor,
 }
 
 
@@ -422,9 +505,14 @@ def main(argv: list[str] | None = None) -> int:
             if not argv or argv[0] in ("-h", "--help", "help"):
                 parser.print_help(sys.stdout if argv else sys.stderr)
                 return 0 if argv else 2
+            command_words = None
+            if argv[:2] == ["schedule", "add"] and "--" in argv:  # the command is everything after --
+                cut = argv.index("--")
+                argv, command_words = argv[:cut], argv[cut + 1:]
             args = parser.parse_args(argv)
+            args.cmd_words = command_words
         sub = getattr(args, f"{args.command}_command", None) if args.command in ("job", "queue", "machine",
-                                                                                 "artifact") else None
+                                                                                 "artifact", "schedule") else None
         key = (args.command, sub) if sub is not None else (args.command,)
         if key not in COMMANDS:
             raise BadInput(f"`stado {args.command}` needs a subcommand; see `stado {args.command} --help`")

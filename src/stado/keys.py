@@ -15,6 +15,7 @@ Layout (one backend, whatever it is, holds the same keys):
     names/<name>/<id>        display-name index: newest id wins
     control/queue-pause.json the queue pause record (who, when, why)
     agents/<agent-id>.json   each live agent: host, slots, capabilities, last seen
+    schedules/<name>.json    a cron schedule: expression, zone, spec, paused, last fire time dealt with
 """
 QUEUE = "queue/"
 RUNNING = "running/"
@@ -24,6 +25,7 @@ CANCELLED = "cancelled/"
 STATUS = "status/"
 NAMES = "names/"
 AGENTS = "agents/"
+SCHEDULES = "schedules/"
 QUEUE_PAUSE = "control/queue-pause.json"
 
 # Readers resolve several terminal records in this documented order: the first one present wins.
@@ -102,3 +104,7 @@ def name_entry(name: str, job_id: str) -> str:
 
 def agent(agent_id: str) -> str:
     return f"{AGENTS}{agent_id}.json"
+
+
+def schedule(name: str) -> str:
+    return f"{SCHEDULES}{name}.json"

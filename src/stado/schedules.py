@@ -1,0 +1,225 @@
+"""`stado schedule`: jobs submitted on a cron; each submission is an ordinary job object (seed 003).
+
+A schedule is one document, `schedules/<name>.json`: the cron expression (parsed by cronsim), its time
+zone, the job spec, whether it is paused, and `last_fired`, the latest fire time dealt with. Every agent
+runs the firing step, whatever their number, and each fire time still produces exactly one job:
+
+1. the fire time's job id is derived from the schedule's uid and the fire time (a UUIDv7 whose clock is
+   the fire time), so every agent that fires it writes the same `queue/<id>.json`, create-if-absent:
+   one wins, the others find it there;
+2. then `last_fired` moves on by put-if-match on the schedule document, so later passes never fire that
+   time again. A crash between the two leaves `last_fired` behind: the next pass writes the same id
+   again, and if that job had already been claimed or had ended, the entry is a leftover the claim
+   removes without running it (a claim starts nothing beside a running or terminal record).
+
+Missed fire times (no agent ran at the time) are skipped, as Slurm's scrontab and Nomad's periodic jobs
+do: a fire time is submitted only within `grace` seconds of it; older ones are counted as skipped.
+The firing step takes the time as an argument (tests drive it across minute boundaries).
+"""
+import time
+from datetime import datetime, timedelta, timezone
+
+from runkit.ids import uuid7_derived
+
+from . import documents as d
+from . import keys
+from .cas import create, new_nonce, read_json, remove, replace_json
+from .errors import BadInput, Conflict, CorruptDocument, StadoError
+from .objectstore.base import AlreadyExists, ObjectStore
+from .spec import check_name
+
+DEFAULT_GRACE = 120.0  # seconds after a fire time within which it is still submitted
+REFRESH_SECONDS = 30.0  # how often an agent lists schedules/ to learn of new, changed or removed ones
+
+
+class NoSuchSchedule(StadoError):
+    exit_code = 3
+
+
+def parse_cron(expr: str, tz: str = "UTC"):
+    """(cron expression, zone) checked; BadInput in one line otherwise."""
+    from cronsim import CronSim, CronSimError
+
+    zone = _zone(tz)
+    try:
+        CronSim(expr, datetime.now(zone))
+    except (CronSimError, ValueError) as e:
+        raise BadInput(f"cron expression {expr!r} is not valid ({e}): use five fields, minute hour day month weekday, "
+                       "e.g. '*/15 * * * *' or '0 3 * * 1-5'") from None
+    return expr, zone
+
+
+def _zone(tz: str):
+    if tz in ("UTC", "utc"):
+        return timezone.utc
+    try:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(tz)
+    except (ValueError, KeyError, OSError, ImportError):
+        raise BadInput(f"time zone {tz!r} is not known: use an IANA name such as Europe/Paris, or UTC") from None
+
+
+def latest_fire(doc: dict, now: float) -> float | None:
+    """The latest fire time at or before `now` (unix seconds), None if the schedule never fired so far."""
+    from cronsim import CronSim
+
+    expr, zone = parse_cron(doc["cron"], doc.get("tz") or "UTC")
+    start = datetime.fromtimestamp(now, zone) + timedelta(microseconds=1)
+    fire = next(CronSim(expr, start, reverse=True), None)
+    return None if fire is None else fire.timestamp()
+
+
+def next_fire(doc: dict, after: float) -> float:
+    from cronsim import CronSim
+
+    expr, zone = parse_cron(doc["cron"], doc.get("tz") or "UTC")
+    return next(CronSim(expr, datetime.fromtimestamp(after, zone))).timestamp()
+
+
+def fire_job_id(doc: dict, fire_time: float) -> str:
+    return uuid7_derived(int(fire_time * 1000), f"{doc['uid']}:{fire_time:.3f}".encode())
+
+
+# -- managing schedules ---------------------------------------------------------------------------------
+
+def add(store: ObjectStore, name: str, cron: str, spec: dict, *, tz: str = "UTC", by: str,
+        now: float | None = None) -> dict:
+    t = time.time() if now is None else now
+    check_name(name)
+    parse_cron(cron, tz)
+    doc = {"schema": 1, "name": name, "cron": cron, "tz": tz, "spec": spec, "paused": False, "uid": new_nonce(),
+           "created_at": d.iso(t), "created_by": by, "last_fired": t, "skipped": 0, "fired": 0,
+           "generation": 1, "nonce": new_nonce()}
+    try:
+        store.put_if_absent(keys.schedule(name), d.encode(doc))
+    except AlreadyExists:
+        raise BadInput(f"schedule {name!r} already exists: remove it first with `stado schedule rm {name}`") from None
+    return doc
+
+
+def get(store: ObjectStore, name: str):
+    check_name(name)
+    found = read_json(store, keys.schedule(name))
+    if found is None:
+        raise NoSuchSchedule(f"no schedule named {name!r}: see `stado schedule list`")
+    return found
+
+
+def remove_schedule(store: ObjectStore, name: str) -> dict:
+    doc, version = get(store, name)
+    if not remove(store, keys.schedule(name), version):
+        raise Conflict(f"schedule {name!r} changed while removing it; run the command again")
+    return doc
+
+
+def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: float | None = None) -> tuple[dict, bool]:
+    """(the schedule, whether it changed)."""
+    t = time.time() if now is None else now
+    for _ in range(8):
+        doc, version = get(store, name)
+        if bool(doc.get("paused")) == paused:
+            return doc, False
+        new = dict(doc, paused=paused, paused_by=by if paused else None, paused_at=d.iso(t) if paused else None,
+                   generation=doc.get("generation", 0) + 1, nonce=new_nonce())
+        if replace_json(store, keys.schedule(name), new, version):
+            return new, True
+    raise Conflict(f"schedule {name!r} kept changing; run the command again")
+
+
+def list_schedules(store: ObjectStore, *, now: float | None = None) -> list[dict]:
+    t = time.time() if now is None else now
+    out = []
+    for entry in store.list(keys.SCHEDULES):
+        found = read_json(store, entry.key)
+        if found is None:
+            continue
+        doc = found[0]
+        try:
+            upcoming = None if doc.get("paused") else d.iso(next_fire(doc, t))
+        except (StadoError, KeyError, TypeError):
+            upcoming = None
+        out.append(dict(doc, next_fire=upcoming))
+    return out
+
+
+# -- firing --------------------------------------------------------------------------------------------
+
+def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float = DEFAULT_GRACE,
+             submitter: str) -> str | None:
+    """Fire the schedule if a fire time is due; a line saying what was done, or None."""
+    if doc.get("paused"):
+        return None
+    fire = latest_fire(doc, now)
+    last = float(doc.get("last_fired") or 0)
+    if fire is None or fire <= last:
+        return None
+    skipped = 0
+    if now - fire > grace:
+        skipped, line = 1, f"schedule {doc['name']}: skipped the fire time {d.iso(fire)} (no agent ran then)"
+    else:
+        job_id = fire_job_id(doc, fire)
+        queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce())
+        queued["schedule"] = {"name": doc["name"], "fire_time": d.iso(fire)}
+        made = create(store, keys.queued(job_id), queued)
+        line = (f"schedule {doc['name']}: fired {d.iso(fire)} as job {job_id}" if made is not None else None)
+    new = dict(doc, last_fired=fire, fired=doc.get("fired", 0) + (0 if skipped else 1),
+               skipped=doc.get("skipped", 0) + skipped, generation=doc.get("generation", 0) + 1, nonce=new_nonce())
+    replace_json(store, keys.schedule(doc["name"]), new, version)  # lost: another agent moved it on first
+    return line
+
+
+class ScheduleKnowledge:
+    """An agent's view of the schedules: listed every REFRESH_SECONDS (documents read only when their
+    version changed), fired when due. Between refreshes it costs nothing; a schedule added meanwhile is
+    learnt at the next refresh."""
+
+    def __init__(self, store: ObjectStore, *, submitter: str, grace: float = DEFAULT_GRACE,
+                 refresh: float = REFRESH_SECONDS):
+        self.store, self.submitter, self.grace, self.refresh = store, submitter, grace, refresh
+        self._docs: dict[str, tuple[object, dict]] = {}
+        self._listed_at = -1e18
+
+    def due_at(self, now: float) -> float:
+        """The next time this agent has something to do: a refresh or a fire time."""
+        soonest = self._listed_at + self.refresh
+        for _, doc in self._docs.values():
+            if not doc.get("paused"):
+                try:
+                    soonest = min(soonest, next_fire(doc, float(doc.get("last_fired") or now)))
+                except (StadoError, KeyError, TypeError, ValueError):
+                    continue
+        return soonest
+
+    def tick(self, now: float) -> list[str]:
+        lines = []
+        if now - self._listed_at >= self.refresh:
+            self._listed_at = now
+            listed = {e.key: e.version for e in self.store.list(keys.SCHEDULES)}
+            self._docs = {k: v for k, v in self._docs.items() if listed.get(k) == v[0]}
+            for key in listed.keys() - self._docs.keys():
+                self._read(key)
+        for key, (version, doc) in list(self._docs.items()):
+            try:
+                fire = None if doc.get("paused") else latest_fire(doc, now)
+                if fire is None or fire <= float(doc.get("last_fired") or 0):
+                    continue  # nothing due: no request
+                line = fire_one(self.store, doc, version, now=now, grace=self.grace, submitter=self.submitter)
+            except (StadoError, KeyError, TypeError, ValueError) as e:
+                lines.append(f"{key}: cannot fire it ({e}); skipped until it changes")
+                self._docs[key] = (version, dict(doc, paused=True))
+                continue
+            self._read(key)  # its last_fired moved on (ours or another agent's write)
+            if line:
+                lines.append(line)
+        return lines
+
+    def _read(self, key: str) -> None:
+        try:
+            found = read_json(self.store, key)
+        except CorruptDocument:
+            found = None
+        if found is None:
+            self._docs.pop(key, None)
+        else:
+            self._docs[key] = (found[1], found[0])
