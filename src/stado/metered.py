@@ -54,6 +54,10 @@ class MeteredStore(ObjectStore):
         self._count("DELETE", key)
         return self.inner.delete_if_match(key, version)
 
+    def list_page(self, prefix, *, start_after=None, limit=1000):
+        self._count("LIST", prefix)
+        return self.inner.list_page(prefix, start_after=start_after, limit=limit)
+
     def list(self, prefix):
         self._count("LIST", prefix)
         return iter(list(self.inner.list(prefix)))

@@ -15,6 +15,9 @@ class LostResponses(ObjectStore):
     def head(self, key):
         return self.inner.head(key)
 
+    def list_page(self, prefix, *, start_after=None, limit=1000):
+        return self.inner.list_page(prefix, start_after=start_after, limit=limit)
+
     def put_if_absent(self, key, data):
         self.inner.put_if_absent(key, data)
         if self.times > 0:

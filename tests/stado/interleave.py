@@ -98,6 +98,10 @@ class Interleave(ObjectStore):
     def delete_if_match(self, key, version):
         return self._call("delete_if_match", key, lambda: self.inner.delete_if_match(key, version))
 
+    def list_page(self, prefix, *, start_after=None, limit=1000):
+        return self._call("list_page", prefix, lambda: self.inner.list_page(prefix, start_after=start_after,
+                                                                               limit=limit))
+
     def list(self, prefix):
         return self._call("list", prefix, lambda: list(self.inner.list(prefix)))
 

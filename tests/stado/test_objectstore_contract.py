@@ -78,6 +78,20 @@ def test_delete_removes_and_a_missing_key_is_fine(store):
     assert keys_of(store.list("queue")) == []
 
 
+# -- list_page -------------------------------------------------------------------------------------
+
+def test_list_page_gives_one_bounded_page_in_key_order(store):
+    for n in range(7):
+        store.put(f"ready/{n:04d}-job", b"{}")
+    store.put("ready2/x", b"{}")
+    first = store.list_page("ready", limit=3)
+    assert keys_of(first) == ["ready/0000-job", "ready/0001-job", "ready/0002-job"]
+    rest = store.list_page("ready", start_after=first[-1].key, limit=10)
+    assert keys_of(rest) == [f"ready/{n:04d}-job" for n in range(3, 7)]
+    assert store.list_page("ready", start_after="ready/0006-job") == []
+    assert [e.version for e in first] == [e.version for e in list(store.list("ready"))[:3]]
+
+
 # -- head ------------------------------------------------------------------------------------------
 
 def test_head_gives_the_listing_entry_without_the_bytes(store):

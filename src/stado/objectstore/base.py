@@ -139,5 +139,18 @@ class ObjectStore:
         in key order, with keys relative to the store (a URL prefix is never part of them)."""
         raise NotImplementedError
 
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+        """At most `limit` entries of list(prefix), in key order, starting after the key `start_after`: one
+        request of a cloud backend (S3 lists 1,000 keys a page), whatever the prefix holds beyond it. A poll
+        that reads a window of the queue costs the same with ten jobs queued or a hundred thousand."""
+        out = []
+        for entry in self.list(prefix):
+            if start_after is not None and entry.key <= start_after:
+                continue
+            out.append(entry)
+            if len(out) >= limit:
+                break
+        return out
+
     def close(self) -> None:
         pass

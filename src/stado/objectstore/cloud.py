@@ -218,6 +218,22 @@ class CloudStore(ObjectStore):
             return False
         raise translate(RuntimeError(f"HTTP error: status code: {status} {body}"), self.provider, self._where, key)
 
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+        prefix = dir_prefix(prefix)
+        offset = None if start_after is None else check_key(start_after)
+        out: list[Entry] = []
+        try:
+            # S3 and GCS start the listing after `offset` on the server; Azure's List Blobs has no such
+            # parameter and starts at the prefix, so the keys up to it are skipped here (more pages there).
+            for chunk in self._obs.list(self._store, prefix=prefix or None, offset=offset, chunk_size=limit):
+                out += [Entry(m["path"], version_from_meta(m), m["size"], m["last_modified"].timestamp())
+                        for m in chunk if offset is None or m["path"] > offset]
+                if len(out) >= limit:
+                    break
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
+            raise self._error(exc, None) from None
+        return out[:limit]
+
     def list(self, prefix: str) -> Iterator[Entry]:
         prefix = dir_prefix(prefix)
         try:

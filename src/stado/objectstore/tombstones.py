@@ -71,6 +71,9 @@ class TombstoneDeletes(ObjectStore):
     def list(self, prefix: str) -> Iterator[Entry]:
         return self.inner.list(prefix)
 
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+        return self.inner.list_page(prefix, start_after=start_after, limit=limit)
+
     def tombstones(self, prefix: str) -> "list[Entry]":
         """Tombstones standing under `prefix` (left by a writer that died between its two requests)."""
         found = []
