@@ -29,7 +29,7 @@ from runkit import proc
 from runkit.ids import uuid7
 from runkit.redact import secret_values
 
-from . import artifacts, jobs, keys
+from . import artifacts, jobs, keys, readyindex
 from .cas import new_nonce, read
 from .claiming import READY, WAIT, QueueKnowledge
 from . import documents as d
@@ -76,6 +76,7 @@ class AgentConfig:
     kill_after: float = 10.0
     late_cap: float = 60.0
     settle_seconds: float = 300.0  # how often a running agent finishes moves other agents left half done
+    window: int = 1000  # index entries a poll lists (one page); the queue beyond costs nothing per poll
     until_idle: bool = False
     keep_work: bool = False
     subreaper: bool = False  # become the reaper of jobs' orphans (the CLI agent does; an in-process one need not)
@@ -280,7 +281,7 @@ class Agent:
         self._guard(self._settle_leftovers)
 
     def _settle_leftovers(self) -> None:
-        for line in jobs.settle_leftovers(self.store, writer=self.id):
+        for line in jobs.settle_leftovers(self.store, writer=self.id) + readyindex.reconcile(self.store):
             if "cannot finish its move" in line or "corrupt document" in line:
                 self.log_once(f"leftover {line}", True, line)  # reported once, not on every pass
             else:
@@ -290,21 +291,18 @@ class Agent:
 
     def _claim_pass(self) -> int:
         """Claim up to the free slots. Returns how many claimable jobs were seen (0: nothing to do)."""
-        listed, strays = self.queue.list_queue()
+        listed, strays = self.queue.list_window(self.cfg.window)
         for entry in strays:
             self.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
         entries = [(job_id, entry) for job_id, entry in listed if job_id not in self.slots]
         if not entries:
             return 0
         paused = None  # read once per pass, and only when a job could be claimed: waiting jobs cost nothing
-        free = self.cfg.slots - len(self.slots)
-        # Creation order, with the head of the queue shuffled a little so that agents polling together do
-        # not all race for the same first job (ordering by priority is the scheduler's, a later issue).
-        head = entries[:max(4 * free, 8)]
-        random.shuffle(head)
+        free = initially_free = self.cfg.slots - len(self.slots)
         seen = 0
-        for job_id, entry in head + entries[len(head):]:
+        for job_id, entry in _spread(entries, max(4 * free, 8)):
             if free == 0:
+                self.queue.head_blocked(False)
                 return seen + 1
             if self._said.get(entry.key) == entry.version or self._blocked.get(entry.key) == entry.version:
                 continue  # known corrupt, ineligible or blocked, unchanged since
@@ -315,7 +313,7 @@ class Agent:
                 continue
             if found is None:
                 continue
-            queued, queued_version = found
+            queued = found[0]
             reason = why_not(queued["spec"], self.offer)
             if reason:
                 self.log_once(entry.key, entry.version, f"{job_id}: not for this agent: {reason}")
@@ -331,7 +329,7 @@ class Agent:
                     return 0
                 now = time.time()
                 got = jobs.claim(self.store, queued, agent_id=self.id, instance_ref=self.instance_ref,
-                                 lease_expires_at=self.lease.promise(now), now=now, queued_version=queued_version)
+                                 lease_expires_at=self.lease.promise(now), now=now)
             except CorruptDocument as e:
                 # Another record of this job (or of its input's producer) is corrupt: this job cannot be
                 # decided on, the others can. Looked at again on the slow leftovers cadence, or once its
@@ -345,6 +343,7 @@ class Agent:
                 continue
             free -= 1
             self._start(*got, inputs_missing=inputs if inputs != READY else None)
+        self.queue.head_blocked(free == initially_free)  # nothing here could start: look further next time
         return seen
 
     def _paused(self) -> bool:
@@ -589,6 +588,18 @@ class Agent:
         self._freed = True
         if not self.cfg.keep_work:
             shutil.rmtree(slot.job_dir, ignore_errors=True)
+
+
+def _spread(entries: list, head: int) -> list:
+    """Claim order (priority, then creation time), with the first `head` entries shuffled among those of
+    equal priority, so that agents polling together do not all race for the same first job."""
+    first, rest = entries[:head], entries[head:]
+    runs: dict[str, list] = {}
+    for item in first:
+        runs.setdefault(item[1].key[len(keys.READY):][:4], []).append(item)
+    for run in runs.values():
+        random.shuffle(run)
+    return [item for rank in sorted(runs) for item in runs[rank]] + rest
 
 
 def run_agent(store: ObjectStore, config: AgentConfig) -> int:

@@ -1,7 +1,8 @@
 """What an agent knows of the queue between its polls, so that a poll costs what changed, not what waits.
 
-Each poll lists queue/ once. A queue entry is read (GET) only when its listed version is new to this
-agent; an entry known to be unreadable, not for this agent, or held up is skipped until its version
+Each poll lists one bounded page of the claim-order index (ready/: priority, then creation time; see
+readyindex.py), whatever the queue holds. An entry is read (GET) only when its listed version is new to
+this agent; an entry known to be unreadable, not for this agent, or held up is skipped until its version
 changes. A job waiting for another job's artifacts costs nothing per waiting job: producers are looked
 up once per poll whatever number of jobs wait on them, a producer still listed in queue/ or running/
 needs no read at all (running/ is listed at most once per poll, and only while something waits), and a
@@ -24,27 +25,46 @@ class QueueKnowledge:
         self._queued_ids: set[str] = set()
         self._running_ids: set[str] | None = None           # listed lazily, once per poll
         self._looked_up: dict[str, str | None] = {}         # producer id -> terminal state found this poll
+        self._head_blocked = False
+        self._cursor: str | None = None
 
-    def list_queue(self) -> tuple[list[tuple[str, Entry]], list[Entry]]:
-        """(job entries in key order, i.e. creation order; entries that are not job documents). Starts a poll."""
-        jobs, strays = [], []
-        for entry in self.store.list(keys.QUEUE):
-            job_id = keys.job_id_of(entry.key, keys.QUEUE)
+    def list_window(self, window: int) -> tuple[list[tuple[str, Entry]], list[Entry]]:
+        """One poll's view of the queue: the first `window` entries of the claim-order index (highest
+        priority, then oldest), and, when all of those are taken up by jobs this agent cannot start now, one
+        more page further on (a cursor that wraps round), so jobs behind a head of unclaimable ones are
+        reached too. Returns (job entries in claim order, entries that are not job entries)."""
+        head = self.store.list_page(keys.READY, limit=window)
+        pages = [head]
+        if len(head) == window and self._head_blocked:
+            further = self.store.list_page(keys.READY, start_after=self._cursor or head[-1].key, limit=window)
+            self._cursor = further[-1].key if len(further) == window else None
+            pages.append(further)
+        jobs, strays, seen = [], [], set()
+        for entry in (e for page in pages for e in page):
+            job_id = keys.job_id_of_ready(entry.key)
             if job_id is None or not is_uuid(job_id):
                 strays.append(entry)
-            else:
+            elif job_id not in seen:
+                seen.add(job_id)
                 jobs.append((job_id, entry))
         listed = {entry.key for _, entry in jobs}
         for key in [k for k in self._docs if k not in listed]:
             del self._docs[key]
-        self._queued_ids = {job_id for job_id, _ in jobs}
+        self._queued_ids = seen
         self._running_ids = None
         self._looked_up = {}
         return jobs, strays
 
+    def head_blocked(self, blocked: bool) -> None:
+        """Whether the last pass found nothing it could start in the window's head (then the next pass also
+        looks one page further)."""
+        self._head_blocked = blocked
+        if not blocked:
+            self._cursor = None
+
     def document(self, job_id: str, entry: Entry) -> tuple[dict, Version] | None:
-        """The entry's document: from memory while its version is unchanged, else one GET. CorruptDocument
-        if it cannot be read; None if it is gone."""
+        """The entry's document (a copy of the queue entry): from memory while the index entry's version is
+        unchanged, else one GET. CorruptDocument if it cannot be read; None if it is gone."""
         known = self._docs.get(entry.key)
         if known is not None and known[0] == entry.version:
             return known[1], known[0]

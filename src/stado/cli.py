@@ -117,6 +117,9 @@ def _parser():
                    help="capabilities this agent declares")
     a.add_argument("--cores", type=_int, help="cores this agent offers (default: all)")
     a.add_argument("--accelerators", type=_int, default=0)
+    a.add_argument("--window", type=_int, default=1000,
+                   help="claim-order index entries one poll lists (one page; default 1000): the queue beyond it "
+                        "costs nothing per poll")
     a.add_argument("--settle-seconds", type=_float, default=300.0,
                    help="seconds between passes that finish moves crashed agents left half done (default 300)")
     a.add_argument("--kill-after", type=_float, default=10.0,
@@ -329,6 +332,8 @@ def cmd_agent(args) -> int:
         raise BadInput("--poll-seconds must be greater than 0")
     if args.settle_seconds <= 0:
         raise BadInput("--settle-seconds must be greater than 0")
+    if not 1 <= args.window <= 10_000:
+        raise BadInput(f"--window must be a whole number from 1 to 10000, not {args.window}")
     host = args.host or os.environ.get("STADO_HOST") or None
     kwargs = {"host": host} if host else {}
     if args.cores is not None:
@@ -346,6 +351,7 @@ def cmd_agent(args) -> int:
                          slots=args.slots, poll_seconds=args.poll_seconds,
                          capabilities=frozenset(capabilities), accelerators=args.accelerators,
                          kill_after=args.kill_after, settle_seconds=args.settle_seconds, until_idle=args.until_idle,
+                         window=args.window,
                          keep_work=args.keep_work, subreaper=True, **kwargs)
     prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
     store = _store()

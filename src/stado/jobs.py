@@ -25,6 +25,7 @@ from .cas import create, new_nonce, read, remove, replace
 from .errors import Conflict, CorruptDocument, JobNotFound
 from .lookup import find, records, terminal_records
 from .objectstore.base import ObjectStore, StoreError, Version
+from .readyindex import index, unindex
 
 CONFLICT_RETRIES = 8
 
@@ -68,12 +69,13 @@ def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str,
         raise
     if stale:
         give_back(store, doc, version, writer=agent_id, now=t)
-        if stale == "terminal":
-            remove(store, keys.queued(job_id), queued_version)  # a leftover beside a final record
+        if stale == "terminal" and remove(store, keys.queued(job_id), queued_version):  # a leftover beside a final record
+            unindex(store, queued)
         return None
     faults.point("claim-written")
     try:
-        remove(store, keys.queued(job_id), queued_version)
+        if remove(store, keys.queued(job_id), queued_version):
+            unindex(store, queued)
     except StoreError:
         pass  # the claim is won; a leftover queue entry is removed by the next pass (_finish_interrupted_claim)
     return doc, version
@@ -112,7 +114,8 @@ def _finish_interrupted_claim(store: ObjectStore, queued: dict, queued_version: 
     if holder.get("phase") == "cancelling" and holder.get("owner") is None:
         settle(store, holder, holder_version, writer=writer, now=now)  # a cancel of the queued job, interrupted
     elif d.is_leftover_queue_entry(queued, holder):
-        remove(store, keys.queued(queued["id"]), queued_version)  # claimed, but its claimant stopped short
+        if remove(store, keys.queued(queued["id"]), queued_version):  # claimed, but its claimant stopped short
+            unindex(store, queued)
 
 
 # -- the owner's renewals -------------------------------------------------------------------------------
@@ -187,12 +190,14 @@ def _requeue(store: ObjectStore, again: dict, running: dict) -> dict:
     for _ in range(CONFLICT_RETRIES):
         found = read(store, key, again["id"])
         if found is None:
+            index(store, again)
             if create(store, key, again) is not None:
                 return again
             continue
         current, current_version = found
         if current.get("requeued_from") == running["claim"] or current.get("generation", 0) >= again["generation"]:
             return current
+        index(store, again)
         if replace(store, key, again, current_version)[0] is not None:
             return again
     raise Conflict(f"{again['id']}: its queue entry kept changing while requeuing it; the next pass tries again")
@@ -216,8 +221,8 @@ def _terminate(store: ObjectStore, doc: dict, *, writer: str, now: float) -> dic
             term = found[0] if found else term
     faults.point("cancel-written" if term["state"] == "cancelled" else "terminal-written")
     leftover = read(store, keys.queued(job_id), job_id)
-    if leftover is not None:
-        remove(store, keys.queued(job_id), leftover[1])
+    if leftover is not None and remove(store, keys.queued(job_id), leftover[1]):
+        unindex(store, leftover[0])
     return term
 
 

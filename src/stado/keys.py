@@ -3,6 +3,8 @@
 Layout (one backend, whatever it is, holds the same keys):
 
     queue/<id>.json          pending: the submission ledger
+    ready/<rank>-<id>        the claim order index: a copy of each queued document, listed by priority
+                             (rank = 1000 - priority, four digits) then creation time; the ledger stays queue/
     running/<id>.json        in flight: owner, instance_ref, lease; also a cancel tombstone
     completed/<id>.json      terminal: succeeded
     failed/<id>.json         terminal: unsuccessful, with a bounded error classification
@@ -18,6 +20,8 @@ Layout (one backend, whatever it is, holds the same keys):
     schedules/<name>.json    a cron schedule: expression, zone, spec, paused, last fire time dealt with
 """
 QUEUE = "queue/"
+READY = "ready/"
+PRIORITY_HIGHEST = 1000
 RUNNING = "running/"
 COMPLETED = "completed/"
 FAILED = "failed/"
@@ -108,3 +112,16 @@ def agent(agent_id: str) -> str:
 
 def schedule(name: str) -> str:
     return f"{SCHEDULES}{name}.json"
+
+
+def ready(priority: int, job_id: str) -> str:
+    """The job's entry in the claim-order index: listing ready/ gives the highest priority first, then the
+    oldest (ids sort by creation time)."""
+    return f"{READY}{PRIORITY_HIGHEST - int(priority):04d}-{job_id}"
+
+
+def job_id_of_ready(key: str) -> str | None:
+    if not key.startswith(READY):
+        return None
+    rank, sep, job_id = key[len(READY):].partition("-")
+    return job_id if sep and rank.isdigit() and len(rank) == 4 and "/" not in job_id else None

@@ -26,6 +26,7 @@ from . import keys
 from .cas import create, new_nonce, read_json, remove, replace_json
 from .errors import BadInput, Conflict, CorruptDocument, StadoError
 from .objectstore.base import AlreadyExists, ObjectStore
+from .readyindex import index
 from .spec import check_name
 
 DEFAULT_GRACE = 120.0  # seconds after a fire time within which it is still submitted
@@ -161,6 +162,7 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
         job_id = fire_job_id(doc, fire)
         queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce())
         queued["schedule"] = {"name": doc["name"], "fire_time": d.iso(fire)}
+        index(store, queued)
         made = create(store, keys.queued(job_id), queued)
         line = (f"schedule {doc['name']}: fired {d.iso(fire)} as job {job_id}" if made is not None else None)
     new = dict(doc, last_fired=fire, fired=doc.get("fired", 0) + (0 if skipped else 1),

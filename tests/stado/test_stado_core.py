@@ -39,7 +39,9 @@ def test_submit_writes_one_queue_document_with_spec_generation_and_nonce():
     assert stored["generation"] == 1 and len(stored["nonce"]) == 24
     assert stored["spec"]["command"] == "python train.py" and stored["spec"]["cores"] == 2
     assert stored["requeues"] == 0 and stored["failures"] == 0
-    assert [e.key for e in store.list("")] == [keys.queued(doc["id"])]
+    # The ledger entry, and its copy in the claim-order index (priority 0: rank 1000).
+    assert [e.key for e in store.list("")] == [keys.queued(doc["id"]), f"ready/1000-{doc['id']}"]
+    assert json.loads(store.get(f"ready/1000-{doc['id']}").data) == doc
 
 
 def test_ids_sort_by_creation_and_names_find_the_newest():
@@ -74,7 +76,7 @@ def test_claim_has_one_winner_and_moves_the_job():
     assert doc["owner"] == "a" and doc["generation"] == 2 and doc["claimed_from"] == queued["nonce"]
     assert doc["lease_expires_at"] is not None
     assert lookup.view(store, job["id"]).state == "running"
-    assert store.list(keys.QUEUE).__next__ if False else list(store.list(keys.QUEUE)) == []
+    assert list(store.list(keys.QUEUE)) == [] and list(store.list(keys.READY)) == []  # claimed: off the index too
 
 
 def test_claim_race_between_threads_has_no_double_winner():
@@ -292,7 +294,7 @@ def test_a_stale_queue_read_cannot_claim_a_job_that_already_ran():
     assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
 
 
-def test_an_idle_poll_is_one_list_of_the_queue_and_never_lists_terminal_prefixes(tmp_path):
+def test_an_idle_poll_is_one_list_of_the_index_and_never_lists_terminal_prefixes(tmp_path):
     from stado.agent import Agent, AgentConfig
     from stado.metered import MeteredStore
 
@@ -304,7 +306,7 @@ def test_an_idle_poll_is_one_list_of_the_queue_and_never_lists_terminal_prefixes
     for _ in range(5):
         assert agent._claim_pass() == 0
     assert store.counts == {"PUT": 0, "GET": 0, "LIST": 5, "DELETE": 0}
-    assert set(store.by_prefix) == {("LIST", "queue")}
+    assert set(store.by_prefix) == {("LIST", "ready")}
 
 
 def test_a_claim_whose_create_landed_before_the_connection_dropped_is_ours():

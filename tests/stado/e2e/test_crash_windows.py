@@ -98,9 +98,9 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
         agent.stop()
 
 
-def test_an_idle_agent_loop_lists_only_the_queue_and_running_on_its_slow_cadence(tmp_path):
-    """The periodic leftovers pass lists running/ only; an idle poll lists queue/ only; terminal prefixes
-    are never listed."""
+def test_an_idle_agent_loop_lists_only_the_index_and_the_queue_on_its_slow_cadence(tmp_path):
+    """An idle poll lists one page of ready/ only; the periodic pass lists running/ (leftovers) and queue/ and
+    ready/ (the index against the ledger); terminal prefixes are never listed."""
     import signal
     import threading
 
@@ -119,5 +119,8 @@ def test_an_idle_agent_loop_lists_only_the_queue_and_running_on_its_slow_cadence
     finally:
         timer.cancel()
     listed = {prefix: n for (kind, prefix), n in store.by_prefix.items() if kind == "LIST"}
-    assert set(listed) == {"queue", "running"}, listed
-    assert listed["running"] >= 5 and listed["queue"] > 2 * listed["running"], listed
+    assert set(listed) == {"ready", "queue", "running"}, listed
+    # Each poll lists one page of the claim-order index; the slow pass lists running/ and, to keep the index in
+    # step with the ledger, queue/ and ready/ once more.
+    assert listed["running"] >= 5 and listed["queue"] == listed["running"], listed
+    assert listed["ready"] > 2 * listed["running"], listed

@@ -1,0 +1,62 @@
+"""The claim-order index beside the queue: ready/<rank>-<id>, a copy of each queued document.
+
+queue/ stays the ledger (a job is pending exactly while its queue entry exists); ready/ only tells agents
+what to look at first. Listing it in key order gives the highest priority first, then the oldest, so an
+agent reads one bounded page (its window) and still finds a high-priority job submitted behind 100,000
+low-priority ones. An entry is written before its queue entry (a crash leaves an entry pointing at
+nothing, which agents skip and remove), removed once the job is claimed or ends (on the version read:
+a stale remover never hides a newer entry), and any queue entry the index lacks is indexed again by the
+agents' slow pass (`reconcile`).
+"""
+import time
+
+from . import documents as d
+from . import keys
+from .cas import read, remove
+from .errors import CorruptDocument
+from .objectstore.base import ObjectStore, StoreError
+
+DANGLING_AFTER = 60.0  # seconds: younger entries without a queue entry may belong to a submission under way
+
+
+def index(store: ObjectStore, queued: dict) -> None:
+    store.put(keys.ready(queued["spec"].get("priority") or 0, queued["id"]), d.encode(queued))
+
+
+def unindex(store: ObjectStore, queued: dict) -> None:
+    """Remove the job's entry if it is the copy of `queued` (a requeue wrote a newer one: that one stays)."""
+    key = keys.ready(queued["spec"].get("priority") or 0, queued["id"])
+    try:
+        found = read(store, key, queued["id"])
+    except CorruptDocument:
+        found = None
+        try:
+            blob = store.get(key)
+            store.delete_if_match(key, blob.version)
+        except StoreError:
+            pass
+    if found is not None and found[0].get("nonce") == queued.get("nonce"):
+        remove(store, key, found[1])
+
+
+def reconcile(store: ObjectStore, *, now: float | None = None) -> list[str]:
+    """Index queue entries the index lacks, remove index entries whose job is no longer queued (older than
+    DANGLING_AFTER). Two LISTs of whole prefixes: run on the agents' slow cadence, not every poll."""
+    t = time.time() if now is None else now
+    queued = {job_id: e for e in store.list(keys.QUEUE) if (job_id := keys.job_id_of(e.key, keys.QUEUE))}
+    indexed = {job_id: e for e in store.list(keys.READY) if (job_id := keys.job_id_of_ready(e.key))}
+    lines = []
+    for job_id in queued.keys() - indexed.keys():
+        try:
+            found = read(store, keys.queued(job_id), job_id)
+        except CorruptDocument as e:
+            lines.append(f"{e}: skipped; `stado status` lists it, `stado repair {job_id}` clears it")
+            continue
+        if found is not None:
+            index(store, found[0])
+            lines.append(f"{job_id}: queued but missing from the claim-order index; indexed")
+    for job_id in indexed.keys() - queued.keys():
+        entry = indexed[job_id]
+        if t - entry.modified > DANGLING_AFTER and remove(store, entry.key, entry.version):
+            lines.append(f"{job_id}: removed a claim-order index entry whose job is no longer queued")
+    return lines

@@ -1,0 +1,94 @@
+"""The claim-order index (ready/): priority first, then creation time; kept in step with the queue."""
+import time
+
+from stado import cas, jobs, keys, submission
+from stado import documents as d
+from stado.objectstore.memory import MemoryStore
+from stado.readyindex import DANGLING_AFTER, reconcile
+from stado.spec import JobSpec
+
+FAIL = d.classify_exit(1, None, timed_out=False, timeout=None)
+
+
+def submit(store, command, priority=0, retries=0):
+    return submission.submit(store, [submission.Submission(JobSpec(command, priority=priority, retries=retries))])[0]
+
+
+def order(store):
+    return [cas.read(store, e.key)[0]["spec"]["command"] for e in store.list(keys.READY)]
+
+
+def test_the_index_lists_priority_first_then_creation_time():
+    store = MemoryStore()
+    for command, priority in (("low-1", -5), ("mid-1", 0), ("top", 1000), ("mid-2", 0), ("bottom", -1000),
+                              ("low-2", -5), ("high", 7)):
+        submit(store, command, priority)
+    assert order(store) == ["top", "high", "mid-1", "mid-2", "low-1", "low-2", "bottom"]
+
+
+def test_claims_requeues_and_cancels_keep_the_index_in_step():
+    store = MemoryStore()
+    flaky = submit(store, "flaky", retries=1)
+    other = submit(store, "other")
+    queued = cas.read(store, keys.queued(flaky["id"]))
+    doc, version = jobs.claim(store, queued[0], agent_id="a", instance_ref="local@h", lease_expires_at=0,
+                              queued_version=queued[1])
+    assert order(store) == ["other"]                                      # claimed: off the index
+    jobs.finish(store, doc, version, FAIL)
+    assert sorted(order(store)) == ["flaky", "other"]                     # its retry is indexed again
+    entry = cas.read(store, keys.ready(0, flaky["id"]))[0]
+    assert entry["failures"] == 1 and entry == cas.read(store, keys.queued(flaky["id"]))[0]
+    jobs.cancel(store, other["id"], by="op")
+    assert order(store) == ["flaky"]
+
+
+def test_reconcile_indexes_what_is_missing_and_drops_what_points_at_nothing():
+    store = MemoryStore()
+    kept = submit(store, "kept")
+    lost = submit(store, "lost-from-index")
+    store.delete(keys.ready(0, lost["id"]))                               # e.g. queued by an older stado
+    dangling = d.queued_doc("0190aaaa-0000-7000-8000-000000000000", {"command": "gone"}, now=0, submitter="t",
+                            nonce="n")
+    store.put(keys.ready(0, dangling["id"]), d.encode(dangling))          # its submission never got further
+    lines = reconcile(store, now=time.time())
+    assert lines == [f"{lost['id']}: queued but missing from the claim-order index; indexed"]  # too young yet
+    lines = reconcile(store, now=time.time() + DANGLING_AFTER + 1)
+    assert lines == [f"{dangling['id']}: removed a claim-order index entry whose job is no longer queued"]
+    assert sorted(order(store)) == ["kept", "lost-from-index"] and kept
+
+
+def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
+    from stado.agent import Agent, AgentConfig
+    from stado.metered import MeteredStore
+
+    inner = MemoryStore()
+    submission.submit(inner, [submission.Submission(JobSpec(f"sleep {n}", priority=-1)) for n in range(10_000)])
+    urgent = submit(inner, "urgent", priority=5)
+    store = MeteredStore(inner)
+    started = []
+    agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h"),
+                  log=lambda _: None)
+    agent._start = lambda doc, version, inputs_missing: started.append(doc["spec"]["command"])
+    agent._claim_pass()
+    assert started == ["urgent"]
+    assert store.by_prefix[("LIST", "ready")] == 1 and ("LIST", "queue") not in store.by_prefix
+    assert store.counts["GET"] < 20, store.counts                          # the head only, not 10,000 entries
+    assert cas.read(inner, keys.running(urgent["id"]))[0]["owner"] == agent.id
+
+
+def test_a_window_full_of_jobs_this_agent_cannot_run_is_looked_past(tmp_path):
+    from stado.agent import Agent, AgentConfig
+
+    store = MemoryStore()
+    submission.submit(store, [submission.Submission(JobSpec("on a gpu", capabilities=("gpu",), priority=9))
+                              for _ in range(30)])
+    cpu = submit(store, "on a cpu")
+    started = []
+    agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h", window=10),
+                  log=lambda _: None)
+    agent._start = lambda doc, version, inputs_missing: started.append(doc["id"])
+    for _ in range(6):
+        agent._claim_pass()
+        if started:
+            break
+    assert started == [cpu["id"]]
