@@ -1,0 +1,4 @@
+from collections import namedtuple
+
+Scenario = namedtuple("Scenario", "seed pinned about")
+SCENARIOS: dict[str, Scenario] = {}
