@@ -16,8 +16,8 @@ from stado.spec import JobSpec
 from .agent_model import SimAgent
 from .world import EPOCH
 
-CANCEL_WINDOW = 8.0   # cancels are aimed at jobs during the first seconds of the main phase
-SUBMIT_GAP = 1500     # at most this many ms between two submissions
+CANCEL_WINDOW = 6.0   # cancels are aimed at jobs during the first seconds of the main phase
+SUBMIT_GAP = 1000     # at most this many ms between two submissions
 
 
 def populate(sim) -> None:

@@ -28,7 +28,7 @@ class Choices:
         if n <= 1:
             return 0
         if self.rng is not None:
-            v = self.rng.randrange(n)
+            v = int(self.rng.random() * n)  # randrange's rejection sampling costs 5x more, for no use here
         else:
             v = self.tape[self._pos] if self._pos < len(self.tape) else 0
             self._pos += 1

@@ -6,6 +6,7 @@
     python -m tests.sim --scenario race1    # a named scenario (make sim SCENARIO=race1)
 """
 import os
+import re
 import time
 from collections import namedtuple
 
@@ -16,52 +17,66 @@ from .shrink import shrink
 from .world import Sim
 
 Outcome = namedtuple("Outcome", "violations tape params sim")
+AFTER = 60  # steps a shrunk or wanted run goes on after its first violation, to show where it leads
 
 
 def run_one(*, seed: int | None = None, tape: list[int] | None = None, pinned: dict | None = None,
-            verbose: bool = False) -> Outcome:
+            verbose: bool = False, after: int = 0) -> Outcome:
     ch = Choices(seed=seed, tape=tape)
     params = draw(ch, pinned)
-    sim = Sim(params, ch, verbose=verbose)
+    sim = Sim(params, ch, verbose=verbose, after=after)
     with deterministic(sim):
         sim.run()
     return Outcome(sim.violations, ch.record, params, sim)
 
 
-def shrunk(seed: int, pinned: dict | None = None, *, budget_s: float = 20.0) -> Outcome:
-    """The seed's run, shrunk to a short run that fails with the same signature, replayed verbosely."""
-    first = run_one(seed=seed, pinned=pinned)
-    if not first.violations:
-        return first
-    signature = first.violations[0].signature
+def matches(outcome: Outcome, want: list[str] | None) -> bool:
+    """Whether the run failed, and (given `want`, signature prefixes) failed first with want[0] and also
+    with every other one of them afterwards."""
+    found = outcome.violations
+    if not found:
+        return False
+    if not want:
+        return True
+    return found[0].signature.startswith(want[0]) and all(
+        any(v.signature.startswith(w) for v in found) for w in want[1:])
+
+
+def shrunk(seed: int, pinned: dict | None = None, want: list[str] | None = None, *,
+           budget_s: float = 30.0) -> Outcome:
+    """The seed's run shrunk to a short run that fails the same way (the first violation's signature, or
+    all of `want`), replayed with the library call sites in its trace."""
+    after = AFTER if want and len(want) > 1 else 0
+    first = run_one(seed=seed, pinned=pinned, after=after)
+    if not matches(first, want):
+        return run_one(seed=seed, pinned=pinned, verbose=True, after=AFTER)
+    want = want or [first.violations[0].signature]
 
     def fails(candidate):
-        got = run_one(tape=candidate, pinned=pinned)
-        return len(got.tape) if got.violations and got.violations[0].signature == signature else None
+        got = run_one(tape=candidate, pinned=pinned, after=after)
+        return len(got.tape) if matches(got, want) else None
 
     best = shrink(first.tape, fails, budget_s=budget_s)
-    return run_one(tape=best, pinned=pinned, verbose=True)
+    return run_one(tape=best, pinned=pinned, verbose=True, after=AFTER)
 
 
-def report(seed: int, outcome: Outcome, *, only_job: bool = True) -> str:
+def report(seed: int, outcome: Outcome, *, only_job: bool = True, how: str | None = None) -> str:
     """A failing run as text: what broke, the world it ran in, and its steps in order."""
     v = outcome.violations[0]
     lines = [f"seed {seed}: {v.kind}: {v.message}",
              f"  world: {outcome.params.describe()}",
-             f"  reproduce: make sim SEED={seed}"]
+             f"  reproduce: {how or f'make sim SEED={seed}'}"]
     for later in outcome.violations[1:]:
         lines.append(f"  then (step {later.step}) {later.kind}: {later.message}")
     job = _job_of(outcome) if only_job else None
     lines.append(f"  shrunk trace ({len(outcome.tape)} choices, {outcome.sim.steps} steps"
-                 + (f"; requests on other jobs' keys left out" if job else "") + "):")
+                 + ("; requests on other jobs' keys left out" if job else "") + "):")
     lines += ["    " + line for line in outcome.sim.trace.lines(only_job=job)]
     return "\n".join(lines)
 
 
 def _job_of(outcome: Outcome) -> str | None:
     """The id of the job the first violation names (J<n>), to keep its trace to that job's requests."""
-    import re
-
     m = re.search(r"\bJ(\d+)\b", outcome.violations[0].message)
     if not m:
         return None
@@ -71,12 +86,14 @@ def _job_of(outcome: Outcome) -> str | None:
 
 # -- many seeds ----------------------------------------------------------------------------------------
 
-def explore(start: int, runs: int, pinned: dict | None = None) -> dict[str, list[int]]:
-    """signature -> failing seeds, over seeds start .. start+runs-1."""
+def explore(start: int, runs: int, pinned: dict | None = None, want: list[str] | None = None) -> dict[str, list[int]]:
+    """signature of the first violation -> failing seeds, over seeds start .. start+runs-1 (with `want`,
+    only runs that fail that way)."""
     found: dict[str, list[int]] = {}
+    after = AFTER if want and len(want) > 1 else 0
     for seed in range(start, start + runs):
-        got = run_one(seed=seed, pinned=pinned)
-        if got.violations:
+        got = run_one(seed=seed, pinned=pinned, after=after)
+        if matches(got, want):
             found.setdefault(got.violations[0].signature, []).append(seed)
     return found
 
@@ -85,16 +102,18 @@ def _explore_chunk(args):
     return explore(*args)
 
 
-def explore_parallel(start: int, runs: int, pinned: dict | None = None, workers: int | None = None):
+def explore_parallel(start: int, runs: int, pinned: dict | None = None, workers: int | None = None,
+                     want: list[str] | None = None) -> dict[str, list[int]]:
     workers = workers or os.cpu_count() or 1
-    if workers == 1 or runs < 1000:
-        return explore(start, runs, pinned)
+    if workers == 1 or runs < 2000:
+        return explore(start, runs, pinned, want)
     import multiprocessing
 
-    chunk = max(1000, runs // (workers * 8))
-    jobs = [(s, min(chunk, start + runs - s), pinned) for s in range(start, start + runs, chunk)]
+    chunk = max(500, min(20_000, runs // (workers * 4)))
+    jobs = [(s, min(chunk, start + runs - s), pinned, want) for s in range(start, start + runs, chunk)]
     found: dict[str, list[int]] = {}
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
+    # spawn, not fork: the caller may be a pytest-xdist worker with threads of its own.
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
         for part in pool.imap(_explore_chunk, jobs):
             for signature, seeds in part.items():
                 found.setdefault(signature, []).extend(seeds)
@@ -109,7 +128,7 @@ def summary(found: dict[str, list[int]], runs: int, elapsed: float) -> str:
     return "\n".join(lines)
 
 
-def timed_explore(start: int, runs: int, pinned=None, workers=None):
+def timed_explore(start: int, runs: int, pinned=None, workers=None, want=None):
     began = time.monotonic()
-    found = explore_parallel(start, runs, pinned, workers)
+    found = explore_parallel(start, runs, pinned, workers, want)
     return found, time.monotonic() - began

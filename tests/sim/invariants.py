@@ -40,7 +40,7 @@ def violation(sim, kind: str, message: str, detail: str = "") -> None:
     sim.violations.append(Violation(kind, signature, sim.steps, message))
     sim.trace.event(None, f"VIOLATION {kind}: {message}")
     if sim.stop_at is None:
-        sim.stop_at = sim.steps + (40 if sim.verbose else 0)
+        sim.stop_at = sim.steps + sim.after
 
 
 def _records(sim, job: str) -> list[str]:
@@ -51,7 +51,9 @@ def _records(sim, job: str) -> list[str]:
 # -- at a request --------------------------------------------------------------------------------------
 
 def before_overwrite(sim, actor, key: str, verb: str) -> None:
-    """fencing: the generation a delete or unconditional put replaces must be one its writer has seen."""
+    """fencing: a delete (or unconditional put) of a job record must remove what its writer last saw there.
+    Stale if the key now holds another version than the one this actor last read or wrote at it, or (for a
+    key it never looked at) a generation of the job newer than any it has seen."""
     job = job_of(key)
     if job is None:
         return
@@ -59,14 +61,20 @@ def before_overwrite(sim, actor, key: str, verb: str) -> None:
     if found is None:
         return
     gen = sim.store.generation(key, found[0], found[1])
+    last = actor.versions.get(key)
     seen = actor.seen.get(job, 0)
-    if gen is not None and gen > seen:
-        from .trace import _via
+    if last is not None and last != found[1]:
+        why = f"version v{found[1].etag} (generation {gen}), but the last version of it this actor saw was v{last.etag}"
+    elif last is None and gen is not None and gen > seen:
+        why = f"generation {gen}, newer than any generation of {sim.names.get(job, job)} it has read or written ({seen})"
+    else:
+        return
+    from .trace import _via
 
-        via = _via(2)
-        violation(sim, "fencing", f"{actor.name} {verb}s {key} at generation {gen}, newer than any generation of "
-                                  f"{sim.names.get(job, job)} it has read or written ({seen}) [{via}]",
-                  f"{verb} {key.split('/', 1)[0]}/ by {via}")
+    via = _via(2)
+    left = "+".join(state for state in _records(sim, job) if keys.state_key(state, job) != key) or "nothing"
+    violation(sim, "fencing", f"{actor.name} {verb}s {key} at {why}; that leaves {left} [{via}]",
+              f"{verb} {key.split('/', 1)[0]}/ by {via}; leaves {left}")
 
 
 def record_written(sim, actor, key: str, job: str, data: bytes, version, created: bool) -> None:
@@ -82,7 +90,11 @@ def record_written(sim, actor, key: str, job: str, data: bytes, version, created
 
 
 def after_step(sim) -> None:
-    """lost-job: a job whose queue entry ever landed has at least one record, at every step."""
+    """lost-job: a job whose queue entry ever landed has at least one record, at every step (only a
+    delete can take the last one away, so only steps that deleted something are looked at)."""
+    if not sim.deleted:
+        return
+    sim.deleted = False
     for job in sim.landed:
         if not _records(sim, job):
             violation(sim, "lost-job", f"{sim.names[job]} has no record left in queue/, running/ or a terminal prefix")
@@ -106,7 +118,7 @@ def process_starts(sim, proc, doc: dict) -> None:
     if job in sim.terminal_at and sim.terminal_at[job][0] < claimed:
         step, state = sim.terminal_at[job]
         violation(sim, "run-after-terminal", f"{name} starts on {proc.agent.name} from a claim made at step {claimed}, "
-                                             f"after its {state} record was written at step {step}")
+                                             f"after its {state} record was written at step {step}", state)
     if job in sim.cancel_acked and sim.cancel_acked[job] < claimed:
         violation(sim, "cancelled-started", f"{name} starts on {proc.agent.name} from a claim made at step {claimed}, "
                                             f"after its cancel was acknowledged at step {sim.cancel_acked[job]}")
@@ -141,7 +153,7 @@ def agent_idles(sim, agent) -> None:
         if found is None:
             continue
         current = sim.store.document(found[0], found[1])
-        if current.get("owner") != model.id or current.get("phase") == "cancelling":
+        if current.get("owner") != model.id:
             continue
         slot = model.slots.get(job)
         if slot is None or slot.doc.get("claim") != current.get("claim"):

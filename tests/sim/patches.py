@@ -1,6 +1,7 @@
 """What makes the library deterministic in a run, patched from the test side for the run's duration only:
 ids (uuid7), nonces (jobs.new_nonce, the manifest's os.urandom), the clock (time.time and time.monotonic,
-per actor), the agent's shuffle of the queue head, and the agent's process calls. No product code changes.
+per actor), the agent's shuffle of the queue head, and the agent's process calls (and its reading of the
+environment for secrets to redact: output is not simulated). No product code changes.
 """
 import os
 from contextlib import contextmanager
@@ -41,12 +42,17 @@ class _SimRandom:
         self.shuffle = sim.ch.shuffle
 
 
+def _no_secrets(env) -> list[str]:
+    return []
+
+
 @contextmanager
 def deterministic(sim):
     clock = _SimTime(sim)
     replacements = [
         (jobs, "uuid7", sim.new_job_id), (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock),
         (agent, "uuid7", sim.new_agent_id), (agent, "time", clock), (agent, "random", _SimRandom(sim)),
+        (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (agent, "group_alive", sim.group_alive), (agent, "reap", sim.reap), (agent, "signal_group", sim.signal_group),
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
     ]

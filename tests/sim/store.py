@@ -47,6 +47,7 @@ class SimStore(ObjectStore):
         try:
             blob = self.inner.get(key)
         except NotFound:
+            actor.versions.pop(key, None)
             return self._end(actor, fate, "get", key, "NotFound", error=NotFound(key))
         self._saw(actor, key, blob.version)
         return self._end(actor, fate, "get", key, f"v{blob.version.etag}", value=blob)
@@ -81,6 +82,9 @@ class SimStore(ObjectStore):
         found = self.inner.peek(key)
         invariants.before_overwrite(self.sim, actor, key, "delete")
         self.inner.delete(key)
+        actor.versions.pop(key, None)
+        if found is not None:
+            self.sim.deleted = True  # only a delete can leave a job with no record: check after this step
         return self._end(actor, fate, "delete", key, f"deleted v{found[1].etag}" if found else "absent", value=None)
 
     def list(self, prefix):
@@ -150,6 +154,7 @@ class SimStore(ObjectStore):
         job = job_of(key)
         if job is None:
             return
+        actor.versions[key] = version
         found = self.inner.peek(key)
         gen = self.generation(key, found[0] if found else None, version)
         if gen is not None and gen > actor.seen.get(job, 0):
@@ -159,6 +164,7 @@ class SimStore(ObjectStore):
         job = job_of(key)
         if job is None:
             return
+        actor.versions[key] = version
         gen = self.generation(key, data, version)
         if gen is not None and gen > actor.seen.get(job, 0):
             actor.seen[job] = gen

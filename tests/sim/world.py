@@ -41,8 +41,10 @@ class Actor:
         self.pending: tuple[str, str] | None = None
         self.fate = OK
         self.seen: dict[str, int] = {}  # job id -> highest generation of it this actor read or wrote
+        self.versions: dict[str, object] = {}  # job record key -> the version this actor last read or wrote there
         self.model = None               # the SimAgent an agent actor drives
         self.glet = greenlet(self._body, parent=sim.main)
+        self.priority = sim.ch.below(1000) if sim.p.priorities else 0
 
     def _body(self) -> None:
         try:
@@ -75,8 +77,9 @@ class Proc:
 
 
 class Sim:
-    def __init__(self, params, choices: Choices, *, verbose: bool = False):
+    def __init__(self, params, choices: Choices, *, verbose: bool = False, after: int = 0):
         self.p, self.ch, self.verbose = params, choices, verbose
+        self.after = after  # steps the run goes on after its first violation (to show what it leads to)
         self.now = EPOCH
         self.main = greenlet.getcurrent()
         self.backend = SimBackend()
@@ -99,6 +102,7 @@ class Sim:
         self.terminal_at: dict[str, tuple] = {}         # job -> (step, state) of its first terminal record
         self.attempts: dict[tuple, int] = {}
         self.documents: dict[object, dict] = {}  # version -> decoded job document (see SimStore.document)
+        self.deleted = False  # a delete removed something during this step
         self.violations: list = []
         self.stop_at: int | None = None  # set by the first violation: the run ends a few steps later
         self.restarts = 0
@@ -225,8 +229,7 @@ class Sim:
                 continue
             if self._out_of_time():
                 break
-            actor = ready[self.ch.below(len(ready))]
-            self._step(actor)
+            self._step(self._pick(ready))
 
     def _unwind(self) -> None:
         """End every actor still suspended, so that no greenlet outlives its run (a suspended greenlet
@@ -245,8 +248,11 @@ class Sim:
         self.current = None
 
     def _main_phase_over(self) -> bool:
-        busy = any(a.live for a in self.actors if a.kind in ("submitter", "canceller"))
-        return self.steps >= self.p.main_steps or (not busy and self.now - EPOCH >= self.p.main_seconds)
+        if self.steps >= self.p.main_steps:
+            return True
+        if self.now - EPOCH < self.p.main_seconds:
+            return False
+        return not any(a.live for a in self.actors if a.kind in ("submitter", "canceller"))
 
     def _out_of_time(self) -> bool:
         return self.steps >= self.p.main_steps + self.p.settle_steps or self.now - EPOCH > self.p.horizon
@@ -261,14 +267,35 @@ class Sim:
                     self._resume(actor)
                     woke = True
 
+    def _pick(self, ready: list[Actor]) -> Actor:
+        """Which ready actor's request runs: uniformly at random, or (a priority run, as in PCT: Burckhardt et
+        al., ASPLOS 2010) the ready actor of highest priority, priorities being drawn afresh now and then, so
+        that one actor is held back for long stretches while the others move: the shape of most races."""
+        if not self.p.priorities:
+            return ready[self.ch.below(len(ready))]
+        actor = max(ready, key=lambda a: a.priority)
+        if self.ch.chance(self.p.p_reprioritise):
+            actor.priority = self.ch.below(1000)
+            actor = max(ready, key=lambda a: a.priority)
+        return actor
+
+    def _stall_chance(self, actor: Actor) -> float:
+        """p_stall, or much more before a request of the run's slow kind (as FoundationDB's BUGGIFY makes
+        chosen places slow): the windows between that request and its neighbours get explored."""
+        slow = self.p.slow
+        if slow is not None and actor.pending[0] == slow[0] and actor.pending[1].startswith(slow[1]):
+            return 0.5
+        return self.p.p_stall
+
     def _step(self, actor: Actor) -> None:
         """One scheduling decision: the actor's pending request runs (perhaps with a fault), and the actor
         goes on to its next request."""
         if self.faults:
             if actor.crashable and self.ch.chance(self.p.p_crash):
                 return self._crash(actor)
-            if self.ch.chance(self.p.p_stall):
-                actor.hold = self.now + self.ch.uniform_ms(1000, int(self.p.stall_max * 1000))
+            if self.ch.chance(self._stall_chance(actor)):
+                # From 20 ms (a slow request) to stall_max (a process stopped, a host swapping), log-uniform.
+                actor.hold = self.now + 0.02 * (self.p.stall_max / 0.02) ** (self.ch.below(1001) / 1000)
                 self.trace.event(actor, f"stalls until t={actor.hold - EPOCH:.3f}")
                 return
             if self.ch.chance(self.p.p_jump):
@@ -276,10 +303,11 @@ class Sim:
                 actor.skew += jump
                 self.trace.event(actor, f"wall clock jumps {jump:+.3f} s")
         actor.fate = OK
-        if self.faults and self.ch.chance(self.p.p_fail):
-            actor.fate = FAIL
-        elif self.faults and self.ch.chance(self.p.p_lost):
-            actor.fate = LOST
+        if self.faults and (self.p.fault_verbs is None or actor.pending[0] in self.p.fault_verbs):
+            if self.ch.chance(self.p.p_fail):
+                actor.fate = FAIL
+            elif self.ch.chance(self.p.p_lost):
+                actor.fate = LOST
         self.steps += 1
         self._resume(actor)
         invariants.after_step(self)
