@@ -30,6 +30,10 @@ class SimAgent(Agent):
         self.sim, self.actor = sim, actor
         self._record_due = math.inf  # the agents/ record is not simulated (only this agent writes it)
 
+    def log(self, message: str) -> None:
+        if self.sim.verbose:  # only a replayed run prints its trace
+            super().log(message)
+
     def run(self) -> int:
         """Agent.run's loop (see the module's docstring for what is left out)."""
         time = real.time

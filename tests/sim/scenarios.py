@@ -11,7 +11,7 @@ from collections import namedtuple
 
 Scenario = namedtuple("Scenario", "seed pinned want about")
 
-SCENARIO_RUNS = 3000
+SCENARIO_RUNS = 2000
 
 # No store faults, no crashes: only scheduling and stalls (and one kind of store fault for race2), so that
 # what fails here is the race and not one of the other defects the default exploration finds.

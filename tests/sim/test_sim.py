@@ -12,7 +12,7 @@ import pytest
 from stado.objectstore.memory import MemoryStore
 
 from .cli import main
-from .explore import explore, report, run_one, shrunk, summary, timed_explore
+from .explore import report, run_one, shrunk, summary, timed_explore
 from .scenarios import SCENARIO_RUNS, SCENARIOS
 from .store import SimBackend
 
@@ -41,7 +41,7 @@ def test_each_race_of_issue_8_is_gone(name):
     first = run_one(seed=scenario.seed, pinned=scenario.pinned)
     assert not first.violations, report(scenario.seed, shrunk(scenario.seed, scenario.pinned, scenario.want),
                                         how=f"make sim SCENARIO={name}")
-    found = explore(1, SCENARIO_RUNS, scenario.pinned)
+    found, _ = timed_explore(1, SCENARIO_RUNS, scenario.pinned, workers=2)
     assert not found, summary(found, SCENARIO_RUNS, 1.0) + "\n\n" + _failure_report(found, scenario.pinned, show=1)
 
 

@@ -28,11 +28,13 @@ class Trace:
 
     def request(self, actor, verb: str, key: str, result: str) -> None:
         sim = self.sim
-        self.rows.append((sim.steps, sim.now, actor.name, verb, key, result, _via() if sim.verbose else ""))
+        if sim.verbose:  # exploring runs keep no trace: a failing seed is replayed verbosely to print one
+            self.rows.append((sim.steps, sim.now, actor.name, verb, key, result, _via()))
 
     def event(self, actor, text: str) -> None:
         sim = self.sim
-        self.rows.append((sim.steps, sim.now, actor.name if actor is not None else "sim", None, None, text, ""))
+        if sim.verbose:
+            self.rows.append((sim.steps, sim.now, actor.name if actor is not None else "sim", None, None, text, ""))
 
     def short(self, text: str) -> str:
         names = self.sim.names
