@@ -14,6 +14,7 @@ from stado.objectstore.memory import MemoryStore
 from .cli import main
 from .explore import report, run_one, shrunk, summary, timed_explore
 from .scenarios import SCENARIO_RUNS, SCENARIOS
+from .shrink import shrink
 from .store import SimBackend
 
 DEFAULT_SEEDS = 10_000
@@ -93,13 +94,19 @@ def _first_failing(limit: int = 300, **pinned) -> tuple[int, object]:
 
 def test_a_store_that_ignores_create_if_absent_is_caught_and_shrunk(store_ignoring_create_if_absent):
     """The invariants can fail: with two claims both winning, a run breaks them within a few seeds, and
-    the failing run shrinks to a shorter one that fails the same way."""
+    the failing run shrinks to a tape of choices no longer than its own that fails the same way."""
     world = dict(agents=2, jobs=2, p_fail=0.0, p_lost=0.0, p_crash=0.0, p_stall=0.05, cancels=0)
     seed, got = _first_failing(**world)
-    small = shrunk(seed, world)
-    assert small.violations[0].signature == got.violations[0].signature
-    assert small.violations[0].step <= got.violations[0].step
-    text = report(seed, small)
+    signature = got.violations[0].signature
+
+    def fails(candidate):
+        again = run_one(tape=candidate, pinned=world)
+        return len(again.tape) if again.violations and again.violations[0].signature == signature else None
+
+    best = shrink(got.tape, fails, budget_s=10.0)
+    assert len(best) <= len(got.tape)
+    assert run_one(tape=best, pinned=world).violations[0].signature == signature
+    text = report(seed, shrunk(seed, world, budget_s=10.0))
     assert f"reproduce: make sim SEED={seed}" in text and "shrunk trace" in text
 
 
