@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo test test-deps bench bench-deps clean
+.PHONY: install bytecode demo test test-deps sim bench bench-deps clean
 
 install: $(STAMP)
 
@@ -25,6 +25,14 @@ test-deps:: $(STAMP)
 
 test: $(STAMP) bytecode test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# stado's deterministic simulator (tests/sim/README.md). `make sim` explores RUNS seeds (default 10000) on every
+# core; `make sim SEED=N` replays one seed and prints its failure shrunk; `make sim SCENARIO=race1` (race2,
+# race3) replays a race of issue 8 and explores its world. `make test` runs the same exploration (tests/sim).
+RUNS ?= 10000
+sim: $(STAMP)
+	$(BIN)/python -m tests.sim $(if $(SEED),--seed $(SEED)) $(if $(SCENARIO),--scenario $(SCENARIO)) \
+		$(if $(SEED)$(SCENARIO),,--runs $(RUNS))
 
 demo: $(STAMP) bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh demo/demo.sh

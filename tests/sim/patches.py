@@ -1,0 +1,66 @@
+"""What makes the library deterministic in a run, patched from the test side for the run's duration only:
+ids (uuid7), nonces (jobs.new_nonce, the manifest's os.urandom), the clock (time.time and time.monotonic,
+per actor), the agent's shuffle of the queue head, and the agent's process calls (and its reading of the
+environment for secrets to redact: output is not simulated). No product code changes.
+"""
+import os
+from contextlib import contextmanager
+
+from stado import agent, artifacts, jobs
+
+
+class _SimTime:
+    """The `time` module as the library sees it in a run: the simulated clocks, the rest untouched."""
+
+    def __init__(self, sim):
+        self._sim = sim
+
+    def time(self) -> float:
+        return self._sim.wall()
+
+    def monotonic(self) -> float:
+        return self._sim.now
+
+    def __getattr__(self, name):
+        import time
+
+        return getattr(time, name)
+
+
+class _SimOs:
+    """The `os` module as stado.artifacts sees it: its nonces come from the run's counter."""
+
+    def __init__(self, sim):
+        self.urandom = sim.urandom
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+
+class _SimRandom:
+    def __init__(self, sim):
+        self.shuffle = sim.ch.shuffle
+
+
+def _no_secrets(env) -> list[str]:
+    return []
+
+
+@contextmanager
+def deterministic(sim):
+    clock = _SimTime(sim)
+    replacements = [
+        (jobs, "uuid7", sim.new_job_id), (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock),
+        (agent, "uuid7", sim.new_agent_id), (agent, "time", clock), (agent, "random", _SimRandom(sim)),
+        (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
+        (agent, "group_alive", sim.group_alive), (agent, "reap", sim.reap), (agent, "signal_group", sim.signal_group),
+        (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
+    for module, name, value in replacements:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)

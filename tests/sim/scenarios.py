@@ -1,0 +1,44 @@
+"""Named scenarios: the three races of issue 8, each a world shaped to make it likely (a profile pinned
+over the drawn one), the seed that found it on the code before the fix, and the signatures it showed there
+(the cause, a fencing violation at the stale request, then the harm it did).
+
+`make sim SCENARIO=race1` replays the seed (shrunk, its trace printed) and then explores the profile over
+SCENARIO_RUNS more seeds: before the fix the seed fails as recorded; after it, neither the seed nor the
+exploration may fail in any way. (A seed names a run of this code: once the code makes other requests, the
+same seed is another run, so the exploration is what shows the race gone.)
+"""
+from collections import namedtuple
+
+Scenario = namedtuple("Scenario", "seed pinned want about")
+
+SCENARIO_RUNS = 2000
+
+# No store faults, no crashes: only scheduling and stalls (and one kind of store fault for race2), so that
+# what fails here is the race and not one of the other defects the default exploration finds.
+_RETRIES = dict(retries=2, exit_fail=0.7, p_fail=0.0, p_lost=0.0, p_crash=0.0, restarts=0, p_stall=0.08)
+
+SCENARIOS = {
+    "race1": Scenario(
+        seed=80,
+        pinned=dict(_RETRIES, agents=3, jobs=1, cancels=0, settle_every=0.5),
+        want=["fencing: delete running/ by _settle_leftovers_now>_settle_leftovers>settle_leftovers>settle; leaves "
+              "queued", "attempt-twice"],
+        about="a stale settle runs a retry twice: a leftovers pass reads a 'finishing' document, its owner "
+              "settles it (retry: back to queue/), an agent claims the retry, and the stale pass re-creates "
+              "queue/<id> and deletes that agent's running/<id>: the attempt is claimed and run again"),
+    "race2": Scenario(
+        seed=190,
+        pinned=dict(_RETRIES, agents=3, jobs=1, cancels=0, p_fail=0.1, fault_verbs=("delete",)),
+        want=["fencing: delete queue/ by _claim_pass>claim>_finish_interrupted_claim;", "lost-job"],
+        about="a job vanishes: an agent's claim pass finds a queue entry whose running record was claimed from it "
+              "(a leftover, it decides in _finish_interrupted_claim: the claim's own delete failed, or has not run "
+              "yet); the owner fails the job with a retry (a new queue entry) before that agent's DELETE, which "
+              "removes the new entry: no record of the job is left"),
+    "race3": Scenario(
+        seed=11392,
+        pinned=dict(_RETRIES, agents=3, jobs=1, cancels=2),
+        want=["fencing: delete running/ by _claim_pass>claim; leaves queued+cancelled", "run-after-terminal: cancelled"],
+        about="a cancelled job runs: a claim from a stale queue read (_claim_is_stale) deletes running/<id> "
+              "after a cancel replaced it, leaving queue/ and cancelled/; the next claim pass starts the "
+              "cancelled job"),
+}
