@@ -47,15 +47,16 @@ def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str,
     """Queued -> running: create-if-absent of running/<id>.json, one winner. None when the job is not ours
     to start: another claim or a cancel holds running/ (if it was claimed from this very queue entry, the
     entry is a leftover and is removed), the job already has a terminal record, or the queue entry we read
-    was stale (the job went round the queue meanwhile). `queued_version` is the queue entry's version as
-    read; without it the entry is read again."""
+    was stale (the job went round the queue meanwhile). `queued_version` is the version of the queue entry
+    `queued` was read from; without it (`queued` came from the claim-order index, a hint) the ledger entry
+    is read now and claimed as it stands."""
     t = _now(now)
     job_id = queued["id"]
     if queued_version is None:
         found = read(store, keys.queued(job_id), job_id)
-        if found is None or found[0].get("nonce") != queued["nonce"]:
+        if found is None:
             return None
-        queued_version = found[1]
+        queued, queued_version = found
     doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t,
                       lease_expires_at=lease_expires_at, nonce=new_nonce())
     version = create(store, keys.running(job_id), doc)
@@ -196,6 +197,7 @@ def _requeue(store: ObjectStore, again: dict, running: dict) -> dict:
             continue
         current, current_version = found
         if current.get("requeued_from") == running["claim"] or current.get("generation", 0) >= again["generation"]:
+            index(store, current)  # the index copies the entry that stands (another settler may have written it)
             return current
         index(store, again)
         if replace(store, key, again, current_version)[0] is not None:

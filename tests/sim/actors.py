@@ -1,5 +1,5 @@
 """The actors of a run, each the library's real code in a greenlet: agents (agent_model.SimAgent),
-a submitter (jobs.submit), cancellers (jobs.cancel), and restarting workers (an agent that crashed is
+a submitter (submission.submit), cancellers (jobs.cancel), and restarting workers (an agent that crashed is
 replaced by a new agent on the same host, which starts with its leftovers pass).
 
 The reaper (issue 11) has no actor yet. When stado gets one (`stado reap`: requeue a job whose promise
@@ -8,7 +8,7 @@ actor that calls the reaper pass every few simulated seconds; the agents' restar
 agent_model.SimAgent.run before its first tick; and invariants.at_end stops excusing jobs left running
 by a crashed agent (today they wait for the reaper).
 """
-from stado import jobs
+from stado import jobs, submission
 from stado.errors import Conflict, JobNotFound
 from stado.objectstore.base import StoreError
 from stado.spec import JobSpec
@@ -72,7 +72,8 @@ def _submitter(actor) -> None:
         spec = JobSpec(command=f"sim job {n + 1}", retries=sim.p.retries)
         for _ in range(2):
             try:
-                docs = jobs.submit(sim.store, [jobs.Submission(spec)], submitter="submit-1@sim", now=sim.wall())
+                docs = submission.submit(sim.store, [submission.Submission(spec)], submitter="submit-1@sim",
+                                         now=sim.wall())
             except (StoreError, Conflict) as e:
                 sim.trace.event(actor, f"submit failed: {type(e).__name__}; submitting again")
                 continue

@@ -1,12 +1,12 @@
 """What makes the library deterministic in a run, patched from the test side for the run's duration only:
-ids (uuid7), nonces (jobs.new_nonce, the manifest's os.urandom), the clock (time.time and time.monotonic,
+ids (uuid7), nonces (new_nonce where jobs and submissions make them, the manifest's os.urandom), the clock (time.time and time.monotonic,
 per actor), the agent's shuffle of the queue head, and the agent's process calls (and its reading of the
 environment for secrets to redact: output is not simulated). No product code changes.
 """
 import os
 from contextlib import contextmanager
 
-from stado import agent, artifacts, jobs
+from stado import agent, artifacts, jobs, readyindex, submission
 
 
 class _SimTime:
@@ -50,7 +50,8 @@ def _no_secrets(env) -> list[str]:
 def deterministic(sim):
     clock = _SimTime(sim)
     replacements = [
-        (jobs, "uuid7", sim.new_job_id), (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock),
+        (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce), (submission, "time", clock),
+        (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock), (readyindex, "time", clock),
         (agent, "uuid7", sim.new_agent_id), (agent, "time", clock), (agent, "random", _SimRandom(sim)),
         (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (agent, "group_alive", sim.group_alive), (agent, "reap", sim.reap), (agent, "signal_group", sim.signal_group),

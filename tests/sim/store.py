@@ -87,6 +87,22 @@ class SimStore(ObjectStore):
             self.sim.deleted = True  # only a delete can leave a job with no record: check after this step
         return self._end(actor, fate, "delete", key, f"deleted v{found[1].etag}" if found else "absent", value=None)
 
+    def delete_if_match(self, key, version):
+        actor, fate = self._begin("delete_if_match", key)
+        found = self.inner.peek(key)
+        removed = self.inner.delete_if_match(key, version)
+        if removed:
+            actor.versions.pop(key, None)
+            self.sim.deleted = True  # only a delete can leave a job with no record: check after this step
+        result = (f"deleted v{version.etag}" if removed else
+                  f"refused (had v{version.etag}, " + (f"key at v{found[1].etag})" if found else "key absent)"))
+        return self._end(actor, fate, "delete_if_match", key, result, value=removed)
+
+    def list_page(self, prefix, *, start_after=None, limit=1000):
+        actor, fate = self._begin("list_page", prefix)
+        entries = self.inner.list_page(prefix, start_after=start_after, limit=limit)
+        return self._end(actor, fate, "list_page", prefix, f"{len(entries)} entries", value=entries)
+
     def list(self, prefix):
         actor, fate = self._begin("list", prefix)
         entries = list(self.inner.list(prefix))
