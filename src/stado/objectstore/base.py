@@ -8,6 +8,9 @@ from collections import namedtuple
 from collections.abc import Iterator
 
 
+DEFAULT_STALL_TIMEOUT = 60.0
+
+
 class StoreError(Exception):
     """Root of every object-store failure."""
 
@@ -100,6 +103,9 @@ class ObjectStore:
     # bytes again revives a stale version, so a stale put_if_match succeeds (ABA). Writers that rely on
     # put_if_match must make every write's bytes unique; stado's documents carry a generation and a nonce.
     unique_versions: bool = True
+    # A transfer (a large get_range series, a multipart put) that moves no bytes for this long is ended;
+    # nothing else ends one (STADO_CONFIG stall_timeout). Read by whoever opens the store, not by wrappers.
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
 
     def get(self, key: str) -> Blob:
         """The object's bytes and version. Raises NotFound."""
