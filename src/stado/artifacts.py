@@ -13,7 +13,8 @@ import time
 
 from . import keys, transfer
 from .documents import encode, iso
-from .errors import ArtifactError, BadInput, ChecksumMismatch, NotFinished, TransferStalled, UnsafeArtifactName
+from .errors import (ArtifactError, BadInput, ChecksumMismatch, NotFinished, StadoError, TransferStalled,
+                     UnsafeArtifactName)
 from .objectstore.base import NotFound, ObjectStore
 from .spec import check_artifact_name
 from .transfer import DEFAULT_STALL_SECONDS, Progress, Worker
@@ -201,7 +202,7 @@ def results(store: ObjectStore, job_id: str, directory: str, *, stall_timeout: f
         if not data["terminal"]:
             raise NotFinished(f"job {job_id} has not finished ({data['state']}): it has no results yet; wait for "
                               f"it (`stado job watch {job_id}`) and ask again")
-        raise ArtifactError(f"job {job_id} ended {data['state']} without a result manifest (it never reached an "
+        raise StadoError(f"job {job_id} ended {data['state']} without a result manifest (it never reached an "
                             "agent's upload, or ran on one that wrote none); there is nothing to download")
     progress = Progress()
     worker = Worker(lambda p: download(store, job_id, manifest["artifacts"], directory, progress=p,

@@ -67,7 +67,8 @@ class JobIO:
         error = worker.error
         if state == "done":
             resumed = f" (resumed at {human(progress.resumed)})" if progress.resumed else ""
-            self.tell(f"inputs fetched: {human(progress.total)} in {time.monotonic() - progress.started:.1f} s{resumed}")
+            took = time.monotonic() - progress.started
+            self.tell(f"inputs fetched: {human(progress.total)} in {took:.1f} s{resumed}")
             return "done", worker.result
         if state == "stalled":
             self.tell(f"fetching inputs stopped moving ({error}); what arrived is kept and the next attempt resumes "

@@ -75,7 +75,7 @@ class OutputUploader:
         else:
             self._held_since = None
         if self._skipped and (text or (final and not more)):
-            marker = (f"\n[stado: {self._skipped} bytes of output were dropped here: more was waiting than the "
+            marker = (f"[stado: {self._skipped} bytes of output were dropped here: more was waiting than the "
                       f"{_limit_text(self.total_limit)} output cap keeps]\n").encode()
             self._unsent.append((marker, self._skipped))
             self.dropped += self._skipped

@@ -29,7 +29,7 @@ DEFAULT_STALL_SECONDS = DEFAULT_STALL_TIMEOUT
 FIRST_RANGE = 1 << 20
 MIN_RANGE = 64 << 10
 MAX_RANGE = 64 << 20
-RANGE_SECONDS = 1.0  # aim: one range per second of what the link carries
+RANGE_SECONDS = 1.0  # aim: one range per second of what the link carries (less with a short stall window)
 PERMANENT = (NotFound, AccessDenied, ConfigError, InvalidKey)  # trying again cannot help
 
 _path_locks: dict[str, threading.Lock] = {}
@@ -148,6 +148,9 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
     progress.moved(offset)
     progress.resumed += offset
     length, failures = FIRST_RANGE, 0
+    # Progress is seen range by range: ranges short beside the stall window keep a slow link from looking
+    # stalled while a range is on its way.
+    range_seconds = min(RANGE_SECONDS, stall_seconds / 8)
     while offset < size:
         progress.check()
         began = time.monotonic()
@@ -180,7 +183,7 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
         progress.moved(len(blob.data))
         failures = 0
         took = max(time.monotonic() - began, 1e-3)
-        length = int(min(MAX_RANGE, max(MIN_RANGE, len(blob.data) / took * RANGE_SECONDS, length // 2), length * 4))
+        length = int(min(MAX_RANGE, max(MIN_RANGE, len(blob.data) / took * range_seconds, length // 2), length * 4))
     digest = hasher.hexdigest()
     if offset != size or (sha256 is not None and digest != sha256):
         discard(partial)

@@ -5,7 +5,8 @@
 
 `rate` (bytes per second, each direction, shared by every connection: one link) can be changed while
 it runs; None means unthrottled. `stall()` stops forwarding in both directions (connections stay open,
-bytes wait), `resume()` lets them go again. `down` and `up` count the bytes forwarded from the server
+bytes wait), `resume()` lets them go again; `stall(bulk_over=N)` stalls only the connections that have
+carried more than N bytes from the server (a transfer stops moving; small requests still pass). `down` and `up` count the bytes forwarded from the server
 and to it, so a test can tell a resumed download from one started again at zero.
 """
 import socket
@@ -47,6 +48,7 @@ class ThrottledProxy:
         self.down = self.up = 0
         self._moving = threading.Event()
         self._moving.set()
+        self._bulk_over: int | None = None
         self._count = threading.Lock()
         self._buckets = {"down": _Bucket(self), "up": _Bucket(self)}
         self._sockets: list[socket.socket] = []
@@ -68,11 +70,18 @@ class ThrottledProxy:
         path = rest[len(rest.split("/", 1)[0]):]
         return self.endpoint + path
 
-    def stall(self) -> None:
+    def stall(self, bulk_over: int | None = None) -> None:
+        self._bulk_over = bulk_over
         self._moving.clear()
 
     def resume(self) -> None:
         self._moving.set()
+
+    def _wait_moving(self, carried: dict) -> None:
+        while not self._moving.is_set():
+            if self._bulk_over is not None and carried["down"] <= self._bulk_over:
+                return
+            self._moving.wait(0.05)
 
     def close(self) -> None:
         self._closed = True
@@ -102,10 +111,11 @@ class ThrottledProxy:
                 continue
             server.settimeout(None)
             self._sockets += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, "up"), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, "down"), daemon=True).start()
+            carried = {"up": 0, "down": 0}  # this connection's bytes
+            threading.Thread(target=self._pump, args=(client, server, "up", carried), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, "down", carried), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, direction: str) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, direction: str, carried: dict) -> None:
         bucket = self._buckets[direction]
         try:
             while True:
@@ -114,14 +124,15 @@ class ThrottledProxy:
                     break
                 for i in range(0, len(data), 4096):
                     piece = data[i:i + 4096]
-                    self._moving.wait()
+                    self._wait_moving(carried)
                     bucket.take(len(piece))
-                    self._moving.wait()
+                    self._wait_moving(carried)
                     if self._closed:
                         return
                     dst.sendall(piece)
                     with self._count:
                         setattr(self, direction, getattr(self, direction) + len(piece))
+                        carried[direction] += len(piece)
         except OSError:
             pass
         finally:

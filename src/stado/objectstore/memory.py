@@ -4,8 +4,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key, check_range,
-                   dir_prefix)
+from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key,
+                   check_range, dir_prefix)
 
 
 class MemoryStore(ObjectStore):
