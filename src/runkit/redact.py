@@ -61,27 +61,47 @@ def _mask_match(m: re.Match) -> str:
     return REDACTED
 
 
-def _redact_shapes(text: str) -> str:
-    """Every shape applied to the whole text, in order: the reference the fast path must agree with."""
-    text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
-    for pattern in _SHAPES:
-        text = pattern.sub(_mask_match, text)
+def _mask_url(m: re.Match) -> str:
+    return m.group(1) + REDACTED + m.group(3)
+
+
+# Every shape, in the order they are applied, each with how its match is masked.
+_ORDERED = [(_URL_CREDENTIALS, _mask_url)] + [(pattern, _mask_match) for pattern in _SHAPES]
+_EVERY = (1 << len(_ORDERED)) - 1
+
+
+def _redact_shapes(text: str, shapes: int = _EVERY) -> str:
+    """The shapes in the bit set `shapes` (all by default) applied to the whole text, in order. With all
+    of them, this is the reference the fast path (redact_text) must agree with."""
+    for i, (pattern, mask) in enumerate(_ORDERED):
+        if shapes >> i & 1:
+            text = pattern.sub(mask, text)
     return text
 
 
+def _bits(*shapes: int) -> int:
+    return sum(1 << i for i in shapes)
+
+
 # Finders: cheap scans, each starting with a literal (which the re engine searches for quickly), such that
-# every match of a shape contains a match of some finder. Only the lines a finder hits are searched with
-# the shapes themselves, so ordinary output costs about one fast scan per finder. The case-insensitive
-# shapes are found in the lower-cased text (same length; see _folded).
-_FOLDED_FINDERS = [re.compile(f) for f in (
-    r"://[^/\s:@]+:[^/\s@]+@",                                    # user:password@ in a URL
-    r"pass(?:word|wd)[a-z0-9_]*\s*[=:]", r"secret[a-z0-9_]*\s*[=:]", r"token[a-z0-9_]*\s*[=:]",
-    r"key[a-z0-9_]*\s*[=:]",                                       # *_KEY=, AccountKey=, SharedAccessKey=
-    r"bearer\s+[a-z0-9\-._~+/]{8}", r"basic\s+[a-z0-9+/]{8}",
-    r"gh[pousr]_[a-z0-9]{20}", r"github_pat_[a-z0-9_]{20}", r"glpat-[a-z0-9\-_]{20}", r"xox[abposr]-",
-    r"aiza[0-9a-z\-_]{35}", r"sk-[a-z0-9_-]{20}", r"k_live_[0-9a-z]{16}", r"eyj[a-z0-9_-]{8,}\.eyj", r"sig=",
+# every match of a shape contains a match of one of its finders. Only the lines a finder hits are searched,
+# and only with its shapes (bits of _ORDERED: 0 URL password, 1 key block, 2 AWS key id, 3 AWS secret,
+# 4 bearer, 5 basic, 6-13 token shapes, 14 Azure keys and SAS sig, 15 NAME=value), so ordinary output
+# costs about one fast scan per finder (none for a finder whose required punctuation the text lacks). The case-insensitive shapes are found in the lower-cased text
+# (same length; see _folded). A shape's replacement holds no finder's literal, so applying only the
+# shapes a line's finders name gives what applying all of them would.
+_FOLDED_FINDERS = [(re.compile(f), bits, needs) for f, bits, needs in (
+    (r"://[^/\s:@]+:[^/\s@]+@", _bits(0), ":"),
+    (r"pass(?:word|wd)[a-z0-9_]*\s*[=:]", _bits(15), "=:"), (r"secret[a-z0-9_]*\s*[=:]", _bits(3, 15), "=:"),
+    (r"token[a-z0-9_]*\s*[=:]", _bits(3, 15), "=:"),
+    (r"key[a-z0-9_]*\s*[=:]", _bits(3, 14, 15), "=:"),           # *_KEY=, AccountKey=, SharedAccessKey=
+    (r"bearer\s+[a-z0-9\-._~+/]{8}", _bits(4), ""), (r"basic\s+[a-z0-9+/]{8}", _bits(5), ""),
+    (r"gh[pousr]_[a-z0-9]{20}", _bits(6), "_"), (r"github_pat_[a-z0-9_]{20}", _bits(7), "_"),
+    (r"glpat-[a-z0-9\-_]{20}", _bits(8), "-"), (r"xox[abposr]-", _bits(9), "-"),
+    (r"aiza[0-9a-z\-_]{35}", _bits(10), ""), (r"sk-[a-z0-9_-]{20}", _bits(11), "-"),
+    (r"k_live_[0-9a-z]{16}", _bits(12), "_"), (r"eyj[a-z0-9_-]{8,}\.eyj", _bits(13), "."), (r"sig=", _bits(14), "="),
 )]
-_EXACT_FINDERS = [re.compile(r"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)[A-Z0-9]{16}")]
+_EXACT_FINDERS = [(re.compile(r"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)[A-Z0-9]{16}"), _bits(2), "")]
 _SEPARATORS = re.compile(r"[\s\"']*")
 # Characters that re's IGNORECASE matches to an ASCII letter but str.lower() does not turn into one
 # (U+0130 also changes length): text holding one takes the reference path.
@@ -94,27 +114,30 @@ def _folded(text: str) -> str | None:
     return text.lower()
 
 
-def _spans(text: str, folded: str) -> list[tuple[int, int]]:
-    """Merged (start, end) line ranges that hold every possible match of a shape."""
-    hits = [m.span() for f in _FOLDED_FINDERS for m in f.finditer(folded)]
-    hits += [m.span() for f in _EXACT_FINDERS for m in f.finditer(text)]
+def _spans(text: str, folded: str) -> list[tuple[int, int, int]]:
+    """Merged (start, end, shapes) line ranges that hold every possible match of a shape, with the bit set
+    of the shapes that may match there."""
+    present = {c for c in "=:_-." if c in folded}  # a finder that needs a character absent here is skipped
+    hits = [(*m.span(), bits) for f, bits, needs in _FOLDED_FINDERS if not needs or present.intersection(needs)
+            for m in f.finditer(folded)]
+    hits += [(*m.span(), bits) for f, bits, _ in _EXACT_FINDERS for m in f.finditer(text)]
     if not hits:
         return []
     widened = []
-    for start, end in hits:
+    for start, end, bits in hits:
         # A shape's \s may cross line ends (a value on the line after `PASSWORD=`, `Authorization:` on the
         # line before `Basic`): widen over separators both ways, then to whole lines.
         end = _SEPARATORS.match(text, end).end()
         end = text.find("\n", end)
         while start and text[start - 1].isspace():
             start -= 1
-        widened.append((text.rfind("\n", 0, start) + 1, len(text) if end < 0 else end))
+        widened.append((text.rfind("\n", 0, start) + 1, len(text) if end < 0 else end, bits))
     spans = []
-    for start, end in sorted(widened):
+    for start, end, bits in sorted(widened):
         if spans and start <= spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+            spans[-1] = (spans[-1][0], max(end, spans[-1][1]), spans[-1][2] | bits)
         else:
-            spans.append((start, end))
+            spans.append((start, end, bits))
     return spans
 
 
@@ -132,8 +155,8 @@ def redact_text(text: str, secrets: list[str] = ()) -> str:
     if not spans:
         return text
     out, at = [], 0
-    for start, end in spans:
-        out += [text[at:start], _redact_shapes(text[start:end])]
+    for start, end, shapes in spans:
+        out += [text[at:start], _redact_shapes(text[start:end], shapes)]
         at = end
     out.append(text[at:])
     return "".join(out)
