@@ -453,7 +453,7 @@ class Agent:
             if slot.stopping:
                 slot.ended = (None, None)  # cancelled or taken over before its process started
                 slot.io.cancel()
-            elif mono >= slot.launch_due:
+            elif mono >= slot.launch_due or slot.io.inputs_in():
                 self._launch(slot)
         timeout = slot.doc["spec"].get("timeout")
         if (slot.ended is None and slot.pgid is not None and timeout and mono - slot.started_mono > timeout

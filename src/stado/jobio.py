@@ -84,6 +84,10 @@ class JobIO:
             return "retry", str(error)
         return "failed", f"internal error while fetching its inputs: {type(error).__name__}: {str(error)[:200]}"
 
+    def inputs_in(self) -> bool:
+        """A fetch has ended (done, stalled or failed): inputs() has news, whatever the poll says."""
+        return self._fetch is not None and self._fetch.check() != "running"
+
     def cancel(self) -> None:
         if self._fetch is not None:
             self._fetch.cancel()
