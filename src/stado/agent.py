@@ -98,10 +98,10 @@ class Slot:
     stop_sent: float | None = None
     kill_sent: bool = False
     renew_due: float = 0.0
+    renew_due_wall: float = 0.0
     closed: bool = False                # its artifacts and output are up (JobIO.close): ready to settle
     close_due: float = 0.0              # when to try closing again after a store error
     upload_error: str | None = None     # why its artifacts could not be uploaded
-    renew_due_wall: float = 0.0
 
     @property
     def job_id(self) -> str:

@@ -61,7 +61,7 @@ class Progress:
             raise Cancelled()
 
     def describe(self) -> str:
-        rate = self.done / max(time.monotonic() - self.started, 1e-3)
+        rate = (self.done - self.resumed) / max(time.monotonic() - self.started, 1e-3)
         return f"{human(self.done)} of {human(self.total)} ({human(rate)}/s)"
 
 
@@ -145,6 +145,7 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
     with _lock_for(partial):
         offset, version = _resume_point(partial, key, size, sha256)
     hasher = _hash_of(partial, offset)
+    resumed = offset
     progress.moved(offset)
     progress.resumed += offset
     length, failures = FIRST_RANGE, 0
@@ -187,6 +188,11 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
     digest = hasher.hexdigest()
     if offset != size or (sha256 is not None and digest != sha256):
         discard(partial)
+        if resumed:  # the bytes kept from before may be what is wrong (a crash mid-write): once more, from zero
+            progress.done -= offset
+            progress.resumed -= resumed
+            return download(store, key, partial, size=size, sha256=sha256, progress=progress,
+                            stall_seconds=stall_seconds)
         raise ChecksumMismatch(f"expected {size} bytes sha256 {(sha256 or '?')[:12]}..., got {offset} bytes sha256 "
                                f"{digest[:12]}...")
     return partial

@@ -1,5 +1,6 @@
 """Transfers and output uploads, driven step by step over the in-memory store (wrapped to fail or stop)."""
 import hashlib
+import json
 import os
 import threading
 
@@ -90,6 +91,18 @@ def test_a_replaced_object_starts_again_and_bad_bytes_are_not_kept(tmp_path):
     inner.put("blob", DATA)
     _fetch(inner, partial)
     assert partial.read_bytes() == DATA
+
+
+def test_kept_bytes_that_fail_verification_are_fetched_again_from_zero(tmp_path):
+    inner = MemoryStore()
+    version = inner.put("blob", DATA)
+    partial = tmp_path / "p"
+    partial.write_bytes(b"\0" * 700_000)  # what a crash mid-write can leave: the size, not the bytes
+    (tmp_path / "p.json").write_text('{"key": "blob", "size": 3000000, "sha256": "%s", "version": %s}'
+                                     % (SHA, json.dumps(list(version))))
+    progress = Progress(len(DATA))
+    transfer.download(inner, "blob", str(partial), size=len(DATA), sha256=SHA, progress=progress, stall_seconds=5)
+    assert partial.read_bytes() == DATA and progress.done == len(DATA) and progress.resumed == 0
 
 
 def test_a_download_that_only_fails_ends_after_the_stall_window(tmp_path):
