@@ -186,6 +186,8 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
         took = max(time.monotonic() - began, 1e-3)
         length = int(min(MAX_RANGE, max(MIN_RANGE, len(blob.data) / took * range_seconds, length // 2), length * 4))
     digest = hasher.hexdigest()
+    if offset == size == 0:
+        _append(partial, b"")  # an empty object: an empty file
     if offset != size or (sha256 is not None and digest != sha256):
         discard(partial)
         if resumed:  # the bytes kept from before may be what is wrong (a crash mid-write): once more, from zero

@@ -105,6 +105,16 @@ def test_kept_bytes_that_fail_verification_are_fetched_again_from_zero(tmp_path)
     assert partial.read_bytes() == DATA and progress.done == len(DATA) and progress.resumed == 0
 
 
+def test_an_empty_object_downloads_to_an_empty_file(tmp_path):
+    inner = MemoryStore()
+    inner.put("blob", b"")
+    partial = tmp_path / "p"
+    transfer.download(inner, "blob", str(partial), size=0, sha256=hashlib.sha256(b"").hexdigest(),
+                      progress=Progress(), stall_seconds=5)
+    transfer.publish(str(partial), str(tmp_path / "empty"))
+    assert (tmp_path / "empty").read_bytes() == b"" and not partial.exists()
+
+
 def test_a_download_that_only_fails_ends_after_the_stall_window(tmp_path):
     inner = MemoryStore()
     inner.put("blob", DATA)
