@@ -205,6 +205,7 @@ def test_job_watch_shows_a_partial_line_within_2_s(stado_env, tmp_path):
         wait_for(lambda: b"fetching model.bin ... " in b"".join(c for _, c in seen), timeout=10,
                  message="the partial line in job watch")
         shown_at = next(t for t, _ in _cumulative(seen) if b"fetching model.bin ... " in _)
+        print(f"\npartial line shown by job watch {shown_at - written:.2f} s after it was written")
         assert shown_at - written < 2.0, shown_at - written
     finally:
         stado(stado_env, "cancel", job, ok=False)
