@@ -1,9 +1,11 @@
 """`stado agent`: claims jobs from the queue and runs them, one process group and work directory each.
 
-One thread, one loop. Each pass: reap children; for each running job, upload new output, renew its
-lease when due (a compare-and-swap that also tells the agent about a cancel), stop it if cancelled or
-past its timeout, and settle it once its process group is gone; then, with free slots, one claim pass.
-An idle pass costs one LIST of queue/ (terminal prefixes are never listed while polling).
+One loop thread. Each pass: reap children; for each running job, renew its lease when due (a
+compare-and-swap that also tells the agent about a cancel), stop it if cancelled or past its timeout,
+and settle it once its process group is gone and its artifacts and output are up; then, with free
+slots, one claim pass. An idle pass costs one LIST of queue/ (terminal prefixes are never listed while
+polling). Transfers (inputs, output, artifacts) run on threads of each slot's JobIO and wake the loop
+when they end, so no transfer delays a renewal or a signal.
 
 SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
 leases), then exits. A second signal changes nothing: use SIGKILL to abandon the jobs (the reaper, a
@@ -35,12 +37,12 @@ from .claiming import READY, WAIT, QueueKnowledge
 from . import documents as d
 from .admission import Offer, live_for, refresh_seconds, why_not
 from .environment import job_environment
-from .errors import ArtifactError, BadInput, CorruptDocument
+from .errors import BadInput, CorruptDocument
+from .jobio import JobIO
 from .lease import LeaseClock
-from .objectstore.base import ObjectStore, StoreError
+from .objectstore.base import DEFAULT_STALL_TIMEOUT, ObjectStore, StoreError
 from .pause import pause_record
 from .storecheck import ensure_safe
-from .output import OutputUploader
 from .process import KILL, TERM, group_alive, reap, reap_any, signal_group, spawn_shell
 
 
@@ -80,6 +82,7 @@ class AgentConfig:
     until_idle: bool = False
     keep_work: bool = False
     subreaper: bool = False  # become the reaper of jobs' orphans (the CLI agent does; an in-process one need not)
+    stall_seconds: float = DEFAULT_STALL_TIMEOUT  # a transfer that moves no bytes this long is ended (and resumed)
 
 
 @dataclass
@@ -91,7 +94,7 @@ class Slot:
     process: dict | None = None
     started_at: float | None = None
     started_mono: float = 0.0
-    out: OutputUploader | None = None
+    io: JobIO | None = None
     launched: bool = False              # its process was spawned (or it failed before it could be)
     launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
@@ -101,7 +104,9 @@ class Slot:
     kill_sent: bool = False
     renew_due: float = 0.0
     renew_due_wall: float = 0.0
-    output_due: float = 0.0
+    closed: bool = False                # its artifacts and output are up (JobIO.close): ready to settle
+    close_due: float = 0.0              # when to try closing again after a store error
+    upload_error: str | None = None     # why its artifacts could not be uploaded
 
     @property
     def job_id(self) -> str:
@@ -236,6 +241,13 @@ class Agent:
             self.log(f"{signal.Signals(signum).name}: not claiming any more; waiting for {len(self.slots)} running "
                      "job(s) to finish")
 
+    def _notify(self) -> None:
+        """Wake the loop: a slot's transfer thread has finished."""
+        try:
+            os.write(self._wake_w, b"!")
+        except (OSError, TypeError):  # full (a wake-up is pending anyway), or not running
+            pass
+
     def _wait(self, deadline: float) -> None:
         timeout = max(0.0, deadline - time.monotonic())
         try:
@@ -252,9 +264,11 @@ class Agent:
     def _next_deadline(self, last_claim: float) -> float:
         deadline = min(last_claim + self.cfg.poll_seconds, self._settle_due, self._record_due)
         for slot in self.slots.values():
-            deadline = min(deadline, slot.renew_due, slot.output_due)
+            deadline = min(deadline, slot.renew_due)
             if not slot.launched:
                 deadline = min(deadline, slot.launch_due)
+            if slot.close_due > time.monotonic():
+                deadline = min(deadline, slot.close_due)
             if slot.stopping:
                 deadline = min(deadline, time.monotonic() + min(0.05, self.cfg.poll_seconds))
         if self._freed:
@@ -372,28 +386,25 @@ class Agent:
         slot.started_mono = time.monotonic()
         slot.renew_due = slot.started_mono + self.cfg.poll_seconds
         slot.renew_due_wall = now + self.cfg.poll_seconds
-        slot.output_due = slot.renew_due
+        slot.io = JobIO(self.store, job_id, job_dir, self.secrets, poll_seconds=self.cfg.poll_seconds,
+                        stall_seconds=self.cfg.stall_seconds, log=self.log, notify=self._notify)
         if inputs_missing:
             return self._fail_before_start(slot, "input_unavailable", inputs_missing)
         self._launch(slot)
 
     def _launch(self, slot: Slot) -> None:
-        """Fetch the job's inputs, then spawn it. A store that fails meanwhile leaves the slot claimed and not
-        started: the claim stays ours (renewed as usual) and the next tick tries again, so the job still
-        starts once, here."""
+        """Fetch the job's inputs (on the slot's JobIO thread; this is called again until they are in), then
+        spawn it. A fetch that stalls or meets a store error leaves the slot claimed and not started: the
+        claim stays ours (renewed as usual) and a later tick resumes the fetch, so the job still starts once,
+        here."""
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
         work = os.path.join(job_dir, "work")
-        output_path = os.path.join(job_dir, "output.log")
-        try:
-            delivered = artifacts.fetch_inputs(self.store, doc["spec"].get("inputs") or [], work)
-        except (ArtifactError, BadInput) as e:
-            return self._fail_before_start(slot, "input_unavailable", str(e))
-        except OSError as e:
-            return self._fail_before_start(slot, "input_unavailable", f"could not write its inputs: {e}")
-        except StoreError as e:
+        output_path = slot.io.output_path
+        state, delivered = slot.io.inputs(doc["spec"].get("inputs") or [], work)
+        if state == "failed":
+            return self._fail_before_start(slot, "input_unavailable", delivered)
+        if state != "done":
             slot.launch_due = time.monotonic() + self.cfg.poll_seconds
-            self.log(f"{job_id}: inputs could not be fetched ({type(e).__name__}: {str(e)[:200]}); retrying on the "
-                     "next tick")
             return
         slot.launched = True
         inputs_json = json.dumps(delivered, sort_keys=True)
@@ -406,7 +417,6 @@ class Agent:
         env = job_environment(dict(os.environ), stado_bin=self.cfg.stado_bin, job_id=job_id,
                               started_at=d.iso(now), inputs_json=inputs_json, inputs_file=inputs_file,
                               cores=int(doc["spec"].get("cores") or 1))
-        slot.out = OutputUploader(self.store, job_id, output_path, self.secrets + secret_values(env))
         try:
             pid = spawn_shell(doc["spec"]["command"], env, work, output_path)
         except OSError as e:
@@ -418,11 +428,11 @@ class Agent:
         self.log(f"{job_id}: started as process group {pid}")
 
     def _fail_before_start(self, slot: Slot, error_class: str, message: str) -> None:
-        self.log(f"{slot.job_id}: not started: {message}")
+        slot.io.tell(f"not started: {message}")
         slot.launched = True
         slot.ended = (None, None)
         slot.result = d.result("failed", error_class=error_class, message=message)
-        self._settle_slot(slot, slot.result)  # if the store fails here, _finish settles it on a later tick
+        self._notify()  # settled by the next tick, once what it told its output is up
 
     def _reap(self) -> None:
         if self._reap_all:
@@ -443,7 +453,8 @@ class Agent:
         if not slot.launched and slot.ended is None:
             if slot.stopping:
                 slot.ended = (None, None)  # cancelled or taken over before its process started
-            elif mono >= slot.launch_due:
+                slot.io.cancel()
+            elif mono >= slot.launch_due or slot.io.inputs_in():
                 self._launch(slot)
         timeout = slot.doc["spec"].get("timeout")
         if (slot.ended is None and slot.pgid is not None and timeout and mono - slot.started_mono > timeout
@@ -452,14 +463,23 @@ class Agent:
         if slot.stopping:
             self._escalate(slot)
         if slot.ended is not None and (slot.pgid is None or not group_alive(slot.pgid)):
-            return self._finish(slot)
-        if slot.ended is not None and slot.stopping is None:
+            if self._closed(slot):
+                return self._finish(slot)
+        elif slot.ended is not None and slot.stopping is None:
             self._stop(slot, "leftover")  # the shell exited; what it left in its group does not outlive the job
-        if mono >= slot.output_due and slot.out is not None:
-            slot.out.pump()
-            slot.output_due = mono + self.cfg.poll_seconds
         if mono >= slot.renew_due and slot.stopping not in ("cancel", "lost"):
             self._renew(slot)  # a cancelled or taken-over job is no longer ours to renew
+
+    def _closed(self, slot: Slot) -> bool:
+        """Its artifacts (if it ran to an end of its own) and the rest of its output are up, on the slot's
+        JobIO thread: it can be settled. Renewals go on meanwhile."""
+        if not slot.closed and time.monotonic() >= slot.close_due:
+            upload = slot.stopping not in ("lost", "cancel") and slot.result is None
+            state, why = slot.io.close(upload)
+            if state == "retry":
+                slot.close_due = time.monotonic() + self.cfg.poll_seconds
+            slot.closed, slot.upload_error = state == "done", why
+        return slot.closed
 
     def _renew(self, slot: Slot) -> None:
         began = time.time()
@@ -516,8 +536,6 @@ class Agent:
             slot.kill_sent = True
 
     def _finish(self, slot: Slot) -> None:
-        if slot.out is not None:
-            slot.out.pump(final=True)
         if slot.stopping == "lost":
             self.log(f"{slot.job_id}: process group {slot.pgid} stopped; nothing recorded (the job is no longer ours)")
             return self._drop(slot)
@@ -528,11 +546,8 @@ class Agent:
         exit_code, sig = slot.ended
         res = d.classify_exit(exit_code, sig, timed_out=slot.stopping == "timeout",
                               timeout=slot.doc["spec"].get("timeout"))
-        try:
-            artifacts.upload_staged(self.store, slot.job_id, slot.job_dir)
-        except OSError as e:
-            res = d.result("failed", exit_code=exit_code, error_class="internal",
-                           message=f"could not upload its artifacts: {e}")
+        if slot.upload_error:
+            res = d.result("failed", exit_code=exit_code, error_class="internal", message=slot.upload_error)
         self._settle_slot(slot, res)
 
     def _settle_slot(self, slot: Slot, res: dict) -> None:

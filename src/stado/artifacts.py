@@ -8,17 +8,19 @@ store credentials. The agent uploads the staged files when the job's process has
 import hashlib
 import json
 import os
+import stat
 import time
 
-from runkit.durable import write_atomic
-
-from . import keys
+from . import keys, transfer
 from .documents import encode, iso
-from .errors import ArtifactError, BadInput, ChecksumMismatch, UnsafeArtifactName
+from .errors import (ArtifactError, BadInput, ChecksumMismatch, NotFinished, StadoError, TransferStalled,
+                     UnsafeArtifactName)
 from .objectstore.base import NotFound, ObjectStore
 from .spec import check_artifact_name
+from .transfer import DEFAULT_STALL_SECONDS, Progress, Worker
 
 STAGING = "artifacts"
+WORK = "work"  # the job's working directory, beside its staging area
 STAGING_TMP = "artifacts.tmp"  # copies in progress: a directory of their own, so any artifact name stays free
 JOB_ID_FILE = "job-id"
 
@@ -60,13 +62,18 @@ def stage(paths: list[str], env: dict[str, str], name: str | None = None) -> lis
     os.makedirs(staging, exist_ok=True)
     os.makedirs(staging_tmp, exist_ok=True)
     staged = []
+    work = os.path.realpath(os.path.join(area, WORK))
     for path in paths:
         if not os.path.isfile(path):
             raise BadInput(f"{path}: not a regular file; artifact put uploads files")
+        real = os.path.realpath(path)
+        if real != os.path.normpath(os.path.abspath(path)) and os.path.commonpath([real, work]) != work:
+            raise BadInput(f"{path}: a symbolic link to {real}, outside the job's work directory; refused "
+                           "(copy the file into the work directory if it is meant to be an artifact)")
         artifact = check_artifact_name(name or os.path.basename(os.path.abspath(path)))
         tmp = os.path.join(staging_tmp, f"{os.getpid()}.{len(staged)}")  # renamed into staging/ once complete
         h, size = hashlib.sha256(), 0
-        with open(path, "rb") as src, open(tmp, "wb") as dst:
+        with open(real, "rb") as src, open(tmp, "wb") as dst:
             while chunk := src.read(1 << 20):
                 h.update(chunk)
                 size += len(chunk)
@@ -79,21 +86,37 @@ def stage(paths: list[str], env: dict[str, str], name: str | None = None) -> lis
 # -- the agent, after the job's process ended ---------------------------------------------------------
 
 def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | None = None) -> dict:
-    """Upload every staged file (any name, dot-files included: copies in progress live elsewhere), then the
-    manifest (written last: a manifest names only uploaded bytes)."""
+    """Upload every staged regular file whose name `results` accepts (any such name, dot-files included:
+    copies in progress live elsewhere), then the manifest (written last: a manifest names only uploaded
+    bytes). A staged entry that is not a regular file, or whose name `results` would refuse (a job may
+    write into its staging area by hand), is not uploaded: the manifest lists it under `refused`."""
     staging = os.path.join(area, STAGING)
-    entries = []
-    names = sorted(n for n in os.listdir(staging)
-                   if os.path.isfile(os.path.join(staging, n))) if os.path.isdir(staging) else []
-    for artifact in names:
+    entries, refused = [], []
+    for artifact in sorted(os.listdir(staging)) if os.path.isdir(staging) else []:
+        why = _not_uploadable(staging, artifact)
+        if why:
+            refused.append({"name": artifact, "reason": why})
+            continue
         with open(os.path.join(staging, artifact), "rb") as f:
             data = f.read()
         store.put(keys.artifact(job_id, artifact), data)
         entries.append({"name": artifact, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
     manifest = {"job": job_id, "written_at": iso(time.time() if now is None else now), "artifacts": entries,
                 "generation": 1, "nonce": os.urandom(12).hex()}
+    if refused:
+        manifest["refused"] = refused
     store.put(keys.manifest(job_id), encode(manifest))
     return manifest
+
+
+def _not_uploadable(staging: str, name: str) -> str | None:
+    try:
+        check_artifact_name(name)
+    except UnsafeArtifactName as e:
+        return str(e)
+    if not stat.S_ISREG(os.lstat(os.path.join(staging, name)).st_mode):
+        return f"{name!r} is not a regular file (a link or a directory); only files are uploaded"
+    return None
 
 
 def read_manifest(store: ObjectStore, job_id: str) -> dict | None:
@@ -124,10 +147,12 @@ def _inside(directory: str, name: str) -> str:
     return os.path.join(root, name)
 
 
-def download(store: ObjectStore, job_id: str, entries: list[dict], directory: str) -> list[dict]:
-    """Download and verify each entry into `directory`. Every name is checked before anything is written;
-    a file whose size or SHA-256 differs from the manifest is not kept, and ChecksumMismatch names it
-    after the others are in place."""
+def download(store: ObjectStore, job_id: str, entries: list[dict], directory: str, *, progress: Progress,
+             stall_seconds: float, partial_dir: str | None = None) -> list[dict]:
+    """Download and verify each entry into `directory`, in ranges that resume (transfer.download). Every
+    name is checked before anything is written; a file whose size or SHA-256 differs from the manifest is
+    not kept, and ChecksumMismatch names it after the others are in place. Bytes fetched before a stall
+    stay in a hidden partial file (in `partial_dir`, default `directory`) that the next attempt resumes."""
     try:
         os.makedirs(directory, exist_ok=True)
         if not os.path.isdir(directory) or not os.access(directory, os.W_OK | os.X_OK):
@@ -136,44 +161,76 @@ def download(store: ObjectStore, job_id: str, entries: list[dict], directory: st
         raise BadInput(f"cannot write results into {directory} ({e.strerror or e}): give a directory that can be "
                        "created and written") from None
     targets = [(entry, _inside(directory, entry.get("name"))) for entry in entries]
+    for _, target in targets:
+        if os.path.islink(target) or os.path.isdir(target):
+            raise UnsafeArtifactName(f"{target} exists and is a link or directory; refused")
+    progress.total += sum(entry["size"] for entry in entries)
+    partial_dir = partial_dir or os.path.realpath(directory)
+    os.makedirs(partial_dir, exist_ok=True)
     bad, done = [], []
     for entry, target in targets:
+        partial = os.path.join(partial_dir, ".stado-partial-" + hashlib.sha256(entry["name"].encode()).hexdigest()[:16])
         try:
-            data = store.get(keys.artifact(job_id, entry["name"])).data
+            transfer.download(store, keys.artifact(job_id, entry["name"]), partial, size=entry["size"],
+                              sha256=entry["sha256"], progress=progress, stall_seconds=stall_seconds)
         except NotFound:
             bad.append(f"{entry['name']} (missing from the store)")
             continue
-        digest = hashlib.sha256(data).hexdigest()
-        if len(data) != entry["size"] or digest != entry["sha256"]:
-            bad.append(f"{entry['name']} (expected {entry['size']} bytes sha256 {entry['sha256'][:12]}..., "
-                       f"got {len(data)} bytes sha256 {digest[:12]}...)")
+        except ChecksumMismatch as e:
+            bad.append(f"{entry['name']} ({e})")
             continue
-        if os.path.islink(target) or os.path.isdir(target):
-            raise UnsafeArtifactName(f"{target} exists and is a link or directory; refused")
-        write_atomic(target, data, 0o644)
+        except TransferStalled as e:
+            raise TransferStalled(f"{entry['name']}: {e}") from None
+        transfer.publish(partial, target)
         done.append(dict(entry, path=target))
     if bad:
         raise ChecksumMismatch(f"job {job_id}: verification failed for {', '.join(bad)}; those files were not kept")
     return done
 
 
-def results(store: ObjectStore, job_id: str, directory: str) -> list[dict]:
+def results(store: ObjectStore, job_id: str, directory: str, *, stall_timeout: float = DEFAULT_STALL_SECONDS,
+            on_progress=None) -> tuple[list[dict], list[dict]]:
+    """(the artifacts downloaded and verified into `directory`, those the agent refused to upload).
+    NotFinished when the job has not finished (no manifest yet); the download runs on a worker thread
+    watched from here, so progress is reported and a stall ends it."""
     manifest = read_manifest(store, job_id)
     if manifest is None:
-        raise ArtifactError(f"job {job_id} has no result manifest yet: it has not finished, or ran on an agent that "
-                            "wrote none; see `stado status {job_id}`".replace("{job_id}", job_id))
-    return download(store, job_id, manifest["artifacts"], directory)
+        from .documents import status_json
+        from .lookup import view
+
+        data = status_json(view(store, job_id))
+        if not data["terminal"]:
+            raise NotFinished(f"job {job_id} has not finished ({data['state']}): it has no results yet; wait for "
+                              f"it (`stado job watch {job_id}`) and ask again")
+        raise StadoError(f"job {job_id} ended {data['state']} without a result manifest (it never reached an "
+                            "agent's upload, or ran on one that wrote none); there is nothing to download")
+    progress = Progress()
+    worker = Worker(lambda p: download(store, job_id, manifest["artifacts"], directory, progress=p,
+                                       stall_seconds=stall_timeout), progress, stall_seconds=stall_timeout,
+                    name=f"results-{job_id}")
+    try:
+        got = transfer.watch(worker.start(), on_progress)
+    except TransferStalled as e:
+        raise TransferStalled(f"job {job_id}: downloading its artifacts stopped moving ({e}); what arrived is kept in "
+                              f"{directory}, and `stado results` again resumes from there") from None
+    return got, manifest.get("refused") or []
 
 
-def fetch_inputs(store: ObjectStore, inputs: list[dict], work_dir: str) -> list[dict]:
-    """Download and verify a job's declared inputs into its work directory (before it starts)."""
-    delivered = []
+def fetch_inputs(store: ObjectStore, inputs: list[dict], work_dir: str, *, progress: Progress,
+                 stall_seconds: float, partial_dir: str) -> list[dict]:
+    """Download and verify a job's declared inputs into its work directory (before it starts); bytes
+    fetched by an attempt that stalled stay in `partial_dir` for the next one."""
+    wanted = []
     for ref in inputs:
         manifest = read_manifest(store, ref["job"])
         entry = next((e for e in (manifest or {}).get("artifacts", []) if e.get("name") == ref["name"]), None)
         if entry is None:
             raise ArtifactError(f"input {ref['job']}:{ref['name']}: the job produced no artifact of that name")
-        for got in download(store, ref["job"], [entry], work_dir):
+        wanted.append((ref, entry))
+    delivered = []
+    for ref, entry in wanted:
+        for got in download(store, ref["job"], [entry], work_dir, progress=progress, stall_seconds=stall_seconds,
+                            partial_dir=partial_dir):
             delivered.append({"job": ref["job"], "name": ref["name"], "path": got["path"], "size": got["size"],
                               "sha256": got["sha256"]})
     return delivered

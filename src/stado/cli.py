@@ -1,8 +1,9 @@
 """stado command line: parse, call one library function per command, render.
 
 Exit codes: 0 done; 1 a failure while doing it; 2 bad input (nothing written); 3 no such job;
-4 the object store is unreachable, refused the credentials, or does not honour conditional writes
-(`stado doctor` says which); 5 artifacts failed verification.
+4 the object store is unreachable, refused the credentials, does not honour conditional writes (`stado
+doctor` says which), or a transfer stopped moving; 5 artifacts failed verification; 6 `results` of a job
+that has not finished.
 `stado job watch` exits with the job's own status (see docs/stado.md).
 """
 import os
@@ -310,12 +311,16 @@ def cmd_resume(args) -> int:
 def cmd_results(args) -> int:
     from . import artifacts
     from .lookup import find
+    from .transfer import progress_printer
 
     store = _store()
     job_id = find(store, args.id)
-    got = artifacts.results(store, job_id, args.dir)
+    shown = progress_printer(sys.stderr, f"{PROG}: results of {job_id}") if sys.stderr.isatty() else None
+    got, refused = artifacts.results(store, job_id, args.dir, stall_timeout=store.stall_timeout, on_progress=shown)
+    for entry in refused:
+        sys.stderr.write(f"{PROG}: {entry.get('name')!r} was not uploaded by the agent: {entry.get('reason')}\n")
     if args.json:
-        _json({"id": job_id, "artifacts": got})
+        _json({"id": job_id, "artifacts": got, "refused": refused})
     else:
         for entry in got:
             _out(f"{entry['name']}  {entry['size']} bytes  sha256 {entry['sha256']}  verified -> {entry['path']}")
@@ -355,6 +360,7 @@ def cmd_agent(args) -> int:
                          keep_work=args.keep_work, subreaper=True, **kwargs)
     prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
     store = _store()
+    config.stall_seconds = store.stall_timeout
     next(iter(store.list("queue/")), None)  # reach the store once before claiming anything: a bad config fails here, in one line
     return run_agent(store, config)
 

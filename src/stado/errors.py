@@ -47,3 +47,16 @@ class UnsafeArtifactName(ArtifactError):
 
 class ChecksumMismatch(ArtifactError):
     """Downloaded bytes do not match the manifest's size or SHA-256."""
+
+
+class TransferStalled(StadoError):
+    """A transfer moved no bytes for the stall window (STADO_CONFIG stall_timeout) and was ended. What it
+    fetched is kept, so the next attempt resumes there."""
+
+    exit_code = 4
+
+
+class NotFinished(StadoError):
+    """`stado results` of a job that has not finished: it has no results yet."""
+
+    exit_code = 6

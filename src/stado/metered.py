@@ -34,6 +34,10 @@ class MeteredStore(ObjectStore):
         self._count("GET", key)  # billed as a GET-class request
         return self.inner.head(key)
 
+    def get_range(self, key, start, length):
+        self._count("GET", key)
+        return self.inner.get_range(key, start, length)
+
     def put_if_absent(self, key, data):
         self._count("PUT", key)
         return self.inner.put_if_absent(key, data)

@@ -18,6 +18,9 @@ class LostResponses(ObjectStore):
     def list_page(self, prefix, *, start_after=None, limit=1000):
         return self.inner.list_page(prefix, start_after=start_after, limit=limit)
 
+    def get_range(self, key, start, length):
+        return self.inner.get_range(key, start, length)
+
     def put_if_absent(self, key, data):
         self.inner.put_if_absent(key, data)
         if self.times > 0:
@@ -71,6 +74,14 @@ class FailingReads(LostResponses):
         self.prefix, self.failures = prefix, times
 
     def get(self, key):
+        self._fail(key)
+        return self.inner.get(key)
+
+    def get_range(self, key, start, length):
+        self._fail(key)
+        return self.inner.get_range(key, start, length)
+
+    def _fail(self, key):
         if key.startswith(self.prefix) and self.failures > 0:
             self.failures -= 1
             raise StoreUnavailable(f"connection reset while reading {key}")

@@ -61,6 +61,43 @@ def test_empty_object_round_trips(store):
     assert store.get("queue/empty.json").data == b""
 
 
+def test_get_range_reads_part_of_an_object_with_its_version(store):
+    data = bytes(range(256)) * 40
+    written = store.put("status/j1/artifacts/model.bin", data)
+    for start, length in [(0, 1), (0, len(data)), (7, 100), (4000, 5000), (len(data) - 1, 10), (0, 10 * len(data))]:
+        blob = store.get_range("status/j1/artifacts/model.bin", start, length)
+        assert blob.data == data[start:start + length], (start, length)
+        assert blob.version == written
+
+
+def test_get_range_at_or_past_the_end_is_empty_and_a_missing_key_is_not_found(store):
+    written = store.put("status/j1/artifacts/a", b"0123456789")
+    assert store.get_range("status/j1/artifacts/a", 10, 5) == (b"", written)
+    assert store.get_range("status/j1/artifacts/a", 99, 1).data == b""
+    empty = store.put("status/j1/artifacts/empty", b"")
+    assert store.get_range("status/j1/artifacts/empty", 0, 5) == (b"", empty)
+    with pytest.raises(NotFound):
+        store.get_range("status/j1/artifacts/missing", 0, 5)
+    for start, length in [(-1, 5), (0, 0)]:
+        with pytest.raises(ValueError):
+            store.get_range("status/j1/artifacts/a", start, length)
+
+
+def test_a_store_that_does_not_override_get_range_reads_through_get():
+    from stado.objectstore.base import ObjectStore
+
+    class GetOnly(ObjectStore):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def get(self, key):
+            return self.inner.get(key)
+
+    inner = MemoryStore()
+    version = inner.put("k", b"abcdef")
+    assert GetOnly(inner).get_range("k", 2, 3) == (b"cde", version)
+
+
 def test_put_overwrites_and_changes_the_version(store):
     first = store.put("agents/a1.json", b'{"seen": 1}')
     second = store.put("agents/a1.json", b'{"seen": 2}')
@@ -270,6 +307,7 @@ def test_the_url_prefix_isolates_stores(request, tmp_path, backend):
 
 def _every_verb(store):
     yield "get", lambda: store.get("queue/j1.json")
+    yield "get_range", lambda: store.get_range("queue/j1.json", 0, 10)
     yield "put_if_absent", lambda: store.put_if_absent("queue/j1.json", b"x")
     yield "put", lambda: store.put("queue/j1.json", b"x")
     yield "list", lambda: list(store.list("queue"))

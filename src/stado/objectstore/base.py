@@ -8,6 +8,9 @@ from collections import namedtuple
 from collections.abc import Iterator
 
 
+DEFAULT_STALL_TIMEOUT = 60.0
+
+
 class StoreError(Exception):
     """Root of every object-store failure."""
 
@@ -60,6 +63,11 @@ def dir_prefix(prefix: str) -> str:
     return check_key(prefix[:-1] if prefix.endswith("/") else prefix) + "/"
 
 
+def check_range(start: int, length: int) -> None:
+    if start < 0 or length < 1:
+        raise ValueError(f"a range needs start >= 0 and length >= 1, not start={start} length={length}")
+
+
 # collections.namedtuple rather than typing.NamedTuple: typing costs every `stado submit` ~7 ms to import.
 
 class Version(namedtuple("Version", "etag generation", defaults=(None,))):
@@ -83,7 +91,7 @@ class Blob(namedtuple("Blob", "data version")):
 
 
 class ObjectStore:
-    """Five verbs, each with its error contract. Implementations must be safe to use from several
+    """Six verbs, each with its error contract. Implementations must be safe to use from several
     processes at once (the local directory backend included).
 
     Every verb may also raise StoreUnavailable (backend unreachable), AccessDenied (credentials
@@ -95,6 +103,9 @@ class ObjectStore:
     # bytes again revives a stale version, so a stale put_if_match succeeds (ABA). Writers that rely on
     # put_if_match must make every write's bytes unique; stado's documents carry a generation and a nonce.
     unique_versions: bool = True
+    # A transfer (a large get_range series, a multipart put) that moves no bytes for this long is ended;
+    # nothing else ends one (STADO_CONFIG stall_timeout). Read by whoever opens the store, not by wrappers.
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
 
     def get(self, key: str) -> Blob:
         """The object's bytes and version. Raises NotFound."""
@@ -109,6 +120,17 @@ class ObjectStore:
             if entry.key == key:
                 return entry
         raise NotFound(key)
+
+    def get_range(self, key: str, start: int, length: int) -> Blob:
+        """Up to `length` bytes of the object from byte `start`, with the object's version: fewer at its
+        end, none when `start` is at or past the end. Raises NotFound, and ValueError for a negative
+        `start` or a `length` under 1. Large objects are read in ranges so that a transfer resumes where
+        it stopped and no single request has to carry the whole object. This default reads the whole
+        object with get() (a wrapper that does not override it keeps working); backends read only the
+        range."""
+        check_range(start, length)
+        blob = self.get(key)
+        return Blob(blob.data[start:start + length], blob.version)
 
     def put_if_absent(self, key: str, data: bytes) -> Version:
         """Create the key; exactly one of several concurrent creators succeeds. Raises AlreadyExists."""

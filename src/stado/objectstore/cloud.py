@@ -14,9 +14,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .base import (AccessDenied, AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, StoreError,
-                   StoreUnavailable, Version, check_key, dir_prefix)
+                   StoreUnavailable, Version, check_key, check_range, dir_prefix)
 
 PROVIDERS = ("s3", "azure", "gcs")
+PART_SIZE = 5 * 1024 * 1024
 CREDENTIAL_HINTS = {
     "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
     "azure": "AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY (or AZURE_STORAGE_SAS_TOKEN)",
@@ -26,6 +27,7 @@ CREDENTIAL_HINTS = {
 # identity, service account) for them: an error that names it means no credentials were found.
 _METADATA_SERVICE = ("169.254.169.254", "169.254.170.2", "metadata.google.internal", "computeMetadata/",
                      "/latest/api/token", "/metadata/identity/", "Error performing token request")
+_RANGE_NOT_SATISFIABLE = re.compile(r"416 Range Not Satisfiable|InvalidRange|Wanted range starting at")
 _MISSING_BUCKET = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
 
 
@@ -160,6 +162,27 @@ class CloudStore(ObjectStore):
             raise self._error(exc, key) from None
         return Entry(key, version_from_meta(meta), meta["size"], meta["last_modified"].timestamp())
 
+    def get_range(self, key: str, start: int, length: int) -> Blob:
+        check_key(key)
+        check_range(start, length)
+        try:
+            result = self._obs.get(self._store, key, options={"range": (start, start + length)})
+            data = bytes(result.bytes())
+        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
+            if not _RANGE_NOT_SATISFIABLE.search(str(exc)):
+                raise self._error(exc, key) from None
+        else:
+            return Blob(data, version_from_meta(result.meta))
+        # A range that starts at or past the end (S3 and Azure answer 416): nothing to read there.
+        try:
+            meta = self._obs.head(self._store, key)
+        except BaseException as exc:
+            raise self._error(exc, key) from None
+        if meta["size"] > start:
+            raise StoreError(f"{self._where}: {key}: the server refused the range {start}-{start + length - 1} of a "
+                             f"{meta['size']}-byte object")
+        return Blob(b"", version_from_meta(meta))
+
     def put_if_absent(self, key: str, data: bytes) -> Version:
         check_key(key)
         try:
@@ -181,8 +204,12 @@ class CloudStore(ObjectStore):
 
     def put(self, key: str, data: bytes) -> Version:
         check_key(key)
+        # A large body goes up in parts of the smallest size S3 allows, one at a time, so that each request
+        # carries 5 MiB, not the whole object, within the client's request timeout however slow the link.
+        large = {"use_multipart": True, "chunk_size": PART_SIZE, "max_concurrency": 1} if len(data) > 2 * PART_SIZE \
+            else {"use_multipart": False}
         try:
-            return version_from_meta(self._obs.put(self._store, key, bytes(data)))
+            return version_from_meta(self._obs.put(self._store, key, bytes(data), **large))
         except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
             raise self._error(exc, key) from None
 

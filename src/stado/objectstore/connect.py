@@ -20,6 +20,8 @@ STADO_CONFIG names a TOML file with one table::
     allow_http = true                    # only for a plain-HTTP endpoint
     # az:// only: account = "NAME", emulator = true (Azurite's well-known account and key)
     # any cloud: connect_timeout = 5, timeout = 60, max_retries = 4, retry_timeout = 20 (seconds)
+    # any cloud: stall_timeout = 60: a transfer that moves no bytes for this long is ended (seconds);
+    #   large objects move in ranges and parts, so `timeout` bounds one request, never a whole transfer
 
 Each option's type, and the endpoint's shape (an http(s) URL with a host), is checked at open:
 ConfigError names the option; obstore never sees a value its Rust code could panic on.
@@ -41,9 +43,9 @@ from .base import ConfigError, ObjectStore
 CLOUD_SCHEMES = {"s3": "s3", "az": "azure", "azure": "azure", "gs": "gcs"}
 CLIENT_OPTIONS = ("connect_timeout", "timeout", "max_retries", "retry_timeout", "allow_http")
 OPTIONS = {
-    "s3": ("endpoint", "region", "virtual_hosted_style") + CLIENT_OPTIONS,
-    "azure": ("endpoint", "account", "emulator") + CLIENT_OPTIONS,
-    "gcs": ("endpoint",) + CLIENT_OPTIONS,
+    "s3": ("endpoint", "region", "virtual_hosted_style", "stall_timeout") + CLIENT_OPTIONS,
+    "azure": ("endpoint", "account", "emulator", "stall_timeout") + CLIENT_OPTIONS,
+    "gcs": ("endpoint", "stall_timeout") + CLIENT_OPTIONS,
 }
 # (environment variable, obstore config key): read from the `env` given, not only os.environ.
 CREDENTIAL_ENV = {
@@ -163,7 +165,7 @@ def _open_memory(url: str, name: str, options: dict) -> ObjectStore:
 
 BOOLEAN_OPTIONS = ("allow_http", "virtual_hosted_style", "emulator")
 TEXT_OPTIONS = ("region", "account")
-SECONDS_OPTIONS = ("connect_timeout", "timeout", "retry_timeout")
+SECONDS_OPTIONS = ("connect_timeout", "timeout", "retry_timeout", "stall_timeout")
 
 
 def _shown(value) -> str:
@@ -293,6 +295,8 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
     endpoint = config.get("base_url") or config.get("endpoint")
     where = f"{url} at {endpoint}" if endpoint else url
     opened = CloudStore(url, provider, store, where, timeout=client["timeout"].total_seconds())
+    if "stall_timeout" in options:
+        opened.stall_timeout = float(options["stall_timeout"])
     if provider == "gcs":
         from .tombstones import TombstoneDeletes
 

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from runkit.durable import fsync_dir, write_temp
 
 from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
-                   StoreUnavailable, Version, check_key, dir_prefix)
+                   StoreUnavailable, Version, check_key, check_range, dir_prefix)
 
 LOCK_BUCKETS = 1024        # bounds the lock directory; unrelated keys sharing a bucket only serialise
 STALE_TMP_SECONDS = 3600   # a temporary file this old belongs to a writer that died
@@ -44,9 +44,9 @@ def version_of(st: os.stat_result) -> Version:
 
 def _os_errors_reported(method):
     """A full disk or a permission problem is the store being unavailable, told in one line, not an OSError."""
-    def verb(self, key, *args):
+    def verb(self, key, *args, **kwargs):
         try:
-            return method(self, key, *args)
+            return method(self, key, *args, **kwargs)
         except OSError as exc:
             raise StoreUnavailable(f"the local store {self.root} failed to {method.__name__} {key!r} "
                                    f"({exc.strerror or exc}): check the disk and the directory's permissions") from None
@@ -95,6 +95,26 @@ class FileStore(ObjectStore):
         if st is None:
             raise NotFound(key)
         return Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9)
+
+    @_os_errors_reported
+    def get_range(self, key: str, start: int, length: int) -> Blob:
+        check_range(start, length)
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except _MISSING:
+            raise NotFound(key) from None
+        try:
+            st = os.fstat(fd)
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise NotFound(key)
+            chunks, at, end = [], start, min(start + length, st.st_size)
+            while at < end and (chunk := os.pread(fd, min(end - at, 1 << 24), at)):
+                chunks.append(chunk)
+                at += len(chunk)
+        finally:
+            os.close(fd)
+        return Blob(b"".join(chunks), version_of(st))
 
     @_os_errors_reported
     def list(self, prefix: str) -> Iterator[Entry]:

@@ -4,7 +4,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from .base import AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key, dir_prefix
+from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key,
+                   check_range, dir_prefix)
 
 
 class MemoryStore(ObjectStore):
@@ -35,6 +36,11 @@ class MemoryStore(ObjectStore):
             except KeyError:
                 raise NotFound(key) from None
             return Entry(key, version, len(data), modified)
+
+    def get_range(self, key: str, start: int, length: int) -> Blob:
+        check_range(start, length)
+        data, version = self.get(key)
+        return Blob(data[start:start + length], version)
 
     def put_if_absent(self, key: str, data: bytes) -> Version:
         check_key(key)

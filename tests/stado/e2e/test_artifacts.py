@@ -79,3 +79,13 @@ def test_a_dot_file_artifact_is_uploaded_like_any_other(stado_env, tmp_path):
     shown = json.loads(stado(stado_env, "results", job, str(out), "--json").stdout)
     assert sorted(a["name"] for a in shown["artifacts"]) == [".hidden", ".x.1.tmp"]
     assert (out / ".hidden").read_text() == "secret-config" and (out / ".x.1.tmp").read_text() == "v"
+
+
+def test_results_of_a_job_that_has_not_finished_has_its_own_exit_code(stado_env, tmp_path):
+    job = submit(stado_env, "true")
+    got = stado(stado_env, "results", job, str(tmp_path / "out"), ok=False)
+    assert got.returncode == 6 and f"job {job} has not finished (queued): it has no results yet" in got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    stado(stado_env, "cancel", job)
+    ended = stado(stado_env, "results", job, str(tmp_path / "out"), ok=False)
+    assert ended.returncode == 1 and "ended cancelled without a result manifest" in ended.stderr

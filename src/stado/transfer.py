@@ -1,0 +1,291 @@
+"""Moving large objects without a clock ending the transfer (seed 003: "No transfer is ended by a clock:
+a fetch that stops moving stays visible ... and is cancelled by name").
+
+A download reads its object in ranges (ObjectStore.get_range) sized to about a second of what the link
+carries, so no single request has to carry the whole object within the store client's request timeout.
+Each range is appended to a partial file; a range that fails is tried again, smaller, from where the
+transfer stopped, and a later attempt resumes from the partial file (a sidecar names the object and the
+version its bytes came from; another version starts again at zero). A transfer ends only when it is
+done, cancelled, or has moved no bytes for `stall_seconds` (TransferStalled).
+
+Work runs on a Worker thread so that its owner stays responsive: the agent's loop keeps renewing
+leases and honours SIGTERM, the CLI prints progress. A worker blocked in a request that stopped moving
+is abandoned by its owner's check(): it writes nothing more, and ends when the store client gives up
+on that request.
+"""
+import hashlib
+import json
+import os
+import threading
+import time
+
+from runkit.durable import fsync_dir
+
+from .errors import ChecksumMismatch, TransferStalled
+from .objectstore.base import (DEFAULT_STALL_TIMEOUT, AccessDenied, ConfigError, InvalidKey, NotFound, ObjectStore,
+                               StoreError, Version)
+
+DEFAULT_STALL_SECONDS = DEFAULT_STALL_TIMEOUT
+FIRST_RANGE = 1 << 20
+MIN_RANGE = 64 << 10
+MAX_RANGE = 64 << 20
+RANGE_SECONDS = 1.0  # aim: one range per second of what the link carries (less with a short stall window)
+PERMANENT = (NotFound, AccessDenied, ConfigError, InvalidKey)  # trying again cannot help
+
+_path_locks: dict[str, threading.Lock] = {}
+_path_locks_guard = threading.Lock()
+
+
+class Cancelled(Exception):
+    """The owner gave up on this work (a stall, a cancel); raised inside the worker only."""
+
+
+class Progress:
+    """Bytes moved so far, and when bytes last moved (monotonic): what a stall is judged by."""
+
+    def __init__(self, total: int = 0):
+        self.total, self.done = total, 0
+        self.resumed = 0  # bytes an earlier attempt had fetched, taken up again
+        self.started = self.moved_at = time.monotonic()
+        self.cancelled = threading.Event()
+
+    def moved(self, n: int) -> None:
+        self.done += n
+        self.moved_at = time.monotonic()
+
+    def idle_for(self, now: float | None = None) -> float:
+        return (time.monotonic() if now is None else now) - self.moved_at
+
+    def check(self) -> None:
+        if self.cancelled.is_set():
+            raise Cancelled()
+
+    def describe(self) -> str:
+        rate = (self.done - self.resumed) / max(time.monotonic() - self.started, 1e-3)
+        return f"{human(self.done)} of {human(self.total)} ({human(rate)}/s)"
+
+
+class Worker:
+    """Runs fn(progress) on a daemon thread. check() -> 'running' | 'done' | 'failed' | 'stalled'; a
+    worker whose progress has not moved for stall_seconds is abandoned and reported stalled."""
+
+    def __init__(self, fn, progress: Progress, *, stall_seconds: float, name: str, notify=None):
+        self.progress, self.stall_seconds, self.notify = progress, stall_seconds, notify
+        self.result = self.error = None
+        self._fn = fn
+        self._finished = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> "Worker":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self.result = self._fn(self.progress)
+        except BaseException as e:  # reported to the owner by check(); a worker thread has no one else to tell
+            if self.error is None:  # a stall the owner declared keeps its message
+                self.error = e
+        self._finished.set()
+        if self.notify is not None:
+            self.notify()
+
+    def cancel(self) -> None:
+        self.progress.cancelled.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._finished.wait(timeout)
+
+    def check(self) -> str:
+        if self._finished.is_set():
+            if self.error is None:
+                return "done"
+            return "stalled" if isinstance(self.error, (TransferStalled, Cancelled)) else "failed"
+        if self.progress.idle_for() > self.stall_seconds:
+            self.cancel()
+            self.error = TransferStalled(f"no bytes moved for {self.stall_seconds:g} s after "
+                                         f"{human(self.progress.done)} of {human(self.progress.total)}")
+            return "stalled"
+        return "running"
+
+
+def watch(worker: Worker, on_progress=None, every: float = 0.25):
+    """Wait for a started worker in this thread, calling on_progress(progress, state) as it goes; its
+    result, or its error raised here (TransferStalled when it stopped moving)."""
+    while True:
+        state = worker.check()
+        if on_progress is not None:
+            on_progress(worker.progress, state)
+        if state == "done":
+            return worker.result
+        if state != "running":
+            raise TransferStalled("cancelled") if isinstance(worker.error, Cancelled) else worker.error
+        worker.wait(every)
+
+
+def progress_printer(stream, label: str, every: float = 0.25):
+    """An on_progress for watch() that keeps one line on a terminal up to date: bytes so far, of how many."""
+    last = [0.0]
+
+    def show(progress: Progress, state: str) -> None:
+        now = time.monotonic()
+        if state == "running" and now - last[0] < every:
+            return
+        last[0] = now
+        stream.write(f"\r{label}: {progress.describe()}" + ("" if state == "running" else f" {state}\n"))
+        stream.flush()
+    return show
+
+
+def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: str | None,
+             progress: Progress, stall_seconds: float) -> str:
+    """Fetch `key` into the file `partial` (resuming what an earlier attempt left there) and check it
+    against `size` and `sha256`. Returns `partial`, complete; ChecksumMismatch (and no file kept) when
+    the bytes differ, TransferStalled when nothing moved for stall_seconds, NotFound, AccessDenied."""
+    with _lock_for(partial):
+        offset, version = _resume_point(partial, key, size, sha256)
+    hasher = _hash_of(partial, offset)
+    resumed = offset
+    progress.moved(offset)
+    progress.resumed += offset
+    length, failures = FIRST_RANGE, 0
+    # Progress is seen range by range: ranges short beside the stall window keep a slow link from looking
+    # stalled while a range is on its way.
+    range_seconds = min(RANGE_SECONDS, stall_seconds / 8)
+    while offset < size:
+        progress.check()
+        began = time.monotonic()
+        try:
+            blob = store.get_range(key, offset, min(length, size - offset))
+        except PERMANENT:
+            raise
+        except StoreError as e:
+            if progress.idle_for() > stall_seconds:
+                raise TransferStalled(f"no bytes moved for {stall_seconds:g} s after {human(offset)} of "
+                                      f"{human(size)} (last error: {str(e)[:160]})") from None
+            failures += 1
+            length = max(MIN_RANGE, length // 4)
+            progress.cancelled.wait(min(0.1 * 2 ** failures, 2.0))
+            continue
+        if version is not None and blob.version != version:
+            offset, hasher = _start_again(partial, progress, offset)  # the object was replaced: old bytes are void
+            version = None
+            continue
+        if not blob.data:
+            break  # shorter than its manifest says: told below
+        with _lock_for(partial):
+            progress.check()  # an abandoned worker writes nothing once its owner has moved on
+            if version is None:
+                version = blob.version
+                _write_sidecar(partial, key, size, sha256, version)
+            _append(partial, blob.data)
+        hasher.update(blob.data)
+        offset += len(blob.data)
+        progress.moved(len(blob.data))
+        failures = 0
+        took = max(time.monotonic() - began, 1e-3)
+        length = int(min(MAX_RANGE, max(MIN_RANGE, len(blob.data) / took * range_seconds, length // 2), length * 4))
+    digest = hasher.hexdigest()
+    if offset == size == 0:
+        _append(partial, b"")  # an empty object: an empty file
+    if offset != size or (sha256 is not None and digest != sha256):
+        discard(partial)
+        if resumed:  # the bytes kept from before may be what is wrong (a crash mid-write): once more, from zero
+            progress.done -= offset
+            progress.resumed -= resumed
+            return download(store, key, partial, size=size, sha256=sha256, progress=progress,
+                            stall_seconds=stall_seconds)
+        raise ChecksumMismatch(f"expected {size} bytes sha256 {(sha256 or '?')[:12]}..., got {offset} bytes sha256 "
+                               f"{digest[:12]}...")
+    return partial
+
+
+def publish(partial: str, target: str, mode: int = 0o644) -> None:
+    """Move a complete, verified partial file to its place (atomically) and forget its sidecar."""
+    os.chmod(partial, mode)
+    fd = os.open(partial, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(partial, target)
+    _unlink(partial + ".json")
+    fsync_dir(os.path.dirname(os.path.abspath(target)))
+
+
+def discard(partial: str) -> None:
+    _unlink(partial)
+    _unlink(partial + ".json")
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+# -- the partial file and its sidecar ---------------------------------------------------------------
+
+def _lock_for(path: str) -> threading.Lock:
+    with _path_locks_guard:
+        return _path_locks.setdefault(path, threading.Lock())
+
+
+def _resume_point(partial: str, key: str, size: int, sha256: str | None) -> tuple[int, tuple | None]:
+    """Bytes already fetched for this object (and the version they came from), or (0, None)."""
+    try:
+        with open(partial + ".json") as f:
+            side = json.load(f)
+        have = os.stat(partial).st_size
+    except (OSError, ValueError):
+        discard(partial)
+        return 0, None
+    if (not isinstance(side, dict) or side.get("key") != key or side.get("size") != size
+            or side.get("sha256") != sha256 or have > size or not isinstance(side.get("version"), list)):
+        discard(partial)
+        return 0, None
+    return have, Version(*side["version"])
+
+
+def _write_sidecar(partial: str, key: str, size: int, sha256: str | None, version) -> None:
+    tmp = partial + ".json.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"key": key, "size": size, "sha256": sha256, "version": list(version)}, f)
+    os.replace(tmp, partial + ".json")
+
+
+def _append(partial: str, data: bytes) -> None:
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _hash_of(partial: str, length: int):
+    hasher = hashlib.sha256()
+    if length:
+        with open(partial, "rb") as f:
+            while chunk := f.read(min(1 << 20, length)):
+                hasher.update(chunk)
+                length -= len(chunk)
+    return hasher
+
+
+def _start_again(partial: str, progress: Progress, offset: int):
+    with _lock_for(partial):
+        progress.check()
+        discard(partial)
+    progress.done -= offset
+    return 0, hashlib.sha256()
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
