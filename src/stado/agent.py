@@ -95,6 +95,7 @@ class Slot:
     started_at: float | None = None
     started_mono: float = 0.0
     io: JobIO | None = None
+    verify: tuple | None = None         # (queue doc, version): a claim whose genuineness is still to be read
     launched: bool = False              # its process was spawned (or it failed before it could be)
     launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
@@ -344,6 +345,12 @@ class Agent:
                 now = time.time()
                 got = jobs.claim(self.store, queued, agent_id=self.id, instance_ref=self.instance_ref,
                                  lease_expires_at=self.lease.promise(now), now=now)
+            except jobs.Unverified as unsure:
+                self.log(f"{unsure}; held, not started: checked again on the next tick")
+                free -= 1
+                self._start(unsure.doc, unsure.version, inputs_missing=None,
+                            verify=(unsure.queued, unsure.queued_version))
+                continue
             except CorruptDocument as e:
                 # Another record of this job (or of its input's producer) is corrupt: this job cannot be
                 # decided on, the others can. Looked at again on the slow leftovers cadence, or once its
@@ -371,14 +378,14 @@ class Agent:
 
     # -- running -----------------------------------------------------------------------------------------
 
-    def _start(self, doc: dict, version, *, inputs_missing: str | None) -> None:
+    def _start(self, doc: dict, version, *, inputs_missing: str | None, verify=None) -> None:
         job_id = doc["id"]
         job_dir = os.path.join(self.cfg.work_root, "jobs", job_id)
         work = os.path.join(job_dir, "work")
         os.makedirs(work, mode=0o700, exist_ok=True)
         with open(os.path.join(job_dir, artifacts.JOB_ID_FILE), "w") as f:
             f.write(job_id + "\n")
-        slot = Slot(doc, version, job_dir)
+        slot = Slot(doc, version, job_dir, verify=verify)
         self.slots[job_id] = slot
         self.log(f"{job_id}: claimed ({doc['spec']['command'][:80]!r})")
         now = time.time()
@@ -397,6 +404,8 @@ class Agent:
         spawn it. A fetch that stalls or meets a store error leaves the slot claimed and not started: the
         claim stays ours (renewed as usual) and a later tick resumes the fetch, so the job still starts once,
         here."""
+        if slot.verify is not None and not self._verified(slot):
+            return
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
         work = os.path.join(job_dir, "work")
         output_path = slot.io.output_path
@@ -426,6 +435,24 @@ class Agent:
         slot.process = {"pid": pid, "pgid": pid, "start_time": ident.start_time if ident else None,
                         "boot_id": proc.boot_id(), "work_dir": work}
         self.log(f"{job_id}: started as process group {pid}")
+
+    def _verified(self, slot: Slot) -> bool:
+        """A claim held while its check failed: check again. True once it is known genuine."""
+        try:
+            genuine = jobs.verify_claim(self.store, slot.doc, slot.version, *slot.verify, writer=self.id)
+        except StoreError as e:
+            slot.launch_due = time.monotonic() + self.cfg.poll_seconds
+            self.log(f"{slot.job_id}: still cannot tell whether its claim is genuine ({type(e).__name__}: "
+                     f"{str(e)[:200]}); checking again on the next tick")
+            return False
+        slot.verify = None
+        if genuine is None:
+            self.log(f"{slot.job_id}: the claim is not ours after all (it did not land, came from a stale read of the "
+                     "queue, or was cancelled first); nothing started")
+            slot.launched, slot.ended, slot.stopping = True, (None, None), "lost"
+            return False
+        slot.doc, slot.version = genuine
+        return True
 
     def _fail_before_start(self, slot: Slot, error_class: str, message: str) -> None:
         slot.io.tell(f"not started: {message}")
@@ -467,8 +494,8 @@ class Agent:
                 return self._finish(slot)
         elif slot.ended is not None and slot.stopping is None:
             self._stop(slot, "leftover")  # the shell exited; what it left in its group does not outlive the job
-        if mono >= slot.renew_due and slot.stopping not in ("cancel", "lost"):
-            self._renew(slot)  # a cancelled or taken-over job is no longer ours to renew
+        if mono >= slot.renew_due and slot.stopping not in ("cancel", "lost") and slot.version is not None:
+            self._renew(slot)  # a cancelled or taken-over job is no longer ours to renew (nor an unknown claim)
 
     def _closed(self, slot: Slot) -> bool:
         """Its artifacts (if it ran to an end of its own) and the rest of its output are up, on the slot's
@@ -571,7 +598,8 @@ class Agent:
                 # Our own decision, written by an earlier pass whose move was interrupted: finish it.
                 try:
                     found = read(self.store, keys.running(slot.job_id), slot.job_id)
-                    got = jobs.settle(self.store, *found, writer=self.id) if found else None
+                    ours = found is not None and found[0].get("claim") == doc.get("claim")
+                    got = jobs.settle(self.store, *found, writer=self.id) if ours else None
                 except CorruptDocument as e:
                     self.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an "
                              "operator (`stado status` lists it under problems)")

@@ -33,9 +33,16 @@ def create(store: ObjectStore, key: str, doc: dict) -> Version | None:
         return _ours(store, key, doc)
     except StoreUnavailable as dropped:
         try:
-            return _ours(store, key, doc)
+            found = store.get(key)
+        except NotFound:
+            raise dropped from None  # it did not land (or landed and is gone): not another writer's win
         except StoreError:
             raise dropped from None
+        try:
+            current = d.decode(key, found.data)
+        except CorruptDocument:
+            return None
+        return found.version if current.get("nonce") == doc["nonce"] else None
 
 
 def _ours(store: ObjectStore, key: str, doc: dict) -> Version | None:

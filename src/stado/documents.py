@@ -203,6 +203,15 @@ def requeued_after_loss(doc: dict, *, now: float, nonce: str, writer: str) -> di
     return new
 
 
+def returned_doc(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
+    """Back to the queue from a claim that never started its process (it could not tell whether its claim
+    was genuine): no counter moves."""
+    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeued_from=doc.get("claim"))
+    for name in _ATTEMPT_FIELDS + ("requeue", "reaped"):
+        new.pop(name, None)
+    return new
+
+
 _ATTEMPT_FIELDS = ("phase", "owner", "instance_ref", "claim", "claimed_from", "claimed_at", "started_at",
                    "lease_expires_at", "process", "result", "cancel", "finished_at", "settled_by")
 

@@ -24,7 +24,7 @@ from . import faults, keys
 from .cas import create, new_nonce, read, remove, replace
 from .errors import Conflict, CorruptDocument, JobNotFound
 from .lookup import find, records, terminal_records
-from .objectstore.base import ObjectStore, StoreError, Version
+from .objectstore.base import ObjectStore, StoreError, StoreUnavailable, Version
 from .readyindex import index, unindex
 
 CONFLICT_RETRIES = 8
@@ -59,17 +59,51 @@ def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str,
         queued, queued_version = found
     doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t,
                       lease_expires_at=lease_expires_at, nonce=new_nonce())
-    version = create(store, keys.running(job_id), doc)
+    try:
+        version = create(store, keys.running(job_id), doc)
+    except StoreUnavailable as e:
+        raise Unverified(doc, None, queued, queued_version, e) from None  # landed or not: told on the next tick
     if version is None:
-        _finish_interrupted_claim(store, queued, queued_version, writer=agent_id, now=t)
+        try:
+            _finish_interrupted_claim(store, queued, queued_version, doc, writer=agent_id, now=t)
+        except StoreUnavailable as e:
+            raise Unverified(doc, None, queued, queued_version, e) from None  # ours, moved by a cancel? next tick
         return None
     try:
-        stale = stale_claim(store, queued)
+        return verify_claim(store, doc, version, queued, queued_version, writer=agent_id, now=t)
     except CorruptDocument:
-        give_back(store, doc, version, writer=agent_id, now=t)
+        give_back(store, doc, version, writer=agent_id, now=t, restore=True)
         raise
+    except StoreError as e:
+        raise Unverified(doc, version, queued, queued_version, e) from None
+
+
+class Unverified(Exception):
+    """A claim landed, but whether it is genuine could not be read (the store failed): the caller holds it,
+    starts nothing, renews it, and calls verify_claim again on its next tick."""
+
+    def __init__(self, doc: dict, version: Version | None, queued: dict, queued_version: Version, error: StoreError):
+        super().__init__(f"{doc['id']}: claimed, but the check that the claim is genuine failed ({error})")
+        self.doc, self.version, self.queued, self.queued_version, self.error = doc, version, queued, queued_version, error
+
+
+def verify_claim(store: ObjectStore, doc: dict, version: Version | None, queued: dict, queued_version: Version, *,
+                 writer: str, now: float | None = None) -> tuple[dict, Version] | None:
+    """After a claim's create won: (doc, version) if the claim is genuine (then the queue entry it came from
+    is removed), None if it came from a stale read (then it is given back). A `version` of None: whether
+    the create landed is not known (its answer was lost): running/ is read to tell. StoreError: not known yet."""
+    job_id = queued["id"]
+    if version is None:
+        found = read(store, keys.running(job_id), job_id)
+        if found is None or found[0].get("claim") != doc["claim"]:
+            return None  # it did not land (or landed and was settled since): nothing of ours to start
+        if found[0].get("phase") != "running":
+            settle(store, *found, writer=writer, now=now)  # a cancel reached it first: nothing was started
+            return None
+        doc, version = found
+    stale = stale_claim(store, queued)
     if stale:
-        give_back(store, doc, version, writer=agent_id, now=t)
+        give_back(store, doc, version, writer=writer, now=now, restore=stale != "terminal")
         if stale == "terminal" and remove(store, keys.queued(job_id), queued_version):  # a leftover beside a final record
             unindex(store, queued)
         return None
@@ -96,9 +130,14 @@ def stale_claim(store: ObjectStore, queued: dict) -> str | None:
     return None
 
 
-def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None) -> None:
+def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
+              restore: bool = False) -> None:
     """Undo a claim (or cancel tombstone) whose process never started: delete running/ at our version.
-    If a cancel moved it first, settle that cancel: nothing ran, so nothing needs stopping."""
+    With `restore`, a queue entry that is gone meanwhile (a competitor that saw our claim removed it as a
+    leftover) is written back first, while we still hold running/, so the job stays queued. If a cancel
+    moved running/ first, settle that cancel: nothing ran, so nothing needs stopping."""
+    if restore:
+        _return_to_queue(store, doc, writer=writer, now=_now(now))
     if remove(store, keys.running(doc["id"]), version):
         return
     found = read(store, keys.running(doc["id"]), doc["id"])
@@ -106,13 +145,37 @@ def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, n
         settle(store, found[0], found[1], writer=writer, now=now)
 
 
-def _finish_interrupted_claim(store: ObjectStore, queued: dict, queued_version: Version, *, writer: str,
+def _return_to_queue(store: ObjectStore, doc: dict, *, writer: str, now: float) -> None:
+    """Before an unstarted claim lets go of running/: make sure the job stands in the queue under an entry
+    that is not the one it was claimed from. A competitor that saw the claim may be about to delete that
+    entry as a leftover (on its version): it must find it replaced, not gone, nor still there."""
+    back = d.returned_doc(doc, now=now, nonce=new_nonce(), writer=writer)
+    key = keys.queued(doc["id"])
+    for _ in range(CONFLICT_RETRIES):
+        found = read(store, key, doc["id"])
+        if found is None:
+            written = create(store, key, back) is not None
+        elif found[0].get("nonce") == doc.get("claimed_from"):
+            written = replace(store, key, back, found[1])[0] is not None
+        else:
+            return  # another entry stands (ours, written before, or the job went round the queue)
+        if written:
+            index(store, back)
+            return
+    raise Conflict(f"{doc['id']}: its queue entry kept changing while giving the claim back; the claim stays")
+
+
+def _finish_interrupted_claim(store: ObjectStore, queued: dict, queued_version: Version, mine: dict, *, writer: str,
                               now: float) -> None:
     found = read(store, keys.running(queued["id"]), queued["id"])
     if found is None:
         return
     holder, holder_version = found
-    if holder.get("phase") == "cancelling" and holder.get("owner") is None:
+    if holder.get("claim") == mine["claim"] and holder.get("phase") == "cancelling":
+        # Our create landed (its answer was lost) and a cancel reached the claim before we knew it was ours:
+        # nothing was started, so the cancel is settled here.
+        settle(store, holder, holder_version, writer=writer, now=now)
+    elif holder.get("phase") == "cancelling" and holder.get("owner") is None:
         settle(store, holder, holder_version, writer=writer, now=now)  # a cancel of the queued job, interrupted
     elif d.is_leftover_queue_entry(queued, holder):
         if remove(store, keys.queued(queued["id"]), queued_version):  # claimed, but its claimant stopped short
@@ -125,12 +188,27 @@ def renew(store: ObjectStore, doc: dict, version: Version, *, lease_expires_at: 
           started_at: float | None = None, process: dict | None = None) -> tuple[dict, Version] | Fenced:
     """Renew the lease: a compare-and-swap on the running document, so a writer that moved it first
     (cancel, reaper) wins and this worker learns it."""
-    new = d.renewed_doc(doc, now=_now(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
-                        started_at=started_at, process=process)
-    new_version, current = replace(store, keys.running(doc["id"]), new, version)
-    if new_version is None:
-        return Fenced(current)
-    return new, new_version
+    for _ in range(2):
+        new = d.renewed_doc(doc, now=_now(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
+                            started_at=started_at, process=process)
+        new_version, current = replace(store, keys.running(doc["id"]), new, version)
+        if new_version is not None:
+            return new, new_version
+        if current is None or not _own_renewal(doc, current):
+            return Fenced(current)
+        # Our own earlier renewal landed though its answer was lost: renew on top of it, not against it.
+        found = read(store, keys.running(doc["id"]), doc["id"])
+        if found is None or not _own_renewal(doc, found[0]):
+            return Fenced(found[0] if found else None)
+        doc, version = found
+    return Fenced(current)
+
+
+def _own_renewal(mine: dict, current: dict) -> bool:
+    """Whether the running document is one this owner wrote for this attempt (a renewal whose answer it
+    never got), rather than a cancel, a reaper's or a settler's move."""
+    return (current.get("claim") == mine.get("claim") and current.get("owner") == mine.get("owner")
+            and current.get("written_by") == mine.get("owner") and current.get("phase") == "running")
 
 
 def pulse(store: ObjectStore, doc: dict, *, renewed: bool, now: float | None = None) -> None:
@@ -166,6 +244,8 @@ def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now:
     once the bad key is repaired (`stado repair`)."""
     t = _now(now)
     job_id = doc["id"]
+    if doc.get("phase") not in ("finishing", "cancelling"):
+        return None  # nothing decided: a running attempt is its owner's (or the reaper's) to move
     if not taken:
         mine = d.taken_doc(doc, writer=writer, now=t, nonce=new_nonce())
         version, _ = replace(store, keys.running(job_id), mine, version)
@@ -191,16 +271,16 @@ def _requeue(store: ObjectStore, again: dict, running: dict) -> dict:
     for _ in range(CONFLICT_RETRIES):
         found = read(store, key, again["id"])
         if found is None:
-            index(store, again)
             if create(store, key, again) is not None:
+                index(store, again)
                 return again
             continue
         current, current_version = found
         if current.get("requeued_from") == running["claim"] or current.get("generation", 0) >= again["generation"]:
             index(store, current)  # the index copies the entry that stands (another settler may have written it)
             return current
-        index(store, again)
         if replace(store, key, again, current_version)[0] is not None:
+            index(store, again)
             return again
     raise Conflict(f"{again['id']}: its queue entry kept changing while requeuing it; the next pass tries again")
 
@@ -220,7 +300,9 @@ def _terminate(store: ObjectStore, doc: dict, *, writer: str, now: float) -> dic
         key = keys.terminal(term["state"], job_id)
         if create(store, key, term) is None:
             found = read(store, key, job_id)
-            term = found[0] if found else term
+            if found is None:  # terminal records are never deleted: the store is not answering straight
+                raise Conflict(f"{job_id}: {key} was reported present and then absent; the next pass tries again")
+            term = found[0]
     faults.point("cancel-written" if term["state"] == "cancelled" else "terminal-written")
     leftover = read(store, keys.queued(job_id), job_id)
     if leftover is not None and remove(store, keys.queued(job_id), leftover[1]):

@@ -3,21 +3,16 @@
 queue/ stays the ledger (a job is pending exactly while its queue entry exists); ready/ only tells agents
 what to look at first. Listing it in key order gives the highest priority first, then the oldest, so an
 agent reads one bounded page (its window) and still finds a high-priority job submitted behind 100,000
-low-priority ones. An entry is written before its queue entry (a crash leaves an entry pointing at
-nothing, which agents skip and remove), removed once the job is claimed or ends (on the version read:
-a stale remover never hides a newer entry), and any queue entry the index lacks is indexed again by the
-agents' slow pass (`reconcile`).
+low-priority ones. An entry is written after its queue entry (so an index entry always copies a ledger
+entry that existed), removed once the job is claimed or ends (on the version read: a stale remover never
+hides a newer entry), and the agents' slow pass (`reconcile`) indexes a queue entry a crash left
+unindexed and removes entries whose job is no longer queued.
 """
-import time
-
 from . import documents as d
 from . import keys
 from .cas import read, remove
 from .errors import CorruptDocument
 from .objectstore.base import ObjectStore, StoreError
-
-DANGLING_AFTER = 60.0  # seconds: younger entries without a queue entry may belong to a submission under way
-
 
 def index(store: ObjectStore, queued: dict) -> None:
     store.put(keys.ready(queued["spec"].get("priority") or 0, queued["id"]), d.encode(queued))
@@ -39,12 +34,13 @@ def unindex(store: ObjectStore, queued: dict) -> None:
         remove(store, key, found[1])
 
 
-def reconcile(store: ObjectStore, *, now: float | None = None) -> list[str]:
-    """Index queue entries the index lacks, remove index entries whose job is no longer queued (older than
-    DANGLING_AFTER). Two LISTs of whole prefixes: run on the agents' slow cadence, not every poll."""
-    t = time.time() if now is None else now
-    queued = {job_id: e for e in store.list(keys.QUEUE) if (job_id := keys.job_id_of(e.key, keys.QUEUE))}
+def reconcile(store: ObjectStore) -> list[str]:
+    """Index queue entries the index lacks; remove index entries whose job is no longer queued. ready/ is
+    listed before queue/: an entry listed was written after its queue entry, so a queue entry missing from
+    the later listing was claimed (or ended) since, and a requeue meanwhile wrote a new version of the
+    entry, which the conditional delete leaves alone. Two LISTs of whole prefixes: the slow cadence's."""
     indexed = {job_id: e for e in store.list(keys.READY) if (job_id := keys.job_id_of_ready(e.key))}
+    queued = {job_id: e for e in store.list(keys.QUEUE) if (job_id := keys.job_id_of(e.key, keys.QUEUE))}
     lines = []
     for job_id in queued.keys() - indexed.keys():
         try:
@@ -57,6 +53,6 @@ def reconcile(store: ObjectStore, *, now: float | None = None) -> list[str]:
             lines.append(f"{job_id}: queued but missing from the claim-order index; indexed")
     for job_id in indexed.keys() - queued.keys():
         entry = indexed[job_id]
-        if t - entry.modified > DANGLING_AFTER and remove(store, entry.key, entry.version):
+        if remove(store, entry.key, entry.version):
             lines.append(f"{job_id}: removed a claim-order index entry whose job is no longer queued")
     return lines

@@ -162,8 +162,9 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
         job_id = fire_job_id(doc, fire)
         queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce())
         queued["schedule"] = {"name": doc["name"], "fire_time": d.iso(fire)}
-        index(store, queued)
         made = create(store, keys.queued(job_id), queued)
+        if made is not None:
+            index(store, queued)
         line = (f"schedule {doc['name']}: fired {d.iso(fire)} as job {job_id}" if made is not None else None)
     new = dict(doc, last_fired=fire, fired=doc.get("fired", 0) + (0 if skipped else 1),
                skipped=doc.get("skipped", 0) + skipped, generation=doc.get("generation", 0) + 1, nonce=new_nonce())

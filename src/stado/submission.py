@@ -71,9 +71,9 @@ def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None
             # The name index is written first: a crash between the two writes leaves a name that points at
             # no job (lookups skip it), never a job its name cannot find.
             store.put(keys.name_entry(spec.name, job_id), job_id.encode())
-        index(store, doc)  # the claim-order index first: a crash leaves an entry agents skip, never a hidden job
         if create(store, keys.queued(job_id), doc) is None:
             raise Conflict(f"job id {job_id} already taken (clock or id generator fault); nothing more was submitted")
+        index(store, doc)  # after the ledger entry: a crash in between is healed by the agents' slow pass
         docs.append(doc)
     return docs
 

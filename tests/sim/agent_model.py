@@ -4,7 +4,7 @@ state machine and its process shell, this module shrinks to driving that state m
 
 Kept from the real Agent, unchanged: the claim pass (_claim_pass: list queue/, pause record, read,
 admission, jobs.claim), the tick (_tick: reap, renew with jobs.renew, the pulse, _fenced, _stop), the finish
-(_finish, _settle_slot: jobs.finish, jobs.settle, the manifest upload), the cancel (_settle_cancel) and the
+(_finish, _settle_slot: jobs.finish, jobs.settle), the cancel (_settle_cancel) and the
 leftovers pass (jobs.settle_leftovers). Replaced here:
 - run(): the same loop, minus the lock file, signals and the agents/ record; its wait is a simulated sleep
   (woken early when one of its processes exits, as SIGCHLD wakes the real one);
@@ -19,6 +19,27 @@ from stado import agent as real
 from stado.agent import Agent, AgentConfig, Slot
 
 from . import invariants
+
+
+class SimIO:
+    """A slot's transfers (stado.jobio.JobIO runs them on threads): nothing to move in the simulator."""
+
+    output_path = "/nonexistent/stado-sim/output.log"
+
+    def inputs(self, refs, work_dir):
+        return "done", []
+
+    def inputs_in(self) -> bool:
+        return False
+
+    def tell(self, message: str) -> None:
+        pass
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self, upload_artifacts: bool):
+        return "done", None
 
 
 class SimAgent(Agent):
@@ -66,11 +87,11 @@ class SimAgent(Agent):
             self.sim.sleep_until(min(deadline, self.sim.next_exit(self.actor)))
         return 0
 
-    def _start(self, doc: dict, version, *, inputs_missing: str | None) -> None:
-        """Agent._start and _launch for a job with no inputs, its process a simulated one."""
+    def _start(self, doc: dict, version, *, inputs_missing: str | None, verify=None) -> None:
+        """Agent._start for a job with no inputs, minus the work directory."""
         time = real.time
         job_id = doc["id"]
-        slot = Slot(doc, version, job_dir=f"/nonexistent/stado-sim/jobs/{job_id}")
+        slot = Slot(doc, version, job_dir=f"/nonexistent/stado-sim/jobs/{job_id}", verify=verify)
         self.slots[job_id] = slot
         self.log(f"{job_id}: claimed ({doc['spec']['command'][:80]!r})")
         now = time.time()
@@ -78,10 +99,16 @@ class SimAgent(Agent):
         slot.started_mono = time.monotonic()
         slot.renew_due = slot.started_mono + self.cfg.poll_seconds
         slot.renew_due_wall = now + self.cfg.poll_seconds
-        slot.output_due = math.inf  # output is not simulated (only its agent writes a job's output chunks)
+        slot.io = SimIO()  # inputs, output and artifacts are not simulated (only a job's own agent writes them)
         if inputs_missing:
             return self._fail_before_start(slot, "input_unavailable", inputs_missing)
+        self._launch(slot)
+
+    def _launch(self, slot: Slot) -> None:
+        """Agent._launch with a simulated process (after the same check of a claim held unverified)."""
+        if slot.verify is not None and not self._verified(slot):
+            return
         slot.launched = True
-        pid = self.sim.start_process(self.actor, doc)
+        pid = self.sim.start_process(self.actor, slot.doc)
         slot.pgid = pid
         slot.process = {"pid": pid, "pgid": pid, "start_time": None, "boot_id": "sim", "work_dir": slot.job_dir}

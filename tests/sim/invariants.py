@@ -153,8 +153,8 @@ def agent_idles(sim, agent) -> None:
         if found is None:
             continue
         current = sim.store.document(found[0], found[1])
-        if current.get("owner") != model.id:
-            continue
+        if current.get("owner") != model.id or current.get("phase") == "finishing":
+            continue  # a decided move is finished by whoever's leftovers pass comes first: not abandoned
         slot = model.slots.get(job)
         if slot is None or slot.doc.get("claim") != current.get("claim"):
             violation(sim, "abandoned", f"{agent.name} holds {sim.names[job]}'s claim in running/ (phase "

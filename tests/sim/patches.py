@@ -6,7 +6,7 @@ environment for secrets to redact: output is not simulated). No product code cha
 import os
 from contextlib import contextmanager
 
-from stado import agent, artifacts, jobs, readyindex, submission
+from stado import agent, artifacts, jobs, submission
 
 
 class _SimTime:
@@ -51,7 +51,7 @@ def deterministic(sim):
     clock = _SimTime(sim)
     replacements = [
         (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce), (submission, "time", clock),
-        (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock), (readyindex, "time", clock),
+        (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock),
         (agent, "uuid7", sim.new_agent_id), (agent, "time", clock), (agent, "random", _SimRandom(sim)),
         (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (agent, "group_alive", sim.group_alive), (agent, "reap", sim.reap), (agent, "signal_group", sim.signal_group),
