@@ -371,3 +371,32 @@ def signal_name(sig: int | None) -> str | None:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
+
+
+def using_path(directory: str) -> list[int]:
+    """Pids of live processes (of this user: others' cannot be read) whose working directory or an open
+    file lies in `directory` or below it: what `lsof +D` would list. Linux only (an empty list elsewhere)."""
+    if not _PROC:
+        return []
+    root = os.path.realpath(directory)
+    inside = root.rstrip("/") + "/"
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        base = f"/proc/{name}"
+        try:
+            paths = [os.readlink(f"{base}/cwd")]
+            fds = os.listdir(f"{base}/fd")
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        for fd in fds:
+            try:
+                paths.append(os.readlink(f"{base}/fd/{fd}"))
+            except OSError:  # closed meanwhile
+                continue
+        if any(p == root or p.startswith(inside) for p in paths):
+            st = stat(int(name))
+            if st is not None and st.alive:
+                found.append(int(name))
+    return found

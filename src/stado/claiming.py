@@ -8,11 +8,17 @@ up once per poll whatever number of jobs wait on them, a producer still listed i
 needs no read at all (running/ is listed at most once per poll, and only while something waits), and a
 producer's terminal record, final once written, is remembered for good.
 """
+import random
+import time
+
 from runkit.ids import is_uuid
 
-from . import keys
-from .cas import read
+from . import jobs, keys
+from .admission import why_not
+from .cas import read, remove
+from .errors import CorruptDocument
 from .objectstore.base import Entry, ObjectStore, Version
+from .pause import pause_record
 
 READY, WAIT = "ready", "wait"
 
@@ -108,3 +114,104 @@ class QueueKnowledge:
                     self._final[producer] = self._looked_up[producer] = state
                     break
         return self._looked_up[producer]
+
+
+# -- the claim pass ------------------------------------------------------------------------------------
+
+def claim_pass(agent) -> int:
+    """Claim up to the agent's free slots, in claim order. Returns how many claimable jobs were seen (0:
+    nothing to do). The pause record is read only when a job could be claimed; jobs this agent runs are
+    never claimed (a queued job one of its own slots runs is taken back by that slot, not started)."""
+    listed, strays = agent.queue.list_window(agent.cfg.window)
+    for entry in strays:
+        agent.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
+    entries = [(job_id, entry) for job_id, entry in listed if job_id not in agent.slots]
+    if not entries:
+        return 0
+    paused = None
+    free = initially_free = agent.cfg.slots - len(agent.slots)
+    seen = 0
+    for job_id, entry in spread(entries, max(4 * free, 8)):
+        if free == 0:
+            agent.queue.head_blocked(False)
+            return seen + 1
+        if agent.said.get(entry.key) == entry.version or job_id in agent.blocked:
+            continue  # known corrupt or ineligible (unchanged since), or held up until the slow cadence
+        hint = _candidate(agent, job_id, entry)
+        if hint is None:
+            continue
+        try:
+            inputs = agent.queue.inputs_state(hint)
+            if inputs == WAIT:
+                seen += 1
+                continue
+            if paused is None:
+                paused = _paused(agent)
+            if paused:
+                return 0
+            ledger = read(agent.store, keys.queued(job_id), job_id)  # the index is a hint; the ledger decides
+            if ledger is None:
+                remove(agent.store, entry.key, entry.version)  # claimed or ended since: the entry points nowhere
+                agent.queue.forget(entry.key)
+                continue
+            seen += 1
+            now = time.time()
+            got = jobs.claim(agent.store, ledger[0], agent_id=agent.id, instance_ref=agent.instance_ref,
+                             lease_expires_at=agent.lease.promise(now), now=now, queued_version=ledger[1])
+        except jobs.Unverified as unsure:
+            agent.log(f"{unsure}; held, not started: checked again on the next tick")
+            free -= 1
+            agent.runner.start(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version))
+            continue
+        except CorruptDocument as e:
+            # Another record of this job (or of its input's producer) is corrupt: this job cannot be decided
+            # on, the others can. Looked at again on the slow cadence (after `stado repair`, say).
+            agent.blocked[job_id] = True
+            agent.log_once(f"blocked {entry.key}", str(e), f"{job_id}: not claimed: {e}; skipped (`stado status` "
+                           "lists it under problems)")
+            continue
+        agent.queue.forget(entry.key)
+        if got is None:
+            continue
+        free -= 1
+        agent.runner.start(*got, inputs_missing=inputs if inputs != READY else None)
+    agent.queue.head_blocked(free == initially_free)  # nothing here could start: look further next time
+    return seen
+
+
+def _candidate(agent, job_id: str, entry: Entry) -> dict | None:
+    """The entry's job if this agent may run it (known corrupt and ineligible ones are said once)."""
+    try:
+        found = agent.queue.document(job_id, entry)
+    except CorruptDocument as e:
+        agent.log_once(entry.key, entry.version, f"{e}: skipped")
+        return None
+    if found is None:
+        return None
+    reason = why_not(found[0]["spec"], agent.offer)
+    if reason:
+        agent.log_once(entry.key, entry.version, f"{job_id}: not for this agent: {reason}")
+        return None
+    return found[0]
+
+
+def _paused(agent) -> bool:
+    pause = pause_record(agent.store)
+    if pause is None:
+        agent.said.pop("pause", None)
+        return False
+    agent.log_once("pause", pause.get("nonce"), f"queue paused by {pause.get('by')} at {pause.get('at')}"
+                   f" ({pause.get('reason') or 'no reason given'}): not claiming")
+    return True
+
+
+def spread(entries: list, head: int) -> list:
+    """Claim order (priority, then creation time), with the first `head` entries shuffled among those of
+    equal priority, so that agents polling together do not all race for the same first job."""
+    first, rest = entries[:head], entries[head:]
+    runs: dict[str, list] = {}
+    for item in first:
+        runs.setdefault(item[1].key[len(keys.READY):][:4], []).append(item)
+    for run in runs.values():
+        random.shuffle(run)
+    return [item for rank in sorted(runs) for item in runs[rank]] + rest

@@ -121,8 +121,9 @@ def _parser():
     a.add_argument("--window", type=_int, default=1000,
                    help="claim-order index entries one poll lists (one page; default 1000): the queue beyond it "
                         "costs nothing per poll")
-    a.add_argument("--settle-seconds", type=_float, default=300.0,
-                   help="seconds between passes that finish moves crashed agents left half done (default 300)")
+    a.add_argument("--settle-seconds", type=_float, default=30.0,
+                   help="seconds between reaper passes: finish moves crashed agents left half done, requeue (or fail) "
+                        "jobs whose worker stopped speaking (default 30)")
     a.add_argument("--kill-after", type=_float, default=10.0,
                    help="seconds from SIGTERM to SIGKILL when stopping a job's process group (default 10)")
     a.add_argument("--until-idle", action="store_true",
@@ -329,39 +330,24 @@ def cmd_results(args) -> int:
 
 
 def cmd_agent(args) -> int:
-    from .agent import AgentConfig, default_work_root, prepare_work_root, run_agent
+    from .agent import run_agent
+    from .agentconfig import AgentConfig
+    from .keys import READY
+    from .workroot import default_work_root, prepare_work_root
 
-    if args.slots < 1:
-        raise BadInput("--slots must be at least 1")
-    if args.poll_seconds <= 0:
-        raise BadInput("--poll-seconds must be greater than 0")
-    if args.settle_seconds <= 0:
-        raise BadInput("--settle-seconds must be greater than 0")
-    if not 1 <= args.window <= 10_000:
-        raise BadInput(f"--window must be a whole number from 1 to 10000, not {args.window}")
     host = args.host or os.environ.get("STADO_HOST") or None
-    kwargs = {"host": host} if host else {}
+    extra = {"host": host} if host else {}
     if args.cores is not None:
-        if args.cores < 1:
-            raise BadInput("--cores must be at least 1")
-        kwargs["cores"] = args.cores
-    if not 0 <= args.accelerators <= 1024:
-        raise BadInput(f"--accelerators must be a whole number from 0 to 1024, not {args.accelerators}")
-    from .spec import check_token
-
-    capabilities = _list(args.capabilities)
-    for cap in capabilities:
-        check_token(cap, "capability")  # the same rule as a job's --capabilities, so the two can match
+        extra["cores"] = args.cores
     config = AgentConfig(work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=_own_program(),
-                         slots=args.slots, poll_seconds=args.poll_seconds,
-                         capabilities=frozenset(capabilities), accelerators=args.accelerators,
-                         kill_after=args.kill_after, settle_seconds=args.settle_seconds, until_idle=args.until_idle,
-                         window=args.window,
-                         keep_work=args.keep_work, subreaper=True, **kwargs)
+                         slots=args.slots, poll_seconds=args.poll_seconds, capabilities=frozenset(_list(args.capabilities)),
+                         accelerators=args.accelerators, kill_after=args.kill_after, settle_seconds=args.settle_seconds,
+                         until_idle=args.until_idle, window=args.window, keep_work=args.keep_work, subreaper=True,
+                         **extra).check()
     prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
     store = _store()
     config.stall_seconds = store.stall_timeout
-    next(iter(store.list("queue/")), None)  # reach the store once before claiming anything: a bad config fails here, in one line
+    store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
     return run_agent(store, config)
 
 

@@ -113,20 +113,34 @@ def verify_claim(store: ObjectStore, doc: dict, version: Version | None, queued:
             unindex(store, queued)
     except StoreError:
         pass  # the claim is won; a leftover queue entry is removed by the next pass (_finish_interrupted_claim)
-    return doc, version
+    # Last, that the claim still stands: a claimant that stalled past its promise may have been reaped, and the
+    # job claimed and started by another worker since (the queue entry would then be gone, as it is now).
+    current = read(store, keys.running(job_id), job_id)
+    if current is None or current[0].get("claim") != doc["claim"]:
+        return None
+    if current[0].get("phase") == "cancelling":
+        settle(store, *current, writer=writer, now=now)  # a cancel reached the claim first: nothing was started
+        return None
+    return current if current[0].get("phase") == "running" else None
 
 
 def stale_claim(store: ObjectStore, queued: dict) -> str | None:
     """Whether a create that just won running/ came from a stale read of the queue: "terminal" when the
-    job already has a final record, "requeued" when its queue entry is newer than the one read, None when
-    the claim is genuine (the entry read is still there, or a competitor that saw our claim removed it:
-    running/ was free, so no move of the job was under way). CorruptDocument when it cannot be told."""
+    job already has a final record, "requeued" when its queue entry is newer (a higher generation) than the
+    one read, None when the claim is genuine (the entry read is still there, or a competitor that saw our
+    claim removed it: running/ was free, so no move of the job was under way). CorruptDocument when it
+    cannot be told."""
     job_id = queued["id"]
     if terminal_records(store, job_id):
         return "terminal"
     current = read(store, keys.queued(job_id), job_id)
     if current is not None and current[0].get("nonce") != queued["nonce"]:
-        return "requeued"
+        if current[0].get("generation", 0) > queued.get("generation", 0):
+            return "requeued"
+        # Older than the entry we claimed from: written late by a settler that was overtaken (its move had been
+        # finished by another writer, and the entry it meant to write already consumed). Not the job's: drop it.
+        if remove(store, keys.queued(job_id), current[1]):
+            unindex(store, current[0])
     return None
 
 
@@ -182,6 +196,70 @@ def _finish_interrupted_claim(store: ObjectStore, queued: dict, queued_version: 
             unindex(store, queued)
 
 
+# -- re-adoption ----------------------------------------------------------------------------------------
+
+class Readopted(namedtuple("Readopted", "doc version why cancelled")):
+    """What readopt() did: (doc, version) of the running document moved back, or why not (`why`: who took
+    the queued record first; `cancelled`: it was a cancellation)."""
+
+    __slots__ = ()
+
+
+def readopt(store: ObjectStore, prior: dict, *, agent_id: str, instance_ref: str, lease_expires_at: float,
+            now: float | None = None) -> Readopted:
+    """Seed 003: a job requeued while the worker that claimed it still runs its process. Move the queued
+    record back to running/ as the attempt already under way (the same started_at and process, a fresh
+    lease), with the claim's one-winner create; if another worker or a cancellation took it first, say so."""
+    t = _now(now)
+    job_id = prior["id"]
+    found = read(store, keys.queued(job_id), job_id)
+    if found is None or found[0].get("requeued_from") != prior.get("claim"):
+        return _taken_first(store, job_id)
+    queued, queued_version = found
+    doc = dict(d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t, lease_expires_at=lease_expires_at,
+                           nonce=new_nonce()), started_at=prior.get("started_at"), process=prior.get("process"),
+               readopted={"at": d.iso(t), "after": prior.get("claim")})
+    try:
+        version = create(store, keys.running(job_id), doc)
+    except StoreUnavailable as e:
+        raise Unverified(doc, None, queued, queued_version, e) from None  # landed or not: told on the next tick
+    if version is None:
+        return _taken_first(store, job_id)
+    try:
+        genuine = verify_claim(store, doc, version, queued, queued_version, writer=agent_id, now=t)
+    except StoreError:
+        # Its process runs here whatever the store says: hold the claim just made (renewed from now on); the
+        # queue entry it came from, if left, is a leftover the next claimant removes.
+        return Readopted(doc, version, None, False)
+    return Readopted(*genuine, None, False) if genuine else _taken_first(store, job_id)
+
+
+def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
+    terminal = terminal_records(store, job_id)
+    if "cancelled" in terminal:
+        return Readopted(None, None, "a cancellation took the queued record", True)
+    if terminal:
+        return Readopted(None, None, f"the job ended {next(iter(terminal))} meanwhile", False)
+    holder = read(store, keys.running(job_id), job_id)
+    if holder is not None and holder[0].get("phase") == "cancelling":
+        return Readopted(None, None, "a cancellation took the queued record", True)
+    if holder is not None:
+        owner = f"agent {holder[0].get('owner')} on {holder[0].get('instance_ref')}"
+        return Readopted(None, None, f"another worker ({owner}) claimed it", False)
+    return Readopted(None, None, "another worker took the queued record", False)
+
+
+def take_over(store: ObjectStore, doc: dict, version: Version, *, agent_id: str, lease_expires_at: float,
+              now: float | None = None) -> tuple[dict, Version] | None:
+    """An agent restarting on a host becomes the owner of a job the worker it replaced left running there
+    (a compare-and-swap, so a reaper or a cancel that moved first wins). None if it lost."""
+    t = _now(now)
+    new = dict(d.renewed_doc(dict(doc, owner=agent_id), now=t, lease_expires_at=lease_expires_at, nonce=new_nonce()),
+               taken_over={"from": doc.get("owner"), "at": d.iso(t)})
+    new_version, _ = replace(store, keys.running(doc["id"]), new, version)
+    return None if new_version is None else (new, new_version)
+
+
 # -- the owner's renewals -------------------------------------------------------------------------------
 
 def renew(store: ObjectStore, doc: dict, version: Version, *, lease_expires_at: float, now: float | None = None,
@@ -225,11 +303,19 @@ def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *, now: f
     of phase 'finishing' with the outcome: it is also this writer's take), then settle() writes the new
     record and deletes the old."""
     t = _now(now)
-    fin = d.finishing_doc(doc, res, now=t, nonce=new_nonce())
-    new_version, current = replace(store, keys.running(doc["id"]), fin, version)
-    if new_version is None:
-        return Fenced(current)
-    return settle(store, fin, new_version, writer=doc["owner"], now=t, taken=True)
+    for _ in range(2):
+        fin = d.finishing_doc(doc, res, now=t, nonce=new_nonce())
+        new_version, current = replace(store, keys.running(doc["id"]), fin, version)
+        if new_version is not None:
+            return settle(store, fin, new_version, writer=doc["owner"], now=t, taken=True)
+        if current is None or not _own_renewal(doc, current):
+            return Fenced(current)
+        # A renewal of ours landed though its answer was lost: decide on top of it.
+        found = read(store, keys.running(doc["id"]), doc["id"])
+        if found is None or not _own_renewal(doc, found[0]):
+            return Fenced(found[0] if found else None)
+        doc, version = dict(found[0], process=doc.get("process")), found[1]
+    return Fenced(current)
 
 
 def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
@@ -287,11 +373,14 @@ def _requeue(store: ObjectStore, again: dict, running: dict) -> dict:
 
 def _terminate(store: ObjectStore, doc: dict, *, writer: str, now: float) -> dict:
     """Write the terminal record (create-if-absent: final once written), then remove a queue entry left
-    beside it. A cancel of a queued job whose tombstone turns out stale (the job ended meanwhile) writes
-    nothing: the existing terminal record stands."""
+    beside it. A cancel tombstone or a reaper's verdict meeting a job that already ended writes nothing:
+    the existing terminal record stands."""
     job_id = doc["id"]
     term = None
-    if doc.get("owner") is None:  # a cancel tombstone: a job that never started
+    if doc.get("owner") is None or doc.get("reaped"):
+        # A cancel tombstone (a job that never started) or a reaper's verdict on a claim: either may stand on a
+        # stale read (the queue entry it came from written late by an overtaken settler, the job already ended
+        # meanwhile). A job has one final word: an existing terminal record stands.
         existing = terminal_records(store, job_id)
         if existing:
             term = next(iter(existing.values()))[0]

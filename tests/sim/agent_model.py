@@ -1,28 +1,23 @@
-"""The agent in the simulator: stado.agent.Agent itself, with only its process-bound parts played by the
-simulator. This is the one place that knows how agent.py is built; once agent.py is split into a slot
-state machine and its process shell, this module shrinks to driving that state machine.
+"""The agent in the simulator: stado.agent.Agent itself, its loop (Agent.loop), its claim pass
+(claiming.claim_pass), its slots (slot.SlotRunner: renew, fenced, re-adoption, finish, settle), its reaper's
+pass and its index check, unchanged. Only what touches the host is the simulator's:
 
-Kept from the real Agent, unchanged: the claim pass (_claim_pass: list queue/, pause record, read,
-admission, jobs.claim), the tick (_tick: reap, renew with jobs.renew, the pulse, _fenced, _stop), the finish
-(_finish, _settle_slot: jobs.finish, jobs.settle), the cancel (_settle_cancel) and the
-leftovers pass (jobs.settle_leftovers). Replaced here:
-- run(): the same loop, minus the lock file, signals and the agents/ record; its wait is a simulated sleep
-  (woken early when one of its processes exits, as SIGCHLD wakes the real one);
-- _start(): the same slot bookkeeping, minus the work directory; the process is a simulated one that
-  exits on its own after a drawn time with a drawn status (see world.Sim.start_process);
-- the module's clock, shuffle, uuid7 and process calls (time, random, uuid7, group_alive, signal_group,
-  reap) are the simulator's while a run lasts (patches.py).
+- the process host (processhost.ProcessHost): spawn, reap, alive, signal are simulated processes that exit
+  on their own after a drawn time with a drawn status, or when signalled (world.Sim);
+- a slot's transfers (jobio.JobIO runs them on threads): nothing to move, no output simulated;
+- the job directory (no files), the loop's wait (a simulated sleep, woken early when one of its processes
+  exits, as SIGCHLD wakes the real one), and run()'s lock file, signals and agents/ record (left out);
+- the module clocks, shuffle and ids are the simulator's while a run lasts (patches.py).
 """
 import math
 
-from stado import agent as real
-from stado.agent import Agent, AgentConfig, Slot
+from stado.agent import Agent, AgentConfig
 
 from . import invariants
 
 
 class SimIO:
-    """A slot's transfers (stado.jobio.JobIO runs them on threads): nothing to move in the simulator."""
+    """A slot's transfers: nothing to move in the simulator."""
 
     output_path = "/nonexistent/stado-sim/output.log"
 
@@ -42,13 +37,50 @@ class SimIO:
         return "done", None
 
 
+class SimHost:
+    """ProcessHost's interface over the simulator's processes."""
+
+    reap_all = False
+
+    def __init__(self, sim, actor):
+        self.sim, self.actor = sim, actor
+
+    def spawn(self, command, env, job_dir, cwd, output_path) -> dict:
+        pid = self.sim.start_process(self.actor, self._doc(env["WC_JOB_ID"]))
+        return {"pid": pid, "pgid": pid, "start_time": None, "boot_id": "sim", "work_dir": cwd}
+
+    def _doc(self, job_id: str) -> dict:
+        return self.actor.model.slots[job_id].doc
+
+    def reap(self, pids) -> dict:
+        ended = {}
+        for pid in pids:
+            got = self.sim.reap(pid)
+            if got is not None:
+                ended[pid] = got
+        return ended
+
+    def alive(self, process) -> bool:
+        return bool(process) and self.sim.group_alive(process["pgid"])
+
+    def signal(self, process, sig) -> int:
+        if process:
+            self.sim.signal_group(process["pgid"], sig)
+        return 1
+
+    def users_of(self, directory: str) -> list[int]:
+        return []
+
+
 class SimAgent(Agent):
     def __init__(self, sim, actor, *, slots: int, poll_seconds: float, settle_seconds: float):
         config = AgentConfig(work_root="/nonexistent/stado-sim", stado_bin="stado", slots=slots,
                              poll_seconds=poll_seconds, host="sim", cores=4, memory=None, kill_after=2.0,
-                             settle_seconds=settle_seconds, keep_work=True)
-        super().__init__(sim.store, config, log=lambda line: sim.trace.event(actor, line.split(": ", 1)[-1]))
+                             settle_seconds=settle_seconds, keep_work=True, schedules=False)
+        super().__init__(sim.store, config, log=lambda line: sim.trace.event(actor, line.split(": ", 1)[-1]),
+                         host=SimHost(sim, actor))
         self.sim, self.actor = sim, actor
+        self.job_env = {}
         self._record_due = math.inf  # the agents/ record is not simulated (only this agent writes it)
 
     def log(self, message: str) -> None:
@@ -56,59 +88,24 @@ class SimAgent(Agent):
             super().log(message)
 
     def run(self) -> int:
-        """Agent.run's loop (see the module's docstring for what is left out)."""
-        time = real.time
-        self._settle_leftovers_now()
-        last_claim = -1e18
-        while True:
-            self._reap()
-            for slot in list(self.slots.values()):
-                self._guard(self._tick, slot)
-            if self.stopping and not self.slots:
-                break
-            eligible = None
-            now = time.monotonic()
-            if (not self.stopping and len(self.slots) < self.cfg.slots
-                    and (now - last_claim >= self.cfg.poll_seconds or self._freed)):
-                self._freed = False
-                last_claim = now
-                eligible = self._guard(self._claim_pass)
-            if self.cfg.until_idle and not self.slots and eligible == 0:
-                self.log("idle: nothing to claim and nothing running; exiting (--until-idle)")
-                break
-            if time.monotonic() >= self._settle_due:
-                self._settle_leftovers_now()
-            invariants.agent_idles(self.sim, self.actor)
-            # Agent._next_deadline counts the claim poll even when no claim can be made (slots full, or
-            # stopping): its deadline is then in the past and the real loop spins (a busy loop, reported).
-            # Here that poll is left out while no claim can be made, which changes no request, only CPU.
-            can_claim = not self.stopping and len(self.slots) < self.cfg.slots
-            deadline = self._next_deadline(last_claim if can_claim else math.inf)
-            self.sim.sleep_until(min(deadline, self.sim.next_exit(self.actor)))
+        """Agent.run minus the lock file, the store probe, signals and the agents/ record."""
+        self._cadences()
+        self.loop()
         return 0
 
-    def _start(self, doc: dict, version, *, inputs_missing: str | None, verify=None) -> None:
-        """Agent._start for a job with no inputs, minus the work directory."""
-        time = real.time
-        job_id = doc["id"]
-        slot = Slot(doc, version, job_dir=f"/nonexistent/stado-sim/jobs/{job_id}", verify=verify)
-        self.slots[job_id] = slot
-        self.log(f"{job_id}: claimed ({doc['spec']['command'][:80]!r})")
-        now = time.time()
-        slot.started_at = now
-        slot.started_mono = time.monotonic()
-        slot.renew_due = slot.started_mono + self.cfg.poll_seconds
-        slot.renew_due_wall = now + self.cfg.poll_seconds
-        slot.io = SimIO()  # inputs, output and artifacts are not simulated (only a job's own agent writes them)
-        if inputs_missing:
-            return self._fail_before_start(slot, "input_unavailable", inputs_missing)
-        self._launch(slot)
+    def wait(self, deadline: float) -> None:
+        invariants.agent_idles(self.sim, self.actor)
+        self.sim.sleep_until(min(deadline, self.sim.next_exit(self.actor)))
 
-    def _launch(self, slot: Slot) -> None:
-        """Agent._launch with a simulated process (after the same check of a claim held unverified)."""
-        if slot.verify is not None and not self._verified(slot):
-            return
-        slot.launched = True
-        pid = self.sim.start_process(self.actor, slot.doc)
-        slot.pgid = pid
-        slot.process = {"pid": pid, "pgid": pid, "start_time": None, "boot_id": "sim", "work_dir": slot.job_dir}
+    def prepare_job_dir(self, job_id: str) -> str:
+        return f"/nonexistent/stado-sim/jobs/{job_id}"
+
+    def write_inputs_file(self, directory: str, inputs_json: str) -> str:
+        return f"{directory}/inputs.json"
+
+    def new_io(self, job_id: str, directory: str) -> SimIO:
+        return SimIO()
+
+    def drop(self, slot) -> None:
+        self.slots.pop(slot.job_id, None)
+        self._freed = True

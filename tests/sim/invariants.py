@@ -110,7 +110,11 @@ def actor_raised(sim, actor, error: Exception) -> None:
 
 def process_starts(sim, proc, doc: dict) -> None:
     job, name = proc.job, sim.names[proc.job]
-    others = [p for p in sim.procs.values() if p.job == job and p.alive(sim.now)]
+    # A worker that stops speaking past its promise (stalled, its clock jumped) has its job reaped and run again
+    # while its own copy may still run: the seed's design, the copy stopped when that worker speaks again.
+    # Two processes of the same attempt, or of an attempt nobody reaped, are never allowed.
+    others = [p for p in sim.procs.values() if p.job == job and p.alive(sim.now)
+              and p.requeues >= doc.get("requeues", 0)]
     if others:
         violation(sim, "two-processes", f"{name} starts as process {proc.pid} on {proc.agent.name} while process "
                                         f"{others[0].pid} on {others[0].agent.name} still runs it")
@@ -153,8 +157,8 @@ def agent_idles(sim, agent) -> None:
         if found is None:
             continue
         current = sim.store.document(found[0], found[1])
-        if current.get("owner") != model.id or current.get("phase") == "finishing":
-            continue  # a decided move is finished by whoever's leftovers pass comes first: not abandoned
+        if current.get("owner") != model.id or current.get("phase") == "finishing" or current.get("settled_by"):
+            continue  # a decided move (or one a settler has taken) is finished by whoever comes first: not abandoned
         slot = model.slots.get(job)
         if slot is None or slot.doc.get("claim") != current.get("claim"):
             violation(sim, "abandoned", f"{agent.name} holds {sim.names[job]}'s claim in running/ (phase "

@@ -6,7 +6,8 @@ environment for secrets to redact: output is not simulated). No product code cha
 import os
 from contextlib import contextmanager
 
-from stado import agent, artifacts, jobs, submission
+from stado import agent, artifacts, claiming, jobs, reaper, slot, submission
+from stado.objectstore import memory
 
 
 class _SimTime:
@@ -25,6 +26,16 @@ class _SimTime:
         import time
 
         return getattr(time, name)
+
+
+class _StoreClock:
+    """The store server's clock: the simulated time, without any host's skew."""
+
+    def __init__(self, sim):
+        self._sim = sim
+
+    def time(self) -> float:
+        return self._sim.now
 
 
 class _SimOs:
@@ -51,11 +62,13 @@ def deterministic(sim):
     clock = _SimTime(sim)
     replacements = [
         (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce), (submission, "time", clock),
-        (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock),
-        (agent, "uuid7", sim.new_agent_id), (agent, "time", clock), (agent, "random", _SimRandom(sim)),
+        (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock), (reaper, "new_nonce", sim.new_nonce),
+        (reaper, "time", clock), (agent, "uuid7", sim.new_agent_id), (agent, "time", clock),
+        (agent, "new_nonce", sim.new_nonce), (slot, "time", clock), (claiming, "time", clock),
+        (claiming, "random", _SimRandom(sim)),
         (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
-        (agent, "group_alive", sim.group_alive), (agent, "reap", sim.reap), (agent, "signal_group", sim.signal_group),
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
+        (memory, "time", _StoreClock(sim)),  # last_modified by the store's own clock (no host's jumps)
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
     for module, name, value in replacements:

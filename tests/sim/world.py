@@ -66,11 +66,11 @@ class Actor:
 class Proc:
     """A simulated process group: it exits on its own at `end`, or when its agent signals it."""
 
-    __slots__ = ("pid", "job", "agent", "start", "end", "exit_code", "signal", "reaped")
+    __slots__ = ("pid", "job", "agent", "start", "end", "exit_code", "signal", "reaped", "requeues")
 
-    def __init__(self, pid: int, job: str, agent: Actor, start: float, end: float, exit_code: int):
+    def __init__(self, pid: int, job: str, agent: Actor, start: float, end: float, exit_code: int, requeues: int = 0):
         self.pid, self.job, self.agent, self.start, self.end = pid, job, agent, start, end
-        self.exit_code, self.signal, self.reaped = exit_code, None, False
+        self.exit_code, self.signal, self.reaped, self.requeues = exit_code, None, False, requeues
 
     def alive(self, now: float) -> bool:
         return now < self.end
@@ -166,7 +166,7 @@ class Sim:
         pid = self._next("pid")
         duration = self.ch.uniform_ms(50, int(self.p.max_run * 1000))
         exit_code = 1 if self.ch.chance(self.p.exit_fail) else 0
-        proc = Proc(pid, doc["id"], agent, self.now, self.now + duration, exit_code)
+        proc = Proc(pid, doc["id"], agent, self.now, self.now + duration, exit_code, doc.get("requeues", 0))
         invariants.process_starts(self, proc, doc)
         self.procs[pid] = proc
         self.trace.event(agent, f"starts {self.names[doc['id']]} as process {pid} (failures {doc.get('failures', 0)}, "

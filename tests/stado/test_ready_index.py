@@ -58,6 +58,7 @@ def test_reconcile_indexes_what_is_missing_and_drops_what_points_at_nothing():
 
 def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
     from stado.agent import Agent, AgentConfig
+    from stado.claiming import claim_pass
     from stado.metered import MeteredStore
 
     inner = MemoryStore()
@@ -67,8 +68,8 @@ def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
     started = []
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h"),
                   log=lambda _: None)
-    agent._start = lambda doc, version, inputs_missing: started.append(doc["spec"]["command"])
-    agent._claim_pass()
+    agent.runner.start = lambda doc, version, inputs_missing=None, verify=None: started.append(doc["spec"]["command"])
+    claim_pass(agent)
     assert started == ["urgent"]
     assert store.by_prefix[("LIST", "ready")] == 1 and ("LIST", "queue") not in store.by_prefix
     assert store.counts["GET"] < 20, store.counts                          # the head only, not 10,000 entries
@@ -77,6 +78,7 @@ def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
 
 def test_a_window_full_of_jobs_this_agent_cannot_run_is_looked_past(tmp_path):
     from stado.agent import Agent, AgentConfig
+    from stado.claiming import claim_pass
 
     store = MemoryStore()
     submission.submit(store, [submission.Submission(JobSpec("on a gpu", capabilities=("gpu",), priority=9))
@@ -85,9 +87,9 @@ def test_a_window_full_of_jobs_this_agent_cannot_run_is_looked_past(tmp_path):
     started = []
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h", window=10),
                   log=lambda _: None)
-    agent._start = lambda doc, version, inputs_missing: started.append(doc["id"])
+    agent.runner.start = lambda doc, version, inputs_missing=None, verify=None: started.append(doc["id"])
     for _ in range(6):
-        agent._claim_pass()
+        claim_pass(agent)
         if started:
             break
     assert started == [cpu["id"]]

@@ -62,8 +62,8 @@ class Agent:
 
 
 def run_until_idle(env: dict, tmp: Path, *args: str, name: str = "agent", timeout: float = 60,
-                   extra_env: dict | None = None) -> Agent:
-    agent = Agent(env, tmp, "--until-idle", *args, name=name, extra_env=extra_env)
+                   extra_env: dict | None = None, host: str = "testhost") -> Agent:
+    agent = Agent(env, tmp, "--until-idle", *args, name=name, extra_env=extra_env, host=host)
     try:
         code = agent.wait(timeout)
     finally:

@@ -18,12 +18,23 @@ def test_claim_written_but_queue_entry_not_deleted(stado_env, tmp_path, store):
     assert (status["state"], status["terminal"], status["moving"]) == ("running", False, ["queued"])
     assert job in stado(stado_env, "status").stdout
 
-    after = run_until_idle(stado_env, tmp_path, name="next")
-    assert after.returncode == 0, after.log()
+    # An agent on another host: the leftover queue entry is removed, and nothing starts beside the claim.
+    elsewhere = run_until_idle(stado_env, tmp_path, name="elsewhere", host="otherhost")
+    assert elsewhere.returncode == 0, elsewhere.log()
     assert not ran.exists(), "the claimed job must not run a second time beside its claim"
     assert list(store.list("queue/")) == []  # the move is finished
     status = machine_status(stado_env, job)
-    assert (status["state"], status["moving"]) == ("running", [])  # held by the crashed agent's claim (reaper's)
+    assert (status["state"], status["moving"]) == ("running", [])  # held by the crashed agent's claim
+
+    # An agent starting on the crashed one's host settles what it left: nothing of it runs, so it is requeued
+    # (its worker was replaced while it ran) and run, once.
+    after = run_until_idle(stado_env, tmp_path, name="replacement")
+    assert after.returncode == 0, after.log()
+    assert f"init: {job}: requeued (its worker was replaced while it ran; started " in after.log()
+    assert "by the worker this one replaced on local@testhost; restart 1)" in after.log()
+    assert ran.read_text().split() == [job]
+    status = machine_status(stado_env, job)
+    assert (status["state"], status["requeues"]) == ("completed", 1)
 
 
 def test_terminal_written_but_running_not_deleted(stado_env, tmp_path, store):
@@ -99,8 +110,8 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
 
 
 def test_an_idle_agent_loop_lists_only_the_index_and_the_queue_on_its_slow_cadence(tmp_path):
-    """An idle poll lists one page of ready/ only; the periodic pass lists running/ (leftovers) and queue/ and
-    ready/ (the index against the ledger); terminal prefixes are never listed."""
+    """An idle poll lists one page of ready/ only; the periodic passes list running/ (the reaper's), queue/ and
+    ready/ (the index against the ledger) and schedules/; terminal prefixes are never listed."""
     import signal
     import threading
 
@@ -119,8 +130,8 @@ def test_an_idle_agent_loop_lists_only_the_index_and_the_queue_on_its_slow_caden
     finally:
         timer.cancel()
     listed = {prefix: n for (kind, prefix), n in store.by_prefix.items() if kind == "LIST"}
-    assert set(listed) == {"ready", "queue", "running"}, listed
-    # Each poll lists one page of the claim-order index; the slow pass lists running/ and, to keep the index in
-    # step with the ledger, queue/ and ready/ once more.
-    assert listed["running"] >= 5 and listed["queue"] == listed["running"], listed
+    # Each poll lists one page of the claim-order index; the reaper's pass lists running/; the index check
+    # (its own, slower cadence) lists queue/ and ready/ once more; schedules/ is listed every 30 s.
+    assert set(listed) == {"ready", "queue", "running", "schedules"}, listed
+    assert listed["running"] >= 5 and listed["queue"] == 1 and listed["schedules"] == 1, listed
     assert listed["ready"] > 2 * listed["running"], listed

@@ -20,7 +20,8 @@ def _claimed(store):
 def test_a_stale_writer_is_fenced_even_after_an_identical_bytes_rewrite(store):
     doc1, v1 = _claimed(store)
     key = keys.running(doc1["id"])
-    doc2, v2 = jobs.renew(store, doc1, v1, lease_expires_at=time.time() + 10)  # the current writer moves on
+    # Another writer moves the document on (here a worker taking it over; a cancel or a reaper alike).
+    doc2, v2 = jobs.take_over(store, doc1, v1, agent_id="b", lease_expires_at=time.time() + 10)
     rewritten = store.put(key, d.encode(doc2))  # a retried request re-sends the very same bytes
     if not store.unique_versions:
         assert rewritten == v2  # SeaweedFS: the ETag is the body's MD5, so the version came back

@@ -1,0 +1,86 @@
+"""The restart check (seed 003): an agent that starts on a host runs nothing before it has settled every
+running job whose record names this host's worker (instance_ref local@<host>) and whose agent is gone
+(its lock on this host is free; a live sibling agent's jobs are never touched).
+
+For each such job it asks which processes still have the job's directory open (as lsof would):
+- none, and the job's shell recorded no exit status: settled at once as a lapsed lease is, requeued
+  with `its worker was replaced while it ran` (failed on the same loss again);
+- none, but the command's exit status was recorded: the job ran to its end; this agent takes it over,
+  uploads what it left (artifacts, output) and records that result;
+- some: the job keeps its lease; this agent takes it over and watches that process to its end.
+A job that was being cancelled has what is left of it stopped, and its cancel settled.
+"""
+import time
+
+from . import jobs, keys
+from .cas import read
+from .errors import CorruptDocument
+from .objectstore.base import StoreError
+from .reaper import lapse
+from .workroot import agent_gone, job_dir, read_exit_status
+
+REPLACED = "its worker was replaced while it ran"
+
+
+def settle_left_by_replaced(agent) -> None:
+    """Run once by `agent` before its first tick (one LIST of running/)."""
+    for entry in agent.store.list(keys.RUNNING):
+        job_id = keys.job_id_of(entry.key, keys.RUNNING)
+        if job_id is None:
+            continue
+        try:
+            found = read(agent.store, entry.key, job_id)
+        except CorruptDocument as e:
+            agent.log(f"init: {e}: skipped (`stado repair {job_id}` clears it)")
+            continue
+        if found is None or not _left_here(agent, found[0]):
+            continue
+        try:
+            _settle_one(agent, *found)
+        except (StoreError, CorruptDocument) as e:
+            agent.log(f"init: {job_id}: could not be settled now ({type(e).__name__}: {str(e)[:200]}); the reaper "
+                      "settles it once its worker's promise has passed")
+
+
+def _left_here(agent, doc: dict) -> bool:
+    owner = doc.get("owner")
+    return (doc.get("instance_ref") == agent.instance_ref and owner is not None and owner != agent.id
+            and doc.get("phase") in ("running", "cancelling") and agent_gone(agent.cfg.work_root, owner))
+
+
+def _settle_one(agent, doc: dict, version) -> None:
+    job_id = doc["id"]
+    directory = job_dir(agent.cfg.work_root, job_id)
+    users = agent.host.users_of(directory)
+    if users:
+        agent.log(f"init: {job_id}: left by the worker this one replaced, but still run here by pid {min(users)}; it "
+                  "keeps its lease")
+        return _take_over(agent, doc, version, directory, ended=None)
+    status = read_exit_status(directory)
+    if doc.get("phase") == "cancelling" or status is not None:
+        return _take_over(agent, doc, version, directory, ended=status or (None, None))
+    now = time.time()
+    new = lapse(agent.store, doc, version, writer=agent.id, reason=REPLACED, now=now)
+    if new is None:
+        return  # moved meanwhile (a cancel, the reaper): theirs stands
+    started = doc.get("started_at") or doc.get("claimed_at")
+    how = "requeued" if new["state"] == "queued" else new["state"]
+    agent.log(f"init: {job_id}: {how} ({REPLACED}; started {started} by the worker this one replaced on "
+              f"{doc.get('instance_ref')}; restart {doc.get('requeues', 0) + 1})")
+
+
+def _take_over(agent, doc: dict, version, directory: str, *, ended) -> None:
+    """Become the job's owner (a compare-and-swap on its running document) and give it a slot that watches
+    (or has seen) its process rather than starting one."""
+    now = time.time()
+    got = jobs.take_over(agent.store, doc, version, agent_id=agent.id, lease_expires_at=agent.lease.promise(now),
+                         now=now)
+    if got is None:
+        return
+    slot = agent.runner.adopt(*got, directory, ended=ended)
+    if doc.get("phase") == "cancelling":
+        agent.runner.stop(slot, "cancel")
+    elif ended is not None and ended != (None, None):
+        code, sig = ended
+        agent.log(f"init: {doc['id']}: its command had ended ({f'exit {code}' if sig is None else f'signal {sig}'}) "
+                  f"when the worker this one replaced died; recording it")

@@ -1,0 +1,376 @@
+"""One running job on an agent: its state (Slot) and what the agent does with it each tick (SlotRunner).
+
+A slot's life: claimed (and, if the claim could not be checked, held until it can) -> inputs fetched (on
+a JobIO thread) -> its shell spawned -> renewed every poll (a compare-and-swap that also tells it of a
+cancel or a reaper) -> stopped on cancel or timeout -> once its process group is gone and its artifacts
+and output are up, settled (jobs.finish) and dropped. A slot whose lease lapsed while its process ran
+and whose job was put back in the queue takes the job back (re-adoption, seed 003) instead of letting
+a second process start.
+"""
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from . import documents as d
+from . import jobs, keys
+from .cas import read
+from .environment import job_environment
+from .errors import CorruptDocument
+from .objectstore.base import StoreError
+from .processhost import KILL, TERM
+
+
+@dataclass
+class Slot:
+    doc: dict
+    version: object
+    job_dir: str
+    process: dict | None = None         # pid, pgid, start time, boot id, work dir of the job's shell
+    started_at: float | None = None     # the attempt's start (the claim's; kept across a re-adoption)
+    started_mono: float = 0.0           # when its process started, on this agent's monotonic clock
+    io: object = None                   # its JobIO: inputs, output, artifacts on threads of their own
+    verify: tuple | None = None         # (queue doc, version): a claim whose genuineness is still to be read
+    launched: bool = False              # its process was spawned (or it failed before it could be)
+    launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
+    result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
+    ended: tuple | None = None          # (exit code, signal) once the shell has exited
+    stopping: str | None = None         # why its group is being stopped: cancel | timeout | lost | leftover
+    stop_sent: float | None = None
+    kill_sent: bool = False
+    renew_due: float = 0.0
+    renew_due_wall: float = 0.0
+    closed: bool = False                # its artifacts and output are up (JobIO.close): ready to settle
+    close_due: float = 0.0              # when to try closing again after a store error
+    upload_error: str | None = None     # why its artifacts could not be uploaded
+    adopted: bool = False               # watched, not spawned, by this agent (left by the worker it replaced)
+
+    @property
+    def job_id(self) -> str:
+        return self.doc["id"]
+
+    @property
+    def pgid(self) -> int | None:
+        return self.process["pgid"] if self.process else None
+
+    def due(self, now_mono: float, poll: float) -> float:
+        """When this slot next needs the loop."""
+        due = self.renew_due
+        if not self.launched:
+            due = min(due, self.launch_due)
+        if self.close_due > now_mono:
+            due = min(due, self.close_due)
+        if self.stopping or (self.adopted and self.ended is None):
+            due = min(due, now_mono + min(0.05 if self.stopping else 0.5, poll))
+        return due
+
+
+class SlotRunner:
+    """The per-slot state machine of one agent (`agent` gives the store, settings, clocks, log, processes)."""
+
+    def __init__(self, agent):
+        self.a = agent
+
+    # -- start ----------------------------------------------------------------------------------------------
+
+    def start(self, doc: dict, version, *, inputs_missing: str | None = None, verify=None) -> Slot:
+        a = self.a
+        job_id = doc["id"]
+        slot = Slot(doc, version, a.prepare_job_dir(job_id), verify=verify)
+        a.slots[job_id] = slot
+        a.log(f"{job_id}: claimed ({doc['spec']['command'][:80]!r})")
+        now = time.time()
+        slot.started_at = d.parse_iso(doc.get("started_at")) or now
+        slot.started_mono = time.monotonic()
+        slot.renew_due = slot.started_mono + a.cfg.poll_seconds
+        slot.renew_due_wall = now + a.cfg.poll_seconds
+        slot.io = a.new_io(job_id, slot.job_dir)
+        if inputs_missing:
+            self.fail_before_start(slot, "input_unavailable", inputs_missing)
+        else:
+            self.launch(slot)
+        return slot
+
+    def adopt(self, doc: dict, version, job_dir: str, *, ended=None) -> Slot:
+        """A slot for a job the worker this agent replaced left on this host: its process (if any) is watched
+        to its end, not spawned (restart.py)."""
+        a = self.a
+        slot = Slot(doc, version, job_dir, process=doc.get("process"), launched=True, adopted=True, ended=ended)
+        a.slots[doc["id"]] = slot
+        now = time.time()
+        slot.started_at = d.parse_iso(doc.get("started_at")) or now
+        slot.started_mono = time.monotonic() - max(0.0, now - slot.started_at)
+        slot.renew_due = time.monotonic() + a.cfg.poll_seconds
+        slot.renew_due_wall = now + a.cfg.poll_seconds
+        slot.io = a.new_io(doc["id"], job_dir)
+        return slot
+
+    def launch(self, slot: Slot) -> None:
+        """Fetch the job's inputs (on the slot's JobIO thread; called again until they are in), then spawn
+        it. A fetch that stalls or meets a store error leaves the slot claimed and not started: the claim
+        stays ours (renewed as usual) and a later tick resumes the fetch, so the job still starts once, here."""
+        a = self.a
+        if slot.verify is not None and not self._verified(slot):
+            return
+        doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
+        work = os.path.join(job_dir, "work")
+        state, delivered = slot.io.inputs(doc["spec"].get("inputs") or [], work)
+        if state == "failed":
+            return self.fail_before_start(slot, "input_unavailable", delivered)
+        if state != "done":
+            slot.launch_due = time.monotonic() + a.cfg.poll_seconds
+            return
+        slot.launched = True
+        inputs_json = json.dumps(delivered, sort_keys=True)
+        inputs_file = a.write_inputs_file(job_dir, inputs_json)
+        env = job_environment(a.job_env, stado_bin=a.cfg.stado_bin, job_id=job_id, started_at=d.iso(slot.started_at),
+                              inputs_json=inputs_json, inputs_file=inputs_file, cores=int(doc["spec"].get("cores") or 1))
+        try:
+            slot.process = a.host.spawn(doc["spec"]["command"], env, job_dir, work, slot.io.output_path)
+        except OSError as e:
+            return self.fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
+        slot.started_mono = time.monotonic()
+        slot.process["started_at"] = d.iso(time.time())  # the claim's started_at stays the attempt's start
+        a.log(f"{job_id}: started as process group {slot.pgid}")
+
+    def _verified(self, slot: Slot, running: bool = False) -> bool:
+        """A claim held while its check failed: check again. True once it is known genuine. `running`: its
+        process already runs (a re-adoption whose answer was lost): if the claim is not ours, it is stopped."""
+        a = self.a
+        try:
+            genuine = jobs.verify_claim(a.store, slot.doc, slot.version, *slot.verify, writer=a.id)
+        except StoreError as e:
+            slot.launch_due = time.monotonic() + a.cfg.poll_seconds
+            a.log(f"{slot.job_id}: still cannot tell whether its claim is genuine ({type(e).__name__}: "
+                  f"{str(e)[:200]}); checking again on the next tick")
+            return False
+        slot.verify = None
+        if genuine is None and running:
+            a.log(f"{slot.job_id}: taking the job back did not hold; stopping process group {slot.pgid}")
+            self.stop(slot, "lost")
+            return False
+        if genuine is None:
+            a.log(f"{slot.job_id}: the claim is not ours after all (it did not land, came from a stale read of the "
+                  "queue, or was cancelled first); nothing started")
+            slot.launched, slot.ended, slot.stopping = True, (None, None), "lost"
+            return False
+        slot.doc, slot.version = genuine
+        return True
+
+    def fail_before_start(self, slot: Slot, error_class: str, message: str) -> None:
+        slot.io.tell(f"not started: {message}")
+        slot.launched = True
+        slot.ended = (None, None)
+        slot.result = d.result("failed", error_class=error_class, message=message)
+        self.a.notify()  # settled by the next tick, once what it told its output is up
+
+    # -- each tick ------------------------------------------------------------------------------------------
+
+    def tick(self, slot: Slot) -> None:
+        a = self.a
+        mono = time.monotonic()
+        if not slot.launched and slot.ended is None:
+            if slot.stopping:
+                slot.ended = (None, None)  # cancelled or taken over before its process started
+                slot.io.cancel()
+            elif mono >= slot.launch_due or slot.io.inputs_in():
+                self.launch(slot)
+        if slot.launched and slot.verify is not None and not self._verified(slot, running=True):
+            return
+        if slot.adopted and slot.ended is None and not a.host.alive(slot.process):
+            slot.ended = self._adopted_exit(slot)
+        timeout = slot.doc["spec"].get("timeout")
+        if (slot.ended is None and slot.process and timeout and mono - slot.started_mono > timeout
+                and slot.stopping is None):
+            self.stop(slot, "timeout")
+        if slot.stopping:
+            self._escalate(slot)
+        if slot.ended is not None and not a.host.alive(slot.process):
+            if self._closed(slot):
+                return self.finish(slot)
+        elif slot.ended is not None and slot.stopping is None:
+            self.stop(slot, "leftover")  # the shell exited; what it left in its group does not outlive the job
+        if mono >= slot.renew_due and slot.stopping not in ("cancel", "lost") and slot.version is not None:
+            self.renew(slot)  # a cancelled or taken-over job is no longer ours to renew (nor an unknown claim)
+
+    def _adopted_exit(self, slot: Slot) -> tuple[int | None, int | None]:
+        """The exit of a process this agent did not start: what its shell recorded, or unknown."""
+        from .workroot import read_exit_status
+
+        got = read_exit_status(slot.job_dir)
+        if got is None:
+            slot.result = d.result("failed", error_class="internal",
+                                   message="left by the worker this one replaced; it ended without recording its exit "
+                                           "status")
+            return None, None
+        return got
+
+    def _closed(self, slot: Slot) -> bool:
+        """Its artifacts (if it ran to an end of its own) and the rest of its output are up, on the slot's
+        JobIO thread: it can be settled. Renewals go on meanwhile."""
+        if not slot.closed and time.monotonic() >= slot.close_due:
+            upload = slot.stopping not in ("lost", "cancel") and slot.result is None
+            state, why = slot.io.close(upload)
+            if state == "retry":
+                slot.close_due = time.monotonic() + self.a.cfg.poll_seconds
+            slot.closed, slot.upload_error = state == "done", why
+        return slot.closed
+
+    def renew(self, slot: Slot) -> None:
+        a = self.a
+        began = time.time()
+        try:
+            got = jobs.renew(a.store, slot.doc, slot.version, lease_expires_at=a.lease.promise(began), now=began,
+                             process=slot.process if slot.doc.get("process") is None else None)
+        except CorruptDocument as e:
+            # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
+            # longer ours to run, and what holds its key cannot be read to learn why.
+            slot.renew_due = time.monotonic() + a.cfg.poll_seconds
+            a.log(f"{slot.job_id}: {e}; the job is no longer ours: stopping process group {slot.pgid}")
+            return self.stop(slot, "lost")
+        except StoreError:
+            slot.renew_due = time.monotonic() + a.cfg.poll_seconds
+            self._pulse(slot, renewed=False)  # the renewal is failing, not the worker: say so
+            raise
+        ended = time.time()
+        a.lease.observed(slot.renew_due_wall, began, ended)
+        slot.renew_due = time.monotonic() + a.cfg.poll_seconds
+        slot.renew_due_wall = ended + a.cfg.poll_seconds
+        if isinstance(got, jobs.Fenced):
+            self._pulse(slot, renewed=False)
+            return self._fenced(slot, got.current)
+        slot.doc, slot.version = got
+        self._pulse(slot, renewed=True)
+
+    def _pulse(self, slot: Slot, *, renewed: bool) -> None:
+        try:
+            jobs.pulse(self.a.store, slot.doc, renewed=renewed)
+        except StoreError:
+            pass  # the next renewal attempt writes the next pulse
+
+    def _fenced(self, slot: Slot, current: dict | None) -> None:
+        """Another writer moved the running document: a cancel, or the reaper (then the job may be ours to
+        take back: re-adoption)."""
+        if current is not None and current.get("phase") == "cancelling":
+            slot.doc = current
+            return self.stop(slot, "cancel")
+        if current is not None and current.get("reaped") and current.get("claim") == slot.doc.get("claim"):
+            return  # the reaper's move is under way: look again on the next tick
+        if current is None and slot.process and slot.ended is None:
+            return self._readopt(slot)
+        try:
+            cancelled = current is None and read(self.a.store, keys.terminal("cancelled", slot.job_id)) is not None
+        except CorruptDocument:
+            cancelled = False
+        if cancelled:
+            return self.stop(slot, "cancel")
+        self.a.log(f"{slot.job_id}: its running record was taken over or removed; stopping process group {slot.pgid}")
+        self.stop(slot, "lost")
+
+    def _readopt(self, slot: Slot) -> None:
+        """Seed 003: a job requeued while this worker still runs its process is not started a second time."""
+        a = self.a
+        now = time.time()
+        try:
+            got = jobs.readopt(a.store, slot.doc, agent_id=a.id, instance_ref=a.instance_ref,
+                               lease_expires_at=a.lease.promise(now), now=now)
+        except jobs.Unverified as unsure:  # whether its create landed is told on the next tick
+            slot.doc, slot.version, slot.verify = unsure.doc, None, (unsure.queued, unsure.queued_version)
+            return
+        ran = time.monotonic() - slot.started_mono
+        if got.doc is not None:
+            slot.doc, slot.version = got.doc, got.version
+            slot.renew_due_wall = now + a.cfg.poll_seconds
+            a.log(f"{slot.job_id}: already running here as process group {slot.pgid} for {ran:.0f} s: its lease lapsed "
+                  "while it ran and it was put back in the queue; the running process took the job back and no "
+                  "second process was started")
+            return
+        a.log(f"{slot.job_id}: already running here as process group {slot.pgid} for {ran:.0f} s: its lease lapsed "
+              f"while it ran and it was put back in the queue, but {got.why} first; stopping process group "
+              f"{slot.pgid}, and nothing is started")
+        self.stop(slot, "cancel" if got.cancelled else "lost")
+
+    def stop(self, slot: Slot, why: str) -> None:
+        slot.stopping = why
+        slot.stop_sent = time.monotonic()
+        self.a.host.signal(slot.process, TERM)
+        if why == "cancel":
+            self.a.log(f"{slot.job_id}: cancelled; stopping process group {slot.pgid}")
+        elif why == "timeout":
+            self.a.log(f"{slot.job_id}: timed out; stopping process group {slot.pgid}")
+
+    def _escalate(self, slot: Slot) -> None:
+        if (slot.process and not slot.kill_sent and time.monotonic() - slot.stop_sent >= self.a.cfg.kill_after
+                and self.a.host.alive(slot.process)):
+            self.a.host.signal(slot.process, KILL)
+            slot.kill_sent = True
+
+    # -- the end --------------------------------------------------------------------------------------------
+
+    def finish(self, slot: Slot) -> None:
+        if slot.stopping == "lost":
+            self.a.log(f"{slot.job_id}: process group {slot.pgid} stopped; nothing recorded (the job is no longer ours)")
+            return self.a.drop(slot)
+        if slot.stopping == "cancel":
+            return self._settle_cancel(slot)
+        if slot.result is not None:
+            return self._settle(slot, slot.result)  # decided without a process; an earlier settle failed
+        exit_code, sig = slot.ended
+        res = d.classify_exit(exit_code, sig, timed_out=slot.stopping == "timeout",
+                              timeout=slot.doc["spec"].get("timeout"))
+        if slot.upload_error:
+            res = d.result("failed", exit_code=exit_code, error_class="internal", message=slot.upload_error)
+        self._settle(slot, res)
+
+    def _settle(self, slot: Slot, res: dict) -> None:
+        a = self.a
+        doc = dict(slot.doc)
+        if slot.process is not None:
+            doc["process"] = slot.process
+        try:
+            got = jobs.finish(a.store, doc, slot.version, res)
+        except CorruptDocument as e:
+            a.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
+                  f"(`stado repair {slot.job_id}`)")
+            return a.drop(slot)
+        if isinstance(got, jobs.Fenced):
+            return self._settle_fenced(slot, doc, got.current)
+        how = f"exit {res['exit_code']}" if res["exit_code"] is not None else (
+            f"signal {res['signal']}" if res["signal"] else res["error"]["class"] if res["error"] else "?")
+        a.log(f"{slot.job_id}: {how} -> {got['state']}" + (" (retry queued)" if got["state"] == "queued" else ""))
+        a.drop(slot)
+
+    def _settle_fenced(self, slot: Slot, doc: dict, current: dict | None) -> None:
+        a = self.a
+        if current is not None and current.get("phase") == "cancelling":
+            slot.doc = current
+            return self._settle_cancel(slot)
+        if (current is not None and current.get("phase") == "finishing" and current.get("claim") == doc.get("claim")
+                and not current.get("reaped")):
+            # Our own decision, written by an earlier pass whose move was interrupted: finish it.
+            try:
+                found = read(a.store, keys.running(slot.job_id), slot.job_id)
+                ours = found is not None and found[0].get("claim") == doc.get("claim")
+                got = jobs.settle(a.store, *found, writer=a.id) if ours else None
+            except CorruptDocument as e:
+                a.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
+                      f"(`stado repair {slot.job_id}`)")
+                return a.drop(slot)
+            a.log(f"{slot.job_id}: {got['state'] if got else 'settled by another agent'} (finished the move of an "
+                  "earlier pass)")
+            return a.drop(slot)
+        a.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
+        a.drop(slot)
+
+    def _settle_cancel(self, slot: Slot) -> None:
+        a = self.a
+        try:
+            found = read(a.store, keys.running(slot.job_id), slot.job_id)
+            if found is not None and found[0].get("phase") == "cancelling" and found[0].get("claim") == slot.doc["claim"]:
+                jobs.settle(a.store, *found, writer=a.id)
+        except CorruptDocument as e:
+            a.log(f"{slot.job_id}: process group {slot.pgid} stopped; the cancel could not be settled: {e}; left for an "
+                  f"operator (`stado repair {slot.job_id}`)")
+            return a.drop(slot)
+        a.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled")
+        a.drop(slot)

@@ -1,0 +1,99 @@
+"""The agents' work root on a host: each agent's lock file, and each job's directory.
+
+    <work-root>/agents/<agent-id>.lock   an exclusive flock held while that agent lives (the kernel lets go
+                                         when it dies, however it dies: a free lock proves it gone)
+    <work-root>/jobs/<job-id>/           job-id, inputs.json, output.log, exit-status, artifacts/, work/ (cwd)
+
+Several agents may share a host and its work root; each knows its siblings only through their locks.
+"""
+import fcntl
+import json
+import os
+
+from .errors import BadInput
+
+EXIT_STATUS_FILE = "exit-status"  # written by the job's own shell when its command ends (see processhost)
+
+
+def default_work_root() -> str:
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "stado", "work")
+
+
+def prepare_work_root(work_root: str) -> None:
+    """Create the work root's directories; BadInput in one line if it cannot be used."""
+    try:
+        for sub in ("agents", "jobs"):
+            os.makedirs(os.path.join(work_root, sub), mode=0o700, exist_ok=True)
+        probe = os.path.join(work_root, "agents", f".probe.{os.getpid()}")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"--work-root {work_root}: cannot use it as the agents' work root ({e.strerror or e}): "
+                       "choose a directory this user can create and write") from None
+
+
+def job_dir(work_root: str, job_id: str) -> str:
+    return os.path.join(work_root, "jobs", job_id)
+
+
+class HostLock:
+    """This agent's lock file, held for its whole life."""
+
+    def __init__(self, work_root: str, agent_id: str, host: str):
+        self.work_root, self.agent_id, self.host = work_root, agent_id, host
+        self.path = os.path.join(work_root, "agents", f"{agent_id}.lock")
+        self._fd: int | None = None
+
+    def take(self) -> None:
+        prepare_work_root(self.work_root)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh id: nobody else can hold it
+        os.write(fd, json.dumps({"agent": self.agent_id, "pid": os.getpid(), "host": self.host}).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            os.close(self._fd)
+            self._fd = None
+
+
+def agent_gone(work_root: str, agent_id: str) -> bool:
+    """Whether the agent with that id no longer runs on this host: its lock file is missing, or free."""
+    path = os.path.join(work_root, "agents", f"{agent_id}.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # cannot tell: treat it as alive (never touch a live sibling's jobs)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        try:
+            os.unlink(path)  # a dead agent's lock: tidy it away
+        except OSError:
+            pass
+        return True
+    finally:
+        os.close(fd)
+
+
+def read_exit_status(directory: str) -> tuple[int | None, int | None] | None:
+    """(exit code, signal) the job's shell recorded when its command ended, or None if it did not."""
+    try:
+        with open(os.path.join(directory, EXIT_STATUS_FILE)) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None
+    code = int(text)
+    return (None, code - 128) if code > 128 else (code, None)
