@@ -13,7 +13,9 @@ DEFAULT_LOG_LIMIT = 1024 * 1024 * 1024  # per attempt and stream; guards the dis
 DEFAULT_MAX_RETRY_DELAY = 3600.0
 
 # Handoff and lease windows (seed 000): settings stored with each job, overridable for tests.
-WINDOW_DEFAULTS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 1.0}
+# The fallback poll of a waiting job is long: doorbells wake waiters in time, the poll only guarantees
+# progress if a ring is lost (and it is made at a lease renewal, so it costs no wake-up of its own).
+WINDOW_DEFAULTS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 30.0}
 WINDOW_ENV = {"claim": "JOBMAN_CLAIM_WINDOW", "lease": "JOBMAN_LEASE", "renew": "JOBMAN_RENEW_INTERVAL",
               "poll": "JOBMAN_POLL_INTERVAL"}
 

@@ -128,9 +128,10 @@ def test_a_lost_job_is_alive_while_a_daemonised_child_of_its_target_lives(jobman
 
 
 def test_forged_target_identity_is_never_signalled(jobman):
-    """PID reuse: the recorded start time no longer matches the process with that pid."""
+    """PID reuse: the recorded start time no longer matches the process with that pid, and that process
+    does not carry the job's id in its environment either (another program merely has the number)."""
     tag = marker()
-    job_id = jobman.run("sh", "-c", f"exec {sleeper(tag)}")
+    job_id = jobman.run("sh", "-c", f"exec env -u JOBMAN_JOB_ID {sleeper(tag)}")
     target = target_of(jobman, job_id)
     _lose(jobman, job_id)
     with jobman.db() as conn:
