@@ -38,6 +38,8 @@ class State:
         elif os.path.exists(self.db_file):
             self.conn = db.connect(self.db_file, create=False, read_only_fallback=reading,
                                    busy_timeout_ms=READING_BUSY_TIMEOUT_MS if reading else db.BUSY_TIMEOUT_MS)
+        else:
+            db.refuse_if_it_existed(self.db_file)  # "no jobs" would be a lie
 
     def create(self) -> None:
         """Make the home and its database if they are missing (a command about to write)."""
@@ -309,8 +311,9 @@ def _stop_lost_target(st: State, job_id: str) -> dict:
 
 
 def group_set(name: str, limit: int, environ=os.environ) -> dict:
-    if not name or not all(c.isalnum() or c in "-_." for c in name):
-        raise BadInput(f"bad group name {name!r}: use letters, digits, '-', '_' or '.'")
+    from .spec import check_group_name
+
+    check_group_name(name)
     if not 0 <= limit <= MAX_GROUP_LIMIT:
         raise BadInput(f"bad limit {limit}: use 0 (paused) up to {MAX_GROUP_LIMIT}")
     st = State(environ)

@@ -197,6 +197,7 @@ def _build_spec(ns, command: list[str]):
             log_limit = parse_size(ns.log_limit)
         except ValueError as e:
             raise BadInput(f"--log-limit: {e}") from None
+        specs.check_log_limit(ns.log_limit, log_limit, os.environ)
     retry = specs.default_retry()
     retry.update(retries=ns.retries, exit_codes=sorted(set(ns.exit_codes)) if ns.exit_codes else None,
                  delay=ns.retry_delay, backoff=ns.retry_backoff, on_timeout=ns.retry_on_timeout)

@@ -161,7 +161,7 @@ def connect(path: str, *, create: bool = True, busy_timeout_ms: int = BUSY_TIMEO
     if not os.path.exists(path):
         if not create:
             raise DatabaseMissing(f"no jobman database at {path}")
-        _refuse_if_it_existed(path)
+        refuse_if_it_existed(path)
         _create(path)
     try:
         try:
@@ -223,7 +223,8 @@ def _read_only_fs(path: str) -> bool:
         return False
 
 
-def _refuse_if_it_existed(path: str) -> None:
+def refuse_if_it_existed(path: str) -> None:
+    """Raise DatabaseMissing if the home of a missing database shows that one existed."""
     home = os.path.dirname(path)
     traces = [name for name in (os.path.basename(path) + "-wal",) if os.path.exists(os.path.join(home, name))]
     try:

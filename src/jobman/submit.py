@@ -23,7 +23,7 @@ from .errors import Conflict, JobmanError, LaunchError
 
 CREDENTIAL_BYTES = 32
 ACK_GRACE = 2.0  # seconds past the claim deadline to wait for an acknowledgement already on its way
-CLAIM_SETTLES = 6.0  # past the claim deadline, no claim can commit (a claim may wait out its 5 s busy timeout)
+CLAIM_SETTLES = 2.0  # past the claim deadline, no claim can commit (a claim may wait out its 1 s busy timeout)
 _HANDOFF_SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM", "SIGQUIT")
 
 

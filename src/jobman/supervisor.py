@@ -28,7 +28,7 @@ GRACE_AFTER_EXIT = 2.0  # seconds a target's leftover processes get between SIGT
 # SQLite's own busy wait (it sleeps and retries inside the call) covers the ordinary few milliseconds
 # of another writer's transaction; longer trouble comes back to our retry layer, which logs it and
 # lets the supervisor go on supervising meanwhile.
-BUSY_TIMEOUT_MS = 5_000
+BUSY_TIMEOUT_MS = 1_000
 CLAIM_GRACE = 1.0  # seconds past the claim deadline a claim is still tried (the transaction refuses it)
 MAX_CLAIM_WAIT = 60.0  # while even the deadline cannot be read
 
@@ -60,7 +60,8 @@ def main(args: list[str]) -> int:
     trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
     if trace:  # the tests count what an idle supervisor asks of the database
         log = open(trace, "a", buffering=1)
-        conn.set_trace_callback(lambda sql: log.write(f"{time.time():.3f} {' '.join(sql.split())[:80]}\n"))
+        pid = os.getpid()
+        conn.set_trace_callback(lambda sql: log.write(f"{time.time():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
     conn.relax()
     store = Retrier(conn, path, _log)
     supervisor_id = uuid7()
@@ -440,6 +441,7 @@ class Supervisor:
         """Run attempt `number` to its end. Returns True when the job is finished."""
         spec = self.spec
         self.disk_full = False
+        faults.hit("supervisor:before_spawn")
         try:
             pid = self._spawn(number, log_path)
         except LogUnwritable as e:
@@ -466,6 +468,7 @@ class Supervisor:
         exit_code, sig = proc.describe_status(status)
         policy = spec["retry"]
         now = time.time()
+        self.disk_full = self.disk_full or _filesystem_full(log_path)
         if self.disk_full:
             self._note_disk_full(number, log_path)
         if stop_reason == "cancelled":
