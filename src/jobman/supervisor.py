@@ -141,10 +141,12 @@ def _detach(home: str, job_id: str) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
+    try:
+        os.makedirs(homes.job_log_dir(home, job_id), mode=0o700, exist_ok=True)
+        log = os.open(homes.supervisor_log_path(home, job_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError:
+        log = os.dup(null)  # a full or read-only home: the job goes on, unlogged
     os.close(null)
-    log_dir = homes.job_log_dir(home, job_id)
-    os.makedirs(log_dir, mode=0o700, exist_ok=True)
-    log = os.open(homes.supervisor_log_path(home, job_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 2)
     os.close(log)
     os.chdir("/")
