@@ -312,13 +312,15 @@ def _statements(script: str):
 
 class Transaction:
     """`with Transaction(conn):` runs the block in BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error),
-    synced to disk at COMMIT even on a relaxed connection: every transition is durable."""
+    synced to disk at COMMIT even on a relaxed connection. durable=False leaves a relaxed connection
+    unsynced: for facts that matter only during this boot (a slot taken, a target's pid, why a job
+    waits), which a power cut makes moot, since no process of this boot outlives it."""
 
     __slots__ = ("conn", "relaxed")
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, durable: bool = True):
         self.conn = conn
-        self.relaxed = getattr(conn, "relaxed", False)
+        self.relaxed = durable and getattr(conn, "relaxed", False)
 
     def __enter__(self):
         if self.relaxed:

@@ -199,7 +199,7 @@ _RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WH
 
 def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str, until: float | None,
                 now: float, announce: bool) -> int:
-    with Transaction(conn):
+    with Transaction(conn, durable=False):  # why a job waits is re-derived by its supervisor after any crash
         rev = _update(conn, job_id, revision, ("starting", "waiting"),
                       {"phase": "waiting", "waiting_for": waiting_for, "wait_detail": detail, "wait_until": until})
         if announce:
@@ -212,7 +212,8 @@ def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: s
     for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting)."""
     from . import queries, scheduling
 
-    with Transaction(conn):
+    # Not synced on its own: after a power cut no target of this boot runs, and the job is lost anyway.
+    with Transaction(conn, durable=False):
         me = conn.execute("SELECT j.group_name, j.priority, j.submitted_at, g.slot_limit FROM jobs j"
                           " JOIN groups g ON g.name = j.group_name WHERE j.id = ?", (job_id,)).fetchone()
         held = queries.slots_held(conn, me["group_name"])
@@ -229,8 +230,9 @@ def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: s
 
 def record_target(conn, job_id: str, number: int, pid: int, start_time: int, boot_id: str, pgid: int,
                   now: float) -> None:
-    """The target's identity, recorded before anything may signal it."""
-    with Transaction(conn):
+    """The target's identity, recorded before anything may signal it (not synced on its own: a process
+    identity means nothing after a power cut)."""
+    with Transaction(conn, durable=False):
         conn.execute("UPDATE attempts SET pid = ?, start_time = ?, boot_id = ?, pgid = ?"
                      " WHERE job_id = ? AND number = ? AND ended_at IS NULL",
                      (pid, start_time, boot_id, pgid, job_id, number))
