@@ -60,6 +60,7 @@ class Retrier:
         self.tries = 0
         self.backoff = FIRST_BACKOFF
         self.next_note = 0.0
+        self.waits = []  # spells of trouble waited out, for the caller to record once it can: dicts
 
     def check_file(self) -> None:
         """Raise DatabaseGone if the path no longer names the file we opened."""
@@ -71,6 +72,7 @@ class Retrier:
     def try_once(self, what: str, fn, *args, **kwargs):
         """Run fn once. Returns (True, its result), or (False, seconds to wait before trying again) on
         storage trouble. DatabaseGone if the file changed; any other error propagates."""
+        started = time.monotonic()  # a spell of trouble starts with the call that met it (SQLite waited too)
         try:
             result = fn(self.conn, *args, **kwargs)
         except sqlite3.Error as e:
@@ -79,7 +81,7 @@ class Retrier:
                 raise
             self._rollback()
             self.check_file()
-            return False, self._failed(what, reason, e)
+            return False, self._failed(what, reason, e, started)
         if self.since is not None:
             self._recovered(what)
         return True, result
@@ -97,10 +99,10 @@ class Retrier:
                 return None
             pause(value)
 
-    def _failed(self, what: str, reason: str, error: Exception) -> float:
+    def _failed(self, what: str, reason: str, error: Exception, started: float) -> float:
         now = time.monotonic()
         if self.since is None:
-            self.since, self.reason, self.tries, self.backoff = now, reason, 0, FIRST_BACKOFF
+            self.since, self.reason, self.tries, self.backoff = started, reason, 0, FIRST_BACKOFF
             self.next_note = now + STILL_WAITING_EVERY
             self.log(f"waiting for the database: could not {what}: {reason} ({error}); retrying with backoff")
         elif now >= self.next_note:
@@ -113,8 +115,10 @@ class Retrier:
         return wait
 
     def _recovered(self, what: str) -> None:
-        self.log(f"the database works again after {time.monotonic() - self.since:.1f}s of waiting "
-                 f"({self.reason}; {self.tries} tries); {what}: done")
+        waited = time.monotonic() - self.since
+        self.log(f"the database works again after {waited:.1f}s of waiting ({self.reason}; {self.tries} tries); "
+                 f"{what}: done")
+        self.waits.append({"reason": self.reason, "seconds": round(waited, 1), "tries": self.tries})
         self.since = None
 
     def _rollback(self) -> None:

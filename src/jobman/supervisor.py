@@ -275,11 +275,23 @@ class Supervisor:
             self.next_renew = now + value
             return
         self.rev = value
+        if self.db.waits:
+            self._record_waits()
         late = now - self.renewed_at - self.renew_every
         if late > self.renew_every:
             _log(f"lease renewed {late:.1f}s late")
         self.renewed_at = now
         self.next_renew = now + self._renew_gap()
+
+    def _record_waits(self) -> None:
+        """Record in the job's events how long the database kept this supervisor waiting (and why), now
+        that it can be written; whatever cannot be written yet waits for the next renewal."""
+        while self.db.waits:
+            ok, _ = self.db.try_once("record a wait for the database", transitions.add_attempt_note, self.job_id,
+                                     "database_waited", time.time(), **self.db.waits[0])
+            if not ok:
+                return
+            self.db.waits.pop(0)
 
     def _idle(self, until: float, pidfd: int | None = None, on_renewal: bool = False) -> str:
         """Sleep until `until`, a doorbell ring or the target's exit, renewing the lease on time.
@@ -412,6 +424,7 @@ class Supervisor:
             self._idle(wake, on_renewal=True)
 
     def _finish(self, outcome: str, detail: str) -> None:
+        self._record_waits()
         while True:
             try:
                 self.rev = self.db.call("record that the job finished", transitions.finish, self.job_id, self.rev,
@@ -419,6 +432,7 @@ class Supervisor:
                 break
             except Conflict:
                 self._refresh()
+        self._record_waits()
         _log(f"job finished {outcome}: {detail}")
         self._wake_after_finish()
 
@@ -665,6 +679,7 @@ class Supervisor:
 
     def _end_attempt(self, number, exit_code, sig, attempt_outcome, error, retry_at, job_outcome, detail) -> bool:
         now = time.time()
+        self._record_waits()
         while True:
             try:
                 self.rev = self.db.call(
@@ -674,6 +689,7 @@ class Supervisor:
                 break
             except Conflict:
                 self._refresh()
+        self._record_waits()
         if retry_at is not None:
             _log(f"attempt {number} {attempt_outcome}; retry scheduled")
             self._wake_slot_waiters()

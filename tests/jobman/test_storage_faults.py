@@ -67,6 +67,8 @@ def test_a_write_lock_held_for_three_leases_is_waited_out(jobman, tmp_path):
         log = supervisor_log(jobman, job_id)
         assert "waiting for the database: could not" in log and "the database is busy" in log, log
         assert "the database works again after" in log, log
+        waits = [e for e in jobman.show(job_id)["events"] if e["kind"] == "database_waited"]
+        assert waits and all(w["reason"].startswith("the database is busy") and w["seconds"] > 0 for w in waits)
     no_tracebacks(jobman)
 
 
