@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo test test-deps sim bench bench-deps clean
+.PHONY: install bytecode demo test test-deps sim bench bench-queue bench-deps clean
 
 install: $(STAMP)
 
@@ -46,6 +46,10 @@ bench-deps:
 bench: $(STAMP) bytecode bench-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/stado_bench.py
+
+# A queue held and drained at 100, 500 and 2,000 jobs, beside task-spooler and nq (about 15 minutes).
+bench-queue: $(STAMP) bytecode bench-deps
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/queue_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache
