@@ -3,21 +3,27 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+BASE_STAMP := $(VENV)/.installed-base-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install bytecode demo test test-deps sim bench bench-queue bench-deps clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# What the tools need (make demo), then what the tests need on top (make test: pytest, SeaweedFS, ...).
+$(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+$(STAMP): $(BASE_STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
 # Every job starts a CLI and a supervisor: give them compiled modules even where the environment
 # sets PYTHONDONTWRITEBYTECODE (Python still reads .pyc files it is told not to write).
-bytecode: $(STAMP)
+bytecode: $(BASE_STAMP)
 	$(BIN)/python -m compileall -q src > /dev/null
 
 # Extra set-up the test suite needs (object-store servers, ...): mk/*.mk add to this rule.
@@ -34,7 +40,7 @@ sim: $(STAMP)
 	$(BIN)/python -m tests.sim $(if $(SEED),--seed $(SEED)) $(if $(SCENARIO),--scenario $(SCENARIO)) \
 		$(if $(SEED)$(SCENARIO),,--runs $(RUNS))
 
-demo: $(STAMP) bytecode
+demo: $(BASE_STAMP) bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh demo/demo.sh
 
 # The peers the benchmarks compare against, from Debian's packages.
