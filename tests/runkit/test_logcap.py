@@ -12,12 +12,14 @@ from runkit.logcap import LogCap
 LINE = 100  # bytes per numbered line, newline included
 LINES = 200_000  # 20 MB through a 256 KiB cap
 END = b"THE END\n"
-# Writes the numbered lines while the cap cuts, then, once told the cutting has stopped, a last line.
+# Writes the numbered lines while the cap cuts, says so by creating a marker file, then, once told
+# the cutting has stopped (its stdin closes), a last line. A file, not a pipe, carries "done": the
+# writer then has nothing to lose if the test's end of a pipe goes away first.
 WRITER = (f"import os, sys\n"
           f"fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
           f"for i in range({LINES}):\n"
           f"    os.write(fd, (f'{{i:09d}} ' + 'x' * {LINE - 11} + '\\n').encode())\n"
-          f"print('done', flush=True)\n"
+          f"open(sys.argv[2], 'w').close()\n"
           f"sys.stdin.read()\n"
           f"os.write(fd, {END!r})\n")
 
@@ -25,13 +27,14 @@ WRITER = (f"import os, sys\n"
 def _run_capped(path: str, limit: int, modes=None) -> LogCap:
     open(path, "wb").close()
     cap = LogCap(path, limit, **({"modes": modes} if modes else {}))
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    os.set_blocking(writer.stdout.fileno(), False)
-    while not writer.stdout.read():
+    done = path + ".done"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, path, done], stdin=subprocess.PIPE)
+    while not os.path.exists(done):
+        assert writer.poll() is None, f"the writer ended early ({writer.returncode})"
         cap.enforce()
+    os.unlink(done)
     writer.stdin.close()
-    writer.stdout.close()
-    assert writer.wait() == 0
+    assert writer.wait(timeout=60) == 0
     cap.enforce()
     return cap
 
