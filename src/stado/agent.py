@@ -8,7 +8,8 @@ worker it replaced on this host left behind (restart.py). Transfers (inputs, out
 threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal.
 
 SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
-leases), then exits. A second signal changes nothing: use SIGKILL to abandon the jobs; the agent that
+leases), then exits. A second SIGTERM or SIGINT stops them (SIGTERM to their groups, SIGKILL after
+--kill-after), records them cancelled by the shutdown, and exits. SIGKILL abandons them: the agent that
 next starts on the host, or the reaper, settles them.
 """
 import os
@@ -54,6 +55,7 @@ class Agent:
         self.runner = SlotRunner(self)
         self.host = host or ProcessHost()
         self.stopping = False
+        self.shutting_down = False  # a second SIGTERM/SIGINT: stop the running jobs too
         self.job_env = dict(os.environ)
         self.secrets = secret_values(self.job_env)
         self._log = log or (lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
@@ -107,6 +109,8 @@ class Agent:
         while True:
             self._reap_children()
             for slot in list(self.slots.values()):
+                if self.shutting_down and slot.stopping is None:
+                    self.runner.stop(slot, "shutdown")
                 self.guard(self.runner.tick, slot)
             if self.stopping and not self.slots:
                 return
@@ -165,10 +169,16 @@ class Agent:
         os.close(self._wake_w)
 
     def _on_stop(self, signum, _frame) -> None:
+        name = signal.Signals(signum).name
         if not self.stopping:
             self.stopping = True
-            self.log(f"{signal.Signals(signum).name}: not claiming any more; waiting for {len(self.slots)} running "
-                     "job(s) to finish")
+            self.log(f"{name}: not claiming any more; waiting for {len(self.slots)} running job(s) to finish (a "
+                     "second SIGTERM or SIGINT stops them)")
+        elif not self.shutting_down:
+            self.shutting_down = True
+            self.log(f"second {name}: stopping {len(self.slots)} running job(s) (SIGTERM to their process groups, "
+                     f"SIGKILL after {self.cfg.kill_after:g} s), recording them cancelled by this shutdown, then "
+                     "exiting")
 
     def notify(self) -> None:
         """Wake the loop: a slot's transfer thread has finished."""
@@ -217,9 +227,9 @@ class Agent:
             f.write(inputs_json)
         return path
 
-    def new_io(self, job_id: str, directory: str) -> JobIO:
+    def new_io(self, job_id: str, directory: str, attempt: int = 1) -> JobIO:
         return JobIO(self.store, job_id, directory, self.secrets, poll_seconds=self.cfg.poll_seconds,
-                     stall_seconds=self.cfg.stall_seconds, log=self.log, notify=self.notify)
+                     stall_seconds=self.cfg.stall_seconds, log=self.log, notify=self.notify, attempt=attempt)
 
     def drop(self, slot: Slot) -> None:
         self.slots.pop(slot.job_id, None)

@@ -264,9 +264,35 @@ def cmd_machine_status(args) -> int:
 
 
 def cmd_watch(args) -> int:
-    from .watch import watch
+    import json
+    import time
 
-    return watch(_store(), args.id, interval=max(args.interval, 0.05), as_json=args.json)
+    from .documents import iso
+    from .watch import End, Output, State, events
+
+    out, err = sys.stdout, sys.stderr
+    for event in events(_store(), args.id, interval=max(args.interval, 0.05)):
+        if isinstance(event, End):
+            return event.exit_status
+        if isinstance(event, State) and args.json:
+            out.write(json.dumps({"event": "state", "at": iso(time.time()), **event.data}, sort_keys=True) + "\n")
+        elif isinstance(event, State):
+            data = event.data
+            where = f" on {data['instance_ref']}" if data.get("instance_ref") and data["state"] == "running" else ""
+            result = f": {data['outcome']}" if data["terminal"] else ""
+            code = f", exit {data['exit_code']}" if data["terminal"] and data.get("exit_code") is not None else ""
+            err.write(f"{iso(time.time())} {data['id']}: {event.label}{where}{result}{code}\n")
+            err.flush()
+        elif args.json:
+            out.write(json.dumps({"event": "output", "attempt": event.attempt, "seq": event.seq,
+                                  "text": event.data.decode("utf-8", "replace")}) + "\n")
+        else:
+            if event.header:
+                out.write(f"==> attempt {event.attempt} <==\n")
+                out.flush()
+            out.buffer.write(event.data) if hasattr(out, "buffer") else out.write(event.data.decode("utf-8", "replace"))
+        out.flush()
+    return 1
 
 
 def cmd_rerun(args) -> int:

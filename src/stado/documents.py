@@ -108,6 +108,11 @@ def taken_doc(running: dict, *, writer: str, now: float, nonce: str) -> dict:
     return _next(running, state="running", now=now, nonce=nonce, writer=writer, settled_by=writer)
 
 
+def attempt_of(doc: dict) -> int:
+    """The attempt a claim of this document starts: 1, plus one for every failed attempt and requeue before."""
+    return 1 + int(doc.get("failures") or 0) + int(doc.get("requeues") or 0)
+
+
 def is_leftover_queue_entry(queued: dict, running: dict) -> bool:
     """True when `queued` is the very entry `running` was claimed from: the claim landed but the agent
     stopped before deleting the queue entry. Anything else (a newer queue document) is not ours to delete."""

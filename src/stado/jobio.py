@@ -21,11 +21,12 @@ PROGRESS_EVERY = 5.0  # seconds between progress lines while inputs arrive
 
 class JobIO:
     def __init__(self, store: ObjectStore, job_id: str, job_dir: str, secrets: list[str], *, poll_seconds: float,
-                 stall_seconds: float, log, notify):
+                 stall_seconds: float, log, notify, attempt: int = 1):
         self.store, self.job_id, self.job_dir = store, job_id, job_dir
         self.stall_seconds, self.log, self.notify = stall_seconds, log, notify
         self.output_path = os.path.join(job_dir, "output.log")
-        self.out = OutputPump(OutputUploader(store, job_id, self.output_path, secrets), poll_seconds, log).start()
+        self.out = OutputPump(OutputUploader(store, job_id, self.output_path, secrets, attempt=attempt), poll_seconds,
+                              log).start()
         self.checkpoints = CheckpointPump(store, job_id, job_dir, poll_seconds, log).start()
         self._fetch: Worker | None = None
         self._told = 0.0

@@ -10,7 +10,7 @@ Layout (one backend, whatever it is, holds the same keys):
     failed/<id>.json         terminal: unsuccessful, with a bounded error classification
     cancelled/<id>.json      terminal: the durable operator cancellation record
     status/<id>/heartbeat    the pulse written after each lease renewal
-    status/<id>/output/<n>   redacted output, in numbered chunks
+    status/<id>/output/<attempt>-<n>   redacted output of each attempt, in numbered chunks
     status/<id>/manifest.json      result manifest: artifact names, sizes, SHA-256
     status/<id>/artifacts/<name>   the artifacts themselves
     status/<id>/checkpoints/...    a job's checkpoint prefix (evidence of life for the reaper)
@@ -76,14 +76,18 @@ def output_prefix(job_id: str) -> str:
     return f"{STATUS}{job_id}/output/"
 
 
-def output_chunk(job_id: str, seq: int) -> str:
-    # Zero-padded so that listing order is chunk order.
-    return f"{STATUS}{job_id}/output/{seq:08d}"
+def output_chunk(job_id: str, seq: int, attempt: int = 1) -> str:
+    # Zero-padded so that listing order is attempt order, then chunk order. Every attempt keeps its own.
+    return f"{STATUS}{job_id}/output/{attempt:04d}-{seq:08d}"
 
 
-def chunk_seq(key: str) -> int | None:
+def chunk_seq(key: str) -> tuple[int, int] | None:
+    """(attempt, chunk number) of an output chunk's key (a bare number: attempt 1, as stado wrote before)."""
     tail = key.rsplit("/", 1)[-1]
-    return int(tail) if tail.isdigit() else None
+    attempt, sep, seq = tail.partition("-")
+    if not sep:
+        return (1, int(tail)) if tail.isdigit() else None
+    return (int(attempt), int(seq)) if attempt.isdigit() and seq.isdigit() else None
 
 
 def manifest(job_id: str) -> str:

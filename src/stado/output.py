@@ -34,8 +34,8 @@ def _limit_text(limit: int) -> str:
 
 class OutputUploader:
     def __init__(self, store: ObjectStore, job_id: str, path: str, secrets: list[str], *,
-                 total_limit: int = TOTAL_LIMIT, partial_after: float = PARTIAL_AFTER):
-        self.store, self.job_id, self.path = store, job_id, path
+                 total_limit: int = TOTAL_LIMIT, partial_after: float = PARTIAL_AFTER, attempt: int = 1):
+        self.store, self.job_id, self.path, self.attempt = store, job_id, path, attempt
         self.redactor = StreamRedactor(secrets)
         self.total_limit, self.partial_after = total_limit, partial_after
         self.offset = 0         # bytes of the output file consumed (read, or skipped unread)
@@ -89,7 +89,7 @@ class OutputUploader:
         while self._unsent:
             data, dropped = self._unsent[0]
             self._make_room(len(data))
-            self.store.put(keys.output_chunk(self.job_id, self.seq + 1), data)
+            self.store.put(keys.output_chunk(self.job_id, self.seq + 1, self.attempt), data)
             self.seq += 1
             self.uploaded += len(data)
             self.kept.append(Chunk(self.seq, len(data), dropped))
@@ -110,9 +110,9 @@ class OutputUploader:
         marker = (f"[stado: {dropped} bytes of earlier output were dropped by the {_limit_text(self.total_limit)} "
                   "output cap]\n").encode()
         try:
-            self.store.put(keys.output_chunk(self.job_id, gone[-1].seq), marker)
+            self.store.put(keys.output_chunk(self.job_id, gone[-1].seq, self.attempt), marker)
             for chunk in gone[:-1]:
-                self.store.delete(keys.output_chunk(self.job_id, chunk.seq))
+                self.store.delete(keys.output_chunk(self.job_id, chunk.seq, self.attempt))
         except StoreError:
             self.kept[:0] = gone  # as it was: tried again with the next chunk
             self._kept_bytes += sum(c.size for c in gone)

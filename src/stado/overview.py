@@ -112,8 +112,8 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
     return out
 
 
-def output_since(store: ObjectStore, job_id: str, after: int) -> list[tuple[int, bytes]]:
-    """Output chunks numbered above `after`, in order."""
+def output_since(store: ObjectStore, job_id: str, after: tuple[int, int]) -> list[tuple[tuple[int, int], bytes]]:
+    """Output chunks after `after` ((attempt, chunk number)), in order."""
     chunks = []
     for entry in store.list(keys.output_prefix(job_id)):
         seq = keys.chunk_seq(entry.key)

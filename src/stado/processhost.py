@@ -46,7 +46,7 @@ class ProcessHost:
             os.close(out)
         ident = proc.identity(pid)
         return {"pid": pid, "pgid": pid, "start_time": ident.start_time if ident else None, "boot_id": proc.boot_id(),
-                "work_dir": cwd}
+                "work_dir": cwd, "job": env.get("WC_JOB_ID"), "attempt_started": env.get("WC_JOB_STARTED_AT")}
 
     def reap(self, pids) -> dict[int, tuple[int | None, int | None]]:
         """(exit code, signal) of each of `pids` that has ended, without blocking; with reap_all, every
@@ -68,10 +68,17 @@ class ProcessHost:
         return ended
 
     def members(self, process: dict | None) -> list:
-        """What is left of the job's tree: its session and process group, and what they started."""
+        """What is left of the job's tree: its session and process group, what they started, and whatever
+        still carries this attempt's WC_JOB_ID and WC_JOB_STARTED_AT in its environment (a descendant that
+        double-forked into a session of its own, which no walk of the tree finds)."""
         if not process:
             return []
-        return proc.orphaned_tree(process.get("pid"), process.get("start_time"), process.get("boot_id"))
+        found = {st.pid: st for st in proc.orphaned_tree(process.get("pid"), process.get("start_time"),
+                                                          process.get("boot_id"))}
+        if process.get("job") and process.get("attempt_started") and process.get("boot_id") == proc.boot_id():
+            for st in _same_attempt(process["job"], process["attempt_started"]):
+                found.setdefault(st.pid, st)
+        return list(found.values())
 
     def alive(self, process: dict | None) -> bool:
         return bool(self.members(process))
@@ -88,3 +95,20 @@ class ProcessHost:
         """Processes of this user whose working directory, or an open file, lies under `directory` (what
         lsof would list): the restart check's evidence that a job left by a dead agent still runs."""
         return proc.using_path(directory)
+
+
+def _same_attempt(job_id: str, started_at: str) -> list:
+    """Processes of this user whose environment names this job and this attempt's start (two attempts of a
+    job on one host, a stale copy and its successor, never share both)."""
+    from runkit.envfind import processes_with
+
+    mine = []
+    for st in processes_with("WC_JOB_ID", [job_id]).get(job_id, []):
+        try:
+            with open(f"/proc/{st.pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if f"WC_JOB_STARTED_AT={started_at}".encode() in environ.split(b"\0"):
+            mine.append(st)
+    return mine

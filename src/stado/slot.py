@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from . import documents as d
 from . import jobs, keys
-from .cas import read
+from .cas import new_nonce, read, replace
 from .environment import job_environment
 from .errors import CorruptDocument
 from .objectstore.base import StoreError
@@ -35,7 +35,7 @@ class Slot:
     launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
     ended: tuple | None = None          # (exit code, signal) once the shell has exited
-    stopping: str | None = None         # why its group is being stopped: cancel | timeout | lost | leftover
+    stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown
     stop_sent: float | None = None
     kill_sent: bool = False
     renew_due: float = 0.0
@@ -84,7 +84,7 @@ class SlotRunner:
         slot.started_mono = time.monotonic()
         slot.renew_due = slot.started_mono + a.cfg.poll_seconds
         slot.renew_due_wall = now + a.cfg.poll_seconds
-        slot.io = a.new_io(job_id, slot.job_dir)
+        slot.io = a.new_io(job_id, slot.job_dir, d.attempt_of(doc))
         if inputs_missing:
             self.fail_before_start(slot, "input_unavailable", inputs_missing)
         else:
@@ -102,7 +102,7 @@ class SlotRunner:
         slot.started_mono = time.monotonic() - max(0.0, now - slot.started_at)
         slot.renew_due = time.monotonic() + a.cfg.poll_seconds
         slot.renew_due_wall = now + a.cfg.poll_seconds
-        slot.io = a.new_io(doc["id"], job_dir)
+        slot.io = a.new_io(doc["id"], job_dir, d.attempt_of(doc))
         return slot
 
     def launch(self, slot: Slot) -> None:
@@ -209,7 +209,7 @@ class SlotRunner:
         """Its artifacts (if it ran to an end of its own) and the rest of its output are up, on the slot's
         JobIO thread: it can be settled. Renewals go on meanwhile."""
         if not slot.closed and time.monotonic() >= slot.close_due:
-            upload = slot.stopping not in ("lost", "cancel") and slot.result is None
+            upload = slot.stopping not in ("lost", "cancel", "shutdown") and slot.result is None
             state, why = slot.io.close(upload)
             if state == "retry":
                 slot.close_due = time.monotonic() + self.a.cfg.poll_seconds
@@ -313,6 +313,8 @@ class SlotRunner:
             return self.a.drop(slot)
         if slot.stopping == "cancel":
             return self._settle_cancel(slot)
+        if slot.stopping == "shutdown":
+            return self._settle_shutdown(slot)
         if slot.result is not None:
             return self._settle(slot, slot.result)  # decided without a process; an earlier settle failed
         exit_code, sig = slot.ended
@@ -360,6 +362,20 @@ class SlotRunner:
                   "earlier pass)")
             return a.drop(slot)
         a.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
+        a.drop(slot)
+
+    def _settle_shutdown(self, slot: Slot) -> None:
+        """Its agent was told to stop twice: the job is recorded cancelled, by this shutdown."""
+        a = self.a
+        moved = d.cancelling_doc(slot.doc, by=f"shutdown of agent {a.id} on {a.instance_ref}",
+                                 reason="its agent was told to stop twice (a second SIGTERM or SIGINT)", now=time.time(),
+                                 nonce=new_nonce())
+        version, current = replace(a.store, keys.running(slot.job_id), moved, slot.version)
+        if version is None:
+            return self._settle_fenced(slot, slot.doc, current)
+        slot.doc, slot.version = moved, version
+        jobs.settle(a.store, moved, version, writer=a.id, taken=True)
+        a.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled (by this agent's shutdown)")
         a.drop(slot)
 
     def _settle_cancel(self, slot: Slot) -> None:

@@ -103,7 +103,7 @@ class SimAgent(Agent):
     def write_inputs_file(self, directory: str, inputs_json: str) -> str:
         return f"{directory}/inputs.json"
 
-    def new_io(self, job_id: str, directory: str) -> SimIO:
+    def new_io(self, job_id: str, directory: str, attempt: int = 1) -> SimIO:
         return SimIO()
 
     def drop(self, slot) -> None:

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from stado import keys
+
 from ..storekit import StoreTarget
 from ..throttle import ThrottledProxy
 from .support import STADO, Agent, machine_status, run_until_idle, stado, submit, wait_for
@@ -251,7 +253,7 @@ def test_a_job_writing_100_mb_never_delays_its_neighbours_renewals(stado_env, tm
         print(f"\nneighbour renewals seen: {len(renewals)}; longest lateness {latest:.3f} s (the agent's), "
               f"{max(gaps, default=0):.3f} s (seen here)")
         assert len(renewals) >= 5 and latest <= 1.0, (latest, gaps)
-        chunks = sorted(store.list(f"status/{noisy}/output/"), key=lambda e: int(e.key.rsplit("/", 1)[1]))
+        chunks = sorted(store.list(f"status/{noisy}/output/"), key=lambda e: keys.chunk_seq(e.key))
         kept = b"".join(store.get(e.key).data for e in chunks)
         assert len(kept) <= 64 * 1024 * 1024
         assert kept.rstrip().endswith(b"THE LAST LINE: error at step 1249999")
