@@ -1,6 +1,5 @@
 """`make demo`'s script runs real pipelines on both tools and touches nothing of the user's: run with a
 scratch HOME and XDG directories, it leaves them empty (its state lives under the repository's .cache/)."""
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -268,7 +268,7 @@ def cmd_watch(args) -> int:
     import time
 
     from .documents import iso
-    from .watch import End, Output, State, events
+    from .watch import End, State, events
 
     out, err = sys.stdout, sys.stderr
     for event in events(_store(), args.id, interval=max(args.interval, 0.05)):
