@@ -24,7 +24,7 @@ from runkit.redact import secret_values
 
 from . import artifacts, keys, readyindex
 from . import documents as d
-from .admission import Offer, live_for, refresh_seconds
+from .admission import Holdings, live_for, refresh_seconds
 from .agentconfig import AgentConfig
 from .cas import new_nonce
 from .claiming import QueueKnowledge, claim_pass
@@ -47,7 +47,8 @@ class Agent:
         self.store, self.cfg = store, config
         self.id = uuid7()
         self.instance_ref = f"local@{config.host}"
-        self.offer = Offer(frozenset(config.capabilities), config.cores, config.memory, config.accelerators)
+        self.offer = config.offer()
+        self.holdings = Holdings(self.offer)  # what its slots reserve of the offer
         self.lease = LeaseClock(config.poll_seconds, config.late_cap)
         self.slots: dict[str, Slot] = {}
         self.queue = QueueKnowledge(store)
@@ -203,6 +204,11 @@ class Agent:
 
     # -- what the slots need from their agent ------------------------------------------------------------
 
+    def room(self):
+        """What is free now: the offer less what its slots hold (the holdings kept in step with the slots)."""
+        self.holdings.sync({job_id: slot.doc["spec"] for job_id, slot in self.slots.items()})
+        return self.holdings.free()
+
     def prepare_job_dir(self, job_id: str) -> str:
         directory = job_dir(self.cfg.work_root, job_id)
         os.makedirs(os.path.join(directory, "work"), mode=0o700, exist_ok=True)
@@ -239,12 +245,16 @@ class Agent:
 
     def _write_record(self) -> None:
         refresh = refresh_seconds(self.cfg.poll_seconds)
+        offer, free = self.offer, self.room()
         record = {"agent": self.id, "host": self.cfg.host, "instance_ref": self.instance_ref, "pid": os.getpid(),
-                  "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(self.offer.capabilities),
-                  "cores": self.offer.cores, "memory": self.offer.memory, "accelerators": self.offer.accelerators,
-                  "provider": self.offer.provider, "spot": self.offer.spot, "last_seen": d.iso(time.time()),
-                  "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds, "refresh_seconds": refresh,
-                  "live_for": live_for(refresh), "generation": self._record_generation + 1, "nonce": new_nonce()}
+                  "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(offer.capabilities),
+                  "cores": offer.cores, "memory": offer.memory, "accelerators": offer.accelerators,
+                  "accelerator_devices": list(offer.devices), "provider": offer.provider, "spot": offer.spot,
+                  "price_per_hour": offer.price_per_hour,
+                  "free": {"cores": free.cores, "memory": free.memory, "accelerators": free.accelerators},
+                  "last_seen": d.iso(time.time()), "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds,
+                  "refresh_seconds": refresh, "live_for": live_for(refresh), "generation": self._record_generation + 1,
+                  "nonce": new_nonce()}
         self.store.put(keys.agent(self.id), d.encode(record))  # only this agent writes its record
         self._record_generation += 1
         self._record_due = time.monotonic() + refresh

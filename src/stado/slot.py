@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from . import documents as d
 from . import jobs, keys
+from .admission import cost_of, past_cap
 from .cas import read
 from .environment import job_environment
 from .errors import CorruptDocument
@@ -44,6 +45,7 @@ class Slot:
     close_due: float = 0.0              # when to try closing again after a store error
     upload_error: str | None = None     # why its artifacts could not be uploaded
     adopted: bool = False               # watched, not spawned, by this agent (left by the worker it replaced)
+    cost_note: str | None = None        # why it was stopped for its cost (admission.past_cap)
 
     @property
     def job_id(self) -> str:
@@ -123,8 +125,10 @@ class SlotRunner:
         slot.launched = True
         inputs_json = json.dumps(delivered, sort_keys=True)
         inputs_file = a.write_inputs_file(job_dir, inputs_json)
+        held = a.holdings.hold(job_id, doc["spec"])  # CARGO_BUILD_JOBS and the accelerator variables name it
         env = job_environment(a.job_env, stado_bin=a.cfg.stado_bin, job_id=job_id, started_at=d.iso(slot.started_at),
-                              inputs_json=inputs_json, inputs_file=inputs_file, cores=int(doc["spec"].get("cores") or 1))
+                              inputs_json=inputs_json, inputs_file=inputs_file, cores=held.cores,
+                              devices=held.devices if a.offer.devices else None)
         try:
             slot.process = a.host.spawn(doc["spec"]["command"], env, job_dir, work, slot.io.output_path)
         except OSError as e:
@@ -183,6 +187,10 @@ class SlotRunner:
         if (slot.ended is None and slot.process and timeout and mono - slot.started_mono > timeout
                 and slot.stopping is None):
             self.stop(slot, "timeout")
+        if slot.ended is None and slot.process and slot.stopping is None:
+            slot.cost_note = past_cap(slot.doc["spec"], a.offer, mono - slot.started_mono)
+            if slot.cost_note:
+                self.stop(slot, "cost_cap")
         if slot.stopping:
             self._escalate(slot)
         if slot.ended is not None and not a.host.alive(slot.process):
@@ -298,6 +306,8 @@ class SlotRunner:
             self.a.log(f"{slot.job_id}: cancelled; stopping process group {slot.pgid}")
         elif why == "timeout":
             self.a.log(f"{slot.job_id}: timed out; stopping process group {slot.pgid}")
+        elif why == "cost_cap":
+            self.a.log(f"{slot.job_id}: {slot.cost_note}")
 
     def _escalate(self, slot: Slot) -> None:
         if (slot.process and not slot.kill_sent and time.monotonic() - slot.stop_sent >= self.a.cfg.kill_after
@@ -318,8 +328,12 @@ class SlotRunner:
         exit_code, sig = slot.ended
         res = d.classify_exit(exit_code, sig, timed_out=slot.stopping == "timeout",
                               timeout=slot.doc["spec"].get("timeout"))
+        if slot.stopping == "cost_cap":
+            res = d.result("failed", exit_code=exit_code, signal=sig, error_class="cost_cap", message=slot.cost_note)
         if slot.upload_error:
             res = d.result("failed", exit_code=exit_code, error_class="internal", message=slot.upload_error)
+        if self.a.offer.price_per_hour:  # what the attempt cost, from its start until it was settled
+            res["cost_usd"] = round(cost_of(slot.doc["spec"], self.a.offer, time.monotonic() - slot.started_mono), 6)
         self._settle(slot, res)
 
     def _settle(self, slot: Slot, res: dict) -> None:
