@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from stado import cas, keys, submission  # noqa: E402
 from stado.agent import Agent, AgentConfig  # noqa: E402
+from stado.claiming import claim_pass  # noqa: E402
 from stado.documents import parse_iso  # noqa: E402
 from stado.submission import Submission  # noqa: E402
 from stado.metered import KINDS, MeteredStore  # noqa: E402
@@ -70,11 +71,11 @@ def measure(name: str, url: str, options: dict, env: dict, n: int) -> dict:
     total = dict(store.counts)
     finished = [cas.read(store.inner, e.key)[0] for e in store.inner.list(keys.COMPLETED)]
     assert len(finished) == n, f"{len(finished)} of {n} jobs completed"
-    claim_to_start = [parse_iso(doc["started_at"]) - parse_iso(doc["claimed_at"]) for doc in finished]
+    claim_to_start = [parse_iso(doc["process"]["started_at"]) - parse_iso(doc["claimed_at"]) for doc in finished]
     # One idle poll: a claim pass over an empty queue.
     store.reset()
     for _ in range(10):
-        agent._claim_pass()
+        claim_pass(agent)
     idle = {k: v / 10 for k, v in store.counts.items()}
     idle_prefixes = sorted({prefix for (_, prefix) in store.by_prefix})
     cli_ms, bare_ms = cli_submit_ms(url, options, env, tmp, 10)

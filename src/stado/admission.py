@@ -1,6 +1,11 @@
-"""Whether this agent may run a job (pure). The later scheduler (order, admission) extends this;
-for now it is the fence every agent applies before it claims. Also: which agents' records still speak
-for a live agent (time is an argument)."""
+"""Whether an agent may run a job (pure), and what its running jobs hold of what it offers.
+
+`why_not` is the fence: capabilities, the provider fence, the spot policy, the cost cap against the agent's
+price, and the resource envelope against everything the agent offers (can it EVER run the job). `Holdings`
+is the rest of admission: what the agent's slots reserve (cores, memory, which accelerator devices), so that
+a job is claimed only when its envelope fits what is free NOW; `Room` is what one claim pass may still give out.
+Also: which agents' records still speak for a live agent (time is an argument), and what a job costs.
+"""
 from dataclasses import dataclass
 
 # An agent refreshes its record every 6 polls, between 1 s and 30 s, and counts as live for 3 refreshes,
@@ -13,7 +18,9 @@ LIVE_FLOOR = 10.0
 
 @dataclass(frozen=True)
 class Offer:
-    """What an agent brings: a local agent is provider 'local', never spot, and costs nothing."""
+    """What an agent brings. memory None: not counted (an agent that does not declare it admits any size).
+    devices: the accelerators' ids, named to a job in CUDA_VISIBLE_DEVICES and its siblings; an agent that
+    declares none does not manage accelerator variables. price_per_hour: US dollars for the whole agent."""
 
     capabilities: frozenset[str]
     cores: int
@@ -21,10 +28,14 @@ class Offer:
     accelerators: int
     provider: str = "local"
     spot: bool = False
+    devices: tuple[str, ...] = ()
+    price_per_hour: float = 0.0
+    slots: int = 1
 
 
 def why_not(spec: dict, offer: Offer) -> str | None:
-    """None if the job fits the offer; else the reason, in words for the agent's log and `stado status`."""
+    """None if the agent could run the job (when free); else the reason, in words for the agent's log and
+    `stado status`."""
     missing = sorted(set(spec.get("capabilities") or ()) - offer.capabilities)
     if missing:
         return f"needs capabilities {', '.join(missing)}"
@@ -33,22 +44,165 @@ def why_not(spec: dict, offer: Offer) -> str | None:
         return f"allows providers {', '.join(providers)}, this agent is {offer.provider}"
     spot = spec.get("spot", "allow")
     if spot == "require" and not offer.spot:
-        return "requires a spot machine"
+        return "requires a spot machine, this agent is not spot"
     if spot == "never" and offer.spot:
-        return "refuses spot machines"
-    if (spec.get("cores") or 1) > offer.cores:
-        return f"needs {spec.get('cores')} cores, this agent has {offer.cores}"
-    if spec.get("memory") and offer.memory is not None and spec["memory"] > offer.memory:
-        return f"needs {spec['memory']} bytes of memory, this agent has {offer.memory}"
-    if (spec.get("accelerators") or 0) > offer.accelerators:
-        return f"needs {spec.get('accelerators')} accelerators, this agent has {offer.accelerators}"
+        return "refuses spot machines, this agent is spot"
+    if spec.get("cost_cap") == 0 and offer.price_per_hour > 0:
+        return f"has a cost cap of $0, this agent costs ${offer.price_per_hour:g}/hour"
+    if _cores(spec) > offer.cores:
+        return f"needs {_cores(spec)} cores, this agent has {offer.cores}"
+    if offer.memory is not None and _memory(spec) > offer.memory:
+        return f"needs {size_text(_memory(spec))} of memory, this agent has {size_text(offer.memory)}"
+    if _accelerators(spec) > offer.accelerators:
+        return f"needs {_accelerators(spec)} accelerators, this agent has {offer.accelerators}"
     return None
 
 
-def offer_of(record: dict) -> Offer:
-    """The offer an agent published in its agents/ record."""
-    return Offer(frozenset(record.get("capabilities") or ()), int(record.get("cores") or 1), record.get("memory"),
-                 int(record.get("accelerators") or 0), record.get("provider") or "local", bool(record.get("spot")))
+def size_text(n: int) -> str:
+    """Bytes as the shortest of G, M, K (one decimal at most): 99999G, 23.4G, 512M."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + unit
+    return f"{n} bytes"
+
+
+def _cores(spec: dict) -> int:
+    return int(spec.get("cores") or 1)
+
+
+def _memory(spec: dict) -> int:
+    return int(spec.get("memory") or 0)
+
+
+def _accelerators(spec: dict) -> int:
+    return int(spec.get("accelerators") or 0)
+
+
+# -- what is free now ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one slot holds: CARGO_BUILD_JOBS is its cores, CUDA_VISIBLE_DEVICES (and siblings) its devices."""
+
+    cores: int
+    memory: int
+    accelerators: int
+    devices: tuple[str, ...]
+
+
+@dataclass
+class Room:
+    """What a claim pass may still give out. Values may go below zero once room is kept back for a job that
+    waits for it (a job ahead in claim order that waits for room keeps it back): then nothing that needs that resource fits."""
+
+    slots: int
+    cores: int
+    memory: int | None
+    accelerators: int
+
+    def fits(self, spec: dict) -> bool:
+        return (self.slots >= 1 and _cores(spec) <= max(self.cores, 0)
+                and (self.memory is None or _memory(spec) <= max(self.memory, 0))
+                and _accelerators(spec) <= max(self.accelerators, 0))
+
+    def take(self, spec: dict) -> None:
+        self.slots -= 1
+        self.cores -= _cores(spec)
+        self.accelerators -= _accelerators(spec)
+        if self.memory is not None:
+            self.memory -= _memory(spec)
+
+    def short_of(self, spec: dict) -> str:
+        """What the job waits for, in words for the agent's log."""
+        wants = []
+        if self.slots < 1:
+            wants.append("a slot")
+        if _cores(spec) > max(self.cores, 0):
+            wants.append(f"{_cores(spec)} cores ({max(self.cores, 0)} free)")
+        if self.memory is not None and _memory(spec) > max(self.memory, 0):
+            wants.append(f"{size_text(_memory(spec))} of memory ({size_text(max(self.memory, 0))} free)")
+        if _accelerators(spec) > max(self.accelerators, 0):
+            wants.append(f"{_accelerators(spec)} accelerators ({max(self.accelerators, 0)} free)")
+        return ", ".join(wants) or "room"
+
+
+class Holdings:
+    """What this agent's slots hold of its offer, from a job's claim until its slot is dropped (the agent's
+    own bookkeeping, in memory). `sync` keeps it in step with the slots: a job taken back or left by the
+    worker this one replaced is held too, and a dropped one is let go."""
+
+    def __init__(self, offer: Offer):
+        self.offer = offer
+        self.held: dict[str, Reservation] = {}
+
+    def sync(self, running: dict[str, dict]) -> None:
+        """running: the job id -> spec of every slot the agent has."""
+        for job_id in [j for j in self.held if j not in running]:
+            del self.held[job_id]
+        for job_id, spec in running.items():
+            self.hold(job_id, spec)
+
+    def hold(self, job_id: str, spec: dict) -> Reservation:
+        """The job's reservation (made now, from what is free, if it has none yet)."""
+        got = self.held.get(job_id)
+        if got is None:
+            taken = {device for r in self.held.values() for device in r.devices}
+            free = [device for device in self.offer.devices if device not in taken]
+            got = self.held[job_id] = Reservation(_cores(spec), _memory(spec), _accelerators(spec),
+                                                  tuple(free[:_accelerators(spec)]))
+        return got
+
+    def free(self) -> Room:
+        held = self.held.values()
+        return Room(slots=self.offer.slots - len(self.held), cores=self.offer.cores - sum(r.cores for r in held),
+                    memory=None if self.offer.memory is None else self.offer.memory - sum(r.memory for r in held),
+                    accelerators=self.offer.accelerators - sum(r.accelerators for r in held))
+
+
+# -- cost ----------------------------------------------------------------------------------------------
+
+def share_of(spec: dict, offer: Offer) -> float:
+    """The share of the agent a job reserves: the largest of its cores, memory and accelerators as fractions of
+    what the agent offers, and its one slot of the agent's slots (a job alone in the only slot pays for all)."""
+    parts = [_cores(spec) / offer.cores, 1 / max(offer.slots, 1)]
+    if offer.memory:
+        parts.append(_memory(spec) / offer.memory)
+    if offer.accelerators:
+        parts.append(_accelerators(spec) / offer.accelerators)
+    return min(1.0, max(parts))
+
+
+def cost_of(spec: dict, offer: Offer, seconds: float) -> float:
+    """US dollars a job has cost after running `seconds`: the agent's price per hour, pro-rated by its share."""
+    return offer.price_per_hour * share_of(spec, offer) * max(seconds, 0.0) / 3600.0
+
+
+def past_cap(spec: dict, offer: Offer, seconds: float) -> str | None:
+    """Why the job must be stopped for its cost (its error message), or None while it is within its cap."""
+    cap = spec.get("cost_cap")
+    if cap is None or offer.price_per_hour <= 0:
+        return None
+    cost = cost_of(spec, offer, seconds)
+    if cost <= cap:
+        return None
+    return (f"its cost passed its cap of ${cap:g}: ${cost:.4f} after {seconds:.1f} s at ${offer.price_per_hour:g}/hour "
+            f"for {share_of(spec, offer):.0%} of the agent; its process group was stopped")
+
+
+# -- what agents' records say ----------------------------------------------------------------------------
+
+def offer_of(record: dict) -> Offer | None:
+    """The offer an agent published in its agents/ record (older records lack the later fields); None if the
+    record's offer cannot be read (an agent record is advisory: it is then not counted)."""
+    try:
+        memory = record.get("memory")
+        return Offer(frozenset(str(c) for c in record.get("capabilities") or ()), max(1, int(record.get("cores") or 1)),
+                     None if memory is None else int(memory), int(record.get("accelerators") or 0),
+                     str(record.get("provider") or "local"), bool(record.get("spot")),
+                     tuple(str(x) for x in record.get("accelerator_devices") or ()),
+                     float(record.get("price_per_hour") or 0.0), max(1, int(record.get("slots") or 1)))
+    except (TypeError, ValueError):
+        return None
 
 
 def refresh_seconds(poll_seconds: float) -> float:
@@ -89,9 +243,10 @@ def unschedulable(spec: dict, agents: list[dict], now: float) -> str | None:
     agents that stopped speaking (is_live) and agents that are stopping do not count."""
     reasons = []
     for record in agents:
-        if record.get("stopping") or not is_live(record, now):
+        offer = offer_of(record)
+        if record.get("stopping") or not is_live(record, now) or offer is None:
             continue
-        reason = why_not(spec, offer_of(record))
+        reason = why_not(spec, offer)
         if reason is None:
             return None
         reasons.append(f"{record.get('instance_ref')}: {reason}")

@@ -25,7 +25,7 @@ from runkit.redact import secret_values
 
 from . import artifacts, keys, readyindex
 from . import documents as d
-from .admission import Offer, live_for, refresh_seconds
+from .admission import Holdings, live_for, refresh_seconds
 from .agentconfig import AgentConfig
 from .cas import new_nonce
 from .claiming import QueueKnowledge, claim_pass
@@ -35,7 +35,7 @@ from .lease import LeaseClock
 from .objectstore.base import ObjectStore, StoreError
 from .processhost import ProcessHost
 from .reaper import reap
-from .restart import settle_left_by_replaced
+from .restart import settle_left_by_replaced, stop_orphans
 from .slot import Slot, SlotRunner
 from .storecheck import ensure_safe
 from .workroot import HostLock, job_dir
@@ -48,7 +48,8 @@ class Agent:
         self.store, self.cfg = store, config
         self.id = uuid7()
         self.instance_ref = f"local@{config.host}"
-        self.offer = Offer(frozenset(config.capabilities), config.cores, config.memory, config.accelerators)
+        self.offer = config.offer()
+        self.holdings = Holdings(self.offer)  # what its slots reserve of the offer
         self.lease = LeaseClock(config.poll_seconds, config.late_cap)
         self.slots: dict[str, Slot] = {}
         self.queue = QueueKnowledge(store)
@@ -96,6 +97,7 @@ class Agent:
             self.log(f"started on {self.instance_ref} with {self.cfg.slots} slot(s), polling every "
                      f"{self.cfg.poll_seconds:g} s; store {getattr(self.store, 'url', '?')}")
             self.guard(settle_left_by_replaced, self)
+            self.guard(stop_orphans, self)
             self._cadences()  # the reaper's pass and the index check once before the first claim
             self.loop()
         finally:
@@ -213,11 +215,17 @@ class Agent:
 
     # -- what the slots need from their agent ------------------------------------------------------------
 
+    def room(self):
+        """What is free now: the offer less what its slots hold (the holdings kept in step with the slots)."""
+        self.holdings.sync({job_id: slot.doc["spec"] for job_id, slot in self.slots.items()})
+        return self.holdings.free()
+
     def prepare_job_dir(self, job_id: str) -> str:
         directory = job_dir(self.cfg.work_root, job_id)
         os.makedirs(os.path.join(directory, "work"), mode=0o700, exist_ok=True)
         with open(os.path.join(directory, artifacts.JOB_ID_FILE), "w") as f:
             f.write(job_id + "\n")
+        write_owner(directory, self.id)
         return directory
 
     def write_inputs_file(self, directory: str, inputs_json: str) -> str:
@@ -249,12 +257,16 @@ class Agent:
 
     def _write_record(self) -> None:
         refresh = refresh_seconds(self.cfg.poll_seconds)
+        offer, free = self.offer, self.room()
         record = {"agent": self.id, "host": self.cfg.host, "instance_ref": self.instance_ref, "pid": os.getpid(),
-                  "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(self.offer.capabilities),
-                  "cores": self.offer.cores, "memory": self.offer.memory, "accelerators": self.offer.accelerators,
-                  "provider": self.offer.provider, "spot": self.offer.spot, "last_seen": d.iso(time.time()),
-                  "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds, "refresh_seconds": refresh,
-                  "live_for": live_for(refresh), "generation": self._record_generation + 1, "nonce": new_nonce()}
+                  "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(offer.capabilities),
+                  "cores": offer.cores, "memory": offer.memory, "accelerators": offer.accelerators,
+                  "accelerator_devices": list(offer.devices), "provider": offer.provider, "spot": offer.spot,
+                  "price_per_hour": offer.price_per_hour,
+                  "free": {"cores": free.cores, "memory": free.memory, "accelerators": free.accelerators},
+                  "last_seen": d.iso(time.time()), "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds,
+                  "refresh_seconds": refresh, "live_for": live_for(refresh), "generation": self._record_generation + 1,
+                  "nonce": new_nonce()}
         self.store.put(keys.agent(self.id), d.encode(record))  # only this agent writes its record
         self._record_generation += 1
         self._record_due = time.monotonic() + refresh
@@ -266,6 +278,7 @@ class Agent:
         self._settle_due = time.monotonic() + self.cfg.settle_seconds
         summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
                              skip=frozenset(self.slots))
+        self.guard(stop_orphans, self)
         for line in summary.lines if summary else ():
             if "corrupt document" in line or "cannot finish" in line:
                 self.log_once(f"leftover {line}", True, line)  # reported once, not on every pass

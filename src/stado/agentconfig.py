@@ -1,10 +1,23 @@
-"""What an agent is told to do, checked before it touches anything (the CLI only parses and builds it)."""
+"""What an agent is told to do and what it offers, checked before it touches anything (the CLI only parses
+and builds it)."""
+import math
 import os
 import socket
 from dataclasses import dataclass, field
 
+from .admission import Offer
 from .errors import BadInput
 from .objectstore.base import DEFAULT_STALL_TIMEOUT
+
+MAX_PRICE_PER_HOUR = 1_000_000.0
+
+
+def host_memory() -> int | None:
+    """This host's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 @dataclass
@@ -14,10 +27,15 @@ class AgentConfig:
     slots: int = 1
     poll_seconds: float = 5.0
     host: str = field(default_factory=socket.gethostname)
+    # The offer: what jobs may reserve. A job is claimed only when its envelope fits what is free.
     capabilities: frozenset[str] = frozenset()
-    cores: int = os.cpu_count() or 1
-    memory: int | None = None
+    cores: int | None = None        # None: this host's CPU count, or `slots` if that is more (N one-core jobs at once)
+    memory: int | None = field(default_factory=host_memory)  # None: not counted
     accelerators: int = 0
+    accelerator_devices: tuple[str, ...] = ()  # their ids (default 0..accelerators-1), named in CUDA_VISIBLE_DEVICES
+    provider: str = "local"
+    spot: bool = False
+    price_per_hour: float = 0.0     # US dollars for the whole agent; jobs' cost caps are judged by it
     kill_after: float = 10.0
     late_cap: float = 60.0          # the longest measured late renewal a promise carries (a laptop asleep)
     settle_seconds: float = 30.0    # the reaper's pass: finish half-done moves, reap jobs whose worker is gone
@@ -39,7 +57,7 @@ class AgentConfig:
         for name in ("poll_seconds", "settle_seconds", "index_seconds", "kill_after"):
             if not getattr(self, name) > 0:
                 raise BadInput(f"--{name.replace('_', '-')} must be greater than 0")
-        if self.cores < 1:
+        if self.cores is not None and self.cores < 1:
             raise BadInput("--cores must be at least 1")
         if not 0 <= self.accelerators <= 1024:
             raise BadInput(f"--accelerators must be a whole number from 0 to 1024, not {self.accelerators}")
@@ -49,4 +67,31 @@ class AgentConfig:
             raise BadInput("--memory must be a size greater than 0, e.g. 16G")
         for cap in self.capabilities:
             check_token(cap, "capability")  # the same rule as a job's --capabilities, so the two can match
+        check_token(self.provider, "provider")
+        self._check_devices()
+        if (isinstance(self.price_per_hour, bool) or not isinstance(self.price_per_hour, (int, float))
+                or not math.isfinite(self.price_per_hour) or not 0 <= self.price_per_hour <= MAX_PRICE_PER_HOUR):
+            raise BadInput(f"--price-per-hour must be a number of US dollars from 0 to {MAX_PRICE_PER_HOUR:.0f}, "
+                           f"not {self.price_per_hour!r}")
         return self
+
+    def _check_devices(self) -> None:
+        from .spec import check_token
+
+        devices = self.accelerator_devices
+        for device in devices:
+            check_token(device, "accelerator device")
+        if len(set(devices)) != len(devices):
+            raise BadInput(f"--accelerator-devices names a device twice: {','.join(devices)}")
+        if len(devices) > 1024:
+            raise BadInput("--accelerator-devices names more than 1024 devices")
+        if devices and self.accelerators and len(devices) != self.accelerators:
+            raise BadInput(f"--accelerators {self.accelerators} but --accelerator-devices names {len(devices)} "
+                           f"({','.join(devices)}): give one of them, or make them agree")
+
+    def offer(self) -> Offer:
+        """What this agent offers jobs (the defaults filled in)."""
+        devices = self.accelerator_devices or tuple(str(i) for i in range(self.accelerators))
+        cores = self.cores if self.cores is not None else max(os.cpu_count() or 1, self.slots)
+        return Offer(frozenset(self.capabilities), cores, self.memory, len(devices), self.provider, self.spot,
+                     devices, float(self.price_per_hour), self.slots)

@@ -119,9 +119,13 @@ class QueueKnowledge:
 # -- the claim pass ------------------------------------------------------------------------------------
 
 def claim_pass(agent) -> int:
-    """Claim up to the agent's free slots, in claim order. Returns how many claimable jobs were seen (0:
-    nothing to do). The pause record is read only when a job could be claimed; jobs this agent runs are
-    never claimed (a queued job one of its own slots runs is taken back by that slot, not started)."""
+    """Claim, in claim order, the jobs whose envelope fits what the agent has free (a slot, cores, memory,
+    accelerators its slots do not hold). A job this agent could run but that does not fit what is free now
+    keeps that room back from the jobs behind it in claim order, so a large job is not starved by a stream of
+    small ones (it starts once its room is free; another agent with the room may take it first). Returns how
+    many claimable jobs were seen (0: nothing to do). The pause record is read only when a job could be
+    claimed; jobs this agent runs are never claimed (a queued job one of its own slots runs is taken back by
+    that slot, not started)."""
     listed, strays = agent.queue.list_window(agent.cfg.window)
     for entry in strays:
         agent.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
@@ -129,10 +133,10 @@ def claim_pass(agent) -> int:
     if not entries:
         return 0
     paused = None
-    free = initially_free = agent.cfg.slots - len(agent.slots)
-    seen = 0
-    for job_id, entry in spread(entries, max(4 * free, 8)):
-        if free == 0:
+    room = agent.room()
+    seen = claimed = 0
+    for job_id, entry in spread(entries, max(4 * room.slots, 8)):
+        if room.slots < 1:
             agent.queue.head_blocked(False)
             return seen + 1
         if agent.said.get(entry.key) == entry.version or job_id in agent.blocked:
@@ -140,10 +144,16 @@ def claim_pass(agent) -> int:
         hint = _candidate(agent, job_id, entry)
         if hint is None:
             continue
+        spec = hint["spec"]
         try:
             inputs = agent.queue.inputs_state(hint)
             if inputs == WAIT:
                 seen += 1
+                continue
+            if not room.fits(spec):
+                seen += 1
+                agent.log_once(f"room {entry.key}", entry.version, f"{job_id}: waits for {room.short_of(spec)}")
+                room.take(spec)  # kept back for it: nothing behind it takes what it waits for
                 continue
             if paused is None:
                 paused = _paused(agent)
@@ -160,8 +170,9 @@ def claim_pass(agent) -> int:
                              lease_expires_at=agent.lease.promise(now), now=now, queued_version=ledger[1])
         except jobs.Unverified as unsure:
             agent.log(f"{unsure}; held, not started: checked again on the next tick")
-            free -= 1
+            _hold(agent, room, job_id, spec)
             agent.runner.start(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version))
+            claimed += 1
             continue
         except CorruptDocument as e:
             # Another record of this job (or of its input's producer) is corrupt: this job cannot be decided
@@ -173,10 +184,17 @@ def claim_pass(agent) -> int:
         agent.queue.forget(entry.key)
         if got is None:
             continue
-        free -= 1
+        _hold(agent, room, job_id, spec)
         agent.runner.start(*got, inputs_missing=inputs if inputs != READY else None)
-    agent.queue.head_blocked(free == initially_free)  # nothing here could start: look further next time
+        claimed += 1
+    agent.queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
     return seen
+
+
+def _hold(agent, room, job_id: str, spec: dict) -> None:
+    """The claimed job's reservation: taken from this pass's room and held by the agent until its slot goes."""
+    room.take(spec)
+    agent.holdings.hold(job_id, spec)
 
 
 def _candidate(agent, job_id: str, entry: Entry) -> dict | None:

@@ -109,26 +109,9 @@ def _parser():
     res.add_argument("dir", metavar="DIR")
     res.add_argument("--json", action="store_true")
 
-    a = sub.add_parser("agent", help="claim and run jobs on this host")
-    a.add_argument("--slots", type=_int, default=1, help="jobs run at once (default 1)")
-    a.add_argument("--poll-seconds", type=_float, default=5.0, help="seconds between polls and renewals (default 5)")
-    a.add_argument("--work-root", help="where job work directories live (default ~/.local/state/stado/work)")
-    a.add_argument("--host", help="host name in instance_ref local@HOST (default: this host's; for tests)")
-    a.add_argument("--capabilities", action="append", default=[], metavar="CAP[,CAP]",
-                   help="capabilities this agent declares")
-    a.add_argument("--cores", type=_int, help="cores this agent offers (default: all)")
-    a.add_argument("--accelerators", type=_int, default=0)
-    a.add_argument("--window", type=_int, default=1000,
-                   help="claim-order index entries one poll lists (one page; default 1000): the queue beyond it "
-                        "costs nothing per poll")
-    a.add_argument("--settle-seconds", type=_float, default=30.0,
-                   help="seconds between reaper passes: finish moves crashed agents left half done, requeue (or fail) "
-                        "jobs whose worker stopped speaking (default 30)")
-    a.add_argument("--kill-after", type=_float, default=10.0,
-                   help="seconds from SIGTERM to SIGKILL when stopping a job's process group (default 10)")
-    a.add_argument("--until-idle", action="store_true",
-                   help="exit once nothing runs and nothing in the queue can be claimed")
-    a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
+    from .agentcli import add_agent_parser
+
+    add_agent_parser(sub)
 
     sch = sub.add_parser("schedule", help="submit jobs on a cron (every agent fires them; one job per fire time)")
     schsub = sch.add_subparsers(dest="schedule_command", metavar="add|list|rm|pause|resume", parser_class=Parser)
@@ -188,12 +171,6 @@ def _float(text: str) -> float:
         return _number(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _list(values: list[str]) -> tuple[str, ...]:
-    from .spec import parse_list
-
-    return tuple(item for value in values for item in parse_list(value))
 
 
 def _store():
@@ -362,25 +339,9 @@ def cmd_results(args) -> int:
 
 
 def cmd_agent(args) -> int:
-    from .agent import run_agent
-    from .agentconfig import AgentConfig
-    from .keys import READY
-    from .workroot import default_work_root, prepare_work_root
+    from .agentcli import cmd_agent as run
 
-    host = args.host or os.environ.get("STADO_HOST") or None
-    extra = {"host": host} if host else {}
-    if args.cores is not None:
-        extra["cores"] = args.cores
-    config = AgentConfig(work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=_own_program(),
-                         slots=args.slots, poll_seconds=args.poll_seconds, capabilities=frozenset(_list(args.capabilities)),
-                         accelerators=args.accelerators, kill_after=args.kill_after, settle_seconds=args.settle_seconds,
-                         until_idle=args.until_idle, window=args.window, keep_work=args.keep_work, subreaper=True,
-                         **extra).check()
-    prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
-    store = _store()
-    config.stall_seconds = store.stall_timeout
-    store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
-    return run_agent(store, config)
+    return run(args, _store)
 
 
 def cmd_schedule_add(args) -> int:
@@ -497,19 +458,6 @@ def cmd_artifact_put(args) -> int:
     for entry in stage(args.paths, dict(os.environ), name=args.name):
         _out(f"staged {entry['name']} ({entry['size']} bytes, sha256 {entry['sha256']}); uploaded when the job ends")
     return 0
-
-
-def _own_program() -> str:
-    """STADO_BIN: the program this agent runs as, so a job calls back the same stado."""
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
-    if argv0 and not argv0.endswith(".py") and os.path.isfile(argv0) and os.access(argv0, os.X_OK):
-        return os.path.abspath(argv0)
-    beside = os.path.join(os.path.dirname(sys.executable), "stado")
-    if os.access(beside, os.X_OK):
-        return beside
-    from runkit.proc import which
-
-    return which("stado", os.environ.get("PATH")) or beside
 
 
 COMMANDS = {

@@ -21,8 +21,8 @@ STATES = ("queued", "running") + TERMINAL_STATES
 PHASES = ("running", "finishing", "cancelling")
 # Outcomes, and the bounded set of error classes a failed record may carry.
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
-ERROR_CLASSES = ("exit_code", "signal", "timeout", "spawn_error", "input_unavailable", "worker_lease_expired",
-                 "internal")
+ERROR_CLASSES = ("exit_code", "signal", "timeout", "cost_cap", "spawn_error", "input_unavailable",
+                 "worker_lease_expired", "internal")
 MAX_ERROR_MESSAGE = 300
 
 
@@ -298,5 +298,6 @@ def status_json(view: JobView) -> dict:
         "owner": d.get("owner"), "instance_ref": d.get("instance_ref"),
         "requeues": d.get("requeues", 0), "failures": d.get("failures", 0),
         "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "command": spec.get("command"),
-        "cancelled_by": d.get("cancelled_by"), "moving": view.also, "problems": view.problems,
+        "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,
+        "problems": view.problems,
     }

@@ -1,5 +1,7 @@
 """The environment a job's shell is given (pure): cleared to the execution-runtime variables the agent
-has, plus the variables seed 003 lists, and nothing else."""
+has, plus the variables seed 003 lists, and nothing else. CARGO_BUILD_JOBS is the cores reserved for the job;
+on an agent that declares accelerator devices, every accelerator variable names exactly the devices reserved
+for the job (empty when it reserved none), whatever the agent's own environment says."""
 
 RUNTIME_NAMES = (
     "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LANG",
@@ -8,6 +10,7 @@ RUNTIME_NAMES = (
     "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
 )
 RUNTIME_PREFIXES = ("LC_",)
+ACCELERATOR_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 JOB_NAMES = ("STADO_BIN", "WC_JOB_ID", "WC_JOB_STARTED_AT", "WC_ARTIFACT_INPUTS_JSON", "WC_ARTIFACT_INPUTS_FILE",
              "CARGO_BUILD_JOBS", "GIT_TERMINAL_PROMPT", "CARGO_NET_GIT_FETCH_WITH_CLI")
 
@@ -17,7 +20,9 @@ def is_runtime_name(name: str) -> bool:
 
 
 def job_environment(agent_env: dict[str, str], *, stado_bin: str, job_id: str, started_at: str, inputs_json: str,
-                    inputs_file: str, cores: int) -> dict[str, str]:
+                    inputs_file: str, cores: int, devices: tuple[str, ...] | None = None) -> dict[str, str]:
+    """devices: the accelerator devices reserved for the job, or None on an agent that manages none (then its
+    own accelerator variables, if any, pass through as runtime variables)."""
     env = {k: v for k, v in agent_env.items() if is_runtime_name(k)}
     env.update({
         "STADO_BIN": stado_bin,
@@ -25,8 +30,10 @@ def job_environment(agent_env: dict[str, str], *, stado_bin: str, job_id: str, s
         "WC_JOB_STARTED_AT": started_at,
         "WC_ARTIFACT_INPUTS_JSON": inputs_json,
         "WC_ARTIFACT_INPUTS_FILE": inputs_file,
-        "CARGO_BUILD_JOBS": str(cores),  # the cores reserved (the job's --cores until admission arrives)
+        "CARGO_BUILD_JOBS": str(cores),
         "GIT_TERMINAL_PROMPT": "false",
         "CARGO_NET_GIT_FETCH_WITH_CLI": "true",
     })
+    if devices is not None:
+        env.update(dict.fromkeys(ACCELERATOR_NAMES, ",".join(devices)))
     return env

@@ -1,5 +1,6 @@
 """Text and JSON views of what the library returns (no store access here)."""
 from . import keys
+from .admission import offer_of, size_text
 from .documents import status_json
 from .overview import Overview
 
@@ -12,7 +13,10 @@ def _result(data: dict) -> str:
     text = data["outcome"]
     if not data.get("terminal"):
         return f"{text} ({data['phase']})"  # decided, but its processes are still being stopped
-    if data.get("exit_code") is not None:
+    error = (data.get("error") or {}).get("class")
+    if error not in (None, "exit_code", "signal", "timeout"):
+        text += f" ({error})"
+    elif data.get("exit_code") is not None:
         text += f" ({data['exit_code']})"
     elif data.get("signal"):
         text += f" (signal {data['signal']})"
@@ -53,9 +57,9 @@ def overview_table(ov: Overview) -> str:
         counts += f", {ov.corrupt} corrupt (see problems)"
     lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden else ""))
     if ov.agents:
-        lines.append(f"{len(ov.agents)} agent(s): " + ", ".join(
-            f"{a.get('instance_ref')} [{len(a.get('running') or [])}/{a.get('slots')}] seen {a.get('last_seen')}"
-            for a in ov.agents))
+        lines.append(f"{len(ov.agents)} agent(s):")
+        lines += [f"  {a.get('instance_ref')} [{len(a.get('running') or [])}/{a.get('slots')}] {offer_text(a)}; seen "
+                  f"{a.get('last_seen')}" for a in ov.agents]
     if ov.stale_agents:
         lines.append(f"{len(ov.stale_agents)} stale agent(s), silent longer than their liveness window (dead, or "
                      "cut off from the store; not counted as live): " + ", ".join(
@@ -67,10 +71,27 @@ def overview_table(ov: Overview) -> str:
     return "\n".join(lines)
 
 
+def offer_text(record: dict) -> str:
+    """What an agent's record says it offers, in a few words."""
+    offer = offer_of(record)
+    if offer is None:
+        return "offer unreadable"
+    words = [f"{offer.cores} cores"] + ([size_text(offer.memory)] if offer.memory else [])
+    if offer.accelerators:
+        words.append(f"{offer.accelerators} accelerators ({','.join(offer.devices)})" if offer.devices
+                     else f"{offer.accelerators} accelerators")
+    if offer.capabilities:
+        words.append("capabilities " + ",".join(sorted(offer.capabilities)))
+    words.append(f"provider {offer.provider}" + (" (spot)" if offer.spot else ""))
+    if offer.price_per_hour:
+        words.append(f"${offer.price_per_hour:g}/hour")
+    return ", ".join(words)
+
+
 def job_details(data: dict) -> str:
     order = ("id", "name", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
              "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
-             "requeues", "failures", "rerun_of", "cancelled_by", "moving")
+             "requeues", "failures", "cost_usd", "rerun_of", "cancelled_by", "moving")
     lines = []
     for key in order:
         value = data.get(key)

@@ -9,6 +9,10 @@ For each such job it asks which processes still have the job's directory open (a
   uploads what it left (artifacts, output) and records that result;
 - some: the job keeps its lease; this agent takes it over and watches that process to its end.
 A job that was being cancelled has what is left of it stopped, and its cancel settled.
+
+And processes a gone agent left running for a job that is no longer its (requeued and run elsewhere,
+cancelled, ended) are stopped: at start and on every reaper pass (stop_orphans), so a job never runs on
+beside its successor.
 """
 import time
 
@@ -17,7 +21,7 @@ from .cas import read
 from .errors import CorruptDocument
 from .objectstore.base import StoreError
 from .reaper import lapse
-from .workroot import agent_gone, job_dir, read_exit_status
+from .workroot import agent_gone, job_dir, left_by_gone_agents, read_exit_status
 
 REPLACED = "its worker was replaced while it ran"
 
@@ -84,3 +88,39 @@ def _take_over(agent, doc: dict, version, directory: str, *, ended) -> None:
         code, sig = ended
         agent.log(f"init: {doc['id']}: its command had ended ({f'exit {code}' if sig is None else f'signal {sig}'}) "
                   f"when the worker this one replaced died; recording it")
+
+
+def stop_orphans(agent) -> None:
+    """Stop what a gone agent left running on this host for a job whose record no longer names that agent
+    (SIGTERM, then SIGKILL after --kill-after). A job whose running record still names it is left to the
+    restart check above or to the reaper; a record that cannot be read leaves it alone this pass."""
+    for job_id, directory, owner in left_by_gone_agents(agent.cfg.work_root, set(agent.slots)):
+        pids = agent.host.users_of(directory)
+        if not pids:
+            continue
+        try:
+            found = read(agent.store, keys.running(job_id), job_id)
+        except (StoreError, CorruptDocument):
+            continue
+        if found is not None and found[0].get("owner") == owner:
+            continue
+        where = (f"now held by agent {found[0].get('owner')} on {found[0].get('instance_ref')}" if found is not None
+                 else "no longer running under it")
+        agent.log(f"{job_id}: pid(s) {', '.join(map(str, sorted(pids)))} left running by agent {owner}, which is gone, "
+                  f"for a job {where}; stopping them")
+        _stop_pids(pids, agent.cfg.kill_after)
+
+
+def _stop_pids(pids: list[int], kill_after: float) -> None:
+    import signal
+
+    from runkit import proc
+
+    known = {pid: st.start_time for pid in pids if (st := proc.stat(pid)) is not None}
+    for pid, start in known.items():
+        proc.signal_exact(pid, start, signal.SIGTERM)
+    deadline = time.monotonic() + kill_after
+    while time.monotonic() < deadline and any(proc.stat(pid) is not None and proc.stat(pid).alive for pid in known):
+        time.sleep(0.05)
+    for pid, start in known.items():
+        proc.signal_exact(pid, start, signal.SIGKILL)

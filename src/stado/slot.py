@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from . import documents as d
 from . import jobs, keys
+from .admission import cost_of, past_cap
 from .cas import new_nonce, read, replace
 from .environment import job_environment
 from .errors import CorruptDocument
@@ -34,6 +35,7 @@ class Slot:
     launched: bool = False              # its process was spawned (or it failed before it could be)
     launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
+    delivered: list | None = None       # its inputs, once fetched and verified
     ended: tuple | None = None          # (exit code, signal) once the shell has exited
     stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown
     stop_sent: float | None = None
@@ -44,6 +46,7 @@ class Slot:
     close_due: float = 0.0              # when to try closing again after a store error
     upload_error: str | None = None     # why its artifacts could not be uploaded
     adopted: bool = False               # watched, not spawned, by this agent (left by the worker it replaced)
+    cost_note: str | None = None        # why it was stopped for its cost (admission.past_cap)
 
     @property
     def job_id(self) -> str:
@@ -114,17 +117,25 @@ class SlotRunner:
             return
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
         work = os.path.join(job_dir, "work")
-        state, delivered = slot.io.inputs(doc["spec"].get("inputs") or [], work)
-        if state == "failed":
-            return self.fail_before_start(slot, "input_unavailable", delivered)
-        if state != "done":
-            slot.launch_due = time.monotonic() + a.cfg.poll_seconds
+        if slot.delivered is None:
+            state, delivered = slot.io.inputs(doc["spec"].get("inputs") or [], work)
+            if state == "failed":
+                return self.fail_before_start(slot, "input_unavailable", delivered)
+            if state != "done":
+                slot.launch_due = time.monotonic() + a.cfg.poll_seconds
+                return
+            slot.delivered = delivered
+        if not self._still_ours(slot):
             return
+        delivered = slot.delivered
+        doc = slot.doc
         slot.launched = True
         inputs_json = json.dumps(delivered, sort_keys=True)
         inputs_file = a.write_inputs_file(job_dir, inputs_json)
+        held = a.holdings.hold(job_id, doc["spec"])  # CARGO_BUILD_JOBS and the accelerator variables name it
         env = job_environment(a.job_env, stado_bin=a.cfg.stado_bin, job_id=job_id, started_at=d.iso(slot.started_at),
-                              inputs_json=inputs_json, inputs_file=inputs_file, cores=int(doc["spec"].get("cores") or 1))
+                              inputs_json=inputs_json, inputs_file=inputs_file, cores=held.cores,
+                              devices=held.devices if a.offer.devices else None)
         try:
             slot.process = a.host.spawn(doc["spec"]["command"], env, job_dir, work, slot.io.output_path)
         except OSError as e:
@@ -132,6 +143,30 @@ class SlotRunner:
         slot.started_mono = time.monotonic()
         slot.process["started_at"] = d.iso(time.time())  # the claim's started_at stays the attempt's start
         a.log(f"{job_id}: started as process group {slot.pgid}")
+
+    def _still_ours(self, slot: Slot) -> bool:
+        """Just before its process starts: only on a promise with at least half a poll to run (an agent stopped
+        past its promise, or a slot that waited for its inputs, renews first, so a job reaped, requeued or
+        cancelled meanwhile is never started). Nothing reaches the store between this check and the spawn."""
+        if self._promise_left(slot) >= self.a.cfg.poll_seconds / 2:
+            return True
+        before = slot.version
+        try:
+            self.renew(slot)
+        except StoreError as e:
+            self.a.log(f"{slot.job_id}: could not renew its claim before starting it ({type(e).__name__}: "
+                       f"{str(e)[:200]}); trying again on the next tick")
+        if (slot.stopping is None and slot.version is not None and slot.version != before
+                and self._promise_left(slot) >= self.a.cfg.poll_seconds / 2):
+            return True
+        if slot.stopping is None:
+            slot.launch_due = time.monotonic() + self.a.cfg.poll_seconds
+        return False
+
+    @staticmethod
+    def _promise_left(slot: Slot) -> float:
+        promise = d.parse_iso(slot.doc.get("lease_expires_at"))
+        return float("-inf") if promise is None else promise - time.time()
 
     def _verified(self, slot: Slot, running: bool = False) -> bool:
         """A claim held while its check failed: check again. True once it is known genuine. `running`: its
@@ -183,6 +218,10 @@ class SlotRunner:
         if (slot.ended is None and slot.process and timeout and mono - slot.started_mono > timeout
                 and slot.stopping is None):
             self.stop(slot, "timeout")
+        if slot.ended is None and slot.process and slot.stopping is None:
+            slot.cost_note = past_cap(slot.doc["spec"], a.offer, mono - slot.started_mono)
+            if slot.cost_note:
+                self.stop(slot, "cost_cap")
         if slot.stopping:
             self._escalate(slot)
         if slot.ended is not None and not a.host.alive(slot.process):
@@ -298,6 +337,8 @@ class SlotRunner:
             self.a.log(f"{slot.job_id}: cancelled; stopping process group {slot.pgid}")
         elif why == "timeout":
             self.a.log(f"{slot.job_id}: timed out; stopping process group {slot.pgid}")
+        elif why == "cost_cap":
+            self.a.log(f"{slot.job_id}: {slot.cost_note}")
 
     def _escalate(self, slot: Slot) -> None:
         if (slot.process and not slot.kill_sent and time.monotonic() - slot.stop_sent >= self.a.cfg.kill_after
@@ -320,8 +361,12 @@ class SlotRunner:
         exit_code, sig = slot.ended
         res = d.classify_exit(exit_code, sig, timed_out=slot.stopping == "timeout",
                               timeout=slot.doc["spec"].get("timeout"))
+        if slot.stopping == "cost_cap":
+            res = d.result("failed", exit_code=exit_code, signal=sig, error_class="cost_cap", message=slot.cost_note)
         if slot.upload_error:
             res = d.result("failed", exit_code=exit_code, error_class="internal", message=slot.upload_error)
+        if self.a.offer.price_per_hour:  # what the attempt cost, from its start until it was settled
+            res["cost_usd"] = round(cost_of(slot.doc["spec"], self.a.offer, time.monotonic() - slot.started_mono), 6)
         self._settle(slot, res)
 
     def _settle(self, slot: Slot, res: dict) -> None:

@@ -90,12 +90,13 @@ def validate(spec: JobSpec) -> JobSpec:
         raise BadInput(f"command must be text without NUL bytes, at most {MAX_COMMAND_BYTES} bytes")
     if spec.name is not None:
         check_name(spec.name)
-    _int(spec.priority, "priority", -1000, 1000)
+    _int(spec.priority, "priority", -1000, 1000, " (higher runs first)")
     _int(spec.cores, "cores", 1, 4096)
     _int(spec.accelerators, "accelerators", 0, 1024)
     _int(spec.retries, "retries", 0, 100)
-    if spec.memory is not None:
-        _int(spec.memory, "memory", 1, 1 << 50)
+    if spec.memory is not None and (isinstance(spec.memory, bool) or not isinstance(spec.memory, int)
+                                    or not 1 <= spec.memory <= 1 << 50):
+        raise BadInput(f"bad memory {spec.memory!r}: give a size from 1 byte to 1 PiB, e.g. 4G or 512M")
     for cap in spec.capabilities:
         _token(cap, "capability")
     for provider in spec.providers:
@@ -103,7 +104,7 @@ def validate(spec: JobSpec) -> JobSpec:
     if spec.spot not in SPOT_POLICIES:
         raise BadInput(f"bad spot policy {spec.spot!r}: use one of {', '.join(SPOT_POLICIES)}")
     if spec.cost_cap is not None:
-        _number(spec.cost_cap, "cost cap")
+        _number(spec.cost_cap, "cost cap", " (US dollars for the job; 0 runs it only on agents without a price)")
     if spec.timeout is not None:
         _number(spec.timeout, "timeout")
         if spec.timeout <= 0:
@@ -168,15 +169,15 @@ def with_inputs(spec: JobSpec, inputs: tuple[InputRef, ...]) -> JobSpec:
     return spec._replace(inputs=inputs)
 
 
-def _int(value, what: str, low: int, high: int) -> None:
+def _int(value, what: str, low: int, high: int, note: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise BadInput(f"bad {what} {value!r}: use a whole number from {low} to {high}")
+        raise BadInput(f"bad {what} {value!r}: use a whole number from {low} to {high}{note}")
 
 
-def _number(value, what: str) -> None:
+def _number(value, what: str, note: str = "") -> None:
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
             or value < 0):
-        raise BadInput(f"bad {what} {value!r}: use a finite number >= 0")
+        raise BadInput(f"bad {what} {value!r}: use a finite number >= 0{note}")
 
 
 def check_token(value, what: str) -> str:

@@ -28,7 +28,11 @@ def missing_guarantees(store: ObjectStore) -> list[str]:
     """What the store failed to refuse, in words (empty: it honours every condition)."""
     key = f"control/probe/{os.urandom(8).hex()}"
     missing = []
-    store.put_if_absent(key, _probe_body(1))
+    first = _probe_body(1)
+    try:
+        store.put_if_absent(key, first)
+    except AlreadyExists:
+        _ours_or_raise(store, key, first)  # a client retry of a create that landed meets its own write
     try:
         try:
             store.put_if_absent(key, _probe_body(2))
@@ -36,7 +40,11 @@ def missing_guarantees(store: ObjectStore) -> list[str]:
         except AlreadyExists:
             pass
         old = store.get(key).version
-        store.put_if_match(key, _probe_body(3), old)
+        third = _probe_body(3)
+        try:
+            store.put_if_match(key, third, old)
+        except PreconditionFailed:
+            _ours_or_raise(store, key, third)
         try:
             store.put_if_match(key, _probe_body(4), old)
             missing.append("compare-and-swap (a write with a stale version was accepted)")
@@ -50,6 +58,18 @@ def missing_guarantees(store: ObjectStore) -> list[str]:
         except StoreError:
             pass
     return missing
+
+
+def _ours_or_raise(store: ObjectStore, key: str, body: bytes) -> None:
+    """A conditional write refused: fine if what the key holds is exactly our body (the write landed and
+    its retry was the one refused; the body's nonce tells it from any other writer's), else a store error."""
+    try:
+        if store.get(key).data == body:
+            return
+    except NotFound:
+        pass
+    raise StoreError(f"{key}: a conditional write of the store check was refused, and the key does not hold what "
+                     "it wrote (another writer on control/probe/?)")
 
 
 def _probe_body(n: int) -> bytes:

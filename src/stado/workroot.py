@@ -12,6 +12,7 @@ import os
 
 from .errors import BadInput
 
+OWNER_FILE = "agent"  # the id of the agent that claimed the job this directory is for
 EXIT_STATUS_FILE = "exit-status"  # written by the job's own shell when its command ends (see processhost)
 
 
@@ -35,6 +36,33 @@ def prepare_work_root(work_root: str) -> None:
 
 def job_dir(work_root: str, job_id: str) -> str:
     return os.path.join(work_root, "jobs", job_id)
+
+
+def write_owner(directory: str, agent_id: str) -> None:
+    with open(os.path.join(directory, OWNER_FILE), "w") as f:
+        f.write(agent_id + "\n")
+
+
+def left_by_gone_agents(work_root: str, live: set[str]) -> list[tuple[str, str, str]]:
+    """(job id, its directory, the agent that claimed it) for each job directory whose agent no longer runs
+    on this host, skipping the jobs in `live` (those an agent here holds)."""
+    found = []
+    try:
+        names = os.listdir(os.path.join(work_root, "jobs"))
+    except OSError:
+        return []
+    for job_id in names:
+        if job_id in live:
+            continue
+        directory = job_dir(work_root, job_id)
+        try:
+            with open(os.path.join(directory, OWNER_FILE)) as f:
+                owner = f.read().strip()
+        except OSError:
+            continue
+        if owner and agent_gone(work_root, owner):
+            found.append((job_id, directory, owner))
+    return found
 
 
 class HostLock:

@@ -38,12 +38,14 @@ def shrink(tape: list[int], fails, *, budget_s: float = 20.0, max_runs: int = 30
                 got = attempt(best[:i] + [0] * min(size, len(best) - i) + best[i + size:])
                 if got is not None and _simpler(got, best):
                     best, improved = got, True
-        for i in range(len(best)):  # smaller values
-            while best[i] > 0:
+        i = 0
+        while i < len(best):  # smaller values (a smaller value may end the run sooner: best shrinks as it goes)
+            while i < len(best) and best[i] > 0:
                 got = attempt(best[:i] + [best[i] // 2] + best[i + 1:])
                 if got is None or not _simpler(got, best):
                     break
                 best, improved = got, True
+            i += 1
     return best
 
 

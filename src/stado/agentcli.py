@@ -1,0 +1,107 @@
+"""`stado agent`'s flags, and the AgentConfig they build (checked before the store is reached)."""
+import os
+import sys
+
+from .errors import BadInput
+
+
+def add_agent_parser(sub) -> None:
+    a = sub.add_parser("agent", help="claim and run jobs on this host")
+    a.add_argument("--slots", type=_whole, default=1, help="jobs run at once (default 1)")
+    a.add_argument("--poll-seconds", type=_number, default=5.0, help="seconds between polls and renewals (default 5)")
+    a.add_argument("--work-root", help="where job work directories live (default ~/.local/state/stado/work)")
+    a.add_argument("--host", help="host name in instance_ref local@HOST (default: this host's; for tests)")
+    o = a.add_argument_group("what this agent offers (a job is claimed only when its envelope fits what is free)")
+    o.add_argument("--capabilities", "--capability", action="append", default=[], metavar="CAP[,CAP]",
+                   help="capabilities this agent declares (repeatable)")
+    o.add_argument("--cores", type=_whole, help="cores jobs may reserve (default: this host's CPU count, or --slots "
+                                                "if more)")
+    o.add_argument("--memory", help="memory jobs may reserve, e.g. 64G (default: this host's physical memory)")
+    o.add_argument("--accelerators", type=_whole, default=0, help="accelerators jobs may reserve (default 0)")
+    o.add_argument("--accelerator-devices", metavar="ID[,ID]",
+                   help="their device ids, given to each job in CUDA_VISIBLE_DEVICES and its siblings "
+                        "(default 0..N-1)")
+    o.add_argument("--provider", default="local", help="the provider jobs' --provider fences name (default local)")
+    o.add_argument("--spot", action="store_true", help="this is a spot (preemptible) machine")
+    o.add_argument("--price-per-hour", type=_number, default=0.0, metavar="USD",
+                   help="what this agent costs per hour; a job's --cost-cap is judged by its share of it")
+    a.add_argument("--window", type=_whole, default=1000,
+                   help="claim-order index entries one poll lists (one page; default 1000): the queue beyond it "
+                        "costs nothing per poll")
+    a.add_argument("--settle-seconds", type=_number, default=30.0,
+                   help="seconds between reaper passes: finish moves crashed agents left half done, requeue (or fail) "
+                        "jobs whose worker stopped speaking (default 30)")
+    a.add_argument("--kill-after", type=_number, default=10.0,
+                   help="seconds from SIGTERM to SIGKILL when stopping a job's process group (default 10)")
+    a.add_argument("--until-idle", action="store_true",
+                   help="exit once nothing runs and nothing in the queue can be claimed")
+    a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
+
+
+def config_from_args(args):
+    from .agentconfig import AgentConfig
+    from .spec import parse_list, parse_memory
+    from .workroot import default_work_root
+
+    host = args.host or os.environ.get("STADO_HOST") or None
+    extra = {"host": host} if host else {}
+    if args.memory is not None:
+        extra["memory"] = parse_memory(args.memory)
+    devices = parse_list(args.accelerator_devices) if args.accelerator_devices is not None else ()
+    if args.accelerator_devices is not None and not devices:
+        raise BadInput("--accelerator-devices is empty: name the devices, e.g. --accelerator-devices 0,1")
+    return AgentConfig(
+        work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=own_program(), slots=args.slots,
+        poll_seconds=args.poll_seconds, capabilities=frozenset(c for v in args.capabilities for c in parse_list(v)),
+        cores=args.cores, accelerators=args.accelerators, accelerator_devices=devices, provider=args.provider,
+        spot=args.spot, price_per_hour=args.price_per_hour, kill_after=args.kill_after,
+        settle_seconds=args.settle_seconds, until_idle=args.until_idle, window=args.window, keep_work=args.keep_work,
+        subreaper=True, **extra).check()
+
+
+def cmd_agent(args, open_store) -> int:
+    from .agent import run_agent
+    from .keys import READY
+    from .workroot import prepare_work_root
+
+    config = config_from_args(args)
+    prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
+    store = open_store()
+    config.stall_seconds = store.stall_timeout
+    store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
+    return run_agent(store, config)
+
+
+def own_program() -> str:
+    """STADO_BIN: the program this agent runs as, so a job calls back the same stado."""
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if argv0 and not argv0.endswith(".py") and os.path.isfile(argv0) and os.access(argv0, os.X_OK):
+        return os.path.abspath(argv0)
+    beside = os.path.join(os.path.dirname(sys.executable), "stado")
+    if os.access(beside, os.X_OK):
+        return beside
+    from runkit.proc import which
+
+    return which("stado", os.environ.get("PATH")) or beside
+
+
+def _whole(text: str) -> int:
+    import argparse
+
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _number(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
