@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo test test-deps sim bench bench-deps clean
+.PHONY: install bytecode demo test test-deps sim soak bench bench-deps clean
 
 install: $(STAMP)
 
@@ -33,6 +33,13 @@ RUNS ?= 10000
 sim: $(STAMP)
 	$(BIN)/python -m tests.sim $(if $(SEED),--seed $(SEED)) $(if $(SCENARIO),--scenario $(SCENARIO)) \
 		$(if $(SEED)$(SCENARIO),,--runs $(RUNS))
+
+# The chaos soak of both tools (bench/soak.py, README's reliability section): jobman, stado on the local directory
+# and stado on SeaweedFS, 2,000 jobs each, under random faults; it stops by itself within SECONDS (default 600) and
+# prints its table. `make test` runs a short one (about 60 s, tests/soak). SOAK_ARGS: more options (--help).
+SECONDS ?= 600
+soak: $(STAMP) bytecode test-deps
+	$(BIN)/python bench/soak.py --seconds $(SECONDS) $(SOAK_ARGS)
 
 demo: $(STAMP) bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh demo/demo.sh

@@ -81,10 +81,8 @@ def soak(*, seconds: float, jobs: int, stado_jobs: int, phases=PHASES, seed: int
 def describe_machine() -> str:
     cpu = "?"
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -109,7 +107,7 @@ def main(argv=None) -> int:
     if args.src:
         os.environ["PYTHONPATH"] = str(args.src.resolve())
     if args.short:
-        args.seconds, args.jobs, args.stado_jobs = min(args.seconds, 60.0), SHORT["jobs"], SHORT["stado_jobs"]
+        args.seconds, args.jobs, args.stado_jobs = SHORT["seconds"], SHORT["jobs"], SHORT["stado_jobs"]
     phases = [x.strip() for x in args.phases.split(",") if x.strip()]
     unknown = [x for x in phases if x not in PHASES]
     if unknown:
@@ -123,7 +121,8 @@ def main(argv=None) -> int:
     return 1 if any(r.violations for r in reports) else 0
 
 
-SHORT = {"jobs": 100, "stado_jobs": 50, "chaos_gap": 0.5}
+# The short soak: sizes that take about 60 s on a loaded 2-core machine; the time given is a bound it rarely meets.
+SHORT = {"seconds": 150.0, "jobs": 80, "stado_jobs": 60, "chaos_gap": 0.5}
 
 if __name__ == "__main__":
     sys.exit(main())

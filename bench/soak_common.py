@@ -252,6 +252,17 @@ def processes_mentioning(marker: str) -> list[Proc]:
     return [p for p in processes() if p.pid != me and (any(marker in a for a in p.argv) or needle in p.environ())]
 
 
+def kill_leftovers(marker: str) -> int:
+    """SIGKILL whatever of the soak still runs (after it was reported): a soak leaves nothing behind."""
+    import signal
+
+    found = processes_mentioning(marker)
+    for p in found:
+        signal_quietly(p.pid, signal.SIGCONT)
+        signal_quietly(p.pid, signal.SIGKILL)
+    return len(found)
+
+
 def signal_quietly(pid: int, sig: int) -> bool:
     try:
         os.kill(pid, sig)
@@ -277,7 +288,7 @@ def scan_logs(paths) -> tuple[list[str], int]:
             continue
         match = TRACEBACK.search(text)
         if match:
-            problems.append(f"traceback in {path}: ...{_around(text, match)!r}")
+            problems.append(f"traceback in {path}: {_raised(text, match.end())!r}")
         for match in LOCKED.finditer(text):
             end = text.find("\n", match.end())
             line = text[text.rfind("\n", 0, match.start()) + 1:end if end >= 0 else len(text)]
@@ -287,6 +298,14 @@ def scan_logs(paths) -> tuple[list[str], int]:
                 problems.append(f"database is locked in {path}: ...{_around(text, match)!r}")
                 break
     return problems, waited
+
+
+def _raised(text: str, after: int) -> str:
+    """The exception line that ends the traceback starting at `after` (the line that says what went wrong)."""
+    for line in text[after:].splitlines()[1:]:
+        if line and not line[0].isspace():
+            return line.strip()[:300]
+    return "?"
 
 
 def _around(text: str, match) -> str:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from soak_common import BIN, Deadline, FaultLog, PhaseReport, wait_until, write_job_script
+from soak_common import BIN, Deadline, FaultLog, PhaseReport, kill_leftovers, wait_until, write_job_script
 from soak_jobman_chaos import JobmanChaos, mount_small_tmpfs, unmount
 
 SHELLS = 8
@@ -137,6 +137,7 @@ class JobmanSoak:
         try:
             return self._run()
         finally:
+            kill_leftovers(str(self.dir))
             if self.tmpfs:
                 self._keep_home()
                 unmount(self.home)
@@ -166,9 +167,9 @@ class JobmanSoak:
             script = self.dir / f"shell-{i}.sh"
             script.write_text(shell_script(jobs, job_sh, self.ledger, self.dir / f"shell-{i}.out",
                                            self.dir / "errors", stop))
-            procs.append(subprocess.Popen(["/bin/sh", str(script)], env=self.env, stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=open(self.dir / f"shell-{i}.err", "wb"),
-                                          cwd=self.dir))
+            with open(self.dir / f"shell-{i}.err", "wb") as err:
+                procs.append(subprocess.Popen(["/bin/sh", str(script)], env=self.env, stdin=subprocess.DEVNULL,
+                                              stdout=subprocess.DEVNULL, stderr=err, cwd=self.dir))
         chaos.start()
         submit_by = Deadline(self.seconds * 0.5)
         wait_until(lambda: all(p.poll() is not None for p in procs), submit_by)

@@ -124,6 +124,7 @@ class JobmanChaos:
         finally:
             holder.stdin.close()
             holder.wait(60)
+            holder.stdout.close()
             self._busy.discard("db_lock")
         self.faults.add("db_lock", t0, time.time(), pid=holder.pid, detail=f"{hold:.1f} s")
 

@@ -142,7 +142,6 @@ def _explained(r, planned, by_name, subs, faults) -> None:
         found = by_name.get(name)
         return found[0]["outcome"] if found else None
 
-    unexplained = 0
     for name, found in by_name.items():
         j, plan = found[0], planned.get(name)
         if plan is None:
@@ -162,9 +161,11 @@ def _explained(r, planned, by_name, subs, faults) -> None:
         else:
             why = own + full
         if not why:
-            unexplained += 1
+            storage = sorted({f.kind for f in faults.overlapping(("disk_full", "db_lock"), since,
+                                                                  j["finished_at"] or time.time(), slack=1.0)})
+            under_way = f"; storage faults under way: {', '.join(storage)}" if storage else ""
             r.violate("explained", f"{name} ({j['id']}) ended {got}, the plan says {want}, and no recorded fault "
-                                   f"explains it ({j.get('detail') or ''})"[:400])
+                                   f"explains it{under_way} ({(j.get('detail') or '')[:200]})")
     r.checks["outcomes checked against the plan"] = len(by_name)
 
 

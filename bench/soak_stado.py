@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from soak_common import BIN, Deadline, FaultLog, PhaseReport, wait_until, write_job_script
+from soak_common import BIN, Deadline, FaultLog, PhaseReport, kill_leftovers, wait_until, write_job_script
 from soak_stado_chaos import ChaosProxy, Fleet, StadoChaos
 
 SUBMITTERS = 3
@@ -101,6 +101,7 @@ class StadoSoak:
                 self.proxy.close()
             if self.server is not None:
                 self.server.stop()
+            kill_leftovers(str(self.dir))
 
     def _open_store(self) -> None:
         from tests.stado.storekit import StoreTarget
@@ -159,7 +160,7 @@ class StadoSoak:
         return self.report
 
     def _submitter(self, batches: list[list[PlannedJob]], which: int, until: Deadline) -> None:
-        pace = self.seconds * 0.4 / max(1, len(batches))  # spread over the first part of the time
+        pace = min(self.seconds * 0.4, self.n / 10) / max(1, len(batches))  # ~10 jobs/s, in the first part of the time
         for i, batch in enumerate(batches):
             if until.passed():
                 self.skipped += len(batches) - i

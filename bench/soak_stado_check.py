@@ -71,7 +71,7 @@ def check(soak, store, batches, fleet) -> None:
         r.violate("ledger", f"unreadable line {line!r}")
     _runs(r, final, runs, soak.faults)
     _explained(r, planned, key_of, final, runs, soak.faults)
-    _leftovers(soak, r, fleet)
+    _leftovers(soak, r, fleet, runs)
 
 
 def _outcome(doc: dict) -> str:
@@ -107,17 +107,20 @@ def _runs(r, final, runs, faults) -> None:
             if not _stale_copy_ok(a, b, faults, lags):
                 r.violate("never twice at once", f"{job_id}: runs by pids {a.pid} (agent {a.owner}) and "
                                                   f"{b.pid} (agent {b.owner}) overlapped {_span(a, b, now):.2f} s; "
-                                                  f"older one {_how_ended(a)}")
+                                                  f"older one {_how_ended(a)}{_killed(a, faults, now)}")
         at = doc["_at"]
         for run in job_runs:
             if run.start > at + SLACK:
+                stopped = [f for f in _stops_of(faults, run.owner) if f.t1 <= run.start]
+                context = (f"; its agent (pid {run.owner}) had been stopped from {_clock(stopped[-1].t0)} to "
+                           f"{_clock(stopped[-1].t1)}" if stopped else "")
                 r.violate("nothing after terminal", f"{job_id}: a run started {run.start - at:.2f} s after its "
-                                                    f"{doc['state']} record")
+                                                    f"{doc['state']} record{context}")
             elif run.end is None or run.end > at + SLACK:
                 if not _late_end_ok(run, doc, faults, lags):
                     r.violate("nothing after terminal", f"{job_id}: a run (pid {run.pid}, agent {run.owner}) "
                                                         f"{_how_ended(run)} after its {doc['state']} record at "
-                                                        f"{doc.get('finished_at')}")
+                                                        f"{doc.get('finished_at')}{_killed(run, faults, now)}")
     if lags:
         r.notes.append(f"{len(lags)} stale cop(ies) of reaped jobs ran beside a new run or past the record and "
                        f"stopped at most {max(lags):.2f} s after their agent resumed (allowed: a poll, {POLL} s, plus "
@@ -135,6 +138,18 @@ def _late_end_ok(run, doc, faults, lags) -> bool:
             lags.append(max(0.0, run.end - stop.t1))
             return True
     return False
+
+
+def _killed(run, faults, now) -> str:
+    """Context for a violation: the run's agent was SIGKILLed while it ran (its process went on alone)."""
+    for kill in faults.of("agent_kill"):
+        if kill.pid == run.owner and run.start <= kill.t0 <= (run.end or now):
+            return f"; its agent (pid {run.owner}) was killed at {_clock(kill.t0)}, and it went on alone"
+    return ""
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
 def _span(a, b, now) -> float:
@@ -199,11 +214,14 @@ def _touching(job_id, job_runs, doc, faults, life) -> list:
     return why
 
 
-def _leftovers(soak, r, fleet) -> None:
+def _leftovers(soak, r, fleet, runs) -> None:
+    by_group = {run.pgid: run for job_runs in runs.values() for run in job_runs}
     for p in processes_mentioning(str(soak.dir)):
         if p.argv and p.argv[0].endswith("weed"):
             continue
-        r.violate("left running", f"pid {p.pid}: {' '.join(p.argv)[:200]}")
+        run = by_group.get(_group_of(p.pid))
+        context = f" (job {run.job}{_killed(run, soak.faults, time.time())})" if run else ""
+        r.violate("left running", f"pid {p.pid}{context}: {' '.join(p.argv)[:160]}")
     for agent, code, at in fleet.died:
         near = soak.faults.overlapping(STORE_FAULTS, at - 10.0, at, slack=1.0)
         if code == 4 and near:
@@ -233,6 +251,14 @@ def _leftovers(soak, r, fleet) -> None:
     if reap.returncode != 0 or json.loads(reap.stdout or "{}").get("reaped"):
         r.violate("reap", f"stado reap after the drain: exit {reap.returncode} {reap.stdout.strip()[:300]}")
     r.checks["agent logs scanned"] = len(logs)
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[3])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _cli_failure_explained(line: str, faults) -> bool:
