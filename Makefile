@@ -3,21 +3,27 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+BASE_STAMP := $(VENV)/.installed-base-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo test test-deps sim soak bench bench-deps clean
+.PHONY: install bytecode demo test test-deps sim soak bench bench-queue bench-deps clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# What the tools need (make demo), then what the tests need on top (make test: pytest, SeaweedFS, ...).
+$(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+$(STAMP): $(BASE_STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
 # Every job starts a CLI and a supervisor: give them compiled modules even where the environment
 # sets PYTHONDONTWRITEBYTECODE (Python still reads .pyc files it is told not to write).
-bytecode: $(STAMP)
+bytecode: $(BASE_STAMP)
 	$(BIN)/python -m compileall -q src > /dev/null
 
 # Extra set-up the test suite needs (object-store servers, ...): mk/*.mk add to this rule.
@@ -41,7 +47,7 @@ SECONDS ?= 600
 soak: $(STAMP) bytecode test-deps
 	$(BIN)/python bench/soak.py --seconds $(SECONDS) $(SOAK_ARGS)
 
-demo: $(STAMP) bytecode
+demo: $(BASE_STAMP) bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh demo/demo.sh
 
 # The peers the benchmarks compare against, from Debian's packages.
@@ -53,6 +59,10 @@ bench-deps:
 bench: $(STAMP) bytecode bench-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/stado_bench.py
+
+# A queue held and drained at 100, 500 and 2,000 jobs, beside task-spooler and nq (about 15 minutes).
+bench-queue: $(STAMP) bytecode bench-deps
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/queue_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache

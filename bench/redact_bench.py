@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print(f"| corpus | StreamRedactor, MB/s | reference (every shape over the whole text), MB/s | ratio |")
+    print("| corpus | StreamRedactor, MB/s | reference (every shape over the whole text), MB/s | ratio |")
     print("| --- | --- | --- | --- |")
     for kind in ("training log", "build log", "base64 blobs", "credential words"):
         data = corpus(kind, args.mib << 20)

@@ -7,23 +7,39 @@ import time
 from runkit import proc
 
 from . import db, doorbell, home as homes, queries, reconcile, selectors, transitions
-from .errors import BadInput, NotFound
+from .errors import BadInput, JobmanError, NotFound
 from runkit.outcomes import exit_status
 
 MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
 
 
-class State:
-    """An open jobman home: its directory and a database connection."""
+READING_BUSY_TIMEOUT_MS = 2_000  # a reading command's reconcile pass waits this long for the write lock
+LIST_FINISHED = 100  # finished jobs `jobman list` shows by default (every unfinished one is shown)
 
-    def __init__(self, environ=os.environ, create: bool = True):
+
+def _note(message: str) -> None:
+    import sys
+
+    sys.stderr.write(f"jobman: note: {message}\n")
+
+
+class State:
+    """An open jobman home: its directory and a database connection. A reading command's state
+    (reading=True) opens a read-only or full home too, and skips the reconcile pass, with one notice,
+    when that pass cannot write."""
+
+    def __init__(self, environ=os.environ, create: bool = True, reading: bool = False, notify=_note):
         self.home = homes.home_dir(environ)
         self.db_file = homes.db_path(self.home)
         self.conn = None
+        self.reading, self.notify, self.skipped = reading, notify, None
         if create:
             self.create()
         elif os.path.exists(self.db_file):
-            self.conn = db.connect(self.db_file)
+            self.conn = db.connect(self.db_file, create=False, read_only_fallback=reading,
+                                   busy_timeout_ms=READING_BUSY_TIMEOUT_MS if reading else db.BUSY_TIMEOUT_MS)
+        else:
+            db.refuse_if_it_existed(self.db_file)  # "no jobs" would be a lie
 
     def create(self) -> None:
         """Make the home and its database if they are missing (a command about to write)."""
@@ -32,9 +48,23 @@ class State:
             self.conn = db.connect(self.db_file)
 
     def reconcile(self) -> list:
+        """The cheap reconcile pass; skipped (once noted) when the database cannot be written now."""
         if self.conn is None:
             return []
-        return reconcile.run(self.conn, self.home, time.time())
+        try:
+            return reconcile.run(self.conn, self.home, time.time())
+        except Exception as e:
+            from .dbretry import trouble
+
+            reason = trouble(e)
+            if reason is None:
+                raise
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            if self.skipped is None:
+                self.notify(f"skipped the reconcile pass: {reason} ({e}); what is shown may be stale")
+            self.skipped = reason
+            return []
 
     def resolve(self, selector: str) -> str:
         if self.conn is None:
@@ -98,22 +128,37 @@ def _spec_of(row) -> tuple[dict, str | None]:
         return {}, f"the stored job specification is unreadable ({e})"
 
 
-def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None) -> list[dict]:
-    st = State(environ, create=False)
+def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None,
+              everything: bool = False) -> dict:
+    """{"jobs": views newest first, "not_shown": older finished jobs left out}. By default every
+    unfinished job and the newest LIST_FINISHED finished ones; `limit`: the newest `limit` jobs;
+    `everything`: all of them."""
+    st = State(environ, create=False, reading=True)
     if st.conn is None:
-        return []
+        return {"jobs": [], "not_shown": 0}
     st.reconcile()
-    views = []
-    for row in queries.list_jobs(st.conn, limit=limit, active_only=active_only):
+    finished = None if everything else LIST_FINISHED
+    rows = queries.list_jobs(st.conn, limit=limit, active_only=active_only, finished=finished)
+    not_shown = 0
+    if not (limit or active_only or everything):
+        not_shown = queries.count_jobs(st.conn) - len(rows)
+    views, lines = [], {}
+    for row in rows:
         view = job_view(row)
         if row["outcome"] == "lost" and row["slot_held"]:
             view["wait_detail"] = "its target tree is still alive: it keeps its slot in group " + row["group_name"]
+        elif row["waiting_for"] == "slot":
+            if row["group_name"] not in lines:
+                lines[row["group_name"]] = {job: n for n, job in enumerate(queries.line(st.conn, row["group_name"]))}
+            ahead = lines[row["group_name"]].get(view["id"])
+            if ahead:
+                view["wait_detail"] = f"{view['wait_detail']}; {ahead} ahead in line"
         views.append(view)
-    return views
+    return {"jobs": views, "not_shown": not_shown}
 
 
 def show(selector: str, environ=os.environ) -> dict:
-    st = State(environ, create=False)
+    st = State(environ, create=False, reading=True)
     job_id = st.resolve(selector)
     st.reconcile()
     row = queries.job(st.conn, job_id)
@@ -140,12 +185,17 @@ def show(selector: str, environ=os.environ) -> dict:
     view["slot_held"] = bool(row["slot_held"])
     view["cancel_requested_at"] = row["cancel_requested_at"]
     if row["outcome"] == "lost":
-        last = queries.last_attempt(st.conn, job_id)
-        view["target_alive"] = reconcile.target_alive(last)
+        from . import targets
+
+        alive = targets.processes(job_id, queries.last_attempt(st.conn, job_id))
+        view["target_alive"] = bool(alive)
+        view["target_processes"] = targets.describe(alive)
         view["log_cap_holds"] = False
         view["lost_note"] = (
-            "the supervisor is gone; " + ("its target process tree is still alive (jobman cancel can stop it); "
-                                          if view["target_alive"] else "no target process is alive; ")
+            "the supervisor is gone; " + ("its target process tree is still alive (jobman cancel can stop it): "
+                                          + ", ".join(f"pid {p['pid']} ({p['command'][:60]})"
+                                                      for p in view["target_processes"]) + "; "
+                                          if alive else "no target process is alive; ")
             + "the log size cap no longer holds for output written after the supervisor died")
     return view
 
@@ -161,7 +211,7 @@ def _attempt_view(a, spec: dict) -> dict:
 
 def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None) -> dict:
     """Wait until every job is finished. Returns {"jobs": [views], "exit_status": int, "timed_out": bool}."""
-    st = State(environ, create=False)
+    st = State(environ, create=False, reading=True)
     ids = [st.resolve(s) for s in selector_list]
     give_up = None if timeout is None else time.time() + timeout
     delay = 0.02
@@ -184,7 +234,10 @@ def wait(selector_list: list[str], environ=os.environ, timeout: float | None = N
 
 
 def reconcile_now(environ=os.environ) -> list[dict]:
-    st = State(environ, create=False)
+    def refuse(message):
+        raise JobmanError(message.replace("skipped the reconcile pass", "cannot reconcile"))
+
+    st = State(environ, create=False, reading=True, notify=refuse)
     return [{"id": job_id, "change": change} for job_id, change in st.reconcile()]
 
 
@@ -233,25 +286,34 @@ def _await_finish(st: State, job_id: str, wait_seconds: float | None):
 
 
 def _stop_lost_target(st: State, job_id: str) -> dict:
-    """`jobman cancel` on a lost job: stop its target tree only if its identity still verifies."""
+    """`jobman cancel` on a lost job: stop what is left of its target, each process identified by pid and
+    start time (the recorded tree, and every process carrying the job's id in its environment)."""
+    from . import targets
+
     attempt = queries.last_attempt(st.conn, job_id)
-    if attempt is None or attempt["pid"] is None:
-        return {"message": "lost before any target process was recorded: nothing to stop"}
-    if not reconcile.target_alive(attempt):
+    alive = targets.processes(job_id, attempt)
+    if not alive:
+        if attempt is None:
+            return {"message": "lost before any target process was started: nothing to stop"}
+        if attempt["pid"] is None:
+            return {"message": "lost before its target was recorded, and no process carries its job id: "
+                               "nothing to stop"}
         return {"message": f"lost; nothing of its target tree is alive: pid {attempt['pid']} no longer exists or that "
                            f"pid is now another process, so nothing was signalled"}
     spec = json_loads(queries.spec_json(st.conn, job_id))
-    pid = attempt["pid"]
-    proc.stop_orphaned_tree(pid, attempt["start_time"], attempt["boot_id"], grace=spec.get("kill_after", 10.0))
-    transitions.add_attempt_note(st.conn, job_id, "lost_target_stopped", time.time(), pid=pid)
+    pids = [p.pid for p in alive]
+    proc.stop_all(lambda: targets.processes(job_id, attempt), grace=spec.get("kill_after", 10.0))
+    transitions.add_attempt_note(st.conn, job_id, "lost_target_stopped", time.time(), pid=pids[0],
+                                 processes=len(pids))
     st.reconcile()  # its slot can be released now
-    return {"message": f"lost; its target tree (pid {pid}) was still alive and has been stopped; "
-                       f"the outcome stays lost"}
+    return {"message": f"lost; its target tree (pid {', '.join(map(str, pids))}) was still alive and has been "
+                       f"stopped; the outcome stays lost"}
 
 
 def group_set(name: str, limit: int, environ=os.environ) -> dict:
-    if not name or not all(c.isalnum() or c in "-_." for c in name):
-        raise BadInput(f"bad group name {name!r}: use letters, digits, '-', '_' or '.'")
+    from .spec import check_group_name
+
+    check_group_name(name)
     if not 0 <= limit <= MAX_GROUP_LIMIT:
         raise BadInput(f"bad limit {limit}: use 0 (paused) up to {MAX_GROUP_LIMIT}")
     st = State(environ)
@@ -264,7 +326,7 @@ def group_set(name: str, limit: int, environ=os.environ) -> dict:
 
 
 def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
-    st = State(environ, create=False)
+    st = State(environ, create=False, reading=True)
     if st.conn is None:  # nothing submitted yet: the default group, as the first submission will create it
         if only not in (None, db.DEFAULT_GROUP):
             return []
@@ -312,7 +374,7 @@ def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
 
 
 def log_target(selector: str, environ=os.environ) -> tuple[State, str]:
-    st = State(environ, create=False)
+    st = State(environ, create=False, reading=True)
     job_id = st.resolve(selector)
     st.reconcile()
     return st, job_id

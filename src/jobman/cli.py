@@ -64,11 +64,27 @@ def main(argv: list[str] | None = None) -> int:
     except JobmanError as e:
         _error(str(e))
         return e.exit_code
+    except Exception as e:
+        message = _storage_trouble(e)
+        if message is None:
+            raise
+        _error(message)
+        return 1
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _storage_trouble(error: Exception) -> str | None:
+    """One line for a database that cannot be used now (busy, full, read-only, failing), or None."""
+    if "sqlite3" not in sys.modules:
+        return None
+    from .dbretry import trouble
+
+    reason = trouble(error)
+    return None if reason is None else f"the jobman database cannot be used now: {reason} ({error})"
 
 
 def _error(message: str) -> None:
@@ -181,6 +197,7 @@ def _build_spec(ns, command: list[str]):
             log_limit = parse_size(ns.log_limit)
         except ValueError as e:
             raise BadInput(f"--log-limit: {e}") from None
+        specs.check_log_limit(ns.log_limit, log_limit, os.environ)
     retry = specs.default_retry()
     retry.update(retries=ns.retries, exit_codes=sorted(set(ns.exit_codes)) if ns.exit_codes else None,
                  delay=ns.retry_delay, backoff=ns.retry_backoff, on_timeout=ns.retry_on_timeout)
@@ -197,14 +214,17 @@ def _build_spec(ns, command: list[str]):
 # --- reading -------------------------------------------------------------------------------------
 
 def cmd_list(args: list[str]) -> int:
-    p = _parser("jobman list", "Jobs, newest first. Waiting jobs say what they wait for.")
+    p = _parser("jobman list", "Jobs, newest first: every unfinished job and the newest 100 finished ones\n"
+                "(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.")
     p.add_argument("--active", action="store_true", help="only jobs that have not finished")
-    p.add_argument("--limit", type=_whole("--limit", 1, MAX_COUNT), metavar="N", help="at most N jobs")
+    p.add_argument("--all", action="store_true", help="every job, however old")
+    p.add_argument("--limit", type=_whole("--limit", 1, MAX_COUNT), metavar="N", help="the newest N jobs")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api
 
-    views = api.list_jobs(active_only=ns.active, limit=ns.limit)
+    result = api.list_jobs(active_only=ns.active, limit=ns.limit, everything=ns.all)
+    views = result["jobs"]
     if ns.json:
         _print_json(views)
     elif views:
@@ -213,6 +233,8 @@ def cmd_list(args: list[str]) -> int:
         sys.stdout.write(render.job_table(views) + "\n")
     else:
         sys.stdout.write("no jobs\n")
+    if result["not_shown"]:
+        sys.stderr.write(f"jobman: {result['not_shown']} older finished job(s) not shown (jobman list --all)\n")
     return 0
 
 

@@ -1,8 +1,12 @@
 """SQLite: connection settings, the schema, its migrations, and short write transactions.
 
 WAL mode, synchronous=FULL (a printed job id must survive power loss), foreign keys on, and a
-long busy timeout. Every write transaction starts with BEGIN IMMEDIATE: in WAL mode a read
+busy timeout. Every write transaction starts with BEGIN IMMEDIATE: in WAL mode a read
 transaction that later tries to write fails at once with SQLITE_BUSY instead of waiting.
+
+A database is only ever created whole: built under a temporary name, then linked into place, so
+an empty or missing file at the path is never mistaken for a fresh one. Opening never creates
+(SQLite's own open would make an empty file over a deleted one).
 """
 import os
 import sqlite3
@@ -108,34 +112,171 @@ MIGRATIONS = [
         revision   INTEGER NOT NULL DEFAULT 1
     );
     """,
+    # 2: what a waiting supervisor asks costs O(1) in the length of the queue. A job's place in its
+    # group's line (group, priority, submission time) is copied into job_state, filled by a trigger
+    # from the immutable jobs row, so that the line is one partial index in take-a-slot order, and
+    # the holders of a group's slots another.
+    """
+    ALTER TABLE job_state ADD COLUMN line_group TEXT;
+    ALTER TABLE job_state ADD COLUMN line_priority INTEGER;
+    ALTER TABLE job_state ADD COLUMN line_at REAL;
+    UPDATE job_state SET line_group = (SELECT group_name FROM jobs WHERE id = job_id),
+                         line_priority = (SELECT priority FROM jobs WHERE id = job_id),
+                         line_at = (SELECT submitted_at FROM jobs WHERE id = job_id);
+    CREATE TRIGGER job_state_line_fill AFTER INSERT ON job_state
+    BEGIN
+        UPDATE job_state SET line_group = (SELECT group_name FROM jobs WHERE id = NEW.job_id),
+                             line_priority = (SELECT priority FROM jobs WHERE id = NEW.job_id),
+                             line_at = (SELECT submitted_at FROM jobs WHERE id = NEW.job_id)
+         WHERE job_id = NEW.job_id;
+    END;
+    CREATE INDEX job_state_line ON job_state(line_group, line_priority DESC, line_at, job_id)
+        WHERE phase = 'waiting' AND waiting_for = 'slot';
+    CREATE INDEX job_state_holders ON job_state(line_group) WHERE slot_held = 1;
+    DROP INDEX job_state_slots;
+    CREATE INDEX jobs_by_submission ON jobs(submitted_at, id);
+    CREATE INDEX job_state_deadlines ON job_state(claim_deadline) WHERE phase = 'submitting';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def connect(path: str, *, create: bool = True) -> sqlite3.Connection:
-    """Open the database (creating it 0600 on first use) and bring its schema up to date."""
-    if create and not os.path.exists(path):
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        except OSError as e:
-            raise BadInput(f"cannot create the jobman database {path}: {e.strerror}; "
-                           f"set JOBMAN_HOME to a writable directory") from None
+class DatabaseMissing(BadInput):
+    """The database is missing or empty where the home shows it existed: never silently start afresh."""
+
+    exit_code = 1
+
+
+def _uri(path: str, **params: str) -> str:
+    quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{quoted}?" + "&".join(f"{k}={v}" for k, v in params.items())
+
+
+def connect(path: str, *, create: bool = True, busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+            read_only_fallback: bool = False) -> sqlite3.Connection:
+    """Open the database and bring its schema up to date. With create, a missing database is made
+    (0600), unless its home shows that one existed: then DatabaseMissing, as for an empty file.
+    read_only_fallback: on a read-only filesystem where SQLite cannot share its WAL index, open the
+    file as immutable (reading commands only)."""
+    if not os.path.exists(path):
+        if not create:
+            raise DatabaseMissing(f"no jobman database at {path}")
+        refuse_if_it_existed(path)
+        _create(path)
     try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA synchronous = FULL")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version < SCHEMA_VERSION:
-            _migrate(conn)
-        elif version > SCHEMA_VERSION:
-            raise BadInput(f"the jobman database {path} has schema version {version}, newer than this jobman "
-                           f"understands ({SCHEMA_VERSION}); upgrade jobman")
+        try:
+            return _open(path, busy_timeout_ms)
+        except sqlite3.OperationalError as e:
+            if not (read_only_fallback and getattr(e, "sqlite_errorcode", 0) & 0xFF == 14 and _read_only_fs(path)):
+                raise
+            return _open(path, busy_timeout_ms, immutable=True)
     except sqlite3.DatabaseError as e:
         raise BadInput(f"cannot open the jobman database {path}: {e}; "
                        f"check JOBMAN_HOME or move the damaged file aside") from None
+
+
+class Connection(sqlite3.Connection):
+    """A connection that knows whether its lone statements are synced to disk (synchronous=FULL) or
+    not (relaxed: NORMAL in WAL mode, where they reach the disk with the next synced commit or
+    checkpoint). Transactions are always FULL: see Transaction."""
+
+    relaxed = False
+
+    def relax(self) -> None:
+        """Lone statements stop syncing: for a supervisor, whose only lone write is its lease renewal.
+        A renewal lost to a power cut promised nothing, and thousands of waiting supervisors renewing
+        every few seconds would otherwise cost an fsync each."""
+        self.execute("PRAGMA synchronous = NORMAL")
+        self.relaxed = True
+        # With hundreds of writers, every wake-up finds the database changed, so SQLite drops the
+        # connection's page cache and reads again what it needs: a small cache costs nothing in
+        # reads and is cheap to drop (and to keep: it is memory of every waiting supervisor).
+        self.execute("PRAGMA cache_size = 16")
+
+
+def _open(path: str, busy_timeout_ms: int, immutable: bool = False) -> sqlite3.Connection:
+    params = {"immutable": "1"} if immutable else {"mode": "rw"}
+    conn = sqlite3.connect(_uri(path, **params), uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000,
+                           check_same_thread=False, factory=Connection)
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = FULL")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0:
+        conn.close()
+        raise DatabaseMissing(f"the jobman database {path} is empty (truncated?): jobman will not start afresh "
+                              f"over it; restore it from a copy, or move it aside to start afresh")
+    if version < SCHEMA_VERSION:
+        _migrate(conn)
+    elif version > SCHEMA_VERSION:
+        conn.close()
+        raise BadInput(f"the jobman database {path} has schema version {version}, newer than this jobman "
+                       f"understands ({SCHEMA_VERSION}); upgrade jobman")
     return conn
+
+
+def _read_only_fs(path: str) -> bool:
+    try:
+        return bool(os.statvfs(os.path.dirname(path) or ".").f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def refuse_if_it_existed(path: str) -> None:
+    """Raise DatabaseMissing if the home of a missing database shows that one existed."""
+    home = os.path.dirname(path)
+    traces = [name for name in (os.path.basename(path) + "-wal",) if os.path.exists(os.path.join(home, name))]
+    try:
+        traces += os.listdir(os.path.join(home, "logs"))[:1]
+    except OSError:
+        pass
+    if traces:
+        raise DatabaseMissing(f"the jobman database {path} is missing, but {home} holds traces of earlier jobs "
+                              f"(logs, a WAL file): it was deleted or moved. Put it back, or move {home} aside "
+                              f"to start afresh")
+
+
+def _create(path: str) -> None:
+    """Build a new database under a temporary name and link it into place: the path never holds a
+    half-made database, and whoever links first wins (the others use theirs)."""
+    tmp = f"{path}.new-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            for number in range(1, SCHEMA_VERSION + 1):
+                for statement in _statements(MIGRATIONS[number - 1]):
+                    conn.execute(statement)
+            conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?)", (DEFAULT_GROUP, default_group_limit()))
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode = WAL")
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another jobman made it meanwhile
+        dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as e:
+        raise BadInput(f"cannot create the jobman database {path}: {e.strerror}; "
+                       f"set JOBMAN_HOME to a writable directory") from None
+    except sqlite3.Error as e:
+        raise BadInput(f"cannot create the jobman database {path}: {e}; "
+                       f"set JOBMAN_HOME to a writable directory with free space") from None
+    finally:
+        for leftover in (tmp, tmp + "-journal", tmp + "-wal", tmp + "-shm"):
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -146,9 +287,6 @@ def _migrate(conn: sqlite3.Connection) -> None:
         for number in range(version + 1, SCHEMA_VERSION + 1):
             for statement in _statements(MIGRATIONS[number - 1]):
                 conn.execute(statement)
-            if number == 1:
-                conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?)",
-                             (DEFAULT_GROUP, default_group_limit()))
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -157,34 +295,51 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 
 def _statements(script: str):
-    # executescript() would COMMIT our transaction; split instead (no ';' inside our statements).
+    # executescript() would COMMIT our transaction; split instead (no ';' inside our statements but
+    # for a trigger's body, which is kept whole up to its END).
+    pending = ""
     for part in script.split(";"):
         lines = [line.split("--", 1)[0] for line in part.splitlines()]
-        statement = "\n".join(lines).strip()
-        if statement:
-            yield statement
+        text = "\n".join(lines).strip()
+        if not text:
+            continue
+        pending = f"{pending};\n{text}" if pending else text
+        if pending.upper().startswith("CREATE TRIGGER") and not pending.upper().endswith("END"):
+            continue
+        yield pending
+        pending = ""
 
 
 class Transaction:
-    """`with Transaction(conn):` runs the block in BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+    """`with Transaction(conn):` runs the block in BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error),
+    synced to disk at COMMIT even on a relaxed connection. durable=False leaves a relaxed connection
+    unsynced: for facts that matter only during this boot (a slot taken, a target's pid, why a job
+    waits), which a power cut makes moot, since no process of this boot outlives it."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "relaxed")
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, durable: bool = True):
         self.conn = conn
+        self.relaxed = durable and getattr(conn, "relaxed", False)
 
     def __enter__(self):
+        if self.relaxed:
+            self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute("BEGIN IMMEDIATE")
         return self.conn
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
-            try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
+        try:
+            if exc_type is None:
+                self.conn.execute("COMMIT")
+            else:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+        finally:
+            if self.relaxed:
+                self.conn.execute("PRAGMA synchronous = NORMAL")
         return False
 
 

@@ -4,8 +4,10 @@ from .transitions import load_state  # noqa: F401  (re-exported: the one way to 
 _STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
           "(%(t)s.phase IN ('starting', 'waiting', 'running') AND %(t)s.lease_expires_at < :now))")
 
-# Everything a waiting supervisor needs, in one query: its own state, its dependencies, the room in
-# its group, and whether anything it waits on looks abandoned (then, and only then, it reconciles).
+# What a waiting supervisor needs, in one query whose cost does not grow with the queue: its own
+# state, its dependencies (and whether one looks abandoned), its group's limit, the slots held in the
+# group (an index over holders only) and whether a holder looks abandoned. Its place in line is a
+# second query (front_of_line), asked only when it is ready for a slot.
 SNAPSHOT = f"""
 SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval, j.poll_interval,
   (SELECT json_group_array(json_array(d.depends_on, d.condition, ds.phase, ds.outcome, dj.name))
@@ -14,17 +16,9 @@ SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_
   (SELECT count(*) FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on
     WHERE d.job_id = s.job_id AND {_STALE % {"t": "ds"}}) AS deps_stale,
   (SELECT slot_limit FROM groups WHERE name = j.group_name) AS slot_limit,
-  (SELECT count(*) FROM job_state s2 JOIN jobs j2 ON j2.id = s2.job_id
-    WHERE s2.slot_held = 1 AND j2.group_name = j.group_name) AS slots_held,
-  (SELECT count(*) FROM job_state s2 JOIN jobs j2 ON j2.id = s2.job_id
-    WHERE j2.group_name = j.group_name
-      AND ((s2.slot_held = 1 AND (s2.phase = 'finished' OR s2.lease_expires_at < :now))
-        OR (s2.phase = 'waiting' AND s2.waiting_for = 'slot' AND s2.lease_expires_at < :now))) AS slots_stale,
-  (SELECT count(*) FROM job_state s3 JOIN jobs j3 ON j3.id = s3.job_id
-    WHERE s3.phase = 'waiting' AND s3.waiting_for = 'slot' AND j3.group_name = j.group_name
-      AND s3.job_id != s.job_id
-      AND (j3.priority > j.priority OR (j3.priority = j.priority AND (j3.submitted_at, j3.id) < (j.submitted_at, j.id))))
-   AS slots_ahead
+  (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1) AS slots_held,
+  (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1
+      AND (h.phase = 'finished' OR h.lease_expires_at < :now)) AS holders_stale
 FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = :id
 """
 
@@ -32,6 +26,22 @@ FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = :id
 def snapshot(conn, job_id: str, now: float):
     """Everything a waiting supervisor needs to decide, in one query."""
     return conn.execute(SNAPSHOT, {"id": job_id, "now": now}).fetchone()
+
+
+# The group's line: jobs waiting for a slot, in the order they may take one (an index in that order).
+_LINE = ("FROM job_state WHERE phase = 'waiting' AND waiting_for = 'slot' AND line_group = ?"
+         " ORDER BY line_priority DESC, line_at, job_id")
+
+
+def front_of_line(conn, group: str, count: int) -> list:
+    """The first `count` jobs in the group's line: (job_id, priority, submitted_at, lease_expires_at)."""
+    return conn.execute(f"SELECT job_id, line_priority, line_at, lease_expires_at {_LINE} LIMIT ?",
+                        (group, count)).fetchall()
+
+
+def line(conn, group: str) -> list[str]:
+    """The whole line of a group (what `jobman list` shows positions from)."""
+    return [r[0] for r in conn.execute(f"SELECT job_id {_LINE}", (group,))]
 
 
 def spec_json(conn, job_id: str) -> str:
@@ -46,21 +56,20 @@ def dependents_to_wake(conn, job_id: str) -> list[str]:
 
 def slot_waiters(conn, group: str, limit: int = -1) -> list[str]:
     """Jobs waiting for a slot in `group`, in the order they may take one."""
-    return [r[0] for r in conn.execute(
-        "SELECT s.job_id FROM job_state s JOIN jobs j ON j.id = s.job_id"
-        " WHERE s.phase = 'waiting' AND s.waiting_for = 'slot' AND j.group_name = ?"
-        " ORDER BY j.priority DESC, j.submitted_at, j.id LIMIT ?", (group, limit))]
+    return [r[0] for r in conn.execute(f"SELECT job_id {_LINE} LIMIT ?", (group, limit))]
 
 
 def group_of(conn, job_id: str) -> str:
     return conn.execute("SELECT group_name FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
 
 
+def slots_held(conn, group: str) -> int:
+    return conn.execute("SELECT count(*) FROM job_state WHERE line_group = ? AND slot_held = 1", (group,)).fetchone()[0]
+
+
 def free_slots(conn, group: str) -> int:
-    row = conn.execute(
-        "SELECT g.slot_limit - (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id"
-        " WHERE s.slot_held = 1 AND j.group_name = g.name) FROM groups g WHERE g.name = ?", (group,)).fetchone()
-    return max(0, row[0]) if row else 0
+    row = conn.execute("SELECT slot_limit FROM groups WHERE name = ?", (group,)).fetchone()
+    return max(0, row[0] - slots_held(conn, group)) if row else 0
 
 
 def last_attempt(conn, job_id: str):
@@ -87,9 +96,25 @@ def job(conn, job_id: str):
         "SELECT j.*, s.* FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE j.id = ?", (job_id,)).fetchone()
 
 
-def list_jobs(conn, *, limit: int | None = None, active_only: bool = False) -> list:
-    where = "WHERE s.phase != 'finished'" if active_only else ""
-    lim = f"LIMIT {int(limit)}" if limit else ""
-    return conn.execute(
-        f"SELECT j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, s.* FROM jobs j"
-        f" JOIN job_state s ON s.job_id = j.id {where} ORDER BY j.submitted_at DESC, j.id DESC {lim}").fetchall()
+_LIST_COLUMNS = "j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, s.*"
+
+
+def list_jobs(conn, *, limit: int | None = None, active_only: bool = False, finished: int | None = None) -> list:
+    """Jobs, newest first: with `limit`, the newest `limit` jobs; else every unfinished job, plus (unless
+    active_only) the newest `finished` finished ones (all when None). Each part is read from an index,
+    so a long history costs nothing unless it is asked for."""
+    if limit:
+        return conn.execute(f"SELECT {_LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
+                            f" ORDER BY j.submitted_at DESC, j.id DESC LIMIT ?", (int(limit),)).fetchall()
+    rows = conn.execute(f"SELECT {_LIST_COLUMNS} FROM job_state s JOIN jobs j ON j.id = s.job_id"
+                        f" WHERE s.phase != 'finished'").fetchall()
+    if not active_only:
+        rows += conn.execute(f"SELECT {_LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
+                             f" WHERE s.phase = 'finished' ORDER BY j.submitted_at DESC, j.id DESC LIMIT ?",
+                             (-1 if finished is None else finished,)).fetchall()
+    rows.sort(key=lambda r: (r["submitted_at"], r["id"]), reverse=True)
+    return rows
+
+
+def count_jobs(conn) -> int:
+    return conn.execute("SELECT count(*) FROM jobs").fetchone()[0]

@@ -10,31 +10,31 @@ from runkit import proc
 
 from . import doorbell, queries
 from .errors import Conflict
+from .targets import Finder
 from .transitions import fail_submission, mark_lost, release_lost_slot
 
+# What is due, from two small indexes (claim deadlines of submissions; leases of active jobs), so
+# the pass costs nothing that grows with the number of finished or healthy jobs.
 _DUE = """
-SELECT s.job_id, s.phase, s.revision, s.claim_deadline, s.lease_expires_at, s.supervisor_pid,
-       s.supervisor_start_time, s.supervisor_boot_id
-FROM job_state s
-WHERE s.phase != 'finished'
-  AND ((s.phase = 'submitting' AND s.claim_deadline < :now)
-    OR (s.phase != 'submitting' AND s.lease_expires_at < :now))
+SELECT s.job_id, s.phase, s.revision, s.supervisor_pid, s.supervisor_start_time, s.supervisor_boot_id
+FROM job_state s WHERE s.phase = 'submitting' AND s.claim_deadline < :now
+UNION ALL
+SELECT s.job_id, s.phase, s.revision, s.supervisor_pid, s.supervisor_start_time, s.supervisor_boot_id
+FROM job_state s WHERE s.phase != 'finished' AND s.phase != 'submitting' AND s.lease_expires_at < :now
 """
 
 
-def target_alive(attempt) -> bool:
-    """Whether anything of an attempt's target tree still lives: the recorded root if it verifies, else
-    what is left of its session and process group (a daemonised grandchild outlives its parent)."""
-    if attempt is None or attempt["pid"] is None:
-        return False
-    if proc.verify(attempt["pid"], attempt["start_time"], attempt["boot_id"]):
-        return True
-    return bool(proc.orphaned_tree(attempt["pid"], attempt["start_time"], attempt["boot_id"]))
+def target_alive(job_id: str, attempt, finder: Finder | None = None) -> bool:
+    """Whether anything of an attempt's target tree still lives: the recorded root if it verifies, what
+    is left of its session and process group, and any process carrying the job's id (which also covers
+    a target its supervisor never got to record)."""
+    return (finder or Finder()).alive(job_id, attempt)
 
 
 def run(conn, home: str, now: float) -> list[tuple[str, str]]:
     """One pass. Returns [(job_id, what happened)]."""
     changes = []
+    finder = Finder()
     for row in conn.execute(_DUE, {"now": now}).fetchall():
         job_id = row["job_id"]
         try:
@@ -43,17 +43,19 @@ def run(conn, home: str, now: float) -> list[tuple[str, str]]:
                                 "no supervisor claimed the job before its claim deadline")
                 changes.append((job_id, "submission_failed"))
             elif not proc.verify(row["supervisor_pid"], row["supervisor_start_time"], row["supervisor_boot_id"]):
-                alive = target_alive(queries.last_attempt(conn, job_id))
+                alive = target_alive(job_id, queries.last_attempt(conn, job_id), finder)
                 detail = ("its supervisor stopped renewing its lease and no longer exists"
                           + ("; the target process tree is still alive" if alive else ""))
                 mark_lost(conn, job_id, row["revision"], now, detail, alive)
                 changes.append((job_id, "lost"))
+            else:
+                continue
         except Conflict:
             continue  # someone else moved it first: their word stands
         _wake_after(conn, home, job_id)
     for row in conn.execute("SELECT job_id, revision FROM job_state WHERE slot_held = 1 AND phase = 'finished'"
                             ).fetchall():
-        if not target_alive(queries.last_attempt(conn, row["job_id"])):
+        if not target_alive(row["job_id"], queries.last_attempt(conn, row["job_id"]), finder):
             try:
                 release_lost_slot(conn, row["job_id"], row["revision"], now)
             except Conflict:

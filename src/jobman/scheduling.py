@@ -38,6 +38,17 @@ def time_verdict(not_before: float | None, retry_at: float | None, now: float) -
     return "ready", None
 
 
-def slot_verdict(limit: int, held: int, ahead: int) -> bool:
-    """Room for this job: the group's held slots plus the slot-waiters ordered before it stay under the limit."""
-    return held + ahead < limit
+def ahead_of(front: list, me: tuple) -> int:
+    """How many of `front` (rows of (job_id, priority, submitted_at, ...)) stand before `me`
+    ((job_id, priority, submitted_at)) in a group's line: priority first, then submission."""
+    my_id, my_priority, my_at = me
+    mine = (-my_priority, my_at, my_id)
+    return sum(1 for job_id, priority, at, *_ in front if job_id != my_id and (-priority, at, job_id) < mine)
+
+
+def slot_verdict(limit: int, held: int, front: list, me: tuple) -> bool:
+    """Room for this job: a slot is free, and fewer jobs than there are free slots stand before it in
+    its group's line. front: the first limit - held jobs of the line (see ahead_of). Knowing the front
+    of the line is enough, so the question costs the same whatever the length of the queue."""
+    free = limit - held
+    return free > 0 and ahead_of(front[:free], me) < free

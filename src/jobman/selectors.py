@@ -12,6 +12,11 @@ MIN_PREFIX = 6
 
 def resolve(conn, text: str) -> str:
     selector = text.strip()
+    try:
+        selector.encode()
+    except UnicodeEncodeError:
+        raise NotFound(f"job selector {text!r} is not valid UTF-8: give a job id, a display name or an id "
+                       f"prefix") from None
     if not selector:
         raise NotFound("empty job selector: give a job id, a display name or an id prefix of at least 6 characters")
     lowered = selector.lower()
@@ -24,8 +29,9 @@ def resolve(conn, text: str) -> str:
         return row[0]
     compact = lowered.replace("-", "")
     if len(compact) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in compact):
-        rows = conn.execute("SELECT id, name FROM jobs WHERE replace(id, '-', '') LIKE ? ORDER BY id LIMIT 6",
-                            (compact + "%",)).fetchall()
+        prefix = _hyphenated(compact)  # ids sort as text: a prefix is a range of the primary key
+        rows = conn.execute("SELECT id, name FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+                            (prefix, prefix + "g")).fetchall()
         if len(rows) == 1:
             return rows[0][0]
         if len(rows) > 1:
@@ -36,3 +42,13 @@ def resolve(conn, text: str) -> str:
         raise NotFound(f"no job named {selector!r}, and an id prefix needs at least {MIN_PREFIX} characters")
     raise NotFound(f"no job matches {selector!r}: give a job id, a display name or an id prefix "
                    f"(see jobman list)")
+
+
+def _hyphenated(compact: str) -> str:
+    """A prefix of an id's 32 hex digits, with the hyphens an id has at those places (8-4-4-4-12)."""
+    out = []
+    for i, c in enumerate(compact[:32]):
+        if i in (8, 12, 16, 20):
+            out.append("-")
+        out.append(c)
+    return "".join(out)

@@ -13,7 +13,9 @@ DEFAULT_LOG_LIMIT = 1024 * 1024 * 1024  # per attempt and stream; guards the dis
 DEFAULT_MAX_RETRY_DELAY = 3600.0
 
 # Handoff and lease windows (seed 000): settings stored with each job, overridable for tests.
-WINDOW_DEFAULTS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 1.0}
+# The fallback poll of a waiting job is long: doorbells wake waiters in time, the poll only guarantees
+# progress if a ring is lost (and it is made at a lease renewal, so it costs no wake-up of its own).
+WINDOW_DEFAULTS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 30.0}
 WINDOW_ENV = {"claim": "JOBMAN_CLAIM_WINDOW", "lease": "JOBMAN_LEASE", "renew": "JOBMAN_RENEW_INTERVAL",
               "poll": "JOBMAN_POLL_INTERVAL"}
 
@@ -88,6 +90,9 @@ def resolve_command(argv: list[str], cwd: str, env: dict[str, str]) -> str:
 
 
 def resolve_cwd(cwd: str | None) -> str:
+    if cwd is not None:
+        if not cwd:
+            raise BadInput("--cwd is empty; give a directory (or leave --cwd out for the current one)")
     path = os.path.abspath(cwd) if cwd else os.getcwd()
     if not os.path.isdir(path):
         raise BadInput(f"working directory {cwd!r} does not exist or is not a directory; pass an existing --cwd")
@@ -98,8 +103,12 @@ def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[
           group: str, priority: int, not_before: float | None, retry: dict, timeout: float | None,
           kill_after: float, log_limit: int, separate_stderr: bool, windows: dict) -> dict:
     """Validate and resolve everything except dependencies (resolved inside the submit transaction)."""
-    if name is not None and (not name or name.strip() != name or len(name) > 200):
-        raise BadInput(f"bad --name {name!r}: use a non-empty name without leading or trailing spaces")
+    if name is not None:
+        check_text("--name", name)
+        if not name or name.strip() != name or len(name) > 200 or any(_is_control(c) for c in name):
+            raise BadInput(f"bad --name {name!r}: use a non-empty name of printable characters, without leading "
+                           f"or trailing spaces")
+    check_group_name(group, "--group")
     policy, allowed = parse_env_policy(env_policy)
     overrides = parse_env_pairs(env_pairs)
     workdir = resolve_cwd(cwd)
@@ -127,6 +136,53 @@ def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[
         "priority": priority,
         "windows": windows,
     }
+
+
+def check_text(flag: str, text: str) -> None:
+    """Refuse text that is not valid UTF-8 (the shell passed bytes Python could only smuggle through)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise BadInput(f"{flag} {text!r} is not valid UTF-8; jobman stores names and paths as text") from None
+
+
+def _is_control(c: str) -> bool:
+    return c < " " or "\x7f" <= c <= "\x9f"
+
+
+def check_group_name(name: str, what: str = "group name") -> None:
+    if not name or not all(c.isascii() and (c.isalnum() or c in "-_.") for c in name):
+        raise BadInput(f"bad {what} {name!r}: use letters, digits, '-', '_' or '.'")
+
+
+def min_log_limit(environ) -> int:
+    """Two blocks of the filesystem holding the logs: the cap is kept by whole blocks (runkit.logcap), so a
+    smaller one could not be kept exactly."""
+    from .home import home_dir
+
+    path = home_dir(environ)
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    try:
+        block = os.statvfs(path or "/").f_bsize
+    except OSError:
+        block = 4096
+    return 2 * max(block, 4096)
+
+
+def check_log_limit(text: str, limit: int, environ) -> None:
+    if limit == 0:
+        number = text.strip().rstrip("bBkKmMgGiI").strip()
+        try:
+            exact_zero = float(number) == 0
+        except ValueError:
+            exact_zero = False
+        if not exact_zero:
+            raise BadInput(f"--log-limit {text!r} rounds to 0 bytes, which means no cap; give at least "
+                           f"{min_log_limit(environ)} bytes, or 0 for no cap")
+    elif limit < (smallest := min_log_limit(environ)):
+        raise BadInput(f"--log-limit {text!r} is below {smallest} bytes (two filesystem blocks, the unit the cap is "
+                       f"kept in); give at least {smallest // 1024}K, or 0 for no cap")
 
 
 def default_retry() -> dict:

@@ -18,10 +18,12 @@ from runkit.hashing import sha256
 from runkit.ids import uuid7
 
 from . import ack, db, faults, transitions
-from .errors import Conflict, LaunchError
+from .dbretry import trouble
+from .errors import Conflict, JobmanError, LaunchError
 
 CREDENTIAL_BYTES = 32
 ACK_GRACE = 2.0  # seconds past the claim deadline to wait for an acknowledgement already on its way
+CLAIM_SETTLES = 2.0  # past the claim deadline, no claim can commit (a claim may wait out its 1 s busy timeout)
 _HANDOFF_SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM", "SIGQUIT")
 
 
@@ -41,8 +43,16 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) 
     job_id = uuid7()
     now = time.time()
     faults.pause("cli:before_commit")
-    spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
-                              credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
+    try:
+        spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
+                                  credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
+    except Exception as e:
+        reason = trouble(e)
+        if reason is None:
+            raise
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise JobmanError(f"cannot submit: {reason} ({e}); nothing was submitted") from None
     faults.hit("cli:after_commit")
     faults.linger("cli:slow_after_commit")
     deadline = now + spec["windows"]["claim"]
@@ -75,7 +85,9 @@ def _launch(job_id: str, credential: bytes, deadline: float) -> str:
     null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
     try:
         argv = _supervisor_argv(job_id)
-        pid = proc.spawn(argv[0], argv, dict(os.environ), stdin=cred_r, stdout=ack_w, stderr=null)
+        # A supervisor started from inside a job must not look like part of that job's processes.
+        env = {k: v for k, v in os.environ.items() if k not in ("JOBMAN_JOB_ID", "JOBMAN_ATTEMPT")}
+        pid = proc.spawn(argv[0], argv, env, stdin=cred_r, stdout=ack_w, stderr=null)
     except OSError as e:
         for fd in (cred_r, cred_w, ack_r, ack_w):
             os.close(fd)
@@ -146,6 +158,17 @@ def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
                                             f"launch failed: {reason}")
             except Conflict:
                 continue  # the claim landed after all: read it back
+            except Exception as e:
+                if trouble(e) is None:
+                    raise
+                wait = state["claim_deadline"] + CLAIM_SETTLES - time.time()
+                if wait > 0:  # a claim could still land: let the deadline pass, then read again
+                    time.sleep(wait)
+                    continue
+                # Past its claim deadline no claim can land any more, so the job can never run: the next
+                # reconcile pass that can write finishes it submission_failed.
+                raise LaunchError(f"the supervisor did not claim job {job_id}: {reason}; nothing will run (it "
+                                  f"could not be recorded as submission_failed yet: {trouble(e)})") from None
             raise LaunchError(f"the supervisor did not claim job {job_id}: {reason}; nothing will run "
                               f"(recorded as submission_failed)")
     finally:

@@ -144,10 +144,13 @@ def claim(conn, job_id: str, credential_hash: bytes, supervisor_id: str, pid: in
     refusal = None
     with Transaction(conn):
         row = conn.execute(
-            "SELECT s.phase, s.revision, s.credential_hash, s.claim_deadline, j.lease_duration FROM job_state s"
+            "SELECT s.phase, s.revision, s.credential_hash, s.claim_deadline, s.supervisor_id, j.lease_duration"
+            " FROM job_state s"
             " JOIN jobs j ON j.id = s.job_id WHERE s.job_id = ?", (job_id,)).fetchone()
         if row is None:
             refusal = f"no job {job_id}"
+        elif row["phase"] != "submitting" and row["supervisor_id"] == supervisor_id:
+            pass  # our own claim, committed by a try whose answer was lost to a storage error
         elif row["phase"] != "submitting":
             refusal = f"job {job_id} is already {row['phase']}: it was claimed before (or finished)"
         elif row["credential_hash"] != credential_hash:
@@ -181,14 +184,22 @@ def load_state(conn, job_id: str) -> sqlite3.Row | None:
 # --- the supervisor's ownership ----------------------------------------------------------------
 
 def renew_lease(conn, job_id: str, supervisor_id: str, revision: int, expires_at: float) -> int:
-    """A single guarded statement: no transaction needed. Raises Conflict if anything moved."""
-    return _update(conn, job_id, revision, ACTIVE, {"lease_expires_at": expires_at},
-                   " AND supervisor_id = ?", (supervisor_id,))
+    """A single guarded statement: no transaction needed. Raises Conflict if anything moved. On a
+    supervisor's relaxed connection (db.Connection.relax) it is the one write not synced on its own."""
+    cur = conn.execute(_RENEW, (expires_at, job_id, revision, supervisor_id))
+    if cur.rowcount != 1:
+        raise Conflict(f"job {job_id} changed (expected revision {revision}, owned by {supervisor_id})")
+    return revision + 1
+
+
+# _update's statement for a renewal, written out once: thousands of waiting supervisors run it.
+_RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
+          " AND phase IN ('starting', 'waiting', 'running') AND supervisor_id = ?")
 
 
 def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str, until: float | None,
                 now: float, announce: bool) -> int:
-    with Transaction(conn):
+    with Transaction(conn, durable=False):  # why a job waits is re-derived by its supervisor after any crash
         rev = _update(conn, job_id, revision, ("starting", "waiting"),
                       {"phase": "waiting", "waiting_for": waiting_for, "wait_detail": detail, "wait_until": until})
         if announce:
@@ -199,10 +210,15 @@ def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str,
 def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: str, now: float) -> int | None:
     """Take a slot in the job's group and move it to running with a new attempt, if the group has room
     for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting)."""
-    with Transaction(conn):
-        me = conn.execute("SELECT j.group_name, j.priority, j.submitted_at FROM jobs j WHERE j.id = ?",
-                          (job_id,)).fetchone()
-        if not _slot_free(conn, job_id, me["group_name"], me["priority"], me["submitted_at"]):
+    from . import queries, scheduling
+
+    # Not synced on its own: after a power cut no target of this boot runs, and the job is lost anyway.
+    with Transaction(conn, durable=False):
+        me = conn.execute("SELECT j.group_name, j.priority, j.submitted_at, g.slot_limit FROM jobs j"
+                          " JOIN groups g ON g.name = j.group_name WHERE j.id = ?", (job_id,)).fetchone()
+        held = queries.slots_held(conn, me["group_name"])
+        front = queries.front_of_line(conn, me["group_name"], max(0, me["slot_limit"] - held))
+        if not scheduling.slot_verdict(me["slot_limit"], held, front, (job_id, me["priority"], me["submitted_at"])):
             return None
         rev = _update(conn, job_id, revision, ("starting", "waiting"),
                       {"phase": "running", "slot_held": 1, "attempts": number, "waiting_for": None,
@@ -212,23 +228,11 @@ def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: s
     return rev
 
 
-def _slot_free(conn, job_id: str, group: str, priority: int, submitted_at: float) -> bool:
-    limit_row = conn.execute("SELECT slot_limit FROM groups WHERE name = ?", (group,)).fetchone()
-    limit = limit_row[0] if limit_row else 0
-    held, ahead = conn.execute(
-        "SELECT (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id"
-        "        WHERE s.slot_held = 1 AND j.group_name = :g),"
-        "       (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id"
-        "        WHERE s.phase = 'waiting' AND s.waiting_for = 'slot' AND j.group_name = :g AND s.job_id != :id"
-        "          AND (j.priority > :p OR (j.priority = :p AND (j.submitted_at, j.id) < (:t, :id))))",
-        {"g": group, "p": priority, "t": submitted_at, "id": job_id}).fetchone()
-    return held + ahead < limit
-
-
 def record_target(conn, job_id: str, number: int, pid: int, start_time: int, boot_id: str, pgid: int,
                   now: float) -> None:
-    """The target's identity, recorded before anything may signal it."""
-    with Transaction(conn):
+    """The target's identity, recorded before anything may signal it (not synced on its own: a process
+    identity means nothing after a power cut)."""
+    with Transaction(conn, durable=False):
         conn.execute("UPDATE attempts SET pid = ?, start_time = ?, boot_id = ?, pgid = ?"
                      " WHERE job_id = ? AND number = ? AND ended_at IS NULL",
                      (pid, start_time, boot_id, pgid, job_id, number))

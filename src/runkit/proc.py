@@ -318,24 +318,31 @@ def orphaned_tree(pid: int | None, start_time: int | None, boot: str | None) -> 
 def stop_orphaned_tree(pid: int, start_time: int, boot: str, grace: float, poll: float = 0.05) -> bool:
     """SIGTERM every process of orphaned_tree(), then SIGKILL what is left after `grace` seconds; every
     signal identity-checked. Returns whether anything was found to stop."""
+    return stop_all(lambda: orphaned_tree(pid, start_time, boot), grace, poll)
+
+
+def stop_all(find, grace: float, poll: float = 0.05) -> bool:
+    """SIGTERM every process that find() returns (a list of Stat), then SIGKILL what it still returns
+    after `grace` seconds, going round until it returns nothing (a process may fork while we kill);
+    every signal pinned to the process's start time. Returns whether anything was found to stop."""
     import signal
     import time
 
-    tree = orphaned_tree(pid, start_time, boot)
+    tree = find()
     if not tree:
         return False
     for st in tree:
         signal_exact(st.pid, st.start_time, signal.SIGTERM)
     give_up = time.monotonic() + grace
-    while (tree := orphaned_tree(pid, start_time, boot)) and time.monotonic() < give_up:
+    while (tree := find()) and time.monotonic() < give_up:
         time.sleep(poll)
-    for _ in range(50):  # a process may fork while we kill: go round until the tree is empty
+    for _ in range(50):
         if not tree:
             break
         for st in tree:
             signal_exact(st.pid, st.start_time, signal.SIGKILL)
         time.sleep(poll)
-        tree = orphaned_tree(pid, start_time, boot)
+        tree = find()
     return True
 
 
@@ -351,6 +358,20 @@ def reap_children() -> list[tuple[int, int]]:
             break
         reaped.append((pid, status))
     return reaped
+
+
+def wait_child(pid: int) -> int | None:
+    """Block until our child `pid` exits (reaping any other child that exits first); its wait status,
+    or None if it is not (or no longer) our child."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return None
+        except InterruptedError:
+            continue
+        if done == pid:
+            return status
 
 
 def describe_status(status: int) -> tuple[int | None, int | None]:

@@ -51,25 +51,27 @@ def job_area(env: dict[str, str]) -> str:
     return area
 
 
-def stage(paths: list[str], env: dict[str, str], name: str | None = None) -> list[dict]:
-    """Copy each file into the job's staging directory under its base name (or `name`, for one file)."""
+def stage(paths: list[str], env: dict[str, str], name: str | None = None, *, what: str = "artifact",
+          into: str = STAGING, tmp_dir: str = STAGING_TMP) -> list[dict]:
+    """Copy each file into the job's staging directory `into` under its base name (or `name`, for one file);
+    `what` names the command in messages (artifact, checkpoint)."""
     if not paths:
-        raise BadInput("artifact put needs at least one file: $STADO_BIN artifact put PATH...")
+        raise BadInput(f"{what} put needs at least one file: $STADO_BIN {what} put PATH...")
     if name is not None and len(paths) != 1:
         raise BadInput("--name renames one file: give exactly one PATH with it")
     area = job_area(env)
-    staging, staging_tmp = os.path.join(area, STAGING), os.path.join(area, STAGING_TMP)
+    staging, staging_tmp = os.path.join(area, into), os.path.join(area, tmp_dir)
     os.makedirs(staging, exist_ok=True)
     os.makedirs(staging_tmp, exist_ok=True)
     staged = []
     work = os.path.realpath(os.path.join(area, WORK))
     for path in paths:
         if not os.path.isfile(path):
-            raise BadInput(f"{path}: not a regular file; artifact put uploads files")
+            raise BadInput(f"{path}: not a regular file; {what} put uploads files")
         real = os.path.realpath(path)
         if real != os.path.normpath(os.path.abspath(path)) and os.path.commonpath([real, work]) != work:
             raise BadInput(f"{path}: a symbolic link to {real}, outside the job's work directory; refused "
-                           "(copy the file into the work directory if it is meant to be an artifact)")
+                           f"(copy the file into the work directory to upload it as a {what})")
         artifact = check_artifact_name(name or os.path.basename(os.path.abspath(path)))
         tmp = os.path.join(staging_tmp, f"{os.getpid()}.{len(staged)}")  # renamed into staging/ once complete
         h, size = hashlib.sha256(), 0

@@ -158,6 +158,12 @@ def _parser():
     dr = sub.add_parser("doctor", help="check the store: reachable, credentials, conditional writes, clock, queue")
     dr.add_argument("--json", action="store_true")
 
+    ck = sub.add_parser("checkpoint", help="inside a job: stage a checkpoint; its upload proves the job alive")
+    cksub = ck.add_subparsers(dest="checkpoint_command", metavar="put", parser_class=Parser)
+    cp = cksub.add_parser("put", help="stage files; the agent uploads them while the job runs")
+    cp.add_argument("paths", nargs="*", metavar="PATH")
+    cp.add_argument("--name", help="the checkpoint's name, for a single PATH (default: its base name)")
+
     art = sub.add_parser("artifact", help="inside a job: stage files as its artifacts")
     asub = art.add_subparsers(dest="artifact_command", metavar="put", parser_class=Parser)
     ap = asub.add_parser("put", help="stage files; the agent uploads them when the job ends")
@@ -451,6 +457,14 @@ def cmd_doctor(args) -> int:
     return 0 if report["ok"] else 4
 
 
+def cmd_checkpoint_put(args) -> int:
+    from .checkpoints import stage
+
+    for entry in stage(args.paths, dict(os.environ), name=args.name):
+        _out(f"staged checkpoint {entry['name']} ({entry['size']} bytes); uploaded while the job runs")
+    return 0
+
+
 def cmd_artifact_put(args) -> int:
     from .artifacts import stage
 
@@ -476,7 +490,7 @@ COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
     ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
     ("machine", "status"): cmd_machine_status, ("results",): cmd_results, ("agent",): cmd_agent,
-    ("artifact", "put"): cmd_artifact_put, ("repair",): cmd_repair, ("reap",): cmd_reap,
+    ("artifact", "put"): cmd_artifact_put, ("checkpoint", "put"): cmd_checkpoint_put, ("repair",): cmd_repair, ("reap",): cmd_reap,
     ("schedule", "add"): cmd_schedule_add, ("schedule", "list"): cmd_schedule_list,
     ("schedule", "rm"): cmd_schedule_change, ("schedule", "pause"): cmd_schedule_change,
     ("schedule", "resume"): cmd_schedule_change, ("doctor",): cmd_doctor,
@@ -510,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(argv)
             args.cmd_words = command_words
         sub = getattr(args, f"{args.command}_command", None) if args.command in ("job", "queue", "machine",
-                                                                                 "artifact", "schedule") else None
+                                                                                 "artifact", "schedule", "checkpoint") else None
         key = (args.command, sub) if sub is not None else (args.command,)
         if key not in COMMANDS:
             raise BadInput(f"`stado {args.command}` needs a subcommand; see `stado {args.command} --help`")

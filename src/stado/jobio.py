@@ -12,6 +12,7 @@ import time
 from . import artifacts
 from .errors import ArtifactError, BadInput
 from .objectstore.base import ObjectStore, StoreError
+from .checkpoints import CheckpointPump
 from .output import OutputPump, OutputUploader
 from .transfer import Progress, Worker, human
 
@@ -25,6 +26,7 @@ class JobIO:
         self.stall_seconds, self.log, self.notify = stall_seconds, log, notify
         self.output_path = os.path.join(job_dir, "output.log")
         self.out = OutputPump(OutputUploader(store, job_id, self.output_path, secrets), poll_seconds, log).start()
+        self.checkpoints = CheckpointPump(store, job_id, job_dir, poll_seconds, log).start()
         self._fetch: Worker | None = None
         self._told = 0.0
         self._closing: Worker | None = None
@@ -119,6 +121,7 @@ class JobIO:
         return "done", f"internal error while uploading its artifacts: {type(error).__name__}: {str(error)[:200]}"
 
     def _close(self, upload_artifacts: bool) -> None:
+        self.checkpoints.finish()
         if upload_artifacts:
             manifest = artifacts.upload_staged(self.store, self.job_id, self.job_dir)
             for entry in manifest.get("refused", ()):

@@ -256,8 +256,8 @@ class SlotRunner:
             return self.stop(slot, "cancel")
         if current is not None and current.get("reaped") and current.get("claim") == slot.doc.get("claim"):
             return  # the reaper's move is under way: look again on the next tick
-        if current is None and slot.process and slot.ended is None:
-            return self._readopt(slot)
+        if slot.process and slot.ended is None and (current is None or current.get("claim") != slot.doc.get("claim")):
+            return self._readopt(slot)  # takes the job back, or says who took it first
         try:
             cancelled = current is None and read(self.a.store, keys.terminal("cancelled", slot.job_id)) is not None
         except CorruptDocument:

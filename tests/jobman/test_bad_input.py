@@ -22,6 +22,20 @@ def assert_one_line_error(result, *needles):
     (["run", "--env-policy", "sometimes", "--", "true"], ["--env-policy"]),
     (["run", "--", "no-such-command-xyz"], ["command not found", "no-such-command-xyz"]),
     (["run", "--bogus-flag", "--", "true"], ["unrecognized arguments: --bogus-flag", "--help"]),
+    # Small ones found with a real queue: text that is not UTF-8 (the shell hands Python bytes, which it
+    # smuggles through as lone surrogates), names that would break `jobman list`, an empty --cwd, caps
+    # that would silently mean "no cap" or could not be kept.
+    (["run", "--name", "bad\udcff", "--", "true"], ["--name", "not valid UTF-8"]),
+    (["run", "--name", "two\nlines", "--", "true"], ["bad --name", "printable"]),
+    (["run", "--name", "tab\there", "--", "true"], ["bad --name", "printable"]),
+    (["run", "--name", "bell\x07", "--", "true"], ["bad --name"]),
+    (["run", "--group", "g\udcff", "--", "true"], ["bad --group"]),
+    (["run", "--after", "x\udcff", "--", "true"], ["no job matches"]),
+    (["run", "--cwd", "", "--", "true"], ["--cwd is empty"]),
+    (["run", "--log-limit", "0.5", "--", "true"], ["rounds to 0 bytes", "0 for no cap"]),
+    (["run", "--log-limit", "0.0001K", "--", "true"], ["rounds to 0 bytes"]),
+    (["run", "--log-limit", "100", "--", "true"], ["below 8192 bytes", "two filesystem blocks"]),
+    (["group", "set", "g\udcff", "--limit", "1"], ["bad group name"]),
 ])
 def test_bad_run_input_writes_nothing(jobman, args, needles):
     result = jobman(*args)
@@ -218,3 +232,17 @@ def test_bad_counts_of_reading_commands(jobman, args, needles):
     assert_one_line_error(jobman(*[job_id if a == "JOB" else a for a in args]), *needles)
     assert jobman("logs", job_id, "--tail", "1", check=True).stdout == "hi\n"
     assert len(jobman("list", "--limit", "1", "--json", check=True).stdout.split('"id"')) == 2
+
+
+@pytest.mark.parametrize("command", ["show", "logs", "wait", "cancel"])
+def test_a_selector_that_is_not_utf8(jobman, command):
+    jobman.run("true")
+    before = jobman.count_jobs()
+    assert_one_line_error(jobman(command, "x\udcff"), "not valid UTF-8")
+    assert jobman.count_jobs() == before
+
+
+def test_exact_zero_log_limit_means_no_cap_and_8k_is_kept(jobman):
+    for limit in ("0", "0K", "8K"):
+        job_id = jobman.run("true", opts=["--log-limit", limit])
+        assert jobman.show(job_id)["spec"]["log"]["limit"] == (8192 if limit == "8K" else 0)

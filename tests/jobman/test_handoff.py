@@ -53,7 +53,7 @@ def test_seed_default_windows_are_stored_with_the_job(jobman):
                                  (job_id,)).fetchone()[0]
         claimed = conn.execute("SELECT at FROM events WHERE job_id = ? AND kind = 'supervisor_claimed'",
                                (job_id,)).fetchone()[0]
-    assert windows == (10.0, 15.0, 5.0, 1.0)
+    assert windows == (10.0, 15.0, 5.0, 30.0)
     assert before <= submitted <= claimed
     state = jobman.wait_finished(job_id)
     assert state["outcome"] == "succeeded"

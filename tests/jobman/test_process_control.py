@@ -6,6 +6,7 @@ import signal
 import shutil
 import sqlite3
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -128,9 +129,10 @@ def test_a_lost_job_is_alive_while_a_daemonised_child_of_its_target_lives(jobman
 
 
 def test_forged_target_identity_is_never_signalled(jobman):
-    """PID reuse: the recorded start time no longer matches the process with that pid."""
+    """PID reuse: the recorded start time no longer matches the process with that pid, and that process
+    does not carry the job's id in its environment either (another program merely has the number)."""
     tag = marker()
-    job_id = jobman.run("sh", "-c", f"exec {sleeper(tag)}")
+    job_id = jobman.run("sh", "-c", f"exec env -u JOBMAN_JOB_ID {sleeper(tag)}")
     target = target_of(jobman, job_id)
     _lose(jobman, job_id)
     with jobman.db() as conn:
@@ -154,6 +156,7 @@ def _capped_job(jobman):
     assert jobman("wait", job_id).returncode == 0
     log = attempts(jobman, job_id)[0]["log_path"]
     assert os.stat(log).st_blocks * 512 <= 1024 * 1024 + 64 * 1024  # the space it uses
+    assert os.stat(log).st_mode & 0o777 == os.stat(log + ".cut").st_mode & 0o777 == 0o600  # private, both
     shown = jobman.show(job_id)
     dropped = [e for e in shown["events"] if e["kind"] == "log_truncated"]
     assert dropped and dropped[0]["bytes_dropped"] >= 49_000_000
@@ -296,3 +299,48 @@ def test_long_output_is_not_slowed_by_the_supervisor(jobman, tmp_path):
     finally:
         os.kill(sup, signal.SIGCONT)
     assert jobman("wait", job_id).returncode == 0
+
+
+def test_spawn_window_a_target_started_but_never_recorded_keeps_its_slot(jobman, tmp_path):
+    """The supervisor is killed right after its target starts and before the target is recorded (a fault
+    point). The target and the daemon it starts in a session of its own carry the job's id in their
+    environment: the slot stays held while they live, show names them, cancel stops them, and only
+    then does the next job of the group run."""
+    jobman("group", "set", "solo", "--limit", "1", check=True)
+    root_tag, daemon_tag = marker(), marker()
+    script = f"setsid -f {sleeper(daemon_tag)}; exec {sleeper(root_tag)}"
+    job_id = jobman.run("sh", "-c", script, opts=["--group", "solo"],
+                        env={"JOBMAN_TEST_FAULT": "supervisor:before_record"})
+    # Until the shell has exec'd, its own command line names both tags: wait for one process each.
+    wait_for(lambda: len(pids_with_marker(root_tag)) == 1 and len(pids_with_marker(daemon_tag)) == 1
+             and not set(pids_with_marker(root_tag)) & set(pids_with_marker(daemon_tag)),
+             message="the target and its daemon")
+    (root,), (daemon,) = pids_with_marker(root_tag), pids_with_marker(daemon_tag)
+    assert os.getsid(daemon) != os.getsid(root)  # out of the target's session and process group
+    wait_for(lambda: jobman("reconcile") and jobman.state(job_id)["outcome"] == "lost", timeout=10)
+    assert attempts(jobman, job_id)[0]["pid"] is None  # never recorded
+    nxt = jobman.run("true", opts=["--group", "solo"])
+    wait_for(lambda: jobman.state(nxt)["waiting_for"] == "slot")
+    time.sleep(1.5)  # more than a lease, several polls: the group stays honestly full
+    jobman("reconcile", check=True)
+    assert jobman.state(job_id)["slot_held"] == 1 and jobman.state(nxt)["phase"] == "waiting"
+    shown = jobman.show(job_id)
+    assert shown["target_alive"] is True
+    assert {p["pid"] for p in shown["target_processes"]} == {root, daemon}
+    assert root_tag in jobman("show", job_id, check=True).stdout
+    result = jobman("cancel", job_id, check=True)
+    assert "has been stopped" in result.stdout
+    assert not alive(root) and not alive(daemon)
+    assert jobman("wait", nxt, "--timeout", "20s").returncode == 0
+    assert jobman.state(job_id)["outcome"] == "lost" and jobman.state(job_id)["slot_held"] == 0
+
+
+def test_a_supervisor_killed_before_its_target_started_frees_the_slot(jobman):
+    """The window before: the slot is taken but nothing was started, so nothing carries the job's id and
+    the slot is released once the job is found lost."""
+    jobman("group", "set", "solo", "--limit", "1", check=True)
+    job_id = jobman.run("sleep", "30", opts=["--group", "solo"], env={"JOBMAN_TEST_FAULT": "supervisor:before_spawn"})
+    nxt = jobman.run("true", opts=["--group", "solo"])
+    assert jobman("wait", nxt, "--timeout", "30s").returncode == 0
+    assert jobman.state(job_id)["outcome"] == "lost" and jobman.state(job_id)["slot_held"] == 0
+    assert jobman.show(job_id)["target_processes"] == []

@@ -93,8 +93,16 @@ def test_time_and_slot_verdicts():
     assert scheduling.time_verdict(None, None, 10.0) == ("ready", None)
     assert scheduling.time_verdict(20.0, None, 10.0) == ("not_before", 20.0)
     assert scheduling.time_verdict(5.0, 15.0, 10.0) == ("retry", 15.0)
-    assert scheduling.slot_verdict(2, 1, 0) and not scheduling.slot_verdict(2, 1, 1)
-    assert not scheduling.slot_verdict(0, 0, 0)
+    me = ("m", 0, 5.0)
+    assert scheduling.slot_verdict(2, 1, [], me)  # one free slot, nobody in line
+    assert scheduling.slot_verdict(2, 1, [("m", 0, 5.0, None)], me)  # first in line
+    assert not scheduling.slot_verdict(2, 1, [("a", 0, 4.0, None)], me)  # an earlier job takes the free slot
+    assert not scheduling.slot_verdict(2, 1, [("b", 1, 9.0, None)], me)  # so does a later one of higher priority
+    assert scheduling.slot_verdict(3, 1, [("a", 0, 4.0, None), ("m", 0, 5.0, None)], me)  # two free, one ahead
+    assert scheduling.slot_verdict(2, 1, [("z", 0, 5.0, None)], ("c", 0, 5.0))  # same time: the id decides
+    assert not scheduling.slot_verdict(0, 0, [], me)  # paused
+    assert not scheduling.slot_verdict(2, 3, [], me)  # over-full (a lost job kept its slot)
+    assert scheduling.ahead_of([("a", 0, 4.0), ("m", 0, 5.0), ("b", -1, 1.0)], me) == 1
 
 
 @pytest.mark.parametrize("data", [{"a": 1, "b": None, "c": True, "d": 1.5, "e": "x\"\\\n\t\u00e9"},

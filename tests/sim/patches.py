@@ -5,9 +5,14 @@ environment for secrets to redact: output is not simulated). No product code cha
 """
 import os
 from contextlib import contextmanager
+from importlib import import_module
 
-from stado import agent, artifacts, claiming, jobs, reaper, slot, submission
+from stado import agent, artifacts, claiming, reaper, slot, submission
 from stado.objectstore import memory
+
+# The transitions' modules (the package's own names, claim and cancel, are its functions).
+job_cancel, job_claim, job_common, job_moves = (import_module(f"stado.jobs.{name}")
+                                                for name in ("cancel", "claim", "common", "moves"))
 
 
 class _SimTime:
@@ -62,7 +67,8 @@ def deterministic(sim):
     clock = _SimTime(sim)
     replacements = [
         (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce), (submission, "time", clock),
-        (jobs, "new_nonce", sim.new_nonce), (jobs, "time", clock), (reaper, "new_nonce", sim.new_nonce),
+        (job_claim, "new_nonce", sim.new_nonce), (job_moves, "new_nonce", sim.new_nonce),
+        (job_cancel, "new_nonce", sim.new_nonce), (job_common, "time", clock), (reaper, "new_nonce", sim.new_nonce),
         (reaper, "time", clock), (agent, "uuid7", sim.new_agent_id), (agent, "time", clock),
         (agent, "new_nonce", sim.new_nonce), (slot, "time", clock), (claiming, "time", clock),
         (claiming, "random", _SimRandom(sim)),

@@ -107,7 +107,7 @@ class Sim:
         self.stop_at: int | None = None  # set by the first violation: the run ends a few steps later
         self.restarts = 0
 
-    # -- ids and nonces (stado.jobs.new_nonce, runkit.ids.uuid7 are patched to these) -----------------
+    # -- ids and nonces (new_nonce where the transitions make them, uuid7 are patched to these) ---------
 
     def _next(self, what: str) -> int:
         self._counters[what] += 1

@@ -1,0 +1,129 @@
+"""Storage trouble is waited out, never fatal: the one retry layer around a supervisor's database calls.
+
+Busy or locked (another process holds the write lock: a backup, `sqlite3` in a shell), disk full,
+read-only, I/O errors: back off with jitter and try again for as long as it takes, while the caller
+goes on supervising (it passes its own way of pausing). The log says what was waited for, and for how
+long once it works again. A database file replaced or deleted under us (another inode at its path,
+or none) is different: whatever we would write there is not about our job any more, so DatabaseGone
+is raised and the caller stops claiming to own anything. The file's identity is also checked on
+every lease renewal, since SQLite goes on writing happily into a deleted file.
+"""
+import os
+import sqlite3
+import time
+
+# SQLite's primary result codes that mean "not now" rather than "never", and what each one waits for.
+TROUBLE = {5: "the database is busy (another process holds its write lock)", 6: "a table is locked",
+           7: "out of memory", 8: "the database is read-only", 10: "an I/O error",
+           11: "the database file looks damaged", 13: "the disk is full",
+           14: "the database file cannot be opened", 15: "a locking protocol error",
+           26: "the file is not a database"}
+FIRST_BACKOFF = 0.05
+MAX_BACKOFF = 5.0
+STILL_WAITING_EVERY = 60.0
+
+
+class DatabaseGone(Exception):
+    """The file at the database's path is no longer the one this process opened."""
+
+
+def trouble(error: BaseException) -> str | None:
+    """What a database error waits for, or None when it is no storage trouble (a bug, a constraint)."""
+    if not isinstance(error, (sqlite3.OperationalError, sqlite3.DatabaseError)) or isinstance(
+            error, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+        return None
+    return TROUBLE.get(getattr(error, "sqlite_errorcode", 0) & 0xFF)
+
+
+def file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def jitter(seconds: float, low: float = 0.5, high: float = 1.5) -> float:
+    """`seconds` scaled by a random factor in [low, high] (os.urandom: `random` costs an import)."""
+    return seconds * (low + (high - low) * int.from_bytes(os.urandom(2), "big") / 65535)
+
+
+class Retrier:
+    """A connection whose calls wait out storage trouble. fn(conn, *args) is the unit of work: one
+    statement or one transaction, which SQLite rolled back if it failed."""
+
+    def __init__(self, conn, path: str, log):
+        self.conn, self.path, self.log = conn, path, log
+        self.identity = file_identity(path)
+        self.since = None  # when the current spell of trouble began
+        self.reason = None
+        self.tries = 0
+        self.backoff = FIRST_BACKOFF
+        self.next_note = 0.0
+        self.waits = []  # spells of trouble waited out, for the caller to record once it can: dicts
+
+    def check_file(self) -> None:
+        """Raise DatabaseGone if the path no longer names the file we opened."""
+        now = file_identity(self.path)
+        if now != self.identity:
+            how = "deleted" if now is None else f"replaced (inode {self.identity[1]} is now {now[1]})"
+            raise DatabaseGone(f"the database file {self.path} was {how}")
+
+    def try_once(self, what: str, fn, *args, **kwargs):
+        """Run fn once. Returns (True, its result), or (False, seconds to wait before trying again) on
+        storage trouble. DatabaseGone if the file changed; any other error propagates."""
+        started = time.monotonic()  # a spell of trouble starts with the call that met it (SQLite waited too)
+        try:
+            result = fn(self.conn, *args, **kwargs)
+        except sqlite3.Error as e:
+            reason = trouble(e)
+            if reason is None:
+                raise
+            self._rollback()
+            self.check_file()
+            return False, self._failed(what, reason, e, started)
+        if self.since is not None:
+            self._recovered(what)
+        return True, result
+
+    def call(self, what: str, fn, *args, pause=time.sleep, give_up_after: float | None = None, **kwargs):
+        """Run fn until it works, pausing between tries with pause(seconds) (a supervisor passes one that
+        keeps supervising). With give_up_after, return None once that many seconds have passed."""
+        started = time.monotonic()
+        while True:
+            ok, value = self.try_once(what, fn, *args, **kwargs)
+            if ok:
+                return value
+            if give_up_after is not None and time.monotonic() - started + value > give_up_after:
+                self.log(f"gave up trying to {what} after {time.monotonic() - started:.1f}s ({self.reason})")
+                return None
+            pause(value)
+
+    def _failed(self, what: str, reason: str, error: Exception, started: float) -> float:
+        now = time.monotonic()
+        if self.since is None:
+            self.since, self.reason, self.tries, self.backoff = started, reason, 0, FIRST_BACKOFF
+            self.next_note = now + STILL_WAITING_EVERY
+            self.log(f"waiting for the database: could not {what}: {reason} ({error}); retrying with backoff")
+        elif now >= self.next_note:
+            self.next_note = now + STILL_WAITING_EVERY
+            self.log(f"still waiting for the database after {now - self.since:.1f}s: {reason} ({self.tries} tries)")
+        self.reason = reason
+        self.tries += 1
+        wait = jitter(self.backoff)
+        self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+        return wait
+
+    def _recovered(self, what: str) -> None:
+        waited = time.monotonic() - self.since
+        self.log(f"the database works again after {waited:.1f}s of waiting ({self.reason}; {self.tries} tries); "
+                 f"{what}: done")
+        self.waits.append({"reason": self.reason, "seconds": round(waited, 1), "tries": self.tries})
+        self.since = None
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass

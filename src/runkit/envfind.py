@@ -1,0 +1,53 @@
+"""Finding processes by a variable in their environment: the way to a job's processes when no
+recorded identity leads to them (its supervisor died before recording the target, or a descendant
+double-forked and started a session of its own). Every target starts with its job's id in its
+environment (JOBMAN_JOB_ID) and its descendants inherit it, whatever they do with sessions.
+
+Linux reads /proc/PID/environ (the environment a process was started with); only this user's
+processes are looked at. Elsewhere nothing is found (the recorded identity is all there is).
+"""
+import os
+
+from .proc import Stat, stat
+
+
+def processes_with(name: str, values=None) -> dict[str, list[Stat]]:
+    """Live processes of this user (this process excepted) whose environment has `name`, grouped by
+    its value; only the values in `values` when given. One scan of the process table."""
+    found: dict[str, list[Stat]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    prefix = name.encode() + b"="
+    wanted = None if values is None else {v.encode() for v in values}
+    me, uid = os.getpid(), os.getuid()
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue  # gone meanwhile, or not readable (another user, a kernel thread)
+        value = _value_of(environ, prefix)
+        if value is None or (wanted is not None and value not in wanted):
+            continue
+        st = stat(int(entry))
+        if st is not None and st.alive:
+            found.setdefault(value.decode(errors="replace"), []).append(st)
+    return found
+
+
+def _value_of(environ: bytes, prefix: bytes) -> bytes | None:
+    if environ.startswith(prefix):
+        start = len(prefix)
+    else:
+        at = environ.find(b"\0" + prefix)
+        if at < 0:
+            return None
+        start = at + 1 + len(prefix)
+    end = environ.find(b"\0", start)
+    return environ[start:] if end < 0 else environ[start:end]

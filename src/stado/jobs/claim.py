@@ -1,0 +1,230 @@
+"""Queued -> running: the claim (create-if-absent of running/, one winner), the check that it is genuine,
+giving back a claim whose process never started, re-adoption of a job whose lease lapsed while its process
+ran, and the take-over of a job a replaced worker left on this host."""
+from collections import namedtuple
+
+from .. import documents as d
+from .. import faults, keys
+from ..cas import create, new_nonce, read, remove, replace
+from ..errors import Conflict, CorruptDocument
+from ..lookup import terminal_records
+from ..objectstore.base import ObjectStore, StoreError, StoreUnavailable, Version
+from ..readyindex import index, unindex
+from .common import CONFLICT_RETRIES, _now
+from .moves import settle
+
+
+def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str, lease_expires_at: float,
+          now: float | None = None, queued_version: Version | None = None) -> tuple[dict, Version] | None:
+    """Queued -> running: create-if-absent of running/<id>.json, one winner. None when the job is not ours
+    to start: another claim or a cancel holds running/ (if it was claimed from this very queue entry, the
+    entry is a leftover and is removed), the job already has a terminal record, or the queue entry we read
+    was stale (the job went round the queue meanwhile). `queued_version` is the version of the queue entry
+    `queued` was read from; without it (`queued` came from the claim-order index, a hint) the ledger entry
+    is read now and claimed as it stands."""
+    t = _now(now)
+    job_id = queued["id"]
+    if queued_version is None:
+        found = read(store, keys.queued(job_id), job_id)
+        if found is None:
+            return None
+        queued, queued_version = found
+    doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t,
+                      lease_expires_at=lease_expires_at, nonce=new_nonce())
+    try:
+        version = create(store, keys.running(job_id), doc)
+    except StoreUnavailable as e:
+        raise Unverified(doc, None, queued, queued_version, e) from None  # landed or not: told on the next tick
+    if version is None:
+        try:
+            _finish_interrupted_claim(store, queued, queued_version, doc, writer=agent_id, now=t)
+        except StoreUnavailable as e:
+            raise Unverified(doc, None, queued, queued_version, e) from None  # ours, moved by a cancel? next tick
+        return None
+    try:
+        return verify_claim(store, doc, version, queued, queued_version, writer=agent_id, now=t)
+    except CorruptDocument:
+        give_back(store, doc, version, writer=agent_id, now=t, restore=True)
+        raise
+    except StoreError as e:
+        raise Unverified(doc, version, queued, queued_version, e) from None
+
+
+class Unverified(Exception):
+    """A claim landed, but whether it is genuine could not be read (the store failed): the caller holds it,
+    starts nothing, renews it, and calls verify_claim again on its next tick."""
+
+    def __init__(self, doc: dict, version: Version | None, queued: dict, queued_version: Version, error: StoreError):
+        super().__init__(f"{doc['id']}: claimed, but the check that the claim is genuine failed ({error})")
+        self.doc, self.version, self.queued, self.queued_version, self.error = doc, version, queued, queued_version, error
+
+
+def verify_claim(store: ObjectStore, doc: dict, version: Version | None, queued: dict, queued_version: Version, *,
+                 writer: str, now: float | None = None) -> tuple[dict, Version] | None:
+    """After a claim's create won: (doc, version) if the claim is genuine (then the queue entry it came from
+    is removed), None if it came from a stale read (then it is given back). A `version` of None: whether
+    the create landed is not known (its answer was lost): running/ is read to tell. StoreError: not known yet."""
+    job_id = queued["id"]
+    if version is None:
+        found = read(store, keys.running(job_id), job_id)
+        if found is None or found[0].get("claim") != doc["claim"]:
+            return None  # it did not land (or landed and was settled since): nothing of ours to start
+        if found[0].get("phase") != "running":
+            settle(store, *found, writer=writer, now=now)  # a cancel reached it first: nothing was started
+            return None
+        doc, version = found
+    stale = stale_claim(store, queued)
+    if stale:
+        give_back(store, doc, version, writer=writer, now=now, restore=stale != "terminal")
+        if stale == "terminal" and remove(store, keys.queued(job_id), queued_version):  # a leftover beside a final record
+            unindex(store, queued)
+        return None
+    faults.point("claim-written")
+    try:
+        if remove(store, keys.queued(job_id), queued_version):
+            unindex(store, queued)
+    except StoreError:
+        pass  # the claim is won; a leftover queue entry is removed by the next pass (_finish_interrupted_claim)
+    # Last, that the claim still stands: a claimant that stalled past its promise may have been reaped, and the
+    # job claimed and started by another worker since (the queue entry would then be gone, as it is now).
+    current = read(store, keys.running(job_id), job_id)
+    if current is None or current[0].get("claim") != doc["claim"]:
+        return None
+    if current[0].get("phase") == "cancelling":
+        settle(store, *current, writer=writer, now=now)  # a cancel reached the claim first: nothing was started
+        return None
+    return current if current[0].get("phase") == "running" else None
+
+
+def stale_claim(store: ObjectStore, queued: dict) -> str | None:
+    """Whether a create that just won running/ came from a stale read of the queue: "terminal" when the
+    job already has a final record, "requeued" when its queue entry is newer (a higher generation) than the
+    one read, None when the claim is genuine (the entry read is still there, or a competitor that saw our
+    claim removed it: running/ was free, so no move of the job was under way). CorruptDocument when it
+    cannot be told."""
+    job_id = queued["id"]
+    if terminal_records(store, job_id):
+        return "terminal"
+    current = read(store, keys.queued(job_id), job_id)
+    if current is not None and current[0].get("nonce") != queued["nonce"]:
+        if current[0].get("generation", 0) > queued.get("generation", 0):
+            return "requeued"
+        # Older than the entry we claimed from: written late by a settler that was overtaken (its move had been
+        # finished by another writer, and the entry it meant to write already consumed). Not the job's: drop it.
+        if remove(store, keys.queued(job_id), current[1]):
+            unindex(store, current[0])
+    return None
+
+
+def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
+              restore: bool = False) -> None:
+    """Undo a claim (or cancel tombstone) whose process never started: delete running/ at our version.
+    With `restore`, a queue entry that is gone meanwhile (a competitor that saw our claim removed it as a
+    leftover) is written back first, while we still hold running/, so the job stays queued. If a cancel
+    moved running/ first, settle that cancel: nothing ran, so nothing needs stopping."""
+    if restore:
+        _return_to_queue(store, doc, writer=writer, now=_now(now))
+    if remove(store, keys.running(doc["id"]), version):
+        return
+    found = read(store, keys.running(doc["id"]), doc["id"])
+    if found is not None and found[0].get("phase") == "cancelling" and found[0].get("claim") == doc["claim"]:
+        settle(store, found[0], found[1], writer=writer, now=now)
+
+
+def _return_to_queue(store: ObjectStore, doc: dict, *, writer: str, now: float) -> None:
+    """Before an unstarted claim lets go of running/: make sure the job stands in the queue under an entry
+    that is not the one it was claimed from. A competitor that saw the claim may be about to delete that
+    entry as a leftover (on its version): it must find it replaced, not gone, nor still there."""
+    back = d.returned_doc(doc, now=now, nonce=new_nonce(), writer=writer)
+    key = keys.queued(doc["id"])
+    for _ in range(CONFLICT_RETRIES):
+        found = read(store, key, doc["id"])
+        if found is None:
+            written = create(store, key, back) is not None
+        elif found[0].get("nonce") == doc.get("claimed_from"):
+            written = replace(store, key, back, found[1])[0] is not None
+        else:
+            return  # another entry stands (ours, written before, or the job went round the queue)
+        if written:
+            index(store, back)
+            return
+    raise Conflict(f"{doc['id']}: its queue entry kept changing while giving the claim back; the claim stays")
+
+
+def _finish_interrupted_claim(store: ObjectStore, queued: dict, queued_version: Version, mine: dict, *, writer: str,
+                              now: float) -> None:
+    found = read(store, keys.running(queued["id"]), queued["id"])
+    if found is None:
+        return
+    holder, holder_version = found
+    if holder.get("claim") == mine["claim"] and holder.get("phase") == "cancelling":
+        # Our create landed (its answer was lost) and a cancel reached the claim before we knew it was ours:
+        # nothing was started, so the cancel is settled here.
+        settle(store, holder, holder_version, writer=writer, now=now)
+    elif holder.get("phase") == "cancelling" and holder.get("owner") is None:
+        settle(store, holder, holder_version, writer=writer, now=now)  # a cancel of the queued job, interrupted
+    elif d.is_leftover_queue_entry(queued, holder):
+        if remove(store, keys.queued(queued["id"]), queued_version):  # claimed, but its claimant stopped short
+            unindex(store, queued)
+
+
+class Readopted(namedtuple("Readopted", "doc version why cancelled")):
+    """What readopt() did: (doc, version) of the running document moved back, or why not (`why`: who took
+    the queued record first; `cancelled`: it was a cancellation)."""
+
+    __slots__ = ()
+
+
+def readopt(store: ObjectStore, prior: dict, *, agent_id: str, instance_ref: str, lease_expires_at: float,
+            now: float | None = None) -> Readopted:
+    """Seed 003: a job requeued while the worker that claimed it still runs its process. Move the queued
+    record back to running/ as the attempt already under way (the same started_at and process, a fresh
+    lease), with the claim's one-winner create; if another worker or a cancellation took it first, say so."""
+    t = _now(now)
+    job_id = prior["id"]
+    found = read(store, keys.queued(job_id), job_id)
+    if found is None or found[0].get("requeued_from") != prior.get("claim"):
+        return _taken_first(store, job_id)
+    queued, queued_version = found
+    doc = dict(d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t, lease_expires_at=lease_expires_at,
+                           nonce=new_nonce()), started_at=prior.get("started_at"), process=prior.get("process"),
+               readopted={"at": d.iso(t), "after": prior.get("claim")})
+    try:
+        version = create(store, keys.running(job_id), doc)
+    except StoreUnavailable as e:
+        raise Unverified(doc, None, queued, queued_version, e) from None  # landed or not: told on the next tick
+    if version is None:
+        return _taken_first(store, job_id)
+    try:
+        genuine = verify_claim(store, doc, version, queued, queued_version, writer=agent_id, now=t)
+    except StoreError:
+        # Its process runs here whatever the store says: hold the claim just made (renewed from now on); the
+        # queue entry it came from, if left, is a leftover the next claimant removes.
+        return Readopted(doc, version, None, False)
+    return Readopted(*genuine, None, False) if genuine else _taken_first(store, job_id)
+
+
+def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
+    terminal = terminal_records(store, job_id)
+    if "cancelled" in terminal:
+        return Readopted(None, None, "a cancellation took the queued record", True)
+    if terminal:
+        return Readopted(None, None, f"the job ended {next(iter(terminal))} meanwhile", False)
+    holder = read(store, keys.running(job_id), job_id)
+    if holder is not None and holder[0].get("phase") == "cancelling":
+        return Readopted(None, None, "a cancellation took the queued record", True)
+    if holder is not None:
+        owner = f"agent {holder[0].get('owner')} on {holder[0].get('instance_ref')}"
+        return Readopted(None, None, f"another worker ({owner}) claimed it", False)
+    return Readopted(None, None, "another worker took the queued record", False)
+
+
+def take_over(store: ObjectStore, doc: dict, version: Version, *, agent_id: str, lease_expires_at: float,
+              now: float | None = None) -> tuple[dict, Version] | None:
+    """An agent restarting on a host becomes the owner of a job the worker it replaced left running there
+    (a compare-and-swap, so a reaper or a cancel that moved first wins). None if it lost."""
+    t = _now(now)
+    new = dict(d.renewed_doc(dict(doc, owner=agent_id), now=t, lease_expires_at=lease_expires_at, nonce=new_nonce()),
+               taken_over={"from": doc.get("owner"), "at": d.iso(t)})
+    new_version, _ = replace(store, keys.running(doc["id"]), new, version)
+    return None if new_version is None else (new, new_version)

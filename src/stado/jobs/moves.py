@@ -1,0 +1,174 @@
+"""The owner's renewals and the pulse, and every move out of running/: finish (the owner's fenced
+decision), settle (take, write the new record, delete running/ at the version taken), the leftovers pass."""
+from .. import documents as d
+from .. import faults, keys
+from ..cas import create, new_nonce, read, remove, replace
+from ..errors import Conflict, CorruptDocument
+from ..lookup import terminal_records
+from ..objectstore.base import ObjectStore, Version
+from ..readyindex import index, unindex
+from .common import CONFLICT_RETRIES, Fenced, _now
+
+
+def renew(store: ObjectStore, doc: dict, version: Version, *, lease_expires_at: float, now: float | None = None,
+          started_at: float | None = None, process: dict | None = None) -> tuple[dict, Version] | Fenced:
+    """Renew the lease: a compare-and-swap on the running document, so a writer that moved it first
+    (cancel, reaper) wins and this worker learns it."""
+    for _ in range(2):
+        new = d.renewed_doc(doc, now=_now(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
+                            started_at=started_at, process=process)
+        new_version, current = replace(store, keys.running(doc["id"]), new, version)
+        if new_version is not None:
+            return new, new_version
+        if current is None or not _own_renewal(doc, current):
+            return Fenced(current)
+        # Our own earlier renewal landed though its answer was lost: renew on top of it, not against it.
+        found = read(store, keys.running(doc["id"]), doc["id"])
+        if found is None or not _own_renewal(doc, found[0]):
+            return Fenced(found[0] if found else None)
+        doc, version = found
+    return Fenced(current)
+
+
+def _own_renewal(mine: dict, current: dict) -> bool:
+    """Whether the running document is one this owner wrote for this attempt (a renewal whose answer it
+    never got), rather than a cancel, a reaper's or a settler's move."""
+    return (current.get("claim") == mine.get("claim") and current.get("owner") == mine.get("owner")
+            and current.get("written_by") == mine.get("owner") and current.get("phase") == "running")
+
+
+def pulse(store: ObjectStore, doc: dict, *, renewed: bool, now: float | None = None) -> None:
+    """The per-job heartbeat, written after every renewal attempt, successful or not."""
+    body = {"job": doc["id"], "agent": doc.get("owner"), "at": d.iso(_now(now)), "renewed": renewed,
+            "generation": doc["generation"], "nonce": new_nonce()}
+    store.put(keys.heartbeat(doc["id"]), d.encode(body))
+
+
+def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *, now: float | None = None) -> dict | Fenced:
+    """Running -> terminal (or back to the queue for a retry). First the fenced decision (put-if-match
+    of phase 'finishing' with the outcome: it is also this writer's take), then settle() writes the new
+    record and deletes the old."""
+    t = _now(now)
+    for _ in range(2):
+        fin = d.finishing_doc(doc, res, now=t, nonce=new_nonce())
+        new_version, current = replace(store, keys.running(doc["id"]), fin, version)
+        if new_version is not None:
+            return settle(store, fin, new_version, writer=doc["owner"], now=t, taken=True)
+        if current is None or not _own_renewal(doc, current):
+            return Fenced(current)
+        # A renewal of ours landed though its answer was lost: decide on top of it.
+        found = read(store, keys.running(doc["id"]), doc["id"])
+        if found is None or not _own_renewal(doc, found[0]):
+            return Fenced(found[0] if found else None)
+        doc, version = dict(found[0], process=doc.get("process")), found[1]
+    return Fenced(current)
+
+
+def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
+           taken: bool = False) -> dict | None:
+    """Finish the move of a running document whose phase already decided it ('finishing', or 'cancelling'
+    once no process of it may run): take it at `version` (unless `taken`: the caller's own conditional
+    write just produced `version`), write the new record, delete running/ at the version taken. Returns
+    the new record; None when another writer took the document first (that writer finishes the move).
+
+    A corrupt record where the new one belongs raises CorruptDocument and running/ is kept: the decided
+    outcome stays readable there, nothing is overwritten on a guess, and the next pass finishes the move
+    once the bad key is repaired (`stado repair`)."""
+    t = _now(now)
+    job_id = doc["id"]
+    if doc.get("phase") not in ("finishing", "cancelling"):
+        return None  # nothing decided: a running attempt is its owner's (or the reaper's) to move
+    if not taken:
+        mine = d.taken_doc(doc, writer=writer, now=t, nonce=new_nonce())
+        version, _ = replace(store, keys.running(job_id), mine, version)
+        if version is None:
+            return None
+        doc = mine
+    if doc.get("phase") == "finishing" and doc.get("requeue"):
+        new = _requeue(store, d.requeued_after_loss(doc, now=t, nonce=new_nonce(), writer=writer), doc)
+        faults.point("requeue-written")
+    elif doc.get("phase") == "finishing" and d.retry_earned(doc, doc["result"]):
+        new = _requeue(store, d.requeued_after_failure(doc, now=t, nonce=new_nonce(), writer=writer), doc)
+        faults.point("requeue-written")
+    else:
+        new = _terminate(store, doc, writer=writer, now=t)
+    remove(store, keys.running(job_id), version)
+    return new
+
+
+def _requeue(store: ObjectStore, again: dict, running: dict) -> dict:
+    """Write the queue entry of a retry. Only the holder of running/ gets here, so the key holds nothing,
+    this move's own entry (another settler wrote it), or the leftover entry this attempt was claimed from."""
+    key = keys.queued(again["id"])
+    for _ in range(CONFLICT_RETRIES):
+        found = read(store, key, again["id"])
+        if found is None:
+            if create(store, key, again) is not None:
+                index(store, again)
+                return again
+            continue
+        current, current_version = found
+        if current.get("requeued_from") == running["claim"] or current.get("generation", 0) >= again["generation"]:
+            index(store, current)  # the index copies the entry that stands (another settler may have written it)
+            return current
+        if replace(store, key, again, current_version)[0] is not None:
+            index(store, again)
+            return again
+    raise Conflict(f"{again['id']}: its queue entry kept changing while requeuing it; the next pass tries again")
+
+
+def _terminate(store: ObjectStore, doc: dict, *, writer: str, now: float) -> dict:
+    """Write the terminal record (create-if-absent: final once written), then remove a queue entry left
+    beside it. A cancel tombstone or a reaper's verdict meeting a job that already ended writes nothing:
+    the existing terminal record stands."""
+    job_id = doc["id"]
+    term = None
+    if doc.get("owner") is None or doc.get("reaped"):
+        # A cancel tombstone (a job that never started) or a reaper's verdict on a claim: either may stand on a
+        # stale read (the queue entry it came from written late by an overtaken settler, the job already ended
+        # meanwhile). A job has one final word: an existing terminal record stands.
+        existing = terminal_records(store, job_id)
+        if existing:
+            term = next(iter(existing.values()))[0]
+    if term is None:
+        term = d.terminal_doc(doc, now=now, nonce=new_nonce(), writer=writer)
+        key = keys.terminal(term["state"], job_id)
+        if create(store, key, term) is None:
+            found = read(store, key, job_id)
+            if found is None:  # terminal records are never deleted: the store is not answering straight
+                raise Conflict(f"{job_id}: {key} was reported present and then absent; the next pass tries again")
+            term = found[0]
+    faults.point("cancel-written" if term["state"] == "cancelled" else "terminal-written")
+    leftover = read(store, keys.queued(job_id), job_id)
+    if leftover is not None and remove(store, keys.queued(job_id), leftover[1]):
+        unindex(store, leftover[0])
+    return term
+
+
+def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
+    """One pass over running/: finish moves whose outcome is already decided (phase 'finishing', or a
+    cancel tombstone of a job that never started). Running jobs, and cancels that wait for their owner to
+    stop a process, are left alone (they belong to their agent, or to the reaper). Returns lines to log."""
+    lines = []
+    for entry in store.list(keys.RUNNING):
+        job_id = keys.job_id_of(entry.key, keys.RUNNING)
+        if job_id is None:
+            continue
+        try:
+            found = read(store, entry.key, job_id)
+        except CorruptDocument as e:
+            lines.append(f"{e}: skipped")
+            continue
+        if found is None:
+            continue
+        doc, version = found
+        if doc.get("phase") == "finishing" or (doc.get("phase") == "cancelling" and doc.get("owner") is None):
+            try:
+                term = settle(store, doc, version, writer=writer)
+            except CorruptDocument as e:
+                lines.append(f"{job_id}: cannot finish its move: {e}; its outcome stays in {entry.key} until that "
+                             f"key is repaired (`stado repair {job_id}`)")
+                continue
+            if term is not None:
+                lines.append(f"{job_id}: finished an interrupted move to {term['state']}")
+    return lines

@@ -1,0 +1,92 @@
+"""Seed 003, re-adoption: a job requeued while the worker that claimed it still runs its process is not
+started a second time beside it (the seed's tests/scheduler/readopt.rs)."""
+import re
+import signal
+import time
+
+import pytest
+
+from stado import cas, keys
+from stado.documents import parse_iso
+
+from tests.stado.e2e.support import Agent, machine_status, stado, submit, wait_for
+
+pytestmark = pytest.mark.parametrize("store_target", ["file", "s3"], indirect=True)
+
+
+def _running_job(stado_env, tmp_path, store, name="agent", *args):
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    job = submit(stado_env, f"echo start $$ >> {ledger}; while [ ! -e {gate} ]; do sleep 0.05; done")
+    agent = Agent(stado_env, tmp_path, "--settle-seconds", "3600", *args, name=name)  # no reaper pass of its own
+    wait_for(lambda: ledger.exists() and ledger.read_text().count("start") == 1, message="the job started")
+    wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"),
+             message="its process recorded (at its first renewal)")
+    return job, agent, ledger, gate
+
+
+def _stall_past_promise(agent, store, job):
+    """SIGSTOP the agent, then wait (bounded) until the promise in its job's running record has passed."""
+    agent.proc.send_signal(signal.SIGSTOP)
+    promise = parse_iso(cas.read(store, keys.running(job), job)[0]["lease_expires_at"])
+    wait_for(lambda: time.time() > promise + 0.3, timeout=30, message="the promise to pass")
+
+
+def test_a_stalled_agent_takes_its_job_back_and_no_second_process_starts(stado_env, tmp_path, store):
+    job, agent, ledger, gate = _running_job(stado_env, tmp_path, store)
+    try:
+        pgid = cas.read(store, keys.running(job), job)[0]["process"]["pgid"]
+        _stall_past_promise(agent, store, job)
+        reaped = stado(stado_env, "reap", "--margin", "0").stdout
+        assert f"{job}: requeued (worker lease expired" in reaped and "reaped 1 (requeued 1" in reaped
+        assert machine_status(stado_env, job)["state"] == "queued"
+        agent.proc.send_signal(signal.SIGCONT)
+        line = (rf"{job}: already running here as process group {pgid} for \d+ s: its lease lapsed while it ran and "
+                r"it was put back in the queue; the running process took the job back and no second process was "
+                r"started$")
+        wait_for(lambda: re.search(line, agent.log(), re.M), timeout=30, message="the re-adoption line")
+        status = machine_status(stado_env, job)
+        assert (status["state"], status["requeues"]) == ("running", 1)
+        gate.touch()
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="completion")
+    finally:
+        agent.proc.send_signal(signal.SIGCONT)
+        agent.stop()
+    assert ledger.read_text().count("start") == 1  # exactly one process ever ran it
+
+
+def test_a_stalled_agent_whose_job_another_worker_claimed_first_stops_its_copy(stado_env, tmp_path, store):
+    job, agent, ledger, gate = _running_job(stado_env, tmp_path, store)
+    other = None
+    try:
+        pgid = cas.read(store, keys.running(job), job)[0]["process"]["pgid"]
+        _stall_past_promise(agent, store, job)
+        assert "requeued 1" in stado(stado_env, "reap", "--margin", "0").stdout
+        other = Agent(stado_env, tmp_path, name="other", host="otherhost")
+        wait_for(lambda: ledger.read_text().count("start") == 2, timeout=30, message="the other worker to start it")
+        holder = cas.read(store, keys.running(job), job)[0]["owner"]
+        agent.proc.send_signal(signal.SIGCONT)
+        line = (f"{job}: already running here as process group {pgid} for ")
+        wait_for(lambda: line in agent.log() and "claimed it first" in agent.log(), timeout=30,
+                 message="the line that says another worker claimed it")
+        assert f"another worker (agent {holder} on local@otherhost) claimed it first; stopping process group {pgid}, " \
+               "and nothing is started" in agent.log()
+        wait_for(lambda: not _group_alive(pgid), timeout=30, message="the stale copy to be stopped")
+        gate.touch()
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="completion")
+    finally:
+        agent.proc.send_signal(signal.SIGCONT)
+        agent.stop()
+        if other is not None:
+            other.stop()
+    assert [e.key for e in store.list("completed/")] == [f"completed/{job}.json"]
+    assert f"{job}: exit" not in agent.log()  # the stalled agent recorded nothing
+
+
+def _group_alive(pgid: int) -> bool:
+    import os
+
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

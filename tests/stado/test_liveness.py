@@ -1,0 +1,176 @@
+"""What keeps a running job alive once its promise has passed (seed 003): a newer pulse (the renewal is
+failing, not the worker), a newer checkpoint (a big upload starves the renewal), or neither (reaped:
+requeued once, failed on the second expiry). A real agent runs a real job; a store wrapper with the same
+interface makes its renewals, and then its pulses, fail; the reaper is the real one."""
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from stado import cas, keys, lookup, submission
+from stado.agent import Agent, AgentConfig
+from stado.documents import parse_iso
+from stado.objectstore.base import ObjectStore, StoreUnavailable
+from stado.reaper import reap
+from stado.spec import JobSpec
+
+from .storekit import make_target, server_for
+from tests.helpers import wait_for
+
+STADO = str(Path(sys.executable).with_name("stado"))
+
+
+class Muted(ObjectStore):
+    """Fails the owner's renewals (put_if_match on running/) and, when told, its pulses."""
+
+    def __init__(self, inner: ObjectStore):
+        self.inner, self.url = inner, inner.url
+        self.renewals_fail = self.pulses_fail = False
+
+    def put_if_match(self, key, data, version):
+        if self.renewals_fail and key.startswith(keys.RUNNING):
+            raise StoreUnavailable(f"renewal of {key} dropped (test)")
+        return self.inner.put_if_match(key, data, version)
+
+    def put(self, key, data):
+        if self.pulses_fail and key.endswith("/heartbeat"):
+            raise StoreUnavailable(f"pulse {key} dropped (test)")
+        return self.inner.put(key, data)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def get(self, key):
+        return self.inner.get(key)
+
+    def put_if_absent(self, key, data):
+        return self.inner.put_if_absent(key, data)
+
+    def delete(self, key):
+        return self.inner.delete(key)
+
+    def delete_if_match(self, key, version):
+        return self.inner.delete_if_match(key, version)
+
+    def list(self, prefix):
+        return self.inner.list(prefix)
+
+
+@pytest.fixture(params=["file", "s3"])
+def target(request, tmp_path):
+    return make_target(request.param, tmp_path, server_for(request, request.param))
+
+
+def _drive(store, tmp_path, script, gate):
+    """Run an agent in this (main) thread while `script(agent, lines)` drives the test from another; the
+    job ends (`gate`) and the agent is told to stop whatever happens there. Returns the agent's log."""
+    lines: list[str] = []
+    agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin=STADO, poll_seconds=0.2,
+                                     settle_seconds=3600, schedules=False, host="h", kill_after=1),
+                  log=lines.append)
+    failure = []
+
+    def controller():
+        try:
+            script(agent, lines)
+        except BaseException as e:  # noqa: BLE001  (handed to the main thread)
+            failure.append(e)
+        finally:
+            gate.touch()
+            store.renewals_fail = store.pulses_fail = False
+            signal.raise_signal(signal.SIGTERM)
+
+    thread = threading.Thread(target=controller)
+    thread.start()
+    agent.run()
+    thread.join()
+    if failure:
+        raise AssertionError(f"{failure[0]!r}\n" + "\n".join(lines[-30:])) from failure[0]
+    return lines
+
+
+def _promise(inner, job):
+    return parse_iso(cas.read(inner, keys.running(job), job)[0]["lease_expires_at"])
+
+
+def _checkpointing_job(inner, tmp_path):
+    gate, beat = tmp_path / "gate", tmp_path / "checkpointing"
+    job = submission.submit(inner, [submission.Submission(JobSpec(
+        f"n=0; while [ ! -e {gate} ]; do n=$((n+1)); if [ -e {beat} ]; then echo $n > c; "
+        f"$STADO_BIN checkpoint put c --name step-$n > /dev/null; fi; sleep 0.1; done"))])[0]["id"]
+    return job, gate, beat
+
+
+def test_a_failing_renewal_with_fresh_pulses_is_not_reaped(target, tmp_path):
+    inner = target.open()
+    store = Muted(inner)
+    job, gate, _ = _checkpointing_job(inner, tmp_path)
+
+    def script(agent, lines):
+        wait_for(lambda: lookup.view(inner, job).doc.get("process"), message="the job running")
+        store.renewals_fail = True                                       # the renewal fails, the worker lives
+        promise = _promise(inner, job)
+        wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
+        verdict = reap(inner, writer="reaper", margin=0.5)
+        assert verdict.alive["pulse"] == 1 and verdict.reaped == 0, str(verdict.as_json())
+
+    _drive(store, tmp_path, script, gate)
+    view = lookup.view(inner, job)
+    assert (view.state, view.doc["requeues"]) == ("completed", 0)
+
+
+def test_failing_renewals_and_pulses_with_fresh_checkpoints_are_not_reaped(target, tmp_path):
+    inner = target.open()
+    store = Muted(inner)
+    job, gate, beat = _checkpointing_job(inner, tmp_path)
+
+    def script(agent, lines):
+        wait_for(lambda: lookup.view(inner, job).doc.get("process"), message="the job running")
+        store.renewals_fail = store.pulses_fail = True                   # neither renewals nor pulses land ...
+        beat.touch()                                                     # ... but the job writes checkpoints
+        promise = _promise(inner, job)
+        wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
+        wait_for(lambda: any(e.modified > promise for e in inner.list(keys.checkpoint_prefix(job))), timeout=20,
+                 message="a checkpoint after the promise")
+        verdict = reap(inner, writer="reaper", margin=0.5)
+        assert verdict.alive["checkpoint"] == 1 and verdict.reaped == 0, str(verdict.as_json())
+
+    _drive(store, tmp_path, script, gate)
+    view = lookup.view(inner, job)
+    assert (view.state, view.doc["requeues"]) == ("completed", 0)
+
+
+def test_neither_pulse_nor_checkpoint_requeues_once_then_fails(target, tmp_path):
+    inner = target.open()
+    store = Muted(inner)
+    gate = tmp_path / "gate"
+    job = submission.submit(inner, [submission.Submission(JobSpec(f"while [ ! -e {gate} ]; do sleep 0.1; done"))]
+                            )[0]["id"]
+
+    def expire_and_reap():
+        store.renewals_fail = store.pulses_fail = True
+        promise = _promise(inner, job)
+        wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
+        return reap(inner, writer="reaper", margin=0.5)
+
+    def script(agent, lines):
+        wait_for(lambda: lookup.view(inner, job).doc.get("process"), message="the job running")
+        first = expire_and_reap()
+        assert first.requeued == 1, first.as_json()
+        store.renewals_fail = store.pulses_fail = False                  # it speaks again: takes the job back
+        wait_for(lambda: any("already running here as process group" in line for line in lines), timeout=20,
+                 message="the re-adoption")
+        assert lookup.view(inner, job).doc["requeues"] == 1
+        second = expire_and_reap()
+        assert second.failed == 1, second.as_json()
+        store.renewals_fail = store.pulses_fail = False
+        wait_for(lambda: any("the job ended failed meanwhile" in line for line in lines), timeout=20,
+                 message="the worker to learn its job failed")
+        gate.touch()
+
+    _drive(store, tmp_path, script, gate)
+    view = lookup.view(inner, job)
+    assert (view.state, view.terminal, view.doc["error"]["class"]) == ("failed", True, "worker_lease_expired")
