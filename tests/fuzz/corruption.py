@@ -12,7 +12,7 @@ import time
 from hypothesis import strategies as st
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=10)
 
@@ -97,6 +97,11 @@ def agent_record(agent_id: str = "01a22e00-0000-7000-8000-000000000001") -> dict
             "capabilities": ["gpu"], "cores": 4, "memory": None, "accelerators": 0, "provider": "local",
             "spot": False, "last_seen": d.iso(time.time()), "stopping": False, "poll_seconds": 1.0,
             "refresh_seconds": 6.0, "live_for": 18.0, "generation": 3, "nonce": "n"}
+
+
+def store_check() -> dict:
+    return {"safe": True, "checked": time.time(), "checked_at": "2026-11-30T12:00:00.000Z", "store": "memory://x",
+            "generation": 1, "nonce": "n"}
 
 
 def pause_record() -> dict:

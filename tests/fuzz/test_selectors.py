@@ -80,9 +80,6 @@ def test_a_selector_resolves_by_the_documented_rule_or_is_one_clear_error(jobs_d
     assert got == want, text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9 (in progress on branch jobman-queue): a selector that is not valid "
-                                       "UTF-8 reaches SQLite and raises UnicodeEncodeError; remove this marker once "
-                                       "that branch is merged")
 @examples(50)
 @given(st.text(alphabet=st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF), min_size=1, max_size=8))
 def test_a_selector_that_is_not_utf8_is_one_clear_error(jobs_db, text):

@@ -6,7 +6,7 @@ import json
 import uuid
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from stado import keys
 from stado.errors import CorruptDocument, StadoError
@@ -87,6 +87,12 @@ def test_readers_and_writers_of_a_job_with_damaged_records_report_it_and_go_on(c
     assert view(store, GOOD).state == "completed"
 
 
+def _as_named(name) -> bytes:
+    doc = c.cancelled(JOB)
+    doc["spec"]["name"] = name
+    return json.dumps(doc).encode()
+
+
 @pytest.mark.xfail(strict=True, reason="found by this fuzz test: a job record that is valid JSON with the fields "
                                        "decode() checks, but another field of another type (name a list, "
                                        "submitted_at true, error without class), makes `stado status` and "
@@ -94,6 +100,7 @@ def test_readers_and_writers_of_a_job_with_damaged_records_report_it_and_go_on(c
                                        "the soak/fuzz report)")
 @examples(150)
 @given(DAMAGED_JOB)
+@example(case=(["cancelled"], [True], (_as_named(["a", "list"]),)))
 def test_status_shows_a_job_with_damaged_records(case):
     from stado import render
     from stado.documents import status_json
@@ -152,6 +159,7 @@ def test_a_damaged_pause_record_still_pauses_and_every_reader_shows_it(data):
                                        "ValueError, and `stado status` ends in a traceback (see the soak/fuzz report)")
 @examples(250)
 @given(c.damaged(c.agent_record()))
+@example(data=json.dumps(dict(c.agent_record(), accelerators=[None])).encode())
 def test_a_damaged_agent_record_is_reported_and_status_goes_on(data):
     from stado import render
     from stado.overview import overview
@@ -170,6 +178,8 @@ def test_a_damaged_agent_record_is_reported_and_status_goes_on(data):
                                        "that fires schedules dies on it (see the soak/fuzz report)")
 @examples(250)
 @given(c.damaged(c.schedule()))
+@example(data=json.dumps(dict(c.schedule(), spec=None)).encode())
+@example(data=json.dumps(dict(c.schedule(), cron=5)).encode())
 def test_a_damaged_schedule_is_skipped_by_every_agent_and_listed(data):
     from stado.schedules import ScheduleKnowledge, list_schedules
 
@@ -180,3 +190,28 @@ def test_a_damaged_schedule_is_skipped_by_every_agent_and_listed(data):
         list_schedules(store)
     except StadoError as e:
         _one_line(e)
+
+
+@examples(200)
+@given(c.damaged(c.schedule()))
+def test_read_json_gives_an_object_or_a_corrupt_document(data):
+    from stado.cas import read_json
+
+    store = _store(**{keys.schedule("nightly"): data})
+    try:
+        found = read_json(store, keys.schedule("nightly"))
+    except CorruptDocument as e:
+        _one_line(e)
+        return
+    assert isinstance(found[0], dict)
+
+
+@examples(200)
+@given(c.damaged(c.store_check()))
+def test_a_damaged_store_check_verdict_is_checked_again(data):
+    """The day-long verdict an agent reads before it claims anything: damaged, the store is probed again."""
+    from stado.storecheck import VERDICT_KEY, ensure_safe
+
+    store = _store(**{VERDICT_KEY: data})
+    ensure_safe(store)
+    assert json.loads(store.get(VERDICT_KEY).data)["safe"] is True
