@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 BASE_STAMP := $(VENV)/.installed-base-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo test test-deps sim bench bench-queue bench-deps clean
+.PHONY: install bytecode demo test test-deps sim soak bench bench-queue bench-deps clean
 
 install: $(STAMP)
 
@@ -39,6 +39,13 @@ RUNS ?= 10000
 sim: $(STAMP)
 	$(BIN)/python -m tests.sim $(if $(SEED),--seed $(SEED)) $(if $(SCENARIO),--scenario $(SCENARIO)) \
 		$(if $(SEED)$(SCENARIO),,--runs $(RUNS))
+
+# The chaos soak of both tools (bench/soak.py, README's reliability section): jobman, stado on the local directory
+# and stado on SeaweedFS, 2,000 jobs each, under random faults; it stops by itself within SECONDS (default 600) and
+# prints its table. `make test` runs a short one (about 60 s, tests/soak). SOAK_ARGS: more options (--help).
+SECONDS ?= 600
+soak: $(STAMP) bytecode test-deps
+	$(BIN)/python bench/soak.py --seconds $(SECONDS) $(SOAK_ARGS)
 
 demo: $(BASE_STAMP) bytecode
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh demo/demo.sh

@@ -1,0 +1,220 @@
+"""The stado half of the chaos soak: N jobs drained by 6 agents (`stado agent` processes, two on each of three
+hosts) on the local-directory backend or on SeaweedFS, submitted in batches (`stado submit --batch`, and some
+one at a time) by three concurrent submitters, while soak_stado_chaos kills and restarts agents, stops them
+past their promise, cancels random jobs and (SeaweedFS) slows, stalls and cuts the link to the store. Then
+every invariant is checked (soak_stado_check).
+
+Each job's command is `sh job.sh LEDGER SECONDS EXIT MODE MARKER`, whose MARKER path (unique per planned
+job) maps any job found in the store back to the plan.
+"""
+import json
+import random
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from soak_common import BIN, Deadline, FaultLog, PhaseReport, kill_leftovers, wait_until, write_job_script
+from soak_stado_chaos import ChaosProxy, Fleet, StadoChaos
+
+SUBMITTERS = 3
+PRODUCE = ('echo "$WC_JOB_ID" > art.txt && "$STADO_BIN" artifact put art.txt > /dev/null || exit 7; ')
+CONSUME = '[ -s art.txt ] || exit 8; '
+
+
+@dataclass
+class PlannedJob:
+    key: str
+    command: str
+    own: str                 # completed | failed (exit 4) | timed_out | consumer (as its producer)
+    entry: dict
+    producer: str | None = None
+
+
+def plan(rng: random.Random, n: int, job_sh: Path, ledger: Path, markers: Path) -> list[list[PlannedJob]]:
+    """Batches of 1 to 40 jobs (about n in all), in submission order."""
+    batches, count, seq = [], 0, 0
+    while count < n:
+        size = 1 if rng.random() < 0.25 else rng.randint(5, 40)
+        batch = []
+        while len(batch) < size:
+            seq += 1
+            batch += _jobs(rng, f"k{seq:05d}", job_sh, ledger, markers)
+        batches.append(batch)
+        count += len(batch)
+    return batches
+
+
+def _jobs(rng, key, job_sh, ledger, markers) -> list[PlannedJob]:
+    def job(k, seconds, code=0, mode="ok", own="completed", prefix="", **entry):
+        command = prefix + " ".join(shlex.quote(str(a)) for a in
+                                    ["sh", job_sh, ledger, seconds, code, mode, markers / k])
+        if rng.random() < 0.2:
+            entry["priority"] = rng.randint(-3, 3)
+        return PlannedJob(k, command, own, dict(entry, command=command))
+
+    kind = rng.choices(["ok", "long", "retry", "fail", "timeout", "pair"], [55, 10, 10, 8, 5, 12])[0]
+    if kind == "ok":
+        return [job(key, round(rng.uniform(0.05, 0.5), 2))]
+    if kind == "long":
+        return [job(key, round(rng.uniform(2.0, 4.0), 1))]
+    if kind == "retry":
+        return [job(key, 0.1, mode="fail-first", retries=1)]
+    if kind == "fail":
+        return [job(key, 0.1, code=4, own="failed")]
+    if kind == "timeout":
+        return [job(key, 30, own="timed_out", timeout="1s")]
+    producer = job(key + "p", 0.2, prefix=PRODUCE, name=f"p-{key}")
+    consumer = job(key + "c", 0.1, prefix=CONSUME, own="consumer", inputs=[f"p-{key}:art.txt"])
+    consumer.producer = producer.key
+    return [producer, consumer]
+
+
+class StadoSoak:
+    def __init__(self, workdir: Path, backend: str, n: int, seconds: float, rng: random.Random, chaos_gap: float):
+        self.dir, self.backend, self.n, self.seconds, self.rng = workdir, backend, n, seconds, rng
+        self.chaos_gap = chaos_gap
+        self.ledger = workdir / "ledger"
+        self.faults = FaultLog()
+        self.report = PhaseReport("stado, local directory" if backend == "file" else "stado, SeaweedFS")
+        self.accepted: dict[str, str] = {}       # job id -> plan key (from what the submitting CLIs printed)
+        self.cli_failures: list[str] = []
+        self.cancels: list[tuple[float, float, str, str]] = []   # t0, t1, job id, what the CLI said
+        self._lock = threading.Lock()
+        self.skipped = 0
+        self.server = self.proxy = None
+
+    def stado(self, *args, timeout=120) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / "stado"), *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def run(self) -> PhaseReport:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+        try:
+            self._open_store()
+            return self._run()
+        finally:
+            if self.proxy is not None:
+                self.proxy.close()
+            if self.server is not None:
+                self.server.stop()
+            kill_leftovers(str(self.dir))
+
+    def _open_store(self) -> None:
+        from tests.stado.storekit import StoreTarget
+
+        if self.backend == "file":
+            self.target = self.direct = StoreTarget("file", f"file://{self.dir / 'store'}")
+        else:
+            from tests.stado.servers import start_seaweedfs
+
+            self.server = start_seaweedfs(self.dir / "seaweedfs")
+            self.proxy = ChaosProxy.for_endpoint(self.server.endpoint)
+            options = dict(self.server.options, endpoint=self.proxy.endpoint_for(self.server.endpoint), timeout=5)
+            url = f"s3://{self.server.bucket}/soak"
+            self.target = StoreTarget("s3", url, options, self.server.env)
+            self.direct = StoreTarget("s3", url, self.server.options, self.server.env)
+        self.env = self.target.subprocess_env(self.dir / "env")
+
+    def _run(self) -> PhaseReport:
+        from soak_stado_check import check
+
+        deadline = Deadline(self.seconds)
+        job_sh = write_job_script(self.dir)
+        (self.dir / "markers").mkdir()
+        batches = plan(self.rng, self.n, job_sh, self.ledger, self.dir / "markers")
+        fleet = Fleet(self.dir, self.env)
+        fleet.start_all()
+        chaos = StadoChaos(self.rng, fleet, self.faults, self.chaos_gap, self._cancel_one, self.proxy)
+        started = time.time()
+        submit_by = Deadline(self.seconds * 0.6)
+        threads = [threading.Thread(target=self._submitter, args=(batches[i::SUBMITTERS], i, submit_by), daemon=True)
+                   for i in range(SUBMITTERS)]
+        for t in threads:
+            t.start()
+        chaos.start()
+        for t in threads:
+            t.join(max(1.0, deadline.left()))
+        if self.skipped:
+            self.report.notes.append(f"the submission window ran out: {self.skipped} batch(es) were not submitted")
+        store = self.direct.open()
+        reserve = min(20.0, max(3.0, self.seconds * 0.12))  # to stop the agents and check
+        wait_until(lambda: self._unfinished(store) < 5, Deadline(self.seconds * 0.75 - (time.time() - started)))
+        chaos.stop()
+        drained = wait_until(lambda: self._unfinished(store) == 0, Deadline(deadline.left() - reserve), 1.0)
+        self.report.seconds = time.time() - started
+        if not drained:
+            self.report.notes.append(f"the time given ran out before every job had finished "
+                                     f"({self._unfinished(store)} unfinished)")
+        for problem in fleet.stop_all(timeout=max(10.0, deadline.left() - 5)):
+            self.report.violate("agents", problem)
+        self.report.faults = self.faults.counts()
+        self.faults.save(self.dir / "faults.jsonl")
+        for error in chaos.errors:
+            self.report.violate("chaos", error)
+        check(self, store, batches, fleet)
+        store.close()
+        return self.report
+
+    def _submitter(self, batches: list[list[PlannedJob]], which: int, until: Deadline) -> None:
+        pace = min(self.seconds * 0.4, self.n / 10) / max(1, len(batches))  # ~10 jobs/s, in the first part of the time
+        for i, batch in enumerate(batches):
+            if until.passed():
+                self.skipped += len(batches) - i
+                return
+            if i:
+                time.sleep(self.rng.uniform(0, 2 * pace))
+            if len(batch) == 1:
+                entry = batch[0].entry
+                args = ["submit", entry["command"], "--json"]
+                for flag in ("priority", "retries", "timeout", "name"):
+                    if flag in entry:
+                        args += [f"--{flag}", str(entry[flag])]
+                args += [a for i_ in entry.get("inputs", []) for a in ("--input", i_)]
+            else:
+                path = self.dir / f"batch-{which}-{i}.json"
+                path.write_text(json.dumps([j.entry for j in batch]))
+                args = ["submit", "--batch", str(path), "--json"]
+            t0 = time.time()
+            done = self.stado(*args)
+            with self._lock:
+                if done.returncode == 0:
+                    for j, printed in zip(batch, json.loads(done.stdout)["jobs"]):
+                        self.accepted[printed["id"]] = j.key
+                else:
+                    self.cli_failures.append(f"{t0:.3f} {time.time():.3f} exit {done.returncode}: "
+                                             f"{done.stderr.strip()}")
+
+    def _cancel_one(self) -> bool:
+        """Cancel one of the newest jobs (most likely still queued or running), now and then any job."""
+        with self._lock:
+            ids = list(self.accepted)
+        if self.rng.random() < 0.8:
+            ids = ids[-40:]
+        if not ids:
+            return False
+        job_id = self.rng.choice(ids)
+        t0 = time.time()
+        done = self.stado("cancel", job_id, "--reason", "soak", "--json")
+        t1 = time.time()
+        said = json.loads(done.stdout)["result"] if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()}"
+        self.cancels.append((t0, t1, job_id, said))
+        self.faults.add("cancel", t0, t1, job=job_id, detail=said)
+        return True
+
+    def _unfinished(self, store) -> int:
+        """Accepted jobs without a terminal record, plus queue and running entries (a move under way)."""
+        from stado import keys
+
+        try:
+            terminal = {keys.job_id_of(e.key, p) for p in (keys.COMPLETED, keys.FAILED, keys.CANCELLED)
+                        for e in store.list(p)}
+            moving = sum(1 for p in (keys.QUEUE, keys.RUNNING) for _ in store.list(p))
+        except Exception:  # the store is being stalled by the chaos: not drained yet
+            return 10**6
+        with self._lock:
+            waiting = sum(1 for job_id in self.accepted if job_id not in terminal)
+        return waiting + moving

@@ -1,0 +1,266 @@
+"""The stado soak's invariants, checked from the store's durable state (every prefix listed and every terminal
+record read, with the store's own client) and from the jobs' ledger, once the queue drained (or time ran out):
+
+- every accepted job (an id a submitting CLI printed, or any job found in the store) has exactly one
+  terminal record and nothing left in queue/ or running/;
+- no job's command ran twice at the same time, except as the seed allows: the older run's agent was stopped
+  (SIGSTOP) before the newer run started, so the job was reaped and run again; then the older (stale) copy
+  must end within a poll (plus scheduling slack) of its agent resuming, when its fenced renewal stops it;
+- no run started after its job's terminal record (for a cancel: after the cancel was recorded), and none
+  ended after it, except a cancelled job's run (stopped within a poll plus --kill-after) and a stale copy
+  under a stopped agent (the rule above);
+- every requeue, `worker_lease_expired` failure, cancel and other outcome the plan does not give is explained
+  by a recorded fault: a cancel of that job; a kill or stop of an agent that ran it (an attempt that never
+  started a process: any agent fault in its lifetime); a store fault in its lifetime;
+- every agent exited 0 on SIGTERM (those the chaos killed aside); no process of the soak left running; no
+  traceback in any agent's log or CLI's output; `stado status` and `stado reap` agree nothing is left.
+"""
+import json
+import time
+
+from soak_common import overlaps, processes_mentioning, read_ledger, scan_logs
+from soak_stado_chaos import KILL_AFTER, POLL
+
+SLACK = 0.05       # the ledger's clock against the agents' (the same clock; records keep milliseconds)
+RESUME_GRACE = 2.0  # scheduling slack on a loaded 2-core machine, on top of a poll
+AGENT_FAULTS = ("agent_kill", "agent_stop")
+STORE_FAULTS = ("store_slow", "store_stall", "conn_drop")
+
+
+def _records(store) -> tuple[dict, dict]:
+    """job id -> {state: document} for terminal records; and job id -> [states] of queue/running entries."""
+    from stado import keys
+    from stado.documents import parse_iso
+
+    terminal, moving = {}, {}
+    for state in keys.TERMINAL_STATES:
+        for entry in store.list(keys.STATE_PREFIXES[state]):
+            job_id = keys.job_id_of(entry.key, keys.STATE_PREFIXES[state])
+            doc = json.loads(store.get(entry.key).data)
+            doc["_at"] = parse_iso(doc.get("finished_at"))
+            terminal.setdefault(job_id, {})[state] = doc
+    for state in ("queued", "running"):
+        for entry in store.list(keys.STATE_PREFIXES[state]):
+            moving.setdefault(keys.job_id_of(entry.key, keys.STATE_PREFIXES[state]), []).append(state)
+    return terminal, moving
+
+
+def check(soak, store, batches, fleet) -> None:
+    r = soak.report
+    planned = {j.key: j for batch in batches for j in batch}
+    by_marker = {j.command.rsplit("/", 1)[1].strip("'"): j.key for j in planned.values()}
+    terminal, moving = _records(store)
+    key_of = dict(soak.accepted)
+    for job_id, states in terminal.items():  # jobs a failed CLI wrote before it stopped count too
+        doc = next(iter(states.values()))
+        key_of.setdefault(job_id, by_marker.get(doc["spec"]["command"].rsplit("/", 1)[1].strip("'")))
+    r.attempted = sum(len(b) for b in batches)
+    r.jobs = len(key_of)
+    for job_id in key_of:
+        states = terminal.get(job_id, {})
+        if len(states) != 1:
+            r.violate("one terminal state", f"{job_id} has {sorted(states) or 'no'} terminal record(s)")
+        if job_id in moving:
+            r.violate("one terminal state", f"{job_id} still has {moving[job_id]} entries")
+    for job_id in set(moving) - set(key_of):
+        r.violate("one terminal state", f"{job_id} ({moving[job_id]}) was never accepted")
+    final = {job_id: next(iter(states.values())) for job_id, states in terminal.items() if len(states) == 1}
+    r.outcomes.update(_outcome(doc) for doc in final.values())
+    runs, bad = read_ledger(soak.ledger)
+    for line in bad:
+        r.violate("ledger", f"unreadable line {line!r}")
+    _runs(r, final, runs, soak.faults)
+    _explained(r, planned, key_of, final, runs, soak.faults)
+    _leftovers(soak, r, fleet, runs)
+
+
+def _outcome(doc: dict) -> str:
+    error = (doc.get("error") or {}).get("class")
+    if doc["state"] == "failed" and error in ("worker_lease_expired", "input_unavailable"):
+        return f"failed ({error})"
+    return doc.get("outcome") or doc["state"]
+
+
+def _stops_of(faults, pid: int) -> list:
+    return [f for f in faults.of("agent_stop") if f.pid == pid]
+
+
+def _stale_copy_ok(a, b, faults, lags: list) -> bool:
+    """The older run `a` and the newer `b` overlapped: allowed if a's agent was stopped before b started and
+    `a` ended within a poll (plus slack) of that agent resuming."""
+    for stop in _stops_of(faults, a.owner):
+        if stop.t0 <= b.start and a.start <= stop.t1:
+            if a.end is not None and a.end <= stop.t1 + POLL + RESUME_GRACE:
+                lags.append(max(0.0, a.end - stop.t1))
+                return True
+    return False
+
+
+def _runs(r, final, runs, faults) -> None:
+    now, lags = time.time(), []
+    for job_id, job_runs in runs.items():
+        doc = final.get(job_id)
+        if doc is None:
+            r.violate("ran unrecorded", f"job {job_id} ran ({len(job_runs)} run(s)) with no single terminal record")
+            continue
+        for a, b in overlaps(job_runs, now):
+            if not _stale_copy_ok(a, b, faults, lags):
+                r.violate("never twice at once", f"{job_id}: runs by pids {a.pid} (agent {a.owner}) and "
+                                                  f"{b.pid} (agent {b.owner}) overlapped {_span(a, b, now):.2f} s; "
+                                                  f"older one {_how_ended(a)}{_killed(a, faults, now)}")
+        at = doc["_at"]
+        for run in job_runs:
+            if run.start > at + SLACK:
+                stopped = [f for f in _stops_of(faults, run.owner) if f.t1 <= run.start]
+                context = (f"; its agent (pid {run.owner}) had been stopped from {_clock(stopped[-1].t0)} to "
+                           f"{_clock(stopped[-1].t1)}" if stopped else "")
+                r.violate("nothing after terminal", f"{job_id}: a run started {run.start - at:.2f} s after its "
+                                                    f"{doc['state']} record{context}")
+            elif run.end is None or run.end > at + SLACK:
+                if not _late_end_ok(run, doc, faults, lags):
+                    r.violate("nothing after terminal", f"{job_id}: a run (pid {run.pid}, agent {run.owner}) "
+                                                        f"{_how_ended(run)} after its {doc['state']} record at "
+                                                        f"{doc.get('finished_at')}{_killed(run, faults, now)}")
+    if lags:
+        r.notes.append(f"{len(lags)} stale cop(ies) of reaped jobs ran beside a new run or past the record and "
+                       f"stopped at most {max(lags):.2f} s after their agent resumed (allowed: a poll, {POLL} s, plus "
+                       f"{RESUME_GRACE} s)")
+    r.checks["runs in the ledger"] = sum(len(v) for v in runs.values())
+
+
+def _late_end_ok(run, doc, faults, lags) -> bool:
+    if run.end is None:
+        return False
+    if doc["state"] == "cancelled" and run.end <= doc["_at"] + POLL + KILL_AFTER + RESUME_GRACE:
+        return True
+    for stop in _stops_of(faults, run.owner):
+        if stop.t0 <= doc["_at"] + SLACK and run.start <= stop.t1 and run.end <= stop.t1 + POLL + RESUME_GRACE:
+            lags.append(max(0.0, run.end - stop.t1))
+            return True
+    return False
+
+
+def _killed(run, faults, now) -> str:
+    """Context for a violation: the run's agent was SIGKILLed while it ran (its process went on alone)."""
+    for kill in faults.of("agent_kill"):
+        if kill.pid == run.owner and run.start <= kill.t0 <= (run.end or now):
+            return f"; its agent (pid {run.owner}) was killed at {_clock(kill.t0)}, and it went on alone"
+    return ""
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+
+
+def _span(a, b, now) -> float:
+    return min(a.end or now, b.end or now) - b.start
+
+
+def _how_ended(run) -> str:
+    return "never recorded its end" if run.end is None else f"ended ({run.how})"
+
+
+def _expected(plan, final_by_key) -> str:
+    if plan.own != "consumer":
+        return {"completed": "succeeded", "failed": "failed", "timed_out": "timed_out"}[plan.own]
+    producer = final_by_key.get(plan.producer)
+    return "succeeded" if producer is not None and producer["state"] == "completed" else "failed (input_unavailable)"
+
+
+def _explained(r, planned, key_of, final, runs, faults) -> None:
+    final_by_key = {key_of.get(job_id): doc for job_id, doc in final.items()}
+    id_of = {k: i for i, k in key_of.items()}
+    for job_id, doc in final.items():
+        plan = planned.get(key_of.get(job_id))
+        if plan is None:
+            r.violate("explained", f"{job_id} is in the store but not in the plan")
+            continue
+        got, want = _outcome(doc), _expected(plan, final_by_key)
+        life = (_submitted(doc), doc["_at"])
+        why = _touching(job_id, runs.get(job_id, []), doc, faults, life)
+        if doc["state"] == "cancelled":
+            if not [f for f in faults.of("cancel") if f.job == job_id and f.t0 <= doc["_at"] + SLACK]:
+                r.violate("explained", f"{job_id} was cancelled, but the soak never cancelled it")
+            continue
+        if doc.get("requeues", 0) and not why:
+            r.violate("explained", f"{job_id} was requeued {doc['requeues']} time(s) with no fault to explain it")
+        if got != want:
+            producer = id_of.get(plan.producer) if plan.producer else None
+            if producer and [f for f in faults.of("cancel") if f.job == producer]:
+                continue
+            if not why:
+                r.violate("explained", f"{job_id} ended {got}, the plan says {want}, and no recorded fault explains it "
+                                       f"({(doc.get('error') or {}).get('message', '')})"[:400])
+    r.checks["outcomes checked against the plan"] = len(final)
+
+
+def _submitted(doc) -> float:
+    from stado.documents import parse_iso
+
+    return parse_iso(doc.get("submitted_at")) or 0.0
+
+
+def _touching(job_id, job_runs, doc, faults, life) -> list:
+    """The recorded faults that could have changed this job's course."""
+    t0, t1 = life
+    agents = {run.owner for run in job_runs}
+    first = min((run.start for run in job_runs), default=t1)
+    why = [f for f in faults.of(*AGENT_FAULTS) if f.pid in agents and f.t1 >= first]
+    attempts = 1 + doc.get("requeues", 0) + doc.get("failures", 0)
+    if len({run.attempt for run in job_runs}) < attempts:  # an attempt claimed but never started: any agent
+        why += faults.overlapping(AGENT_FAULTS, t0, t1, slack=1.0)
+    why += faults.overlapping(STORE_FAULTS, t0, t1, slack=1.0)
+    why += [f for f in faults.of("cancel") if f.job == job_id]
+    return why
+
+
+def _leftovers(soak, r, fleet, runs) -> None:
+    by_group = {run.pgid: run for job_runs in runs.values() for run in job_runs}
+    for p in processes_mentioning(str(soak.dir)):
+        if p.argv and p.argv[0].endswith("weed"):
+            continue
+        run = by_group.get(_group_of(p.pid))
+        context = f" (job {run.job}{_killed(run, soak.faults, time.time())})" if run else ""
+        r.violate("left running", f"pid {p.pid}{context}: {' '.join(p.argv)[:160]}")
+    for agent, code, at in fleet.died:
+        near = soak.faults.overlapping(STORE_FAULTS, at - 10.0, at, slack=1.0)
+        if code == 4 and near:
+            r.notes.append(f"agent {agent.log.name} exited 4 while the store was failing ({near[-1].kind}); it was "
+                           "started again (stado agent checks that it reaches the store before anything else)")
+        else:
+            r.violate("agents", f"agent {agent.log.name} exited {code} by itself: "
+                                f"{agent.log.read_text(errors='replace').strip().splitlines()[-1:]}")
+    logs = [a.log for a in fleet.agents]
+    for problem in scan_logs(logs)[0]:
+        r.violate("logs", problem)
+    for failure in soak.cli_failures:
+        if "Traceback" in failure or len(failure.splitlines()) > 1:
+            r.violate("one-line errors", failure[:400])
+    explained = [f for f in soak.cli_failures if _cli_failure_explained(f, soak.faults)]
+    for failure in soak.cli_failures:
+        if failure not in explained:
+            r.violate("explained", f"a submission failed with no store fault at the time: {failure[:300]}")
+    status = soak.stado("status", "--json", "--all", timeout=300)
+    if status.returncode != 0:
+        r.violate("status", f"stado status exited {status.returncode}: {status.stderr.strip()[:300]}")
+    else:
+        view = json.loads(status.stdout)
+        if view.get("problems"):
+            r.violate("status", f"stado status lists problems: {view['problems'][:5]}")
+    reap = soak.stado("reap", "--json", timeout=300)
+    if reap.returncode != 0 or json.loads(reap.stdout or "{}").get("reaped"):
+        r.violate("reap", f"stado reap after the drain: exit {reap.returncode} {reap.stdout.strip()[:300]}")
+    r.checks["agent logs scanned"] = len(logs)
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cli_failure_explained(line: str, faults) -> bool:
+    t0, t1 = (float(x) for x in line.split()[:2])
+    return bool(faults.overlapping(STORE_FAULTS, t0, t1, slack=1.0))
