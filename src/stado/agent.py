@@ -38,7 +38,7 @@ from .reaper import reap
 from .restart import settle_left_by_replaced, stop_orphans
 from .slot import Slot, SlotRunner
 from .storecheck import ensure_safe
-from .workroot import HostLock, job_dir
+from .workroot import HostLock, job_dir, write_owner
 
 __all__ = ["Agent", "AgentConfig", "run_agent"]
 

@@ -61,7 +61,44 @@ def decode(key: str, data: bytes, job_id: str | None = None) -> dict:
         raise CorruptDocument(key, f"holds job {doc['id']!r}, not {job_id!r}")
     if not isinstance(doc["spec"].get("command"), str):
         raise CorruptDocument(key, "spec has no command")
+    wrong = _wrong_field(doc)
+    if wrong:
+        raise CorruptDocument(key, f"field {wrong!r} has a value of another type")
     return doc
+
+
+_TEXT, _INT, _NUM, _OBJ, _LIST = (str, type(None)), (int,), (int, float, type(None)), (dict, type(None)), (list,)
+# The fields every reader relies on, by type (absent is fine: older documents lack some).
+_FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "submitted_by": _TEXT, "rerun_of": _TEXT,
+           "requeues": _INT, "failures": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
+           "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
+           "process": _OBJ, "result": _OBJ, "cancel": _OBJ}
+_SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
+         "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
+         "retries": _INT, "inputs": _LIST}
+
+
+def _wrong_field(doc: dict) -> str | None:
+    """The first field whose value has a type no reader expects (valid JSON written by hand, or by a
+    foreign writer), or None."""
+    for fields, where, prefix in ((_FIELDS, doc, ""), (_SPEC, doc["spec"], "spec.")):
+        for name, kinds in fields.items():
+            if name in where and not isinstance(where[name], kinds):
+                return prefix + name
+    spec = doc["spec"]
+    for name in ("capabilities", "providers"):
+        if not all(isinstance(x, str) for x in spec.get(name) or ()):
+            return f"spec.{name}"
+    if not all(isinstance(i, dict) and isinstance(i.get("job"), str) and isinstance(i.get("name"), str)
+               for i in spec.get("inputs") or ()):
+        return "spec.inputs"
+    res = doc.get("result")
+    if res is not None:
+        error = res.get("error")
+        if not isinstance(res.get("outcome"), str) or (error is not None and not (
+                isinstance(error, dict) and isinstance(error.get("class"), str))):
+            return "result"
+    return None
 
 
 def _next(doc: dict, *, state: str, now: float, nonce: str, writer: str, **fields) -> dict:

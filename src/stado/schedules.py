@@ -41,6 +41,8 @@ def parse_cron(expr: str, tz: str = "UTC"):
     """(cron expression, zone) checked; BadInput in one line otherwise."""
     from cronsim import CronSim, CronSimError
 
+    if not isinstance(expr, str) or not isinstance(tz, str):
+        raise BadInput(f"cron expression {expr!r} (zone {tz!r}) is not text: give five fields, e.g. '0 3 * * 1-5'")
     zone = _zone(tz)
     try:
         CronSim(expr, datetime.now(zone))
@@ -138,7 +140,7 @@ def list_schedules(store: ObjectStore, *, now: float | None = None) -> list[dict
         doc = found[0]
         try:
             upcoming = None if doc.get("paused") else d.iso(next_fire(doc, t))
-        except (StadoError, KeyError, TypeError):
+        except (StadoError, KeyError, TypeError, ValueError, AttributeError):
             upcoming = None
         out.append(dict(doc, next_fire=upcoming))
     return out
@@ -208,7 +210,7 @@ class ScheduleKnowledge:
                 if fire is None or fire <= float(doc.get("last_fired") or 0):
                     continue  # nothing due: no request
                 line = fire_one(self.store, doc, version, now=now, grace=self.grace, submitter=self.submitter)
-            except (StadoError, KeyError, TypeError, ValueError) as e:
+            except (StadoError, KeyError, TypeError, ValueError, AttributeError) as e:
                 lines.append(f"{key}: cannot fire it ({e}); skipped until it changes")
                 self._docs[key] = (version, dict(doc, paused=True))
                 continue

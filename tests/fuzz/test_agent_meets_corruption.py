@@ -79,11 +79,6 @@ def _bad_priority() -> bytes:
     return json.dumps(doc).encode()
 
 
-@pytest.mark.xfail(strict=True, reason="found by fuzzing: a running record that is valid JSON but whose spec has a "
-                                       "field of another type (priority a list) and whose worker is gone kills the "
-                                       "agent in its reaper pass (TypeError from readyindex.index through "
-                                       "jobs._requeue; Agent.guard lets it through): every agent of the fleet dies "
-                                       "on the same record (see the soak/fuzz report)")
 @examples(10)
 @given(_damage(c.MALFORMED))
 @example(damage={"running": _bad_priority()})

@@ -93,11 +93,6 @@ def _as_named(name) -> bytes:
     return json.dumps(doc).encode()
 
 
-@pytest.mark.xfail(strict=True, reason="found by this fuzz test: a job record that is valid JSON with the fields "
-                                       "decode() checks, but another field of another type (name a list, "
-                                       "submitted_at true, error without class), makes `stado status` and "
-                                       "`stado status ID` end in a traceback (render.py assumes the types; see "
-                                       "the soak/fuzz report)")
 @examples(150)
 @given(DAMAGED_JOB)
 @example(case=(["cancelled"], [True], (_as_named(["a", "list"]),)))
@@ -154,9 +149,6 @@ def test_a_damaged_pause_record_still_pauses_and_every_reader_shows_it(data):
     assert pause.resume(store) is not None and pause.pause_record(store) is None
 
 
-@pytest.mark.xfail(strict=True, reason="found by this fuzz test: a live agents/ record whose cores or accelerators "
-                                       "is not a number (a list, a word) makes admission.offer_of raise TypeError or "
-                                       "ValueError, and `stado status` ends in a traceback (see the soak/fuzz report)")
 @examples(250)
 @given(c.damaged(c.agent_record()))
 @example(data=json.dumps(dict(c.agent_record(), accelerators=[None])).encode())
@@ -172,10 +164,6 @@ def test_a_damaged_agent_record_is_reported_and_status_goes_on(data):
     json.dumps(render.overview_json(ov))
 
 
-@pytest.mark.xfail(strict=True, reason="found by this fuzz test: a schedule document with a field of another type "
-                                       "(cron a number, spec a list, ...) raises AttributeError out of "
-                                       "ScheduleKnowledge.tick, which the agent's guard does not catch: every agent "
-                                       "that fires schedules dies on it (see the soak/fuzz report)")
 @examples(250)
 @given(c.damaged(c.schedule()))
 @example(data=json.dumps(dict(c.schedule(), spec=None)).encode())

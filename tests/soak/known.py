@@ -24,20 +24,6 @@ KNOWN = [
     Known("jobman", "issue 9 (branch jobman-queue)",
           r"^explained: .* ended (lost|submission_failed), .*storage faults under way",
           "a supervisor that meets a full disk or a held write lock dies, and its job is recorded lost"),
-    Known("stado", "soak finding: a slot starts a reaped job once its inputs arrive (tests/soak/test_findings.py)",
-          r"^nothing after terminal: .* a run started .* its agent \(pid \d+\) had been stopped",
-          "an agent stopped past its promise while fetching a job's inputs starts that job when it resumes, "
-          "though the job was reaped (and ended) meanwhile"),
-    Known("stado", "soak finding: a SIGKILLed agent's job runs on alone, and runs again elsewhere beside it",
-          r"^(never twice at once|nothing after terminal|left running): .*its agent \(pid \d+\) was killed",
-          "an agent SIGKILLed while its job runs leaves the job's process running; once its promise has passed a "
-          "sibling's reaper requeues the job and another agent runs it beside the first, which nobody stops "
-          "(nor holds to its --timeout): a restarted agent on that host no longer sees it"),
-    Known("stado", "soak finding: an agent's store check fails on its own retried probe write",
-          r"^agents: agent \S+ exited 1 by itself: .*object store error: control/probe/",
-          "an agent starting while the link to the store drops a request exits 1 with `object store error: "
-          "control/probe/<hex>`: the store check's first create-if-absent, retried by the client after it landed, "
-          "meets its own write as AlreadyExists and does not read back (the nonce rule every other write follows)"),
 ]
 
 

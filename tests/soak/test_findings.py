@@ -1,6 +1,5 @@
 """Bugs the chaos soak found in stado, each driven here on purpose, step by step, against the real agent and a
-real local-directory store. They are strict xfails: each fails today for the reason given; once the bug is
-fixed it passes, the xfail turns into a failure, and its marker and its entry in known.py go."""
+real local-directory store. Each failed before its fix (they were strict xfails until then) and guards it now."""
 import json
 import os
 import signal
@@ -69,8 +68,6 @@ class StalledWorker(LostResponses):
         return self.inner.put(key, data)
 
 
-@pytest.mark.xfail(strict=True, reason="soak finding: a slot whose inputs arrive after its job was reaped starts "
-                                       "the job before its renewal finds out (SlotRunner.tick launches, then renews)")
 def test_a_job_reaped_while_its_inputs_were_fetched_is_never_started(tmp_path):
     inner = open_store(f"file://{tmp_path}/store")
     producer = _produce(inner, tmp_path, "data.txt", b"payload")
@@ -109,9 +106,6 @@ def test_a_job_reaped_while_its_inputs_were_fetched_is_never_started(tmp_path):
     assert not started.exists(), f"the job ran after it was reaped and cancelled:\n{log}"
 
 
-@pytest.mark.xfail(strict=True, reason="soak finding: the store check's first create-if-absent, retried by the "
-                                       "client after it landed, meets its own write and the agent exits 1 "
-                                       "(`object store error: control/probe/...`)")
 def test_an_agent_whose_probe_write_was_retried_after_it_landed_starts(tmp_path):
     from stado.storecheck import ensure_safe
 
@@ -126,9 +120,6 @@ def test_an_agent_whose_probe_write_was_retried_after_it_landed_starts(tmp_path)
     ensure_safe(RetriedProbe(open_store(f"file://{tmp_path}/store"), times=1))
 
 
-@pytest.mark.xfail(strict=True, reason="soak finding: a SIGKILLed agent's job runs on alone; once a sibling's reaper "
-                                       "requeued it and another agent runs it, nothing ever stops the first process "
-                                       "(a new agent on its host no longer sees it)")
 def test_the_process_a_killed_agent_left_is_stopped_once_its_job_runs_elsewhere(tmp_path):
     from tests.stado.e2e.support import STADO, submit
     from tests.stado.storekit import StoreTarget
