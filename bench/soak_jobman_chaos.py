@@ -9,7 +9,6 @@
 import errno
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time

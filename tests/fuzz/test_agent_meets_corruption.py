@@ -6,7 +6,6 @@ damaged job is left as it was (reported, never overwritten on a guess) or settle
 import json
 import time
 
-import pytest
 from hypothesis import example, given, strategies as st
 
 from stado import keys, readyindex

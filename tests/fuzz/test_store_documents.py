@@ -5,7 +5,6 @@ results, schedule list) report it and go on, never losing the other jobs beside 
 import json
 import uuid
 
-import pytest
 from hypothesis import example, given, strategies as st
 
 from stado import keys

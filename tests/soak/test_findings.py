@@ -7,7 +7,6 @@ import subprocess
 import threading
 import time
 
-import pytest
 
 from stado import artifacts, cas, jobs, keys, reaper, submission
 from stado import documents as d
