@@ -130,7 +130,9 @@ class SeaweedFS:
 
 # free_port() only says a port was free a moment ago: parallel test workers start servers at the same time,
 # and one may take a port another picked. A start that failed that way is tried again on fresh ports.
-PORT_TAKEN = ("is not available", "address already in use", "EADDRINUSE")
+# A port taken between our probe and the server's bind (other suites start servers too) shows as one of these,
+# or as the server dying at start (SeaweedFS's filer exits with a Fatalf whose reason falls outside the tail).
+PORT_TAKEN = ("is not available", "address already in use", "EADDRINUSE", "the server exited with status")
 START_ATTEMPTS = 3
 
 
