@@ -32,8 +32,9 @@ def test_supervisor_start_path_stays_on_the_standard_library():
     """`jobman __supervise` starts for every job: its module-level imports are stdlib, runkit or jobman."""
     allowed = {"json", "os", "select", "sys", "time", "traceback", "runkit", "jobman", "sqlite3", "signal",
                "errno", "hashlib"}
-    for name in ("supervisor.py", "db.py", "transitions.py", "queries.py", "reconcile.py", "doorbell.py",
-                 "scheduling.py", "faults.py", "home.py", "errors.py", "selectors.py", "ack.py", "submit.py"):
+    for name in ("supervisor.py", "store/schema.py", "store/transitions.py", "store/queries.py", "reconcile.py",
+                 "doorbell.py", "scheduling.py", "faults.py", "home.py", "errors.py", "selectors.py", "ack.py",
+                 "submit.py"):
         tree = ast.parse((SRC / "jobman" / name).read_text())
         top = set()
         for node in tree.body:

@@ -6,7 +6,8 @@ import time
 
 from runkit import proc
 
-from . import db, doorbell, home as homes, queries, reconcile, selectors, transitions
+from . import doorbell, home as homes, reconcile, selectors
+from .store import queries, schema, transitions
 from .errors import BadInput, JobmanError, NotFound
 from runkit.outcomes import exit_status
 
@@ -36,16 +37,16 @@ class State:
         if create:
             self.create()
         elif os.path.exists(self.db_file):
-            self.conn = db.connect(self.db_file, create=False, read_only_fallback=reading,
-                                   busy_timeout_ms=READING_BUSY_TIMEOUT_MS if reading else db.BUSY_TIMEOUT_MS)
+            self.conn = schema.connect(self.db_file, create=False, read_only_fallback=reading,
+                                       busy_timeout_ms=READING_BUSY_TIMEOUT_MS if reading else schema.BUSY_TIMEOUT_MS)
         else:
-            db.refuse_if_it_existed(self.db_file)  # "no jobs" would be a lie
+            schema.refuse_if_it_existed(self.db_file)  # "no jobs" would be a lie
 
     def create(self) -> None:
         """Make the home and its database if they are missing (a command about to write)."""
         homes.ensure_home(self.home)
         if self.conn is None:
-            self.conn = db.connect(self.db_file)
+            self.conn = schema.connect(self.db_file)
 
     def reconcile(self) -> list:
         """The cheap reconcile pass; skipped (once noted) when the database cannot be written now."""
@@ -59,8 +60,7 @@ class State:
             reason = trouble(e)
             if reason is None:
                 raise
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            schema.rollback(self.conn)
             if self.skipped is None:
                 self.notify(f"skipped the reconcile pass: {reason} ({e}); what is shown may be stale")
             self.skipped = reason
@@ -79,7 +79,7 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> 
     if st.conn is None:
         # No database yet: refuse what cannot be accepted before anything is created. Only the default
         # group exists and no selector resolves (the submit transaction checks both again).
-        if spec["group"] != db.DEFAULT_GROUP:
+        if spec["group"] != schema.DEFAULT_GROUP:
             raise transitions.no_such_group(spec["group"])
         for selector, _ in dependencies:
             st.resolve(selector)
@@ -278,7 +278,7 @@ def _await_finish(st: State, job_id: str, wait_seconds: float | None):
     limit = wait_seconds if wait_seconds is not None else spec.get("kill_after", 10.0) + 5.0
     give_up = time.time() + limit
     while True:
-        state = transitions.load_state(st.conn, job_id)
+        state = queries.load_state(st.conn, job_id)
         if state["phase"] == "finished" or time.time() >= give_up:
             return state
         time.sleep(0.02)
@@ -317,9 +317,7 @@ def group_set(name: str, limit: int, environ=os.environ) -> dict:
     if not 0 <= limit <= MAX_GROUP_LIMIT:
         raise BadInput(f"bad limit {limit}: use 0 (paused) up to {MAX_GROUP_LIMIT}")
     st = State(environ)
-    with db.Transaction(st.conn):
-        st.conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?) ON CONFLICT(name) DO UPDATE"
-                        " SET slot_limit = excluded.slot_limit, revision = revision + 1", (name, limit))
+    transitions.set_group_limit(st.conn, name, limit)
     # Waiting jobs see a new limit without resubmission: wake those that may now start.
     doorbell.ring_all(st.home, queries.slot_waiters(st.conn, name, queries.free_slots(st.conn, name)))
     return group_list(environ, only=name)[0]
@@ -328,18 +326,11 @@ def group_set(name: str, limit: int, environ=os.environ) -> dict:
 def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
     st = State(environ, create=False, reading=True)
     if st.conn is None:  # nothing submitted yet: the default group, as the first submission will create it
-        if only not in (None, db.DEFAULT_GROUP):
+        if only not in (None, schema.DEFAULT_GROUP):
             return []
-        return [{"name": db.DEFAULT_GROUP, "limit": db.default_group_limit(), "running": 0, "waiting": 0}]
+        return [{"name": schema.DEFAULT_GROUP, "limit": schema.default_group_limit(), "running": 0, "waiting": 0}]
     st.reconcile()
-    rows = st.conn.execute(
-        "SELECT g.name, g.slot_limit,"
-        " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
-        "   AND s.slot_held = 1) AS running,"
-        " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
-        "   AND s.phase = 'waiting' AND s.waiting_for = 'slot') AS waiting"
-        " FROM groups g" + (" WHERE g.name = ?" if only else "") + " ORDER BY g.name",
-        (only,) if only else ()).fetchall()
+    rows = queries.groups(st.conn, only)
     return [{"name": r["name"], "limit": r["slot_limit"], "running": r["running"], "waiting": r["waiting"]}
             for r in rows]
 
@@ -353,17 +344,7 @@ def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
     if st.conn is None:
         return []
     st.reconcile()
-    cutoff = time.time() - older_than
-    removed = []
-    with db.Transaction(st.conn):
-        ids = [r[0] for r in st.conn.execute(
-            "SELECT s.job_id FROM job_state s WHERE s.phase = 'finished' AND s.finished_at <= ? AND s.slot_held = 0"
-            " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
-            "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')", (cutoff,))]
-        for job_id in ids:
-            st.conn.execute("DELETE FROM dependencies WHERE depends_on = ?", (job_id,))
-            st.conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-            removed.append(job_id)
+    removed = transitions.prune(st.conn, time.time() - older_than)
     for job_id in removed:
         shutil.rmtree(homes.job_log_dir(st.home, job_id), ignore_errors=True)
         try:

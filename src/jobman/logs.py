@@ -2,7 +2,7 @@
 following them live across retries until the job ends."""
 import time
 
-from . import queries, transitions
+from .store import queries
 from runkit.outcomes import exit_status
 
 FOLLOW_POLL = 0.1
@@ -97,7 +97,7 @@ def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | 
     shown_header = set()
     while True:
         reconcile()
-        state = transitions.load_state(conn, job_id)
+        state = queries.load_state(conn, job_id)
         attempts = queries.attempts(conn, job_id)
         if current is None and attempts:
             current = attempts[0]["number"]

@@ -18,7 +18,8 @@ from runkit.ids import is_uuid, uuid7
 from runkit.jsonfast import loads
 from runkit.retry import is_retryable, retry_delay
 
-from . import db, doorbell, faults, home as homes, queries, reconcile, scheduling, transitions
+from . import doorbell, faults, home as homes, reconcile, scheduling
+from .store import queries, schema, transitions
 from .dbretry import DatabaseGone, Retrier, jitter
 from .errors import Conflict, JobmanError
 
@@ -53,7 +54,7 @@ def main(args: list[str]) -> int:
     home = homes.home_dir()
     path = homes.db_path(home)
     try:
-        conn = db.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
+        conn = schema.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
     except JobmanError as e:
         sys.stderr.write(f"jobman __supervise: refused: {e}\n")
         return EXIT_REFUSED
@@ -92,10 +93,9 @@ def _claim(store: Retrier, job_id: str, credential_hash: bytes, supervisor_id: s
                                    me.pid, me.start_time, me.boot_id, time.time())
         if ok:
             return value
-        found, row = store.try_once("read the claim deadline", lambda c: c.execute(
-            "SELECT claim_deadline FROM job_state WHERE job_id = ?", (job_id,)).fetchone())
-        if found and row is not None and row[0] is not None:
-            give_up = row[0] + CLAIM_GRACE
+        found, deadline = store.try_once("read the claim deadline", queries.claim_deadline, job_id)
+        if found and deadline is not None:
+            give_up = deadline + CLAIM_GRACE
         if time.time() + value > give_up:
             raise transitions.ClaimRefused(f"could not claim job {job_id} before its deadline: {store.reason}")
         time.sleep(value)
@@ -115,9 +115,9 @@ def _read_credential() -> bytes:
 
 
 def _sleep_past_deadline(conn, job_id: str) -> None:
-    row = conn.execute("SELECT claim_deadline FROM job_state WHERE job_id = ?", (job_id,)).fetchone()
-    if row and row[0]:
-        time.sleep(max(0.0, row[0] - time.time()) + 0.05)
+    deadline = queries.claim_deadline(conn, job_id)
+    if deadline:
+        time.sleep(max(0.0, deadline - time.time()) + 0.05)
 
 
 def _acknowledge(job_id: str, supervisor_id: str) -> None:
@@ -243,7 +243,7 @@ class Supervisor:
                  + (f"exit code {code}" if sig is None else f"signal {proc.signal_name(sig)}") + "; not recorded")
 
     def _refresh(self):
-        state = self.db.call("reload the job's state", transitions.load_state, self.job_id)
+        state = self.db.call("reload the job's state", queries.load_state, self.job_id)
         self._check_owner(state)
         self.rev = state["revision"]
         return state
@@ -399,7 +399,7 @@ class Supervisor:
         """Record why the job waits (if that changed), then sleep until something may have changed."""
         current = (waiting_for, detail, until)
         if current != self.waiting:
-            state = self.db.call("reload the job's state", transitions.load_state, self.job_id, pause=self._pause)
+            state = self.db.call("reload the job's state", queries.load_state, self.job_id, pause=self._pause)
             self._check_owner(state)
             if keep_detail and state["waiting_for"] == waiting_for:
                 current = self.waiting = (waiting_for, state["wait_detail"], until)
