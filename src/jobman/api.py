@@ -206,7 +206,7 @@ def _attempt_view(a, spec: dict) -> dict:
             "pid": a["pid"], "pgid": a["pgid"], "exit_code": a["exit_code"], "signal": proc.signal_name(a["signal"]),
             "outcome": a["outcome"] or ("running" if a["ended_at"] is None else None), "error": a["error"],
             "log": a["log_path"],
-            "stderr_log": a["log_path"][:-4] + ".stderr.log" if spec.get("log", {}).get("separate_stderr") else None}
+            "stderr_log": homes.stderr_log_path(a["log_path"]) if spec.get("log", {}).get("separate_stderr") else None}
 
 
 def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None) -> dict:

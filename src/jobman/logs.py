@@ -2,6 +2,7 @@
 following them live across retries until the job ends."""
 import time
 
+from .home import cut_path, stderr_log_path
 from .store import queries
 from runkit.outcomes import exit_status
 
@@ -12,7 +13,7 @@ def _cut(path: str) -> tuple[int, int]:
     """(bytes the cap dropped from the front, bytes by which file offsets lag output offsets); a lone
     number is a cut that moved the data."""
     try:
-        with open(path + ".cut") as f:
+        with open(cut_path(path)) as f:
             fields = [int(x) for x in f.read().split()]
     except (OSError, ValueError):
         return 0, 0
@@ -23,7 +24,7 @@ def _cut(path: str) -> tuple[int, int]:
 
 def _stream_path(attempt, stderr: bool) -> str:
     path = attempt["log_path"]
-    return path[:-4] + ".stderr.log" if stderr else path
+    return stderr_log_path(path) if stderr else path
 
 
 def _marker(dropped: int) -> bytes:
