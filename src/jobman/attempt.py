@@ -40,7 +40,7 @@ class Attempt:
         except LogUnwritable as e:
             reason = f"cannot create its log file {log_path}: {e.strerror or e}"
         except OSError as e:
-            reason = f"cannot start {self.spec['argv'][0]!r}: {e.strerror or e}"
+            reason = f"cannot start {self.spec.argv[0]!r}: {e.strerror or e}"
         else:
             reason = None
         if reason is not None:
@@ -68,7 +68,7 @@ class Attempt:
         """Record the end that the target's exit status and the reason it was stopped (if it was) make."""
         number, spec = self.number, self.spec
         exit_code, sig = proc.describe_status(status)
-        policy = spec["retry"]
+        policy = spec.retry
         if stop_reason == "cancelled":
             return self._end(exit_code, sig, "cancelled", None, None, "cancelled",
                              f"cancelled during attempt {number}")
@@ -76,7 +76,7 @@ class Attempt:
             retry = is_retryable(policy, number, exit_code, sig, timed_out=True)
             return self._end(exit_code, sig, "timed_out", None,
                              now + retry_delay(policy, number) if retry else None, "timed_out",
-                             f"attempt {number} exceeded its timeout of {spec['timeout']}s")
+                             f"attempt {number} exceeded its timeout of {spec.timeout}s")
         if exit_code == 0:
             return self._end(0, None, "succeeded", None, None, "succeeded", None)
         retry = is_retryable(policy, number, exit_code, sig, timed_out=False)
@@ -115,20 +115,19 @@ class Attempt:
             raise LogUnwritable(e.errno, e.strerror) from None
         err = out
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        old_umask = os.umask(spec.get("umask", 0o022))
+        old_umask = os.umask(spec.umask)
         try:
-            if spec["log"].get("separate_stderr"):
+            if spec.separate_stderr:
                 try:
                     err = os.open(homes.stderr_log_path(self.log_path), flags, 0o600)
                 except OSError as e:
                     raise LogUnwritable(e.errno, e.strerror) from None
             if not sup.subreaper:
                 sup.subreaper = proc.become_subreaper()
-            env = dict(spec["env"])
+            env = dict(spec.env)
             env["JOBMAN_JOB_ID"] = sup.job_id
             env["JOBMAN_ATTEMPT"] = str(self.number)
-            return proc.spawn(spec["executable"], spec["argv"], env, stdin=null, stdout=out, stderr=err,
-                              cwd=spec["cwd"])
+            return proc.spawn(spec.executable, spec.argv, env, stdin=null, stdout=out, stderr=err, cwd=spec.cwd)
         finally:
             os.umask(old_umask)
             os.close(null)
@@ -139,8 +138,8 @@ class Attempt:
     def _watch(self, pid: int) -> tuple[int, str | None]:
         """Wait for the target to exit while enforcing timeout, cancel and the log cap."""
         sup = self.sup
-        deadline = time.time() + self.spec["timeout"] if self.spec.get("timeout") else float("inf")
-        kill_after = self.spec.get("kill_after", 10.0)
+        deadline = time.time() + self.spec.timeout if self.spec.timeout else float("inf")
+        kill_after = self.spec.kill_after
         caps = self._open_caps()
         pidfd = _pidfd(pid)
         if pidfd is not None:
@@ -159,7 +158,7 @@ class Attempt:
                     break
                 now = time.time()
                 self._record_target()
-                if event == "bell" and stop_reason is None and sup.refresh()["cancel_requested_at"] is not None:
+                if event == "bell" and stop_reason is None and sup.refresh().cancel_requested_at is not None:
                     stop_reason, kill_at = "cancelled", now + kill_after
                     self._stop_tree(f"cancel requested: stopping the process tree of pid {pid}")
                 if stop_reason is None and now >= deadline:
@@ -194,7 +193,7 @@ class Attempt:
             return
         self.sup.log("the target left processes behind: stopping them")
         proc.signal_tree(me, 15)
-        give_up = time.time() + min(GRACE_AFTER_EXIT, self.spec.get("kill_after", 10.0))
+        give_up = time.time() + min(GRACE_AFTER_EXIT, self.spec.kill_after)
         while time.time() < give_up:
             proc.reap_children()
             if not proc.live_descendants(me):
@@ -210,13 +209,13 @@ class Attempt:
     # --- the log cap and its .cut protocol ------------------------------------------------------------
 
     def _open_caps(self) -> list:
-        limit = self.spec["log"].get("limit") or 0
+        limit = self.spec.log_limit or 0
         if limit <= 0:
             return []
         from runkit.logcap import LogCap
 
         paths = [self.log_path]
-        if self.spec["log"].get("separate_stderr"):
+        if self.spec.separate_stderr:
             paths.append(homes.stderr_log_path(self.log_path))
         caps = []
         for path in paths:
@@ -244,7 +243,7 @@ class Attempt:
         if dropped:
             sup = self.sup
             sup.db.call("record the dropped output", transitions.add_attempt_note, sup.job_id, "log_truncated",
-                        time.time(), bytes_dropped=dropped, limit=self.spec["log"]["limit"], pause=sup.pause)
+                        time.time(), bytes_dropped=dropped, limit=self.spec.log_limit, pause=sup.pause)
 
     def _end(self, exit_code, sig, attempt_outcome, error, retry_at, job_outcome, detail) -> bool:
         sup, number = self.sup, self.number

@@ -326,7 +326,7 @@ def cmd_wait(args: list[str]) -> int:
 def _progress_line(rows, elapsed: float) -> None:
     from collections import Counter
 
-    counts = Counter(r["outcome"] or r["phase"] for r in rows)
+    counts = Counter(r.outcome or r.phase for r in rows)
     text = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
     sys.stderr.write(f"\r\033[Kwaiting for {len(rows)} job(s): {text} ({elapsed:.0f}s)")
     sys.stderr.flush()

@@ -8,12 +8,12 @@ import time
 
 from runkit import proc
 from runkit.durations import format_time
-from runkit.jsonfast import loads
 
 from . import doorbell, home as homes, reconcile, scheduling
 from .attempt import Attempt
 from .dbretry import DatabaseGone, Retrier, jitter
 from .errors import Conflict
+from .model import JobSpec, JobState, Snapshot
 from .store import queries, transitions
 
 
@@ -33,13 +33,13 @@ def log(message: str) -> None:
 class Supervisor:
     log = staticmethod(log)
 
-    def __init__(self, store: Retrier, home: str, job_id: str, supervisor_id: str, state):
+    def __init__(self, store: Retrier, home: str, job_id: str, supervisor_id: str, state: JobState):
         self.db, self.home, self.job_id, self.supervisor_id = store, home, job_id, supervisor_id
-        self.rev = state["revision"]
-        self.lease = state["lease_duration"]
-        self.renew_every = state["renew_interval"]
-        self.poll_every = state["poll_interval"]
-        self.group = state["group_name"]
+        self.rev = state.revision
+        self.lease = state.lease_duration
+        self.renew_every = state.renew_interval
+        self.poll_every = state.poll_interval
+        self.group = state.group_name
         self.renewed_at = time.time()
         self.next_renew = self.renewed_at + self._renew_gap()
         self.next_reconcile = 0.0
@@ -63,8 +63,8 @@ class Supervisor:
         self._open_bell()
         try:
             try:
-                self.spec = loads(self.db.call("read the job's specification", queries.spec_json, self.job_id))
-                self.spec["argv"], self.spec["env"]  # noqa: B018  (a corrupt spec fails here, not mid-run)
+                self.spec = JobSpec.from_json(self.db.call("read the job's specification", queries.spec_json,
+                                                           self.job_id))
             except (ValueError, KeyError, TypeError) as e:
                 self._finish("failed", f"the stored job specification is unreadable: {e}")
                 return 1
@@ -113,18 +113,18 @@ class Supervisor:
                  + (f"exit code {code}" if sig is None else f"signal {proc.signal_name(sig)}") + "; not recorded")
 
     def refresh(self):
-        state = self.db.call("reload the job's state", queries.load_state, self.job_id)
+        state = JobState.from_row(self.db.call("reload the job's state", queries.load_state, self.job_id))
         self._check_owner(state)
-        self.rev = state["revision"]
+        self.rev = state.revision
         return state
 
     def _check_owner(self, state) -> None:
         if state is None:
             raise Fenced("the job record is gone")
-        if state["supervisor_id"] != self.supervisor_id:
-            raise Fenced(f"owned by supervisor {state['supervisor_id']}")
-        if state["phase"] == "finished":
-            raise Fenced(f"finished {state['outcome']} by another process")
+        if state.supervisor_id != self.supervisor_id:
+            raise Fenced(f"owned by supervisor {state.supervisor_id}")
+        if state.phase == "finished":
+            raise Fenced(f"finished {state.outcome} by another process")
 
     def _renew(self, now: float) -> None:
         """Renew the lease, or, if the database cannot take it now, try again after a backoff: a late
@@ -196,24 +196,25 @@ class Supervisor:
     def _loop(self) -> None:
         while True:
             now = time.time()
-            snap = self.db.call("read the job's state", queries.snapshot, self.job_id, now, pause=self.pause)
+            snap = Snapshot.from_row(self.db.call("read the job's state", queries.snapshot, self.job_id, now,
+                                                  pause=self.pause))
             self._check_owner(snap)
-            self.rev = snap["revision"]
-            if snap["deps_stale"] and self._settle(now):
+            self.rev = snap.revision
+            if snap.deps_stale and self._settle(now):
                 continue
-            if snap["cancel_requested_at"] is not None:
-                self._finish("cancelled", "cancelled before it ran" if snap["attempts"] == 0
-                             else f"cancelled while waiting for attempt {snap['attempts'] + 1}")
+            if snap.cancel_requested_at is not None:
+                self._finish("cancelled", "cancelled before it ran" if snap.attempts == 0
+                             else f"cancelled while waiting for attempt {snap.attempts + 1}")
                 return
-            verdict, detail = scheduling.dependency_verdict(loads(snap["deps"]))
+            verdict, detail = scheduling.dependency_verdict(snap.deps)
             if verdict == "impossible":
                 self._finish("dependency_failed", detail)
                 return
             if verdict == "wait":
                 self._wait("dependencies", detail, None, now)
                 continue
-            retry_at = snap["wait_until"] if snap["waiting_for"] == "retry" else None
-            gate, until = scheduling.time_verdict(self.spec.get("not_before"), retry_at, now)
+            retry_at = snap.wait_until if snap.waiting_for == "retry" else None
+            gate, until = scheduling.time_verdict(self.spec.not_before, retry_at, now)
             if gate != "ready":
                 label = "not before" if gate == "not_before" else "retry delay until"
                 self._wait(gate, f"{label} {format_time(until)}",
@@ -224,14 +225,14 @@ class Supervisor:
 
     def _take_slot(self, snap, now: float) -> bool:
         """Start an attempt if the group has room for this job now; else wait. True when the job is finished."""
-        limit, held = snap["slot_limit"] or 0, snap["slots_held"]
+        limit, held = snap.slot_limit or 0, snap.slots_held
         front = self.db.call("read the front of the line", queries.front_of_line, self.group,
                              max(limit - held, 1), pause=self.pause)
-        me = (self.job_id, snap["priority"], snap["submitted_at"])
+        me = (self.job_id, snap.priority, snap.submitted_at)
         if self._blocked_by_the_dead(snap, front, me, now) and self._settle(now):
             return False
         if scheduling.slot_verdict(limit, held, front, me):
-            number = snap["attempts"] + 1
+            number = snap.attempts + 1
             log_path = homes.attempt_log_path(self.home, self.job_id, number)
             try:
                 rev = self.db.call("take a slot", transitions.try_begin_attempt, self.job_id, self.rev, number,
@@ -254,7 +255,7 @@ class Supervisor:
         if any(row[0] != self.job_id and row[3] is not None and row[3] < now for row in front):
             return True
         at_front = scheduling.ahead_of(front, me) < max(len(front), 1)  # in the front rows, or no line at all
-        return bool(snap["holders_stale"]) and at_front
+        return bool(snap.holders_stale) and at_front
 
     def _settle(self, now: float) -> bool:
         """Run the reconciliation pass ourselves (nobody may be running commands), at most once per
@@ -269,15 +270,16 @@ class Supervisor:
         """Record why the job waits (if that changed), then sleep until something may have changed."""
         current = (waiting_for, detail, until)
         if current != self.waiting:
-            state = self.db.call("reload the job's state", queries.load_state, self.job_id, pause=self.pause)
+            state = JobState.from_row(self.db.call("reload the job's state", queries.load_state, self.job_id,
+                                                   pause=self.pause))
             self._check_owner(state)
-            if keep_detail and state["waiting_for"] == waiting_for:
-                current = self.waiting = (waiting_for, state["wait_detail"], until)
+            if keep_detail and state.waiting_for == waiting_for:
+                current = self.waiting = (waiting_for, state.wait_detail, until)
             else:
                 try:
                     self.rev = self.db.call("record why the job waits", transitions.set_waiting, self.job_id,
-                                            state["revision"], waiting_for, detail, until, now,
-                                            announce=state["waiting_for"] != waiting_for, pause=self.pause)
+                                            state.revision, waiting_for, detail, until, now,
+                                            announce=state.waiting_for != waiting_for, pause=self.pause)
                 except Conflict:
                     return
                 self.waiting = current

@@ -18,6 +18,7 @@ from . import faults, home as homes
 from .dbretry import DatabaseGone, Retrier
 from .eligibility import Supervisor, log as _log
 from .errors import JobmanError
+from .model import JobState
 from .store import queries, schema, transitions
 
 CREDENTIAL_BYTES = 32
@@ -70,7 +71,7 @@ def main(args: list[str]) -> int:
     import gc
 
     gc.freeze()  # what start-up made lives as long as we do: no collection need ever walk it again
-    return Supervisor(store, home, job_id, supervisor_id, state).run()
+    return Supervisor(store, home, job_id, supervisor_id, JobState.from_row(state)).run()
 
 
 def _claim(store: Retrier, job_id: str, credential_hash: bytes, supervisor_id: str, me):
