@@ -7,7 +7,7 @@ from jobman.model import JobState
 from jobman.store import queries, transitions
 from runkit.hashing import sha256
 
-from .conftest import CREDENTIAL, WINDOWS, claim, submit
+from .conftest import WINDOWS, claim, submit
 
 
 def state(conn, job_id) -> JobState:
