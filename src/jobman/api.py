@@ -6,7 +6,8 @@ import time
 
 from runkit import proc
 
-from . import db, doorbell, home as homes, queries, reconcile, selectors, transitions
+from . import doorbell, home as homes, reconcile, selectors
+from .store import queries, schema, transitions
 from .errors import BadInput, JobmanError, NotFound
 from runkit.outcomes import exit_status
 
@@ -36,16 +37,16 @@ class State:
         if create:
             self.create()
         elif os.path.exists(self.db_file):
-            self.conn = db.connect(self.db_file, create=False, read_only_fallback=reading,
-                                   busy_timeout_ms=READING_BUSY_TIMEOUT_MS if reading else db.BUSY_TIMEOUT_MS)
+            self.conn = schema.connect(self.db_file, create=False, read_only_fallback=reading,
+                                       busy_timeout_ms=READING_BUSY_TIMEOUT_MS if reading else schema.BUSY_TIMEOUT_MS)
         else:
-            db.refuse_if_it_existed(self.db_file)  # "no jobs" would be a lie
+            schema.refuse_if_it_existed(self.db_file)  # "no jobs" would be a lie
 
     def create(self) -> None:
         """Make the home and its database if they are missing (a command about to write)."""
         homes.ensure_home(self.home)
         if self.conn is None:
-            self.conn = db.connect(self.db_file)
+            self.conn = schema.connect(self.db_file)
 
     def reconcile(self) -> list:
         """The cheap reconcile pass; skipped (once noted) when the database cannot be written now."""
@@ -59,8 +60,7 @@ class State:
             reason = trouble(e)
             if reason is None:
                 raise
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            schema.rollback(self.conn)
             if self.skipped is None:
                 self.notify(f"skipped the reconcile pass: {reason} ({e}); what is shown may be stale")
             self.skipped = reason
@@ -79,7 +79,7 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> 
     if st.conn is None:
         # No database yet: refuse what cannot be accepted before anything is created. Only the default
         # group exists and no selector resolves (the submit transaction checks both again).
-        if spec["group"] != db.DEFAULT_GROUP:
+        if spec["group"] != schema.DEFAULT_GROUP:
             raise transitions.no_such_group(spec["group"])
         for selector, _ in dependencies:
             st.resolve(selector)
@@ -90,37 +90,44 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> 
 
 # --- reading --------------------------------------------------------------------------------------
 
-def job_view(row) -> dict:
-    """The public, JSON-ready form of a job row (jobs + job_state)."""
-    spec, corrupt = _spec_of(row)
-    finished = row["phase"] == "finished"
+def _jobs(rows) -> list:
+    """model.Job records of store rows (the model is loaded by the commands that read, not by `run`)."""
+    from .model import Job
+
+    return [Job.from_row(row) for row in rows]
+
+
+def job_view(job) -> dict:
+    """The public, JSON-ready form of a job (a model.Job)."""
+    spec, corrupt = _spec_of(job)
+    finished = job.finished
     return {
-        "id": row["job_id"] if "job_id" in row.keys() else row["id"],
-        "name": row["name"],
-        "state": row["outcome"] if finished else row["phase"],
-        "phase": row["phase"],
-        "outcome": row["outcome"],
-        "group": row["group_name"],
-        "priority": row["priority"],
+        "id": job.job_id,
+        "name": job.name,
+        "state": job.outcome if finished else job.phase,
+        "phase": job.phase,
+        "outcome": job.outcome,
+        "group": job.group_name,
+        "priority": job.priority,
         "command": spec.get("argv"),
-        "submitted_at": row["submitted_at"],
-        "finished_at": row["finished_at"],
-        "attempts": row["attempts"],
-        "exit_code": row["exit_code"],
-        "signal": proc.signal_name(row["exit_signal"]),
-        "waiting_for": row["waiting_for"],
-        "wait_detail": row["wait_detail"],
-        "wait_until": row["wait_until"],
-        "detail": row["detail"],
-        "exit_status": exit_status(row["outcome"], row["exit_code"], row["exit_signal"]) if finished else None,
+        "submitted_at": job.submitted_at,
+        "finished_at": job.finished_at,
+        "attempts": job.attempts,
+        "exit_code": job.exit_code,
+        "signal": proc.signal_name(job.exit_signal),
+        "waiting_for": job.waiting_for,
+        "wait_detail": job.wait_detail,
+        "wait_until": job.wait_until,
+        "detail": job.detail,
+        "exit_status": exit_status(job.outcome, job.exit_code, job.exit_signal) if finished else None,
         **({"corrupt": corrupt} if corrupt else {}),
     }
 
 
-def _spec_of(row) -> tuple[dict, str | None]:
+def _spec_of(job) -> tuple[dict, str | None]:
     """The stored spec, or ({}, what is wrong with it): one damaged record must not hide the others."""
     try:
-        spec = json_loads(row["spec"])
+        spec = json_loads(job.spec)
         if not isinstance(spec, dict) or not isinstance(spec.get("argv"), list):
             raise ValueError("not a job specification")
         return spec, None
@@ -138,19 +145,19 @@ def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | Non
         return {"jobs": [], "not_shown": 0}
     st.reconcile()
     finished = None if everything else LIST_FINISHED
-    rows = queries.list_jobs(st.conn, limit=limit, active_only=active_only, finished=finished)
+    rows = _jobs(queries.list_jobs(st.conn, limit=limit, active_only=active_only, finished=finished))
     not_shown = 0
     if not (limit or active_only or everything):
         not_shown = queries.count_jobs(st.conn) - len(rows)
     views, lines = [], {}
     for row in rows:
         view = job_view(row)
-        if row["outcome"] == "lost" and row["slot_held"]:
-            view["wait_detail"] = "its target tree is still alive: it keeps its slot in group " + row["group_name"]
-        elif row["waiting_for"] == "slot":
-            if row["group_name"] not in lines:
-                lines[row["group_name"]] = {job: n for n, job in enumerate(queries.line(st.conn, row["group_name"]))}
-            ahead = lines[row["group_name"]].get(view["id"])
+        if row.outcome == "lost" and row.slot_held:
+            view["wait_detail"] = "its target tree is still alive: it keeps its slot in group " + row.group_name
+        elif row.waiting_for == "slot":
+            if row.group_name not in lines:
+                lines[row.group_name] = {job: n for n, job in enumerate(queries.line(st.conn, row.group_name))}
+            ahead = lines[row.group_name].get(view["id"])
             if ahead:
                 view["wait_detail"] = f"{view['wait_detail']}; {ahead} ahead in line"
         views.append(view)
@@ -161,7 +168,9 @@ def show(selector: str, environ=os.environ) -> dict:
     st = State(environ, create=False, reading=True)
     job_id = st.resolve(selector)
     st.reconcile()
-    row = queries.job(st.conn, job_id)
+    from .model import Attempt
+
+    row = _jobs([queries.job(st.conn, job_id)])[0]
     view = job_view(row)
     from runkit.redact import mask_env
 
@@ -171,20 +180,20 @@ def show(selector: str, environ=os.environ) -> dict:
     spec["env"] = mask_env(spec.get("env", {}))
     spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
     view["spec"] = spec
-    view["revision"] = row["revision"]
+    view["revision"] = row.revision
     view["dependencies"] = [{"job": d["depends_on"], "name": d["name"], "condition": d["condition"],
                              "state": d["outcome"] or d["phase"]} for d in queries.dependencies(st.conn, job_id)]
-    view["supervisor"] = None if row["supervisor_id"] is None else {
-        "id": row["supervisor_id"], "pid": row["supervisor_pid"], "start_time": row["supervisor_start_time"],
-        "boot_id": row["supervisor_boot_id"], "lease_expires_at": row["lease_expires_at"],
-        "alive": proc.verify(row["supervisor_pid"], row["supervisor_start_time"], row["supervisor_boot_id"]),
+    view["supervisor"] = None if row.supervisor_id is None else {
+        "id": row.supervisor_id, "pid": row.supervisor_pid, "start_time": row.supervisor_start_time,
+        "boot_id": row.supervisor_boot_id, "lease_expires_at": row.lease_expires_at,
+        "alive": proc.verify(row.supervisor_pid, row.supervisor_start_time, row.supervisor_boot_id),
     }
-    view["attempts_detail"] = [_attempt_view(a, spec) for a in queries.attempts(st.conn, job_id)]
+    view["attempts_detail"] = [_attempt_view(Attempt.from_row(a), spec) for a in queries.attempts(st.conn, job_id)]
     view["events"] = [{"at": e["at"], "kind": e["kind"], **(json_loads(e["data"]) if e["data"] else {})}
                       for e in queries.events(st.conn, job_id)]
-    view["slot_held"] = bool(row["slot_held"])
-    view["cancel_requested_at"] = row["cancel_requested_at"]
-    if row["outcome"] == "lost":
+    view["slot_held"] = bool(row.slot_held)
+    view["cancel_requested_at"] = row.cancel_requested_at
+    if row.outcome == "lost":
         from . import targets
 
         alive = targets.processes(job_id, queries.last_attempt(st.conn, job_id))
@@ -201,12 +210,12 @@ def show(selector: str, environ=os.environ) -> dict:
 
 
 def _attempt_view(a, spec: dict) -> dict:
-    duration = (a["ended_at"] - a["started_at"]) if a["ended_at"] else None
-    return {"number": a["number"], "started_at": a["started_at"], "ended_at": a["ended_at"], "duration": duration,
-            "pid": a["pid"], "pgid": a["pgid"], "exit_code": a["exit_code"], "signal": proc.signal_name(a["signal"]),
-            "outcome": a["outcome"] or ("running" if a["ended_at"] is None else None), "error": a["error"],
-            "log": a["log_path"],
-            "stderr_log": a["log_path"][:-4] + ".stderr.log" if spec.get("log", {}).get("separate_stderr") else None}
+    """The public form of an attempt (a model.Attempt)."""
+    return {"number": a.number, "started_at": a.started_at, "ended_at": a.ended_at, "duration": a.duration,
+            "pid": a.pid, "pgid": a.pgid, "exit_code": a.exit_code, "signal": proc.signal_name(a.signal),
+            "outcome": a.outcome or ("running" if a.ended_at is None else None), "error": a.error,
+            "log": a.log_path,
+            "stderr_log": homes.stderr_log_path(a.log_path) if spec.get("log", {}).get("separate_stderr") else None}
 
 
 def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None) -> dict:
@@ -218,8 +227,8 @@ def wait(selector_list: list[str], environ=os.environ, timeout: float | None = N
     started = time.time()
     while True:
         st.reconcile()
-        rows = [queries.job(st.conn, i) for i in ids]
-        pending = [r for r in rows if r["phase"] != "finished"]
+        rows = _jobs(queries.job(st.conn, i) for i in ids)
+        pending = [r for r in rows if not r.finished]
         if not pending:
             break
         if give_up is not None and time.time() >= give_up:
@@ -244,12 +253,15 @@ def reconcile_now(environ=os.environ) -> list[dict]:
 # --- changing ------------------------------------------------------------------------------------
 
 def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | None = None) -> list[dict]:
+    from .model import JobState
+
     st = State(environ, create=False)
     ids = [st.resolve(s) for s in selector_list]
     st.reconcile()
     results = []
     for job_id in ids:
         what, state = transitions.request_cancel(st.conn, job_id, time.time())
+        state = JobState.from_row(state)
         if what == "requested":
             doorbell.ring(st.home, job_id)
         elif what == "cancelled":
@@ -260,13 +272,13 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
         job_id, state = r["id"], r["state"]
         if r["result"] == "requested":
             state = _await_finish(st, job_id, wait_seconds)
-        view = {"id": job_id, "outcome": state["outcome"], "phase": state["phase"]}
-        if r["result"] == "finished" and state["outcome"] == "lost":
+        view = {"id": job_id, "outcome": state.outcome, "phase": state.phase}
+        if r["result"] == "finished" and state.outcome == "lost":
             view.update(_stop_lost_target(st, job_id))
         elif r["result"] == "finished":
-            view["message"] = f"already finished: {state['outcome']}"
-        elif state["phase"] == "finished":
-            view["message"] = "cancelled" if state["outcome"] == "cancelled" else f"finished {state['outcome']}"
+            view["message"] = f"already finished: {state.outcome}"
+        elif state.finished:
+            view["message"] = "cancelled" if state.outcome == "cancelled" else f"finished {state.outcome}"
         else:
             view["message"] = "cancel requested; its supervisor will stop it"
         out.append(view)
@@ -274,12 +286,14 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
 
 
 def _await_finish(st: State, job_id: str, wait_seconds: float | None):
+    from .model import JobState
+
     spec = json_loads(queries.spec_json(st.conn, job_id))
     limit = wait_seconds if wait_seconds is not None else spec.get("kill_after", 10.0) + 5.0
     give_up = time.time() + limit
     while True:
-        state = transitions.load_state(st.conn, job_id)
-        if state["phase"] == "finished" or time.time() >= give_up:
+        state = JobState.from_row(queries.load_state(st.conn, job_id))
+        if state.finished or time.time() >= give_up:
             return state
         time.sleep(0.02)
         st.reconcile()
@@ -317,9 +331,7 @@ def group_set(name: str, limit: int, environ=os.environ) -> dict:
     if not 0 <= limit <= MAX_GROUP_LIMIT:
         raise BadInput(f"bad limit {limit}: use 0 (paused) up to {MAX_GROUP_LIMIT}")
     st = State(environ)
-    with db.Transaction(st.conn):
-        st.conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?) ON CONFLICT(name) DO UPDATE"
-                        " SET slot_limit = excluded.slot_limit, revision = revision + 1", (name, limit))
+    transitions.set_group_limit(st.conn, name, limit)
     # Waiting jobs see a new limit without resubmission: wake those that may now start.
     doorbell.ring_all(st.home, queries.slot_waiters(st.conn, name, queries.free_slots(st.conn, name)))
     return group_list(environ, only=name)[0]
@@ -328,18 +340,11 @@ def group_set(name: str, limit: int, environ=os.environ) -> dict:
 def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
     st = State(environ, create=False, reading=True)
     if st.conn is None:  # nothing submitted yet: the default group, as the first submission will create it
-        if only not in (None, db.DEFAULT_GROUP):
+        if only not in (None, schema.DEFAULT_GROUP):
             return []
-        return [{"name": db.DEFAULT_GROUP, "limit": db.default_group_limit(), "running": 0, "waiting": 0}]
+        return [{"name": schema.DEFAULT_GROUP, "limit": schema.default_group_limit(), "running": 0, "waiting": 0}]
     st.reconcile()
-    rows = st.conn.execute(
-        "SELECT g.name, g.slot_limit,"
-        " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
-        "   AND s.slot_held = 1) AS running,"
-        " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
-        "   AND s.phase = 'waiting' AND s.waiting_for = 'slot') AS waiting"
-        " FROM groups g" + (" WHERE g.name = ?" if only else "") + " ORDER BY g.name",
-        (only,) if only else ()).fetchall()
+    rows = queries.groups(st.conn, only)
     return [{"name": r["name"], "limit": r["slot_limit"], "running": r["running"], "waiting": r["waiting"]}
             for r in rows]
 
@@ -353,17 +358,7 @@ def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
     if st.conn is None:
         return []
     st.reconcile()
-    cutoff = time.time() - older_than
-    removed = []
-    with db.Transaction(st.conn):
-        ids = [r[0] for r in st.conn.execute(
-            "SELECT s.job_id FROM job_state s WHERE s.phase = 'finished' AND s.finished_at <= ? AND s.slot_held = 0"
-            " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
-            "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')", (cutoff,))]
-        for job_id in ids:
-            st.conn.execute("DELETE FROM dependencies WHERE depends_on = ?", (job_id,))
-            st.conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-            removed.append(job_id)
+    removed = transitions.prune(st.conn, time.time() - older_than)
     for job_id in removed:
         shutil.rmtree(homes.job_log_dir(st.home, job_id), ignore_errors=True)
         try:

@@ -267,14 +267,15 @@ def cmd_logs(args: list[str]) -> int:
     p.add_argument("-n", "--tail", type=_whole("--tail", 0, MAX_COUNT), metavar="N", help="only the last N lines")
     p.add_argument("--json", action="store_true", help="the output of each attempt as JSON (not with --follow)")
     ns = p.parse_args(args)
-    from . import api, logs, transitions
+    from . import api, logs
+    from .store import queries
 
     st, job_id = api.log_target(ns.job)
     out = sys.stdout.buffer
     if ns.json:
         if ns.follow:
             p.error("--json cannot be combined with --follow")
-        state = transitions.load_state(st.conn, job_id)
+        state = queries.load_state(st.conn, job_id)
         _print_json({"id": job_id, "state": state["outcome"] or state["phase"],
                      "attempts": logs.collect(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail)})
         return 0
@@ -282,7 +283,7 @@ def cmd_logs(args: list[str]) -> int:
         return logs.follow(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out,
                            reconcile=st.reconcile)
     if not logs.read(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out):
-        state = transitions.load_state(st.conn, job_id)
+        state = queries.load_state(st.conn, job_id)
         if ns.attempt is not None and state["attempts"]:
             from .errors import BadInput
 
@@ -325,7 +326,7 @@ def cmd_wait(args: list[str]) -> int:
 def _progress_line(rows, elapsed: float) -> None:
     from collections import Counter
 
-    counts = Counter(r["outcome"] or r["phase"] for r in rows)
+    counts = Counter(r.outcome or r.phase for r in rows)
     text = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
     sys.stderr.write(f"\r\033[Kwaiting for {len(rows)} job(s): {text} ({elapsed:.0f}s)")
     sys.stderr.flush()

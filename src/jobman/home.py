@@ -41,9 +41,22 @@ def job_log_dir(home: str, job_id: str) -> str:
     return os.path.join(home, "logs", job_id)
 
 
-def attempt_log_path(home: str, job_id: str, attempt: int, stream: str = "") -> str:
-    suffix = f".{stream}" if stream else ""
-    return os.path.join(home, "logs", job_id, f"attempt-{attempt}{suffix}.log")
+# The names of an attempt's log files, in one place: the supervisor writes them, `jobman logs` and
+# `jobman show` read them. An attempt records its output log's path; the rest derive from it.
+
+def attempt_log_path(home: str, job_id: str, attempt: int) -> str:
+    """Where attempt `attempt` writes its output (stdout, and stderr unless kept separate)."""
+    return os.path.join(home, "logs", job_id, f"attempt-{attempt}.log")
+
+
+def stderr_log_path(log_path: str) -> str:
+    """The separate stderr log of the attempt whose output log is `log_path` (attempt-N.stderr.log)."""
+    return log_path[:-len(".log")] + ".stderr.log"
+
+
+def cut_path(log_path: str) -> str:
+    """Where the log cap tells readers how much it cut from the front of `log_path` (see runkit.logcap)."""
+    return log_path + ".cut"
 
 
 def supervisor_log_path(home: str, job_id: str) -> str:

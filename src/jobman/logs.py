@@ -2,7 +2,9 @@
 following them live across retries until the job ends."""
 import time
 
-from . import queries, transitions
+from .home import cut_path, stderr_log_path
+from .model import Attempt, JobState
+from .store import queries
 from runkit.outcomes import exit_status
 
 FOLLOW_POLL = 0.1
@@ -12,7 +14,7 @@ def _cut(path: str) -> tuple[int, int]:
     """(bytes the cap dropped from the front, bytes by which file offsets lag output offsets); a lone
     number is a cut that moved the data."""
     try:
-        with open(path + ".cut") as f:
+        with open(cut_path(path)) as f:
             fields = [int(x) for x in f.read().split()]
     except (OSError, ValueError):
         return 0, 0
@@ -21,9 +23,13 @@ def _cut(path: str) -> tuple[int, int]:
     return fields[0], fields[1] if len(fields) > 1 else fields[0]
 
 
+def _attempts(conn, job_id: str) -> list:
+    return [Attempt.from_row(row) for row in queries.attempts(conn, job_id)]
+
+
 def _stream_path(attempt, stderr: bool) -> str:
-    path = attempt["log_path"]
-    return path[:-4] + ".stderr.log" if stderr else path
+    path = attempt.log_path
+    return stderr_log_path(path) if stderr else path
 
 
 def _marker(dropped: int) -> bytes:
@@ -58,15 +64,15 @@ def tail_lines(data: bytes, n: int) -> bytes:
 
 def read(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | None, out) -> bool:
     """Write the selected output to `out`. Returns False when the job has no attempt yet."""
-    attempts = queries.attempts(conn, job_id)
+    attempts = _attempts(conn, job_id)
     if attempt is not None:
-        attempts = [a for a in attempts if a["number"] == attempt]
+        attempts = [a for a in attempts if a.number == attempt]
     if not attempts:
         return False
     chunks = []
     for a in attempts:
         if len(attempts) > 1:
-            chunks.append(f"==> attempt {a['number']} <==\n".encode())
+            chunks.append(f"==> attempt {a.number} <==\n".encode())
         data, _ = _read_from(_stream_path(a, stderr), 0)
         chunks.append(data)
     data = b"".join(chunks)
@@ -78,14 +84,14 @@ def read(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | No
 def collect(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | None) -> list[dict]:
     """The selected output as data (for --json): one entry per attempt."""
     entries = []
-    for a in queries.attempts(conn, job_id):
-        if attempt is not None and a["number"] != attempt:
+    for a in _attempts(conn, job_id):
+        if attempt is not None and a.number != attempt:
             continue
         path = _stream_path(a, stderr)
         data, _ = _read_from(path, 0)
         if tail is not None:
             data = tail_lines(data, tail)
-        entries.append({"attempt": a["number"], "stream": "stderr" if stderr else "output", "log": path,
+        entries.append({"attempt": a.number, "stream": "stderr" if stderr else "output", "log": path,
                         "bytes_dropped": _cut(path)[0], "text": data.decode(errors="replace")})
     return entries
 
@@ -97,11 +103,11 @@ def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | 
     shown_header = set()
     while True:
         reconcile()
-        state = transitions.load_state(conn, job_id)
-        attempts = queries.attempts(conn, job_id)
+        state = JobState.from_row(queries.load_state(conn, job_id))
+        attempts = _attempts(conn, job_id)
         if current is None and attempts:
-            current = attempts[0]["number"]
-        row = next((a for a in attempts if a["number"] == current), None)
+            current = attempts[0].number
+        row = next((a for a in attempts if a.number == current), None)
         if row is not None:
             if len(attempts) > 1 or current > 1:
                 if current not in shown_header:
@@ -114,15 +120,14 @@ def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | 
             if data:
                 out.write(data)
                 out.flush()
-            newer = [a["number"] for a in attempts if a["number"] > current]
-            if row["ended_at"] is not None and newer and attempt is None:
+            newer = [a.number for a in attempts if a.number > current]
+            if row.ended_at is not None and newer and attempt is None:
                 current, logical = newer[0], 0
                 continue
-        finished = state["phase"] == "finished"
-        if finished and (row is None or row["ended_at"] is not None or state["outcome"] == "lost"):
+        if state.finished and (row is None or row.ended_at is not None or state.outcome == "lost"):
             data, logical = (_read_from(_stream_path(row, stderr), logical) if row is not None else (b"", 0))
             if data:
                 out.write(data)
                 out.flush()
-            return exit_status(state["outcome"], state["exit_code"], state["exit_signal"])
+            return exit_status(state.outcome, state.exit_code, state.exit_signal)
         time.sleep(FOLLOW_POLL)

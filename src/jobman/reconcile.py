@@ -8,20 +8,11 @@ every command and alone by `jobman reconcile`. It never re-runs anything and nev
 """
 from runkit import proc
 
-from . import doorbell, queries
+from . import doorbell
 from .errors import Conflict
+from .store import queries
+from .store.transitions import fail_submission, mark_lost, release_lost_slot
 from .targets import Finder
-from .transitions import fail_submission, mark_lost, release_lost_slot
-
-# What is due, from two small indexes (claim deadlines of submissions; leases of active jobs), so
-# the pass costs nothing that grows with the number of finished or healthy jobs.
-_DUE = """
-SELECT s.job_id, s.phase, s.revision, s.supervisor_pid, s.supervisor_start_time, s.supervisor_boot_id
-FROM job_state s WHERE s.phase = 'submitting' AND s.claim_deadline < :now
-UNION ALL
-SELECT s.job_id, s.phase, s.revision, s.supervisor_pid, s.supervisor_start_time, s.supervisor_boot_id
-FROM job_state s WHERE s.phase != 'finished' AND s.phase != 'submitting' AND s.lease_expires_at < :now
-"""
 
 
 def target_alive(job_id: str, attempt, finder: Finder | None = None) -> bool:
@@ -35,7 +26,7 @@ def run(conn, home: str, now: float) -> list[tuple[str, str]]:
     """One pass. Returns [(job_id, what happened)]."""
     changes = []
     finder = Finder()
-    for row in conn.execute(_DUE, {"now": now}).fetchall():
+    for row in queries.due_for_reconcile(conn, now):
         job_id = row["job_id"]
         try:
             if row["phase"] == "submitting":
@@ -53,8 +44,7 @@ def run(conn, home: str, now: float) -> list[tuple[str, str]]:
         except Conflict:
             continue  # someone else moved it first: their word stands
         _wake_after(conn, home, job_id)
-    for row in conn.execute("SELECT job_id, revision FROM job_state WHERE slot_held = 1 AND phase = 'finished'"
-                            ).fetchall():
+    for row in queries.finished_slot_holders(conn):
         if not target_alive(row["job_id"], queries.last_attempt(conn, row["job_id"]), finder):
             try:
                 release_lost_slot(conn, row["job_id"], row["revision"], now)

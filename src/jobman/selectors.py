@@ -6,6 +6,7 @@ least 6 characters (hyphens optional). Anything else is an error that lists the 
 from runkit.ids import is_uuid
 
 from .errors import NotFound
+from .store import queries
 
 MIN_PREFIX = 6
 
@@ -21,17 +22,14 @@ def resolve(conn, text: str) -> str:
         raise NotFound("empty job selector: give a job id, a display name or an id prefix of at least 6 characters")
     lowered = selector.lower()
     if is_uuid(lowered):
-        if conn.execute("SELECT 1 FROM jobs WHERE id = ?", (lowered,)).fetchone():
+        if queries.job_exists(conn, lowered):
             return lowered
-    row = conn.execute("SELECT id FROM jobs WHERE name = ? ORDER BY submitted_at DESC, id DESC LIMIT 1",
-                       (selector,)).fetchone()
-    if row:
-        return row[0]
+    named = queries.newest_named(conn, selector)
+    if named:
+        return named
     compact = lowered.replace("-", "")
     if len(compact) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in compact):
-        prefix = _hyphenated(compact)  # ids sort as text: a prefix is a range of the primary key
-        rows = conn.execute("SELECT id, name FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
-                            (prefix, prefix + "g")).fetchall()
+        rows = queries.ids_with_prefix(conn, _hyphenated(compact), 6)
         if len(rows) == 1:
             return rows[0][0]
         if len(rows) > 1:

@@ -17,7 +17,8 @@ from runkit import proc
 from runkit.hashing import sha256
 from runkit.ids import uuid7
 
-from . import ack, db, faults, transitions
+from . import ack, faults
+from .store import queries, schema, transitions
 from .dbretry import trouble
 from .errors import Conflict, JobmanError, LaunchError
 
@@ -50,8 +51,7 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) 
         reason = trouble(e)
         if reason is None:
             raise
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        schema.rollback(conn)
         raise JobmanError(f"cannot submit: {reason} ({e}); nothing was submitted") from None
     faults.hit("cli:after_commit")
     faults.linger("cli:slow_after_commit")
@@ -144,10 +144,10 @@ def _exit_note(pid: int) -> str:
 def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
     """The acknowledgement did not arrive intact. Decide from the database, on a fresh connection:
     a committed claim means the job was handed over; otherwise make a late claim impossible first."""
-    conn = db.connect(db_file, create=False)
+    conn = schema.connect(db_file, create=False)
     try:
         while True:
-            state = transitions.load_state(conn, job_id)
+            state = queries.load_state(conn, job_id)
             if state["supervisor_id"] is not None and state["phase"] != "submitting":
                 return state["supervisor_id"]
             if state["phase"] != "submitting":

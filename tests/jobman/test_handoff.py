@@ -166,7 +166,8 @@ def _submit_with_known_credential(jobman, credential: bytes) -> str:
     """Commit a job exactly as `jobman run` does, but keep the credential so a test can present it."""
     code = (
         "import sys, time, json\n"
-        "from jobman import api, spec as s, transitions\n"
+        "from jobman import api, spec as s\n"
+        "from jobman.store import transitions\n"
         "from runkit.ids import uuid7\n"
         "st = api.State()\n"
         "spec = s.build(argv=['sleep', '30'], cwd=None, env_policy='inherit', env_pairs=[], environ=__import__('os').environ,"

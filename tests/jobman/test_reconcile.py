@@ -29,10 +29,15 @@ def reconcile_until(jobman, job_id, outcome, timeout=10.0):
 
 
 def test_sigkill_of_running_supervisor_becomes_lost_after_lease(jobman):
+    jobman.env["JOBMAN_LEASE"] = "3s"  # room for a reconcile pass while the dead supervisor's lease runs
     job_id, state = running(jobman, "sleep", "60")
     target = target_pid(jobman, job_id)
     os.kill(state["supervisor_pid"], signal.SIGKILL)
-    # Before the lease expires nothing is decided.
+    # Before the lease expires nothing is decided, though the supervisor is gone.
+    lease_end = jobman.state(job_id)["lease_expires_at"]
+    changes = jobman("reconcile", "--json", check=True).stdout
+    assert time.time() < lease_end, "the reconcile pass ran after the lease expired: nothing was tested"
+    assert job_id not in changes
     assert jobman.state(job_id)["phase"] == "running"
     final = reconcile_until(jobman, job_id, "lost")
     assert final["exit_code"] is None and final["exit_signal"] is None  # no exit code invented

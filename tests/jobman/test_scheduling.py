@@ -122,7 +122,7 @@ def test_dag_of_100_jobs(jobman):
         current = []
         for _ in range(11):
             opts = []
-            for dep in previous[:3]:
+            for dep in previous:
                 opts += ["--after-success", dep]
             current.append(jobman.run("true", opts=opts))
         every += current
@@ -237,10 +237,9 @@ def test_group_must_exist(jobman):
 def test_default_group_limit_is_cpu_count(jobman):
     import os
 
-    jobman.run("true")
+    jobman("wait", jobman.run("true"), check=True)
     groups = json.loads(jobman("group", "list", "--json", check=True).stdout)
-    assert {"name": "default", "limit": os.cpu_count(), "running": groups[0]["running"],
-            "waiting": groups[0]["waiting"]} == groups[0]
+    assert groups == [{"name": "default", "limit": os.cpu_count(), "running": 0, "waiting": 0}]
 
 
 def test_cancel_waiting_and_running_jobs(jobman, tmp_path):
@@ -286,10 +285,9 @@ def test_an_idle_waiting_supervisor_writes_only_its_renewal_and_polls_slowly(job
            "JOBMAN_RENEW_INTERVAL": "0.5s"}
     waiter = jobman("run", "--after-success", blocker, "--", "true", env=env, check=True).stdout.strip()
     wait_for(lambda: jobman.state(waiter)["waiting_for"] == "dependencies")
-    time.sleep(0.5)  # let it settle into its idle loop
-    start = time.time()
-    time.sleep(4.0)  # an observation window, not a synchronisation
-    end = time.time()
+    start = float(_renewals(trace, 0.0)[0].split()[0]) + 0.01  # it renews only from its idle loop
+    # The window: eight renewals (3.2-4 s), counted rather than timed.
+    end = float(wait_for(lambda: len(r := _renewals(trace, start)) >= 9 and r, timeout=30)[8].split()[0])
     gate.touch()
     jobman("wait", waiter, check=True)
     statements = [line.split(" ", 2)[2] for line in trace.read_text().splitlines()
@@ -299,6 +297,22 @@ def test_an_idle_waiting_supervisor_writes_only_its_renewal_and_polls_slowly(job
     assert [s for s in statements if s not in renewals and s not in polls] == []  # no other write, no transaction
     assert 7 <= len(renewals) <= 11, renewals  # jittered within 0.4-0.5 s
     assert 2 <= len(polls) <= 4, polls  # the fallback poll: 1-1.5 s apart, made at a renewal
+
+
+def _renewals(trace, since: float) -> list[str]:
+    """The trace's lease renewals after `since`, waiting until there is at least one."""
+    return wait_for(lambda: [line for line in trace.read_text().splitlines() if float(line.split()[0]) > since
+                             and "UPDATE job_state SET lease_expires_at" in line], timeout=30)
+
+
+def _quiet(trace, seconds: float = 0.3) -> float:
+    """Wait until no supervisor has asked the database anything for `seconds`; returns the time then."""
+    def last_query() -> float:
+        lines = trace.read_text().splitlines()
+        return float(lines[-1].split()[0]) if lines else 0.0
+
+    wait_for(lambda: time.time() - last_query() >= seconds, timeout=30)
+    return time.time()
 
 
 def _who_looked(trace, start: float, end: float) -> set[int]:
@@ -325,12 +339,10 @@ def test_a_freed_slot_wakes_the_next_in_line_only(jobman, tmp_path):
                    check=True).stdout.strip()
     waiters.append(jobman("run", "--group", "one", "--", "true", env=env, check=True).stdout.strip())
     wait_for(lambda: all(jobman.state(w)["waiting_for"] == "slot" for w in waiters + [first]), timeout=30)
-    time.sleep(0.5)
-    start = time.time()
+    start = _quiet(trace)  # every waiter has settled into its idle loop
     gate.touch()
     wait_for(lambda: jobman.state(first)["phase"] == "running", timeout=10)
-    time.sleep(1.0)
-    end = time.time()
+    end = _quiet(trace)  # whoever was woken has looked
     assert _who_looked(trace, start, end) == {jobman.state(first)["supervisor_pid"]}
     assert all(jobman.state(w)["phase"] == "waiting" for w in waiters)
     gate2.touch()
@@ -347,12 +359,10 @@ def test_a_finished_dependency_wakes_its_dependents_only(jobman, tmp_path):
     after_b = [jobman("run", "--after", b, "--", "true", env=env, check=True).stdout.strip() for _ in range(5)]
     wait_for(lambda: all(jobman.state(j)["waiting_for"] == "dependencies" for j in after_a + after_b), timeout=30)
     pids_b = {jobman.state(j)["supervisor_pid"] for j in after_b}
-    time.sleep(0.5)
-    start = time.time()
+    start = _quiet(trace)
     gate_a.touch()
     assert jobman("wait", "-q", *after_a, timeout=30).returncode == 0
-    time.sleep(0.5)
-    assert not _who_looked(trace, start, time.time()) & pids_b
+    assert not _who_looked(trace, start, _quiet(trace)) & pids_b
     assert all(jobman.state(j)["phase"] == "waiting" for j in after_b)
     gate_b.touch()
     assert jobman("wait", "-q", *after_b, timeout=30).returncode == 0

@@ -234,7 +234,7 @@ def test_an_emptied_database_is_refused_not_started_afresh(jobman):
 def test_an_old_database_is_migrated(tmp_path):
     """A version-1 database (as jobman made it before the line indexes) is brought up to date in place,
     with its waiting jobs in line."""
-    from jobman import db
+    from jobman.store import schema as db
 
     path = str(tmp_path / "jobman.db")
     conn = sqlite3.connect(path, isolation_level=None)
@@ -252,7 +252,7 @@ def test_an_old_database_is_migrated(tmp_path):
     conn.close()
     migrated = db.connect(path, create=False)
     assert migrated.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
-    from jobman import queries
+    from jobman.store import queries
 
     assert queries.line(migrated, "default") == ["00000002-0000-7000-8000-000000000000",
                                                  "00000000-0000-7000-8000-000000000000"]

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from jobman import scheduling
-from jobman.transitions import encode_flat
+from jobman.store.transitions import encode_flat
 from runkit import ids, retry
 from runkit.durations import format_duration, parse_duration, parse_size, parse_time
 

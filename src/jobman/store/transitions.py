@@ -8,9 +8,10 @@ import sqlite3
 
 from runkit.durations import format_time
 
-from .db import Transaction
-from .errors import BadInput, Conflict
-from . import selectors
+from ..errors import BadInput, Conflict
+from . import queries
+from .queries import load_state
+from .schema import Transaction
 
 ACTIVE = ("starting", "waiting", "running")
 
@@ -86,10 +87,12 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
     """
     from runkit.jsonfast import dumps
 
+    from .. import selectors
+
     windows = spec["windows"]
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if not conn.execute("SELECT 1 FROM groups WHERE name = ?", (spec["group"],)).fetchone():
+        if not queries.group_exists(conn, spec["group"]):
             raise no_such_group(spec["group"])
         edges, seen = [], set()
         for selector, condition in dependencies:
@@ -175,12 +178,6 @@ def claim(conn, job_id: str, credential_hash: bytes, supervisor_id: str, pid: in
     return load_state(conn, job_id)
 
 
-def load_state(conn, job_id: str) -> sqlite3.Row | None:
-    return conn.execute("SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval,"
-                        " j.poll_interval, j.claim_window FROM job_state s JOIN jobs j ON j.id = s.job_id"
-                        " WHERE s.job_id = ?", (job_id,)).fetchone()
-
-
 # --- the supervisor's ownership ----------------------------------------------------------------
 
 def renew_lease(conn, job_id: str, supervisor_id: str, revision: int, expires_at: float) -> int:
@@ -210,7 +207,7 @@ def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str,
 def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: str, now: float) -> int | None:
     """Take a slot in the job's group and move it to running with a new attempt, if the group has room
     for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting)."""
-    from . import queries, scheduling
+    from .. import scheduling
 
     # Not synced on its own: after a power cut no target of this boot runs, and the job is lost anyway.
     with Transaction(conn, durable=False):
@@ -330,3 +327,24 @@ def request_cancel(conn, job_id: str, now: float) -> tuple[str, sqlite3.Row]:
 def add_attempt_note(conn, job_id: str, kind: str, now: float, **data) -> None:
     with Transaction(conn):
         add_event(conn, job_id, kind, now, **data)
+
+
+def set_group_limit(conn, name: str, limit: int) -> None:
+    """Create a group, or change its limit."""
+    with Transaction(conn):
+        conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?) ON CONFLICT(name) DO UPDATE"
+                     " SET slot_limit = excluded.slot_limit, revision = revision + 1", (name, limit))
+
+
+def prune(conn, cutoff: float) -> list[str]:
+    """Remove the jobs that finished at or before `cutoff`, in one transaction. Never an unfinished job,
+    nor one an unfinished job depends on, nor a lost job whose target still holds a slot. Returns their ids."""
+    with Transaction(conn):
+        ids = [r[0] for r in conn.execute(
+            "SELECT s.job_id FROM job_state s WHERE s.phase = 'finished' AND s.finished_at <= ? AND s.slot_held = 0"
+            " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
+            "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')", (cutoff,))]
+        for job_id in ids:
+            conn.execute("DELETE FROM dependencies WHERE depends_on = ?", (job_id,))
+            conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    return ids

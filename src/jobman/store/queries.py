@@ -1,5 +1,12 @@
 """Read-side SQL: what commands show and what a supervisor polls."""
-from .transitions import load_state  # noqa: F401  (re-exported: the one way to read a job's state)
+
+
+def load_state(conn, job_id: str):
+    """A job's runtime state with the scheduling columns of its immutable row (None: no such job)."""
+    return conn.execute("SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval,"
+                        " j.poll_interval, j.claim_window FROM job_state s JOIN jobs j ON j.id = s.job_id"
+                        " WHERE s.job_id = ?", (job_id,)).fetchone()
+
 
 _STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
           "(%(t)s.phase IN ('starting', 'waiting', 'running') AND %(t)s.lease_expires_at < :now))")
@@ -118,3 +125,71 @@ def list_jobs(conn, *, limit: int | None = None, active_only: bool = False, fini
 
 def count_jobs(conn) -> int:
     return conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
+
+
+def claim_deadline(conn, job_id: str) -> float | None:
+    """The claim deadline of a submission (None once claimed or finished, or with no such job)."""
+    row = conn.execute("SELECT claim_deadline FROM job_state WHERE job_id = ?", (job_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+# --- selectors -------------------------------------------------------------------------------------
+
+def job_exists(conn, job_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is not None
+
+
+def newest_named(conn, name: str) -> str | None:
+    """The id of the newest job with display name `name`."""
+    row = conn.execute("SELECT id FROM jobs WHERE name = ? ORDER BY submitted_at DESC, id DESC LIMIT 1",
+                       (name,)).fetchone()
+    return None if row is None else row[0]
+
+
+def ids_with_prefix(conn, prefix: str, limit: int) -> list:
+    """(id, name) of the first `limit` jobs whose id starts with `prefix` (ids sort as text: a prefix is a
+    range of the primary key)."""
+    return conn.execute("SELECT id, name FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+                        (prefix, prefix + "g", limit)).fetchall()
+
+
+# --- groups ----------------------------------------------------------------------------------------
+
+def groups(conn, only: str | None = None) -> list:
+    """(name, slot_limit, running, waiting) of every group (or of `only`), by name."""
+    return conn.execute(
+        "SELECT g.name, g.slot_limit,"
+        " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
+        "   AND s.slot_held = 1) AS running,"
+        " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
+        "   AND s.phase = 'waiting' AND s.waiting_for = 'slot') AS waiting"
+        " FROM groups g" + (" WHERE g.name = ?" if only else "") + " ORDER BY g.name",
+        (only,) if only else ()).fetchall()
+
+
+def group_exists(conn, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone() is not None
+
+
+# --- reconciliation --------------------------------------------------------------------------------
+
+# What is due, from two small indexes (claim deadlines of submissions; leases of active jobs), so
+# the pass costs nothing that grows with the number of finished or healthy jobs.
+_DUE = """
+SELECT s.job_id, s.phase, s.revision, s.supervisor_pid, s.supervisor_start_time, s.supervisor_boot_id
+FROM job_state s WHERE s.phase = 'submitting' AND s.claim_deadline < :now
+UNION ALL
+SELECT s.job_id, s.phase, s.revision, s.supervisor_pid, s.supervisor_start_time, s.supervisor_boot_id
+FROM job_state s WHERE s.phase != 'finished' AND s.phase != 'submitting' AND s.lease_expires_at < :now
+"""
+
+
+def due_for_reconcile(conn, now: float) -> list:
+    """Submissions past their claim deadline and active jobs past their lease."""
+    return conn.execute(_DUE, {"now": now}).fetchall()
+
+
+def finished_slot_holders(conn) -> list:
+    """(job_id, revision) of finished jobs that still hold a slot (lost jobs whose target may live)."""
+    return conn.execute("SELECT job_id, revision FROM job_state WHERE slot_held = 1 AND phase = 'finished'"
+                        ).fetchall()

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import time
 
-from .errors import BadInput
+from ..errors import BadInput
 
 BUSY_TIMEOUT_MS = 60_000
 DEFAULT_GROUP = "default"  # created with the database; its limit starts at the number of CPUs
@@ -341,6 +341,12 @@ class Transaction:
             if self.relaxed:
                 self.conn.execute("PRAGMA synchronous = NORMAL")
         return False
+
+
+def rollback(conn) -> None:
+    """End the transaction a failed statement left open (storage trouble leaves one behind)."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def now() -> float:

@@ -1,0 +1,324 @@
+"""The supervisor once it owns its job: it keeps its lease, sleeps on its doorbell, and decides when
+the job may start (dependencies, not-before, retry delay, a concurrency slot), then hands each attempt
+to jobman.attempt. The launch and the claim before it are in jobman.supervisor.
+"""
+import os
+import select
+import time
+
+from runkit import proc
+from runkit.durations import format_time
+
+from . import doorbell, home as homes, reconcile, scheduling
+from .attempt import Attempt
+from .dbretry import DatabaseGone, Retrier, jitter
+from .errors import Conflict
+from .model import JobSpec, JobState, Snapshot
+from .store import queries, transitions
+
+
+class Fenced(Exception):
+    """This supervisor no longer owns the job (finished by someone else, or another owner)."""
+
+
+def log(message: str) -> None:
+    """A line in the job's supervisor log (the supervisor's stderr, once it has detached)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
+    try:
+        os.write(2, f"{stamp} {message}\n".encode(errors="replace"))
+    except OSError:
+        pass
+
+
+class Supervisor:
+    log = staticmethod(log)
+
+    def __init__(self, store: Retrier, home: str, job_id: str, supervisor_id: str, state: JobState):
+        self.db, self.home, self.job_id, self.supervisor_id = store, home, job_id, supervisor_id
+        self.rev = state.revision
+        self.lease = state.lease_duration
+        self.renew_every = state.renew_interval
+        self.poll_every = state.poll_interval
+        self.group = state.group_name
+        self.renewed_at = time.time()
+        self.next_renew = self.renewed_at + self._renew_gap()
+        self.next_reconcile = 0.0
+        self.next_file_check = 0.0
+        self.dirty = False
+        self.waiting = None  # (waiting_for, detail, until) last written
+        self.subreaper = False
+        self.spec = None
+        self.bell = None
+        self.target = None  # pid of the running target, until it is reaped
+
+    def _renew_gap(self) -> float:
+        # Jittered, so that the renewals of thousands of supervisors never line up.
+        return jitter(self.renew_every, 0.8, 1.0)
+
+    # --- ownership ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        log(f"supervisor {self.supervisor_id} (pid {os.getpid()}) owns job {self.job_id}")
+        self.poller = select.poll()
+        self._open_bell()
+        try:
+            try:
+                self.spec = JobSpec.from_json(self.db.call("read the job's specification", queries.spec_json,
+                                                           self.job_id))
+            except (ValueError, KeyError, TypeError) as e:
+                self._finish("failed", f"the stored job specification is unreadable: {e}")
+                return 1
+            self._loop()
+            return 0
+        except Fenced as e:
+            log(f"no longer the owner of the job ({e}); exiting without touching it")
+            return 0
+        except DatabaseGone as e:
+            self._abandon(str(e))
+            return 0
+        except Exception:
+            import traceback
+
+            log("supervisor error:\n" + traceback.format_exc())
+            return 1
+        finally:
+            if self.bell is not None:
+                self.bell.close()
+
+    def _open_bell(self) -> None:
+        try:
+            self.bell = doorbell.Doorbell(self.home, self.job_id)
+        except OSError as e:  # a full disk has no room for the FIFO: the fallback poll must do
+            if self.bell is None and not getattr(self, "_bell_error", None):
+                log(f"cannot make the doorbell ({e.strerror}): polling every {self._poll_gap():.1f}s until it can")
+            self._bell_error = e
+            return
+        self.poller.register(self.bell.fd, select.POLLIN)
+
+    def _poll_gap(self) -> float:
+        return self.poll_every if self.bell is not None else min(self.poll_every, self.renew_every)
+
+    def _abandon(self, reason: str) -> None:
+        """The database at our path is not the one we own the job in: claim nothing, write nothing more,
+        and leave the target (if one runs) to finish on its own."""
+        if self.target is None:
+            log(f"{reason}: this supervisor no longer claims job {self.job_id}; no target was running; exiting")
+            return
+        log(f"{reason}: this supervisor no longer claims job {self.job_id} and writes nothing more to any "
+             f"database; its target (pid {self.target}) is left to finish")
+        status = proc.wait_child(self.target)
+        if status is not None:
+            code, sig = proc.describe_status(status)
+            log(f"the target (pid {self.target}) ended with "
+                 + (f"exit code {code}" if sig is None else f"signal {proc.signal_name(sig)}") + "; not recorded")
+
+    def refresh(self):
+        state = JobState.from_row(self.db.call("reload the job's state", queries.load_state, self.job_id))
+        self._check_owner(state)
+        self.rev = state.revision
+        return state
+
+    def _check_owner(self, state) -> None:
+        if state is None:
+            raise Fenced("the job record is gone")
+        if state.supervisor_id != self.supervisor_id:
+            raise Fenced(f"owned by supervisor {state.supervisor_id}")
+        if state.phase == "finished":
+            raise Fenced(f"finished {state.outcome} by another process")
+
+    def _renew(self, now: float) -> None:
+        """Renew the lease, or, if the database cannot take it now, try again after a backoff: a late
+        renewal is safe (reconciliation leaves a job alone while its supervisor verifies as alive).
+        Every poll interval it also checks that the database file is still the one it opened."""
+        if now >= self.next_file_check:
+            self.next_file_check = now + self.poll_every
+            self.db.check_file()
+        while True:
+            try:
+                ok, value = self.db.try_once("renew the lease", transitions.renew_lease, self.job_id,
+                                             self.supervisor_id, self.rev, now + self.lease)
+                break
+            except Conflict:
+                self.refresh()
+                self.dirty = True  # something else changed the job (a cancel request, ...): look again
+        if not ok:
+            self.next_renew = now + value
+            return
+        self.rev = value
+        if self.db.waits:
+            self.record_waits()
+        late = now - self.renewed_at - self.renew_every
+        if late > self.renew_every:
+            log(f"lease renewed {late:.1f}s late")
+        self.renewed_at = now
+        self.next_renew = now + self._renew_gap()
+
+    def record_waits(self) -> None:
+        """Record in the job's events how long the database kept this supervisor waiting (and why), now
+        that it can be written; whatever cannot be written yet waits for the next renewal."""
+        while self.db.waits:
+            ok, _ = self.db.try_once("record a wait for the database", transitions.add_attempt_note, self.job_id,
+                                     "database_waited", time.time(), **self.db.waits[0])
+            if not ok:
+                return
+            self.db.waits.pop(0)
+
+    def idle(self, until: float, pidfd: int | None = None, on_renewal: bool = False) -> str:
+        """Sleep until `until`, a doorbell ring or the target's exit, renewing the lease on time.
+        on_renewal: `until` is no deadline, so wake at the first renewal from then on instead (a
+        fallback poll then costs no wake-up of its own). Returns "bell", "exit" or "time"."""
+        while True:
+            now = time.time()
+            if now >= self.next_renew:
+                self._renew(now)
+            if self.dirty:
+                self.dirty = False
+                return "bell"
+            if on_renewal and now >= until:
+                return "time"
+            end = self.next_renew if on_renewal else min(until, self.next_renew)
+            timeout_ms = max(0, int((end - now) * 1000) + 1)
+            for fd, _ in self.poller.poll(timeout_ms):
+                if fd == pidfd:
+                    return "exit"
+                if self.bell is not None and fd == self.bell.fd:
+                    self.bell.drain()
+                    return "bell"
+            if time.time() >= until:
+                return "time"
+
+    def pause(self, seconds: float) -> None:
+        """How a write waiting out storage trouble pauses: idling, so the lease keeps being renewed."""
+        self.idle(time.time() + seconds)
+
+    # --- waiting until eligible ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            now = time.time()
+            snap = Snapshot.from_row(self.db.call("read the job's state", queries.snapshot, self.job_id, now,
+                                                  pause=self.pause))
+            self._check_owner(snap)
+            self.rev = snap.revision
+            if snap.deps_stale and self._settle(now):
+                continue
+            if snap.cancel_requested_at is not None:
+                self._finish("cancelled", "cancelled before it ran" if snap.attempts == 0
+                             else f"cancelled while waiting for attempt {snap.attempts + 1}")
+                return
+            verdict, detail = scheduling.dependency_verdict(snap.deps)
+            if verdict == "impossible":
+                self._finish("dependency_failed", detail)
+                return
+            if verdict == "wait":
+                self._wait("dependencies", detail, None, now)
+                continue
+            retry_at = snap.wait_until if snap.waiting_for == "retry" else None
+            gate, until = scheduling.time_verdict(self.spec.not_before, retry_at, now)
+            if gate != "ready":
+                label = "not before" if gate == "not_before" else "retry delay until"
+                self._wait(gate, f"{label} {format_time(until)}",
+                           until, now, keep_detail=gate == "retry")
+                continue
+            if self._take_slot(snap, now):
+                return
+
+    def _take_slot(self, snap, now: float) -> bool:
+        """Start an attempt if the group has room for this job now; else wait. True when the job is finished."""
+        limit, held = snap.slot_limit or 0, snap.slots_held
+        front = self.db.call("read the front of the line", queries.front_of_line, self.group,
+                             max(limit - held, 1), pause=self.pause)
+        me = (self.job_id, snap.priority, snap.submitted_at)
+        if self._blocked_by_the_dead(snap, front, me, now) and self._settle(now):
+            return False
+        if scheduling.slot_verdict(limit, held, front, me):
+            number = snap.attempts + 1
+            log_path = homes.attempt_log_path(self.home, self.job_id, number)
+            try:
+                rev = self.db.call("take a slot", transitions.try_begin_attempt, self.job_id, self.rev, number,
+                                   log_path, now, pause=self.pause)
+            except Conflict:
+                return False
+            if rev is not None:
+                self.rev = rev
+                self.waiting = None
+                return Attempt(self, number, log_path).run()
+        detail = (f"group {self.group} is paused (limit 0)" if limit == 0 else
+                  f"group {self.group} is full (limit {limit})")
+        self._wait("slot", detail, None, now)
+        return False
+
+    def _blocked_by_the_dead(self, snap, front: list, me: tuple, now: float) -> bool:
+        """Whether something that stands in this job's way looks abandoned: a job ahead in line past its
+        lease, or (for the jobs at the front only, so that one dead holder does not send the whole
+        line to reconcile) a slot holder past its lease or finished while holding its slot."""
+        if any(row[0] != self.job_id and row[3] is not None and row[3] < now for row in front):
+            return True
+        at_front = scheduling.ahead_of(front, me) < max(len(front), 1)  # in the front rows, or no line at all
+        return bool(snap.holders_stale) and at_front
+
+    def _settle(self, now: float) -> bool:
+        """Run the reconciliation pass ourselves (nobody may be running commands), at most once per
+        renewal interval. Whether it changed anything."""
+        if now < self.next_reconcile:
+            return False
+        self.next_reconcile = now + self.renew_every
+        ok, changes = self.db.try_once("settle abandoned jobs", reconcile.run, self.home, now)
+        return bool(ok and changes)
+
+    def _wait(self, waiting_for: str, detail: str, until: float | None, now: float, keep_detail=False) -> None:
+        """Record why the job waits (if that changed), then sleep until something may have changed."""
+        current = (waiting_for, detail, until)
+        if current != self.waiting:
+            state = JobState.from_row(self.db.call("reload the job's state", queries.load_state, self.job_id,
+                                                   pause=self.pause))
+            self._check_owner(state)
+            if keep_detail and state.waiting_for == waiting_for:
+                current = self.waiting = (waiting_for, state.wait_detail, until)
+            else:
+                try:
+                    self.rev = self.db.call("record why the job waits", transitions.set_waiting, self.job_id,
+                                            state.revision, waiting_for, detail, until, now,
+                                            announce=state.waiting_for != waiting_for, pause=self.pause)
+                except Conflict:
+                    return
+                self.waiting = current
+                if waiting_for == "slot":
+                    self.wake_slot_waiters()  # a higher-priority job in line may now be able to start
+        if self.bell is None:
+            self._open_bell()
+        # The fallback poll: long, jittered, and made at a lease renewal (the doorbell is what wakes a
+        # waiter in time); never more often than the poll interval.
+        wake = now + jitter(self._poll_gap(), 1.0, 1.5)
+        if until is not None and until < wake:
+            self.idle(until)
+        else:
+            self.idle(wake, on_renewal=True)
+
+    def _finish(self, outcome: str, detail: str) -> None:
+        self.record_waits()
+        while True:
+            try:
+                self.rev = self.db.call("record that the job finished", transitions.finish, self.job_id, self.rev,
+                                        outcome, time.time(), detail, pause=self.pause)
+                break
+            except Conflict:
+                self.refresh()
+        self.record_waits()
+        log(f"job finished {outcome}: {detail}")
+        self.wake_after_finish()
+
+    def wake_after_finish(self) -> None:
+        dependents = self.db.call("find the dependents to wake", queries.dependents_to_wake, self.job_id,
+                                  give_up_after=self.lease)
+        doorbell.ring_all(self.home, dependents or ())
+        self.wake_slot_waiters()
+
+    def wake_slot_waiters(self) -> None:
+        """Ring as many of the group's line as there are free slots, in the order they may take one."""
+        def first_waiters(conn):
+            free = queries.free_slots(conn, self.group)
+            return queries.slot_waiters(conn, self.group, free) if free else []
+
+        doorbell.ring_all(self.home, self.db.call("find the waiters to wake", first_waiters,
+                                                  give_up_after=self.lease) or ())

@@ -1,0 +1,115 @@
+"""The job as the rest of jobman sees it: its spec, its state and its attempts, as small frozen records
+built from the store's rows here, in one place, so that no column name travels further than this file.
+
+Frozen slotted classes, not dataclasses: the supervisor loads this module before it acknowledges its
+claim, and `dataclasses` would cost every job 15-20 ms and 2 MiB (it imports inspect, ast, dis, ...).
+"""
+
+
+class Record:
+    """Frozen: fields are set once, from keyword arguments (absent ones are None)."""
+
+    __slots__ = ()
+    _fields = ()  # every field, the base classes' first
+
+    def __init_subclass__(cls):
+        cls._fields = cls._fields + tuple(cls.__dict__.get("__slots__", ()))
+
+    def __init__(self, **fields):
+        for name in self._fields:
+            object.__setattr__(self, name, fields.get(name))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in self._fields)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, n) for n in self._fields))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self._fields)})"
+
+    @classmethod
+    def from_row(cls, row, **extra):
+        """A record from a store row (sqlite3.Row) with whichever of the record's columns it holds."""
+        if row is None:
+            return None
+        columns = row.keys()
+        return cls(**{name: row[name] for name in cls._fields if name in columns and name not in extra}, **extra)
+
+
+class JobState(Record):
+    """A job's runtime state (job_state), with the scheduling columns of its immutable row."""
+
+    __slots__ = ("job_id", "phase", "outcome", "revision", "claim_deadline", "supervisor_id", "supervisor_pid",
+                 "supervisor_start_time", "supervisor_boot_id", "lease_expires_at", "waiting_for", "wait_detail",
+                 "wait_until", "slot_held", "attempts", "cancel_requested_at", "exit_code", "exit_signal", "detail",
+                 "finished_at", "group_name", "priority", "submitted_at", "lease_duration", "renew_interval",
+                 "poll_interval")
+
+    @property
+    def finished(self) -> bool:
+        return self.phase == "finished"
+
+
+class Job(JobState):
+    """A job as commands list and show it: its state plus its display name and stored spec (JSON text)."""
+
+    __slots__ = ("name", "spec")
+
+    @classmethod
+    def from_row(cls, row, **extra):
+        job = super().from_row(row, **extra)
+        if job is not None and job.job_id is None:  # rows of jobs JOIN job_state name the id "id" too
+            object.__setattr__(job, "job_id", row["id"])
+        return job
+
+
+class Snapshot(JobState):
+    """What a waiting supervisor reads to decide (store.queries.snapshot): its state, its dependencies
+    as [(job_id, condition, phase, outcome, name)], and its group's slots."""
+
+    __slots__ = ("deps", "deps_stale", "slot_limit", "slots_held", "holders_stale")
+
+    @classmethod
+    def from_row(cls, row, **extra):
+        from runkit.jsonfast import loads
+
+        return None if row is None else super().from_row(row, deps=loads(row["deps"]), **extra)
+
+
+class Attempt(Record):
+    """One attempt of a job (attempts), with where its output went."""
+
+    __slots__ = ("number", "started_at", "ended_at", "pid", "start_time", "boot_id", "pgid", "exit_code", "signal",
+                 "outcome", "error", "log_path")
+
+    @property
+    def duration(self) -> float | None:
+        return (self.ended_at - self.started_at) if self.ended_at else None
+
+
+class JobSpec(Record):
+    """The immutable specification a job was submitted with (jobman.spec builds it). `data` is the whole
+    stored mapping, as `jobman show --json` prints it."""
+
+    __slots__ = ("argv", "env", "executable", "cwd", "umask", "timeout", "kill_after", "retry", "log_limit",
+                 "separate_stderr", "not_before", "data")
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobSpec":
+        """Raises ValueError, KeyError or TypeError for a stored spec that is not one."""
+        from runkit.jsonfast import loads
+
+        return cls.from_dict(loads(text))
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> "JobSpec":
+        argv, env = spec["argv"], spec["env"]  # a spec that is no job's fails here, not mid-run
+        log = spec.get("log") or {}
+        return cls(argv=argv, env=env, executable=spec.get("executable"), cwd=spec.get("cwd"),
+                   umask=spec.get("umask", 0o022), timeout=spec.get("timeout"),
+                   kill_after=spec.get("kill_after", 10.0), retry=spec.get("retry"), log_limit=log.get("limit"),
+                   separate_stderr=bool(log.get("separate_stderr")), not_before=spec.get("not_before"), data=spec)
