@@ -94,8 +94,10 @@ def job_view(row) -> dict:
     """The public, JSON-ready form of a job row (jobs + job_state)."""
     spec, corrupt = _spec_of(row)
     finished = row["phase"] == "finished"
+    keys = row.keys()
     return {
-        "id": row["job_id"] if "job_id" in row.keys() else row["id"],
+        "id": row["job_id"] if "job_id" in keys else row["id"],
+        "handle": row["handle"],
         "name": row["name"],
         "state": row["outcome"] if finished else row["phase"],
         "phase": row["phase"],
@@ -104,6 +106,7 @@ def job_view(row) -> dict:
         "priority": row["priority"],
         "command": spec.get("argv"),
         "submitted_at": row["submitted_at"],
+        "started_at": row["started_at"] if "started_at" in keys else None,
         "finished_at": row["finished_at"],
         "attempts": row["attempts"],
         "exit_code": row["exit_code"],
@@ -111,6 +114,7 @@ def job_view(row) -> dict:
         "waiting_for": row["waiting_for"],
         "wait_detail": row["wait_detail"],
         "wait_until": row["wait_until"],
+        "held": row["held_at"] is not None,
         "detail": row["detail"],
         "exit_status": exit_status(row["outcome"], row["exit_code"], row["exit_signal"]) if finished else None,
         **({"corrupt": corrupt} if corrupt else {}),
@@ -129,32 +133,19 @@ def _spec_of(row) -> tuple[dict, str | None]:
 
 
 def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None,
-              everything: bool = False) -> dict:
+              everything: bool = False, states=(), group: str | None = None, name: str | None = None) -> dict:
     """{"jobs": views newest first, "not_shown": older finished jobs left out}. By default every
     unfinished job and the newest LIST_FINISHED finished ones; `limit`: the newest `limit` jobs;
-    `everything`: all of them."""
+    `everything`: all of them. states / group / name (a glob): only the jobs that match."""
     st = State(environ, create=False, reading=True)
     if st.conn is None:
         return {"jobs": [], "not_shown": 0}
     st.reconcile()
-    finished = None if everything else LIST_FINISHED
-    rows = queries.list_jobs(st.conn, limit=limit, active_only=active_only, finished=finished)
-    not_shown = 0
-    if not (limit or active_only or everything):
-        not_shown = queries.count_jobs(st.conn) - len(rows)
-    views, lines = [], {}
-    for row in rows:
-        view = job_view(row)
-        if row["outcome"] == "lost" and row["slot_held"]:
-            view["wait_detail"] = "its target tree is still alive: it keeps its slot in group " + row["group_name"]
-        elif row["waiting_for"] == "slot":
-            if row["group_name"] not in lines:
-                lines[row["group_name"]] = {job: n for n, job in enumerate(queries.line(st.conn, row["group_name"]))}
-            ahead = lines[row["group_name"]].get(view["id"])
-            if ahead:
-                view["wait_detail"] = f"{view['wait_detail']}; {ahead} ahead in line"
-        views.append(view)
-    return {"jobs": views, "not_shown": not_shown}
+    from . import listing
+
+    return listing.read(st.conn, active_only=active_only, limit=limit, finished=None if everything else LIST_FINISHED,
+                        where=queries.list_filter(states, group, name),
+                        count_rest=not (limit or active_only or everything))
 
 
 def show(selector: str, environ=os.environ) -> dict:
@@ -172,7 +163,7 @@ def show(selector: str, environ=os.environ) -> dict:
     spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
     view["spec"] = spec
     view["revision"] = row["revision"]
-    view["dependencies"] = [{"job": d["depends_on"], "name": d["name"], "condition": d["condition"],
+    view["dependencies"] = [{"job": d["depends_on"], "handle": d["handle"], "name": d["name"], "condition": d["condition"],
                              "state": d["outcome"] or d["phase"]} for d in queries.dependencies(st.conn, job_id)]
     view["supervisor"] = None if row["supervisor_id"] is None else {
         "id": row["supervisor_id"], "pid": row["supervisor_pid"], "start_time": row["supervisor_start_time"],
@@ -195,7 +186,7 @@ def show(selector: str, environ=os.environ) -> dict:
             "the supervisor is gone; " + ("its target process tree is still alive (jobman cancel can stop it): "
                                           + ", ".join(f"pid {p['pid']} ({p['command'][:60]})"
                                                       for p in view["target_processes"]) + "; "
-                                          if alive else "no target process is alive; ")
+                                          if alive else "its target process tree is gone; ")
             + "the log size cap no longer holds for output written after the supervisor died")
     return view
 

@@ -163,7 +163,7 @@ def cmd_run(args: list[str]) -> int:
 
     result = api.run(spec, deps)
     if ns.json:
-        _print_json({k: result[k] for k in ("id", "name", "supervisor_id")})
+        _print_json({k: result[k] for k in ("id", "handle", "name", "supervisor_id")})
     else:
         sys.stdout.write(result["id"] + "\n")
     sys.stdout.flush()
@@ -215,24 +215,37 @@ def _build_spec(ns, command: list[str]):
 
 def cmd_list(args: list[str]) -> int:
     p = _parser("jobman list", "Jobs, newest first: every unfinished job and the newest 100 finished ones\n"
-                "(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.")
+                "(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.\n"
+                "The table fits the terminal (or COLUMNS), cutting the command; outcomes are coloured on a\n"
+                "terminal (not with NO_COLOR). # is the job's handle, which any command takes as JOB.")
     p.add_argument("--active", action="store_true", help="only jobs that have not finished")
     p.add_argument("--all", action="store_true", help="every job, however old")
     p.add_argument("--limit", type=_whole("--limit", 1, MAX_COUNT), metavar="N", help="the newest N jobs")
+    p.add_argument("--state", action="append", default=[], metavar="STATE",
+                   help="only jobs in STATE: a phase (waiting, running, ...), an outcome (failed, ...) or held; "
+                        "repeatable or comma-separated")
+    p.add_argument("--group", metavar="NAME", help="only jobs of group NAME")
+    p.add_argument("--name", metavar="GLOB", help="only jobs whose name matches GLOB (*, ?, [...])")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
-    from . import api
+    from . import api, queries
 
-    result = api.list_jobs(active_only=ns.active, limit=ns.limit, everything=ns.all)
+    states = [w.strip() for text in ns.state for w in text.split(",") if w.strip()]
+    unknown = [w for w in states if w not in queries.STATE_WORDS]
+    if unknown:
+        p.error(f"--state: unknown state {unknown[0]!r}; use one of {', '.join(queries.STATE_WORDS)}")
+    result = api.list_jobs(active_only=ns.active, limit=ns.limit, everything=ns.all, states=states,
+                           group=ns.group, name=ns.name)
     views = result["jobs"]
     if ns.json:
         _print_json(views)
     elif views:
-        from . import render
+        from . import listing
 
-        sys.stdout.write(render.job_table(views) + "\n")
+        out = sys.stdout
+        out.write(listing.job_table(views, listing.terminal_width(out), listing.use_colour(out)) + "\n")
     else:
-        sys.stdout.write("no jobs\n")
+        sys.stdout.write("no jobs\n" if not (states or ns.group or ns.name) else "no jobs match\n")
     if result["not_shown"]:
         sys.stderr.write(f"jobman: {result['not_shown']} older finished job(s) not shown (jobman list --all)\n")
     return 0
@@ -369,6 +382,69 @@ def cmd_cancel(args: list[str]) -> int:
     return 0
 
 
+def cmd_restart(args: list[str]) -> int:
+    p = _parser("jobman restart", "Submit a finished job's specification again, as a new job that records what it\n"
+                "restarts. --with-dependents: also the jobs that ended dependency_failed because of it\n"
+                "(and because of those), re-wired to the new jobs. Prints each new id.")
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("--with-dependents", action="store_true", help="also re-submit its failed dependents")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from .restart import restart
+
+    results = restart(ns.job, with_dependents=ns.with_dependents)
+    if ns.json:
+        _print_json(results)
+    else:
+        for r in results:
+            name = f" ({r['name']})" if r["name"] else ""
+            sys.stdout.write(f"{r['id']}  job {r['handle']}{name}, restarting {r['restarts']}\n")
+    return 0
+
+
+def cmd_signal(args: list[str]) -> int:
+    p = _parser("jobman signal", "Send signal SIG to every process of a running job's tree (each one identified\n"
+                "by pid and start time, as cancel does). SIG: a name (TERM, HUP, USR1, STOP, CONT) or a number.")
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("sig", metavar="SIG")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import control
+
+    result = control.send_signal(ns.job, control.parse_signal(ns.sig))
+    if ns.json:
+        _print_json(result)
+    else:
+        sys.stdout.write(f"{result['id']}: {result['message']}\n")
+    return 0
+
+
+def _cmd_hold_or_release(args: list[str], held: bool) -> int:
+    verb = "hold" if held else "release"
+    p = _parser(f"jobman {verb}", "Hold back jobs that have not started: a held job leaves its group's line and\n"
+                "starts only after jobman release." if held else "Let held jobs go on: each starts when it is eligible.")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import control
+
+    results = control.set_held(ns.jobs, held)
+    if ns.json:
+        _print_json(results)
+    else:
+        for r in results:
+            sys.stdout.write(f"{r['id']}: {r['message']}\n")
+    return 0
+
+
+def cmd_hold(args: list[str]) -> int:
+    return _cmd_hold_or_release(args, True)
+
+
+def cmd_release(args: list[str]) -> int:
+    return _cmd_hold_or_release(args, False)
+
+
 def cmd_group(args: list[str]) -> int:
     p = _parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once; 0 pauses it.\n"
                 "The default group's limit starts at the number of CPUs.")
@@ -412,4 +488,5 @@ def cmd_prune(args: list[str]) -> int:
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, "logs": cmd_logs,
             "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": cmd_group,
-            "prune": cmd_prune}
+            "prune": cmd_prune, "restart": cmd_restart, "signal": cmd_signal, "hold": cmd_hold,
+            "release": cmd_release}

@@ -46,6 +46,8 @@ def why_text(view: dict, now: float) -> str:
     if view["phase"] == "waiting":
         detail = view["wait_detail"] or view["waiting_for"]
         return detail
+    if view["outcome"] == "lost" and view.get("wait_detail"):
+        return view["wait_detail"]  # what is left of it now (its recorded detail is from when it was found)
     if view["phase"] == "finished" and view["outcome"] not in ("succeeded", "failed") and view["detail"]:
         return view["detail"]
     if view.get("wait_detail"):
@@ -53,28 +55,17 @@ def why_text(view: dict, now: float) -> str:
     return ""
 
 
-def job_table(views: list[dict]) -> str:
-    now = time.time()
-    rows = []
-    for v in views:
-        rows.append([v["id"], v["name"] or "-", state_text(v), str(v["attempts"]), v["group"],
-                     _ago(v["submitted_at"], now), command_text(v["command"]) + _why_suffix(v, now)])
-    return table(["ID", "NAME", "STATE", "TRIES", "GROUP", "SUBMITTED", "COMMAND"], rows)
-
-
-def _why_suffix(view: dict, now: float) -> str:
-    why = why_text(view, now)
-    return f"   [{why}]" if why else ""
-
-
 def show(view: dict) -> str:
     spec = view["spec"]
     out = []
     add = out.append
-    add(f"id:          {view['id']}")
+    add(f"job:         {view['handle']}  (id {view['id']})")
     if view["name"]:
         add(f"name:        {view['name']}")
-    add(f"state:       {state_text(view)}")
+    add(f"state:       {state_text(view)}" + ("  [held: jobman release lets it go on]" if view.get("held")
+                                                  and view["phase"] != "finished" else ""))
+    if spec.get("restart_of"):
+        add(f"restart of:  {spec['restart_of']}")
     if view["phase"] == "waiting":
         add(f"waiting for: {view['waiting_for']}: {view['wait_detail']}")
     if view["detail"]:
@@ -92,7 +83,7 @@ def show(view: dict) -> str:
     if view["finished_at"]:
         add(f"finished:    {_when(view['finished_at'])}")
     for dep in view["dependencies"]:
-        label = f"{dep['name']} ({dep['job']})" if dep["name"] else dep["job"]
+        label = (f"{dep['name']} " if dep["name"] else "") + f"(job {dep['handle']}, id {dep['job']})"
         add(f"after-{dep['condition']}: {label}: {dep['state']}")
     retry = spec["retry"]
     policy = [f"retries {retry['retries']}"]

@@ -108,6 +108,9 @@ def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[
         if not name or name.strip() != name or len(name) > 200 or any(_is_control(c) for c in name):
             raise BadInput(f"bad --name {name!r}: use a non-empty name of printable characters, without leading "
                            f"or trailing spaces")
+        if name.isascii() and name.isdigit():
+            raise BadInput(f"bad --name {name!r}: a name of digits only would read as a job's handle; "
+                           f"add a letter (e.g. --name job-{name})")
     check_group_name(group, "--group")
     policy, allowed = parse_env_policy(env_policy)
     overrides = parse_env_pairs(env_pairs)

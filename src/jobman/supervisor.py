@@ -349,6 +349,9 @@ class Supervisor:
                 self._wait(gate, f"{label} {format_time(until)}",
                            until, now, keep_detail=gate == "retry")
                 continue
+            if snap["held_at"] is not None:  # after the time gates, so a held retry keeps its delay
+                self._wait("held", "held (jobman release JOB lets it go on)", None, now)
+                continue
             if self._take_slot(snap, now):
                 return
 
@@ -411,8 +414,8 @@ class Supervisor:
                 except Conflict:
                     return
                 self.waiting = current
-                if waiting_for == "slot":
-                    self._wake_slot_waiters()  # a higher-priority job in line may now be able to start
+                if waiting_for in ("slot", "held"):  # in line, or out of it: those behind may now start
+                    self._wake_slot_waiters()
         if self.bell is None:
             self._open_bell()
         # The fallback poll: long, jittered, and made at a lease renewal (the doorbell is what wakes a

@@ -8,7 +8,7 @@ import sqlite3
 
 from runkit.durations import format_time
 
-from .db import Transaction
+from .db import Transaction, next_handle
 from .errors import BadInput, Conflict
 from . import selectors
 
@@ -82,7 +82,8 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
     """One transaction: job + runtime state + dependency edges + job_submitted.
 
     Dependency selectors are resolved to canonical ids here, inside the transaction. before_commit
-    runs just before COMMIT (the CLI ignores interrupts from there on).
+    runs just before COMMIT (the CLI ignores interrupts from there on). Returns the stored spec, with
+    the job's handle (its short number) added.
     """
     from runkit.jsonfast import dumps
 
@@ -98,17 +99,19 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
                 seen.add((target, condition))
                 edges.append({"job": target, "condition": condition, "selector": selector})
         spec = dict(spec, dependencies=edges)
+        handle = next_handle(conn)
         conn.execute(
             "INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window, lease_duration,"
-            " renew_interval, poll_interval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " renew_interval, poll_interval, handle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, spec["name"], dumps(spec), spec["group"], spec["priority"], now,
-             windows["claim"], windows["lease"], windows["renew"], windows["poll"]))
+             windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle))
         conn.execute(
             "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline)"
             " VALUES (?, 'submitting', 1, ?, ?)", (job_id, credential_hash, now + windows["claim"]))
         conn.executemany("INSERT INTO dependencies (job_id, depends_on, condition) VALUES (?, ?, ?)",
                          [(job_id, e["job"], e["condition"]) for e in edges])
-        add_event(conn, job_id, "job_submitted", now, claim_deadline=now + windows["claim"])
+        add_event(conn, job_id, "job_submitted", now, claim_deadline=now + windows["claim"],
+                  **({"restart_of": spec["restart_of"]} if spec.get("restart_of") else {}))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -122,7 +125,7 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
         if conn.in_transaction:
             conn.execute("ROLLBACK")
             raise
-    return spec
+    return dict(spec, handle=handle)
 
 
 def fail_submission(conn, job_id: str, revision: int, now: float, detail: str) -> int:
@@ -323,6 +326,29 @@ def request_cancel(conn, job_id: str, now: float) -> tuple[str, sqlite3.Row]:
                     _update(conn, job_id, state["revision"], ACTIVE, {"cancel_requested_at": now})
                     add_event(conn, job_id, "cancel_requested", now)
             return "requested", load_state(conn, job_id)
+        except Conflict:
+            continue
+
+
+HOLDABLE = ("submitting", "starting", "waiting")
+
+
+def set_held(conn, job_id: str, held: bool, now: float) -> tuple[str, sqlite3.Row]:
+    """Hold a job that has not started an attempt (held=True), or let it go (False). Its supervisor sees
+    the change at its next look (the caller rings its doorbell). Returns ("changed" | "unchanged" |
+    "not_waiting", state)."""
+    while True:
+        state = load_state(conn, job_id)
+        if state["phase"] not in HOLDABLE:
+            return "not_waiting", state
+        if (state["held_at"] is not None) == held:
+            return "unchanged", state
+        try:
+            with Transaction(conn):
+                _update(conn, job_id, state["revision"], HOLDABLE, {"held_at": now if held else None},
+                        " AND held_at IS " + ("NULL" if held else "NOT NULL"))
+                add_event(conn, job_id, "held" if held else "released", now)
+            return "changed", load_state(conn, job_id)
         except Conflict:
             continue
 

@@ -25,7 +25,9 @@ class Jobman:
 
     def __init__(self, home: Path):
         self.home = home
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMAN_")}
+        # Output that depends on the terminal is set by the tests that check it.
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("JOBMAN_") and k not in ("COLUMNS", "LINES", "NO_COLOR")}
         self.env.update(FAST_WINDOWS)
         self.env["JOBMAN_HOME"] = str(home)
         self.env["PATH"] = f"{BIN}:{self.env.get('PATH', '/usr/bin:/bin')}"
