@@ -63,9 +63,10 @@ def terminal_width(stream, environ=os.environ) -> int | None:
     if not stream.isatty():
         return None
     try:
-        return os.get_terminal_size(stream.fileno()).columns
+        columns = os.get_terminal_size(stream.fileno()).columns
     except OSError:
         return None
+    return columns if columns > 0 else None  # a terminal that does not know its size
 
 
 def use_colour(stream, environ=os.environ) -> bool:
