@@ -364,8 +364,12 @@ def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
     return removed
 
 
-def log_target(selector: str, environ=os.environ) -> tuple[State, str]:
+def log_target(selector: str | None, environ=os.environ) -> tuple[State, str]:
+    """The state and the job whose logs are asked for (selector None: the newest job)."""
     st = State(environ, create=False, reading=True)
-    job_id = st.resolve(selector)
+    job_id = queries.newest_job(st.conn) if selector is None and st.conn is not None else None
+    if selector is None and job_id is None:
+        raise NotFound("no job has been submitted yet, so there are no logs to show")
+    job_id = job_id or st.resolve(selector)
     st.reconcile()
     return st, job_id

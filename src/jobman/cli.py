@@ -270,10 +270,10 @@ def cmd_show(args: list[str]) -> int:
 
 
 def cmd_logs(args: list[str]) -> int:
-    p = _parser("jobman logs", "A job's output, every attempt in order (or one with --attempt).\n"
-                "--follow streams new output, across retries, until the job ends, and then exits with\n"
-                "the job's exit status (as jobman wait does).")
-    p.add_argument("job", metavar="JOB")
+    p = _parser("jobman logs", "A job's output (without JOB: the newest job's), every attempt in order (or one\n"
+                "with --attempt). --follow streams new output, across retries, until the job ends, and then\n"
+                "exits with the job's exit status (as jobman wait does).")
+    p.add_argument("job", metavar="JOB", nargs="?", help="default: the newest job")
     p.add_argument("--attempt", type=int, metavar="N", help="only attempt N")
     p.add_argument("--stderr", action="store_true", help="the stderr log (jobs run with --separate-stderr)")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
