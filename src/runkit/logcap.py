@@ -62,9 +62,9 @@ class LogCap:
             if mode == "collapse":
                 length = cut_to - self.shift
                 length -= length % self._block
-                if file_size - length > self.limit:  # rounded down, the cut would leave more than the cap
-                    length += self._block
-                if length <= 0 or length >= file_size:
+                if file_size - length > self.limit and length + self._block < file_size:
+                    length += self._block  # rounded down, the cut would leave more than the cap
+                if length <= 0:
                     return 0  # a cap under two blocks holds to the block: copying would risk the newest bytes
                 boundary = self._line_starts_at(length)
                 if self._fallocate(FALLOC_FL_COLLAPSE_RANGE, 0, length):
