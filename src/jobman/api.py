@@ -159,6 +159,7 @@ def show(selector: str, environ=os.environ) -> dict:
     spec, corrupt = _spec_of(row)
     if corrupt:
         raise BadInput(f"job {job_id}: {corrupt}; its state is {view['state']} (jobman list still shows it)")
+    view["environment"] = env_difference(spec.get("env", {}), environ)
     spec["env"] = mask_env(spec.get("env", {}))
     spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
     view["spec"] = spec
@@ -189,6 +190,16 @@ def show(selector: str, environ=os.environ) -> dict:
                                           if alive else "its target process tree is gone; ")
             + "the log size cap no longer holds for output written after the supervisor died")
     return view
+
+
+def env_difference(job_env: dict, environ) -> dict:
+    """How the job's environment differs from the one `jobman run` would snapshot here now (names only:
+    values may be secrets): {"count", "changed", "only_in_job", "not_in_job"}."""
+    here = {k: v for k, v in environ.items() if k not in ("JOBMAN_JOB_ID", "JOBMAN_ATTEMPT")}
+    return {"count": len(job_env),
+            "changed": sorted(k for k in job_env if k in here and here[k] != job_env[k]),
+            "only_in_job": sorted(k for k in job_env if k not in here),
+            "not_in_job": sorted(k for k in here if k not in job_env)}
 
 
 def _attempt_view(a, spec: dict) -> dict:
@@ -335,9 +346,22 @@ def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
             for r in rows]
 
 
-def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
-    """Remove finished jobs (and their logs) that finished more than `older_than` seconds ago. Never an
-    unfinished job, nor one an unfinished job depends on, nor a lost job whose target still holds a slot."""
+def group_remove(name: str, environ=os.environ) -> None:
+    st = State(environ, create=False)
+    if name == db.DEFAULT_GROUP:
+        raise BadInput(f"the {db.DEFAULT_GROUP} group cannot be removed (jobman group set {name} --limit 0 pauses it)")
+    if st.conn is None or not transitions.remove_group(st.conn, name):
+        jobs = 0 if st.conn is None else queries.jobs_in_group(st.conn, name)
+        if not jobs:
+            raise NotFound(f"no group {name!r}: see jobman group list")
+        raise BadInput(f"group {name!r} still has {jobs} job(s), finished ones included; jobman prune removes "
+                       f"finished jobs, jobman cancel stops the others")
+
+
+def prune(environ=os.environ, older_than: float = 0.0, only_succeeded: bool = False) -> list[str]:
+    """Remove finished jobs (and their logs) that finished more than `older_than` seconds ago (only those
+    that succeeded, if asked). Never an unfinished job, nor one an unfinished job depends on, nor a lost
+    job whose target still holds a slot."""
     import shutil
 
     st = State(environ, create=False)
@@ -349,6 +373,7 @@ def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
     with db.Transaction(st.conn):
         ids = [r[0] for r in st.conn.execute(
             "SELECT s.job_id FROM job_state s WHERE s.phase = 'finished' AND s.finished_at <= ? AND s.slot_held = 0"
+            + (" AND s.outcome = 'succeeded'" if only_succeeded else "") +
             " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
             "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')", (cutoff,))]
         for job_id in ids:

@@ -13,21 +13,30 @@ SQLite ($JOBMAN_HOME, default ~/.local/state/jobman) holds the state.
 
 commands:
   run [OPTIONS] -- COMMAND [ARG...]   submit a job; prints its id once a supervisor owns it
-  list (ls)                           jobs, newest first, and why waiting jobs wait
-  show JOB                            spec, state, outcome, attempts and events of one job
-  logs JOB                            a job's output (--follow streams it until the job ends)
+  list (ls) [--state S] [--group G] [--name GLOB]
+                                      jobs, newest first, and why waiting jobs wait
+  show JOB [--env]                    spec, state, outcome, attempts and events of one job
+  logs [JOB]                          a job's output, the newest job's without JOB (--follow streams it)
   wait JOB...                         wait for jobs to end; the exit status mirrors them
   cancel JOB...                       stop waiting or running jobs
-  group set NAME --limit N | list     concurrency groups
+  restart JOB [--with-dependents]     submit a finished job again (and its dependency_failed dependents)
+  signal JOB SIG                      send a signal to every process of a running job
+  hold JOB... / release JOB...        keep jobs that have not started from starting / let them go
+  group set NAME --limit N | list | rm NAME
+                                      concurrency groups
   reconcile                           explain abandoned jobs (every command also does this)
-  prune [--older-than D]              remove finished jobs and their logs
+  prune [--older-than D] [--succeeded]
+                                      remove finished jobs and their logs
+  completion bash|zsh|fish            a shell completion script
 
-JOB is a job id, a display name (the newest job with it), or a unique id prefix (6+ characters).
-Every reading command takes --json. `jobman COMMAND --help` explains each command.
+JOB is a job's handle (the number in the # column of jobman list), its id, a display name (the newest
+job with it), or a unique id prefix (6+ characters). Every reading command takes --json.
+`jobman COMMAND --help` explains each command; jobman --version prints the version.
 
 exit status of wait (and logs --follow): the job's own exit code; 128+N if signal N ended it;
 124 timed_out, 125 cancelled, 123 lost, 122 dependency_failed, 121 submission_failed,
-127 the command could not be started. Errors in jobman's own input exit 2; a failed launch exits 1.
+127 the command could not be started; 120 wait --timeout gave up (the jobs go on).
+Errors in jobman's own input exit 2; a failed launch exits 1.
 """
 
 
@@ -36,9 +45,15 @@ MAX_COUNT = 1_000_000_000  # of jobs listed or lines shown: a bound SQLite's LIM
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        sys.stderr.write(USAGE)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)
-        return 0 if args else 2
+        return 0
+    if args[0] in ("--version", "-V"):
+        sys.stdout.write(f"jobman {_version()}\n")
+        return 0
     command, rest = args[0], args[1:]
     if command == "__supervise":
         from .supervisor import main as supervise
@@ -75,6 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jobman-stado")
+    except PackageNotFoundError:
+        return "(version unknown: not installed as a package)"
 
 
 def _storage_trouble(error: Exception) -> str | None:
@@ -207,7 +231,7 @@ def _build_spec(ns, command: list[str]):
         argv=command, cwd=ns.cwd, env_policy=ns.env_policy, env_pairs=ns.env, environ=os.environ, name=ns.name,
         group=ns.group, priority=ns.priority, not_before=not_before, retry=retry, timeout=ns.timeout,
         kill_after=specs.DEFAULT_KILL_AFTER if ns.kill_after is None else ns.kill_after, log_limit=log_limit,
-        separate_stderr=ns.separate_stderr, windows=specs.windows_from_env(os.environ))
+        separate_stderr=ns.separate_stderr, windows=specs.windows_from_env(os.environ), on_finish=ns.on_finish)
     return spec, list(ns.deps or [])
 
 
@@ -253,8 +277,11 @@ def cmd_list(args: list[str]) -> int:
 
 def cmd_show(args: list[str]) -> int:
     p = _parser("jobman show", "Everything about one job: spec, state, outcome, attempts and events.\n"
-                "Values of secret-looking variables (TOKEN, SECRET, PASSWORD, KEY) are masked.")
+                "The environment is summed up (how many variables, those set with --env, and the names that\n"
+                "differ from this shell's); --env lists it all. Values of secret-looking variables (TOKEN,\n"
+                "SECRET, PASSWORD, KEY) are masked.")
     p.add_argument("job", metavar="JOB")
+    p.add_argument("--env", action="store_true", help="list every variable of the job's environment")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api
@@ -265,7 +292,7 @@ def cmd_show(args: list[str]) -> int:
     else:
         from . import render
 
-        sys.stdout.write(render.show(view) + "\n")
+        sys.stdout.write(render.show(view, all_env=ns.env) + "\n")
     return 0
 
 
@@ -310,7 +337,7 @@ def cmd_wait(args: list[str]) -> int:
                 "the first job (in argument order) that did not (see jobman --help for the codes).")
     p.add_argument("jobs", nargs="+", metavar="JOB")
     p.add_argument("--timeout", type=_duration("--timeout"), metavar="D",
-                   help="give up after D (exit 124 with a message; the jobs go on)")
+                   help="give up after D (exit 120 with a message; the jobs go on)")
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     ns = p.parse_args(args)
@@ -325,9 +352,11 @@ def cmd_wait(args: list[str]) -> int:
     if ns.json:
         _print_json(result)
     if result["timed_out"]:
-        pending = [v["id"] for v in result["jobs"] if v["phase"] != "finished"]
-        sys.stderr.write(f"jobman: wait timed out; still unfinished: {', '.join(pending)}\n")
-        return 124
+        pending = [f"job {v['handle']}" for v in result["jobs"] if v["phase"] != "finished"]
+        sys.stderr.write(f"jobman: wait timed out; still unfinished: {', '.join(pending)} (they go on)\n")
+        from runkit.outcomes import EXIT_WAIT_TIMED_OUT
+
+        return EXIT_WAIT_TIMED_OUT
     if not ns.json:
         for v in result["jobs"]:
             if v["exit_status"] != 0 and len(result["jobs"]) > 1:
@@ -455,9 +484,19 @@ def cmd_group(args: list[str]) -> int:
     s.add_argument("--json", action="store_true")
     lst = sub.add_parser("list", help="groups with their limits and use")
     lst.add_argument("--json", action="store_true")
+    rm = sub.add_parser("rm", help="remove a group no job belongs to (prune its finished jobs first)")
+    rm.add_argument("name")
+    rm.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api, render
 
+    if ns.action == "rm":
+        api.group_remove(ns.name)
+        if ns.json:
+            _print_json({"name": ns.name, "removed": True})
+        else:
+            sys.stdout.write(f"removed group {ns.name}\n")
+        return 0
     if ns.action == "set":
         rows = [api.group_set(ns.name, ns.limit)]
     else:
@@ -474,11 +513,12 @@ def cmd_prune(args: list[str]) -> int:
                 "unfinished job depends on, or a lost job whose processes still run.")
     p.add_argument("--older-than", type=_duration("--older-than"), default=0.0, metavar="D",
                    help="only jobs that finished more than D ago")
+    p.add_argument("--succeeded", action="store_true", help="only jobs that succeeded (keep the others to look at)")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api
 
-    removed = api.prune(older_than=ns.older_than)
+    removed = api.prune(older_than=ns.older_than, only_succeeded=ns.succeeded)
     if ns.json:
         _print_json(removed)
     else:
@@ -486,7 +526,29 @@ def cmd_prune(args: list[str]) -> int:
     return 0
 
 
+def cmd_completion(args: list[str]) -> int:
+    p = _parser("jobman completion", "Print a shell completion script. bash: eval \"$(jobman completion bash)\" in\n"
+                "~/.bashrc; zsh: the same in ~/.zshrc; fish: jobman completion fish | source.")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    ns = p.parse_args(args)
+    from .completion import script
+
+    sys.stdout.write(script(ns.shell))
+    return 0
+
+
+def cmd_jobs_words(args: list[str]) -> int:
+    """Private: the handles and names a JOB argument completes to (for the completion scripts)."""
+    from . import api
+    from .completion import job_words
+
+    st = api.State(create=False, reading=True, notify=lambda message: None)
+    if st.conn is not None:
+        sys.stdout.write("".join(f"{word}\n" for word in job_words(st.conn)))
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, "logs": cmd_logs,
             "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": cmd_group,
             "prune": cmd_prune, "restart": cmd_restart, "signal": cmd_signal, "hold": cmd_hold,
-            "release": cmd_release}
+            "release": cmd_release, "completion": cmd_completion, "__jobs": cmd_jobs_words}

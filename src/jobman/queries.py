@@ -165,3 +165,17 @@ def failed_dependents(conn, job_id: str) -> list:
         "SELECT d.job_id, d.condition, j.submitted_at FROM dependencies d JOIN job_state s ON s.job_id = d.job_id"
         " JOIN jobs j ON j.id = d.job_id WHERE d.depends_on = ? AND s.outcome = 'dependency_failed'",
         (job_id,)).fetchall()
+
+
+def handle_of(conn, job_id: str) -> int | None:
+    row = conn.execute("SELECT handle FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def newest_handles_and_names(conn, limit: int) -> list:
+    return conn.execute("SELECT handle, name FROM jobs ORDER BY submitted_at DESC, id DESC LIMIT ?",
+                        (limit,)).fetchall()
+
+
+def jobs_in_group(conn, group: str) -> int:
+    return conn.execute("SELECT count(*) FROM jobs WHERE group_name = ?", (group,)).fetchone()[0]

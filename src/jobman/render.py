@@ -55,7 +55,10 @@ def why_text(view: dict, now: float) -> str:
     return ""
 
 
-def show(view: dict) -> str:
+ENV_SHOWN = 12  # names of differing variables shown (show --env lists every variable)
+
+
+def show(view: dict, all_env: bool = False) -> str:
     spec = view["spec"]
     out = []
     add = out.append
@@ -98,8 +101,17 @@ def show(view: dict) -> str:
     if spec.get("not_before"):
         add(f"not before:  {_when(spec['not_before'])}")
     add(f"log:         limit {spec['log']['limit']} bytes" + (", stderr separate" if spec['log']['separate_stderr'] else ""))
-    add(f"environment: {spec['env_policy']}" + (", " + " ".join(f"{k}={v}" for k, v in spec["env_overrides"].items())
-                                                 if spec["env_overrides"] else ""))
+    if spec.get("on_finish"):
+        add(f"on finish:   {spec['on_finish']}")
+    env = view["environment"]
+    add(f"environment: {spec['env_policy']}, {env['count']} variables (jobman show --env lists them)")
+    if spec["env_overrides"]:
+        add("  set with --env: " + " ".join(f"{k}={v}" for k, v in spec["env_overrides"].items()))
+    differs = [f"{k} (changed)" for k in env["changed"]] + [f"{k} (only in the job)" for k in env["only_in_job"]] + \
+              [f"{k} (not in the job)" for k in env["not_in_job"]]
+    if differs:
+        more = f" and {len(differs) - ENV_SHOWN} more" if len(differs) > ENV_SHOWN else ""
+        add("  differs from this shell: " + ", ".join(differs[:ENV_SHOWN]) + more)
     sup = view["supervisor"]
     if sup:
         alive = "alive" if sup["alive"] else "gone"
@@ -115,9 +127,10 @@ def show(view: dict) -> str:
     for e in view["events"]:
         extra = {k: v for k, v in e.items() if k not in ("at", "kind")}
         add(f"  {_when(e['at'])}  {e['kind']}" + (f"  {json.dumps(extra)}" if extra else ""))
-    add("environment variables (secret-looking values masked):")
-    for k in sorted(spec["env"]):
-        add(f"  {k}={spec['env'][k]}")
+    if all_env:
+        add("environment variables (secret-looking values masked):")
+        for k in sorted(spec["env"]):
+            add(f"  {k}={spec['env'][k]}")
     return "\n".join(out)
 
 

@@ -199,6 +199,10 @@ class Supervisor:
                 self._finish("failed", f"the stored job specification is unreadable: {e}")
                 return 1
             self._loop()
+            if self.spec.get("on_finish"):
+                from .hooks import run_on_finish
+
+                run_on_finish(self.db, self.home, self.job_id, self.spec, _log)
             return 0
         except Fenced as e:
             _log(f"no longer the owner of the job ({e}); exiting without touching it")

@@ -353,6 +353,13 @@ def set_held(conn, job_id: str, held: bool, now: float) -> tuple[str, sqlite3.Ro
             continue
 
 
+def remove_group(conn, name: str) -> bool:
+    """Remove a group no job belongs to (finished ones included: their rows name it). Whether it was removed."""
+    with Transaction(conn):
+        return conn.execute("DELETE FROM groups WHERE name = ? AND NOT EXISTS"
+                            " (SELECT 1 FROM jobs WHERE group_name = ?)", (name, name)).rowcount == 1
+
+
 def add_attempt_note(conn, job_id: str, kind: str, now: float, **data) -> None:
     with Transaction(conn):
         add_event(conn, job_id, kind, now, **data)
