@@ -114,7 +114,7 @@ def job_view(row) -> dict:
         "waiting_for": row["waiting_for"],
         "wait_detail": row["wait_detail"],
         "wait_until": row["wait_until"],
-        "held": row["held_at"] is not None,
+        "held": row["held_at"] is not None and not finished,
         "detail": row["detail"],
         "exit_status": exit_status(row["outcome"], row["exit_code"], row["exit_signal"]) if finished else None,
         **({"corrupt": corrupt} if corrupt else {}),

@@ -112,7 +112,7 @@ def list_filter(states=(), group: str | None = None, name_glob: str | None = Non
         ors = []
         for word in states:
             if word == "held":
-                ors.append("s.held_at IS NOT NULL")
+                ors.append("(s.held_at IS NOT NULL AND s.phase != 'finished')")
             else:
                 ors.append("s.phase = ?" if word in PHASES else "s.outcome = ?")
                 args.append(word)

@@ -90,3 +90,12 @@ def test_hold_keeps_a_waiting_job_back_until_release(jobman):
     refused = jobman("hold", held)
     assert refused.returncode == 2 and "only a job that has not started" in refused.stderr
     assert jobman("release", later, "nosuchjob").returncode == 2
+
+
+def test_a_held_job_can_be_cancelled_and_is_then_no_longer_held(jobman):
+    job_id = jobman.run("true", opts=["--delay", "1h"])
+    jobman("hold", job_id, check=True)
+    jobman("cancel", job_id, check=True)
+    assert jobman("wait", job_id).returncode == 125
+    assert not jobman.show(job_id)["held"]
+    assert jobman("list", "--state", "held", check=True).stdout == "no jobs match\n"
