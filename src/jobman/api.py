@@ -164,8 +164,9 @@ def show(selector: str, environ=os.environ) -> dict:
     spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
     view["spec"] = spec
     view["revision"] = row["revision"]
-    view["dependencies"] = [{"job": d["depends_on"], "handle": d["handle"], "name": d["name"], "condition": d["condition"],
-                             "state": d["outcome"] or d["phase"]} for d in queries.dependencies(st.conn, job_id)]
+    view["dependencies"] = [{"job": d["depends_on"], "handle": d["handle"], "name": d["name"],
+                             "condition": d["condition"], "state": d["outcome"] or d["phase"]}
+                            for d in queries.dependencies(st.conn, job_id)]
     view["supervisor"] = None if row["supervisor_id"] is None else {
         "id": row["supervisor_id"], "pid": row["supervisor_pid"], "start_time": row["supervisor_start_time"],
         "boot_id": row["supervisor_boot_id"], "lease_expires_at": row["lease_expires_at"],

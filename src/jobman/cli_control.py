@@ -45,7 +45,8 @@ def cmd_signal(args: list[str]) -> int:
 def _cmd_hold_or_release(args: list[str], held: bool) -> int:
     verb = "hold" if held else "release"
     p = _parser(f"jobman {verb}", "Hold back jobs that have not started: a held job leaves its group's line and\n"
-                "starts only after jobman release." if held else "Let held jobs go on: each starts when it is eligible.")
+                "starts only after jobman release." if held
+                else "Let held jobs go on: each starts when it is eligible.")
     p.add_argument("jobs", nargs="+", metavar="JOB")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)

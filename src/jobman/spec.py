@@ -101,7 +101,8 @@ def resolve_cwd(cwd: str | None) -> str:
 
 def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[str], environ, name: str | None,
           group: str, priority: int, not_before: float | None, retry: dict, timeout: float | None,
-          kill_after: float, log_limit: int, separate_stderr: bool, windows: dict, on_finish: str | None = None) -> dict:
+          kill_after: float, log_limit: int, separate_stderr: bool, windows: dict,
+          on_finish: str | None = None) -> dict:
     """Validate and resolve everything except dependencies (resolved inside the submit transaction)."""
     if name is not None:
         check_text("--name", name)
