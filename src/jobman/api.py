@@ -163,6 +163,8 @@ def show(selector: str, environ=os.environ) -> dict:
     spec["env"] = mask_env(spec.get("env", {}))
     spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
     view["spec"] = spec
+    if spec.get("restart_of"):
+        view["restart_of"] = {"id": spec["restart_of"], "handle": queries.handle_of(st.conn, spec["restart_of"])}
     view["revision"] = row["revision"]
     view["dependencies"] = [{"job": d["depends_on"], "handle": d["handle"], "name": d["name"],
                              "condition": d["condition"], "state": d["outcome"] or d["phase"]}

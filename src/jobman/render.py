@@ -67,8 +67,9 @@ def show(view: dict, all_env: bool = False) -> str:
         add(f"name:        {view['name']}")
     add(f"state:       {state_text(view)}" + ("  [held: jobman release lets it go on]" if view.get("held")
                                                   and view["phase"] != "finished" else ""))
-    if spec.get("restart_of"):
-        add(f"restart of:  {spec['restart_of']}")
+    if view.get("restart_of"):
+        was = view["restart_of"]
+        add(f"restart of:  " + (f"job {was['handle']} (id {was['id']})" if was["handle"] else f"{was['id']} (pruned)"))
     if view["phase"] == "waiting":
         add(f"waiting for: {view['waiting_for']}: {view['wait_detail']}")
     if view["detail"]:

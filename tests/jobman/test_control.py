@@ -26,7 +26,7 @@ def test_restart_with_dependents_rewires_the_failed_part_of_the_dag(jobman, tmp_
     assert shown["spec"]["restart_of"] == compile_ and shown["name"] == "compile"
     assert shown["events"][0]["kind"] == "job_submitted" and shown["events"][0]["restart_of"] == compile_
     assert jobman.show("compile")["id"] == new[compile_]  # the name now means the new job
-    assert "restart of:  " + compile_ in jobman("show", new[compile_], check=True).stdout
+    assert f"restart of:  job 1 (id {compile_})" in jobman("show", new[compile_], check=True).stdout
 
 
 def test_restart_alone_and_what_it_refuses(jobman):
