@@ -327,8 +327,10 @@ def _fill_finished(home: Path, env: dict, count: int) -> str:
     for n in range(count):  # a day's worth, one every few seconds
         at = base + n * 86400 / (count + 1)
         new = uuid7(int(at * 1e9))
-        conn.execute("INSERT INTO jobs SELECT ?, 'clone-' || ?, spec, group_name, priority, ?, claim_window,"
-                     " lease_duration, renew_interval, poll_interval FROM jobs WHERE id = ?", (new, n, at, job))
+        conn.execute("INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window,"
+                     " lease_duration, renew_interval, poll_interval, handle) SELECT ?, 'clone-' || ?, spec, group_name,"
+                     " priority, ?, claim_window, lease_duration, renew_interval, poll_interval, ? FROM jobs"
+                     " WHERE id = ?", (new, n, at, n + 2, job))
         columns = [r[1] for r in conn.execute("PRAGMA table_info(job_state)")]
         picks = ", ".join("?" if c == "job_id" else c for c in columns)
         conn.execute(f"INSERT INTO job_state ({', '.join(columns)}) SELECT {picks} FROM job_state WHERE job_id = ?",
@@ -337,6 +339,7 @@ def _fill_finished(home: Path, env: dict, count: int) -> str:
                      " exit_code, signal, outcome, error, log_path FROM attempts WHERE job_id = ?", (new, job))
         conn.execute("INSERT INTO events (job_id, at, kind, data) SELECT ?, at, kind, data FROM events"
                      " WHERE job_id = ? ORDER BY id", (new, job))
+    conn.execute("UPDATE handle_sequence SET last = ?", (count + 1,))
     conn.execute("COMMIT")
     conn.close()
     return job
@@ -350,7 +353,8 @@ def bench_reading(root: Path, rounds: int = 15) -> dict:
         env["JOBMAN_HOME"] = str(home)
         homes[label] = (env, _fill_finished(home, env, extra))
     commands = {"jobman list": lambda job: ["list"], "jobman show JOB": lambda job: ["show", job],
-                "jobman show PREFIX": lambda job: ["show", job[:13]]}
+                "jobman show PREFIX": lambda job: ["show", job[:13]], "jobman show HANDLE": lambda job: ["show", "1"],
+                "jobman list --state failed": lambda job: ["list", "--state", "failed"]}
     samples = {(label, name): [] for label in homes for name in commands}
     for _ in range(rounds):  # interleaved, so drift in machine load hits both alike
         for label, (env, job) in homes.items():

@@ -103,6 +103,7 @@ def job_view(job) -> dict:
     finished = job.finished
     return {
         "id": job.job_id,
+        "handle": job.handle,
         "name": job.name,
         "state": job.outcome if finished else job.phase,
         "phase": job.phase,
@@ -111,6 +112,7 @@ def job_view(job) -> dict:
         "priority": job.priority,
         "command": spec.get("argv"),
         "submitted_at": job.submitted_at,
+        "started_at": job.started_at,
         "finished_at": job.finished_at,
         "attempts": job.attempts,
         "exit_code": job.exit_code,
@@ -118,6 +120,7 @@ def job_view(job) -> dict:
         "waiting_for": job.waiting_for,
         "wait_detail": job.wait_detail,
         "wait_until": job.wait_until,
+        "held": job.held_at is not None and not finished,
         "detail": job.detail,
         "exit_status": exit_status(job.outcome, job.exit_code, job.exit_signal) if finished else None,
         **({"corrupt": corrupt} if corrupt else {}),
@@ -136,32 +139,19 @@ def _spec_of(job) -> tuple[dict, str | None]:
 
 
 def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None,
-              everything: bool = False) -> dict:
+              everything: bool = False, states=(), group: str | None = None, name: str | None = None) -> dict:
     """{"jobs": views newest first, "not_shown": older finished jobs left out}. By default every
     unfinished job and the newest LIST_FINISHED finished ones; `limit`: the newest `limit` jobs;
-    `everything`: all of them."""
+    `everything`: all of them. states / group / name (a glob): only the jobs that match."""
     st = State(environ, create=False, reading=True)
     if st.conn is None:
         return {"jobs": [], "not_shown": 0}
     st.reconcile()
-    finished = None if everything else LIST_FINISHED
-    rows = _jobs(queries.list_jobs(st.conn, limit=limit, active_only=active_only, finished=finished))
-    not_shown = 0
-    if not (limit or active_only or everything):
-        not_shown = queries.count_jobs(st.conn) - len(rows)
-    views, lines = [], {}
-    for row in rows:
-        view = job_view(row)
-        if row.outcome == "lost" and row.slot_held:
-            view["wait_detail"] = "its target tree is still alive: it keeps its slot in group " + row.group_name
-        elif row.waiting_for == "slot":
-            if row.group_name not in lines:
-                lines[row.group_name] = {job: n for n, job in enumerate(queries.line(st.conn, row.group_name))}
-            ahead = lines[row.group_name].get(view["id"])
-            if ahead:
-                view["wait_detail"] = f"{view['wait_detail']}; {ahead} ahead in line"
-        views.append(view)
-    return {"jobs": views, "not_shown": not_shown}
+    from . import listing
+
+    return listing.read(st.conn, active_only=active_only, limit=limit, finished=None if everything else LIST_FINISHED,
+                        where=queries.list_filter(states, group, name),
+                        count_rest=not (limit or active_only or everything))
 
 
 def show(selector: str, environ=os.environ) -> dict:
@@ -177,11 +167,14 @@ def show(selector: str, environ=os.environ) -> dict:
     spec, corrupt = _spec_of(row)
     if corrupt:
         raise BadInput(f"job {job_id}: {corrupt}; its state is {view['state']} (jobman list still shows it)")
+    view["environment"] = env_difference(spec.get("env", {}), environ)
     spec["env"] = mask_env(spec.get("env", {}))
     spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
     view["spec"] = spec
+    if spec.get("restart_of"):
+        view["restart_of"] = {"id": spec["restart_of"], "handle": queries.handle_of(st.conn, spec["restart_of"])}
     view["revision"] = row.revision
-    view["dependencies"] = [{"job": d["depends_on"], "name": d["name"], "condition": d["condition"],
+    view["dependencies"] = [{"job": d["depends_on"], "handle": d["handle"], "name": d["name"], "condition": d["condition"],
                              "state": d["outcome"] or d["phase"]} for d in queries.dependencies(st.conn, job_id)]
     view["supervisor"] = None if row.supervisor_id is None else {
         "id": row.supervisor_id, "pid": row.supervisor_pid, "start_time": row.supervisor_start_time,
@@ -204,9 +197,19 @@ def show(selector: str, environ=os.environ) -> dict:
             "the supervisor is gone; " + ("its target process tree is still alive (jobman cancel can stop it): "
                                           + ", ".join(f"pid {p['pid']} ({p['command'][:60]})"
                                                       for p in view["target_processes"]) + "; "
-                                          if alive else "no target process is alive; ")
+                                          if alive else "its target process tree is gone; ")
             + "the log size cap no longer holds for output written after the supervisor died")
     return view
+
+
+def env_difference(job_env: dict, environ) -> dict:
+    """How the job's environment differs from the one `jobman run` would snapshot here now (names only:
+    values may be secrets): {"count", "changed", "only_in_job", "not_in_job"}."""
+    here = {k: v for k, v in environ.items() if k not in ("JOBMAN_JOB_ID", "JOBMAN_ATTEMPT")}
+    return {"count": len(job_env),
+            "changed": sorted(k for k in job_env if k in here and here[k] != job_env[k]),
+            "only_in_job": sorted(k for k in job_env if k not in here),
+            "not_in_job": sorted(k for k in here if k not in job_env)}
 
 
 def _attempt_view(a, spec: dict) -> dict:
@@ -349,16 +352,29 @@ def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
             for r in rows]
 
 
-def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
-    """Remove finished jobs (and their logs) that finished more than `older_than` seconds ago. Never an
-    unfinished job, nor one an unfinished job depends on, nor a lost job whose target still holds a slot."""
+def group_remove(name: str, environ=os.environ) -> None:
+    st = State(environ, create=False)
+    if name == schema.DEFAULT_GROUP:
+        raise BadInput(f"the {schema.DEFAULT_GROUP} group cannot be removed (jobman group set {name} --limit 0 pauses it)")
+    if st.conn is None or not transitions.remove_group(st.conn, name):
+        jobs = 0 if st.conn is None else queries.jobs_in_group(st.conn, name)
+        if not jobs:
+            raise NotFound(f"no group {name!r}: see jobman group list")
+        raise BadInput(f"group {name!r} still has {jobs} job(s), finished ones included; jobman prune removes "
+                       f"finished jobs, jobman cancel stops the others")
+
+
+def prune(environ=os.environ, older_than: float = 0.0, only_succeeded: bool = False) -> list[str]:
+    """Remove finished jobs (and their logs) that finished more than `older_than` seconds ago (only those
+    that succeeded, if asked). Never an unfinished job, nor one an unfinished job depends on, nor a lost
+    job whose target still holds a slot."""
     import shutil
 
     st = State(environ, create=False)
     if st.conn is None:
         return []
     st.reconcile()
-    removed = transitions.prune(st.conn, time.time() - older_than)
+    removed = transitions.prune(st.conn, time.time() - older_than, only_succeeded)
     for job_id in removed:
         shutil.rmtree(homes.job_log_dir(st.home, job_id), ignore_errors=True)
         try:
@@ -368,8 +384,12 @@ def prune(environ=os.environ, older_than: float = 0.0) -> list[str]:
     return removed
 
 
-def log_target(selector: str, environ=os.environ) -> tuple[State, str]:
+def log_target(selector: str | None, environ=os.environ) -> tuple[State, str]:
+    """The state and the job whose logs are asked for (selector None: the newest job)."""
     st = State(environ, create=False, reading=True)
-    job_id = st.resolve(selector)
+    job_id = queries.newest_job(st.conn) if selector is None and st.conn is not None else None
+    if selector is None and job_id is None:
+        raise NotFound("no job has been submitted yet, so there are no logs to show")
+    job_id = job_id or st.resolve(selector)
     st.reconcile()
     return st, job_id

@@ -233,7 +233,7 @@ class Attempt:
                 grew |= size != getattr(cap, "last_size", 0)
                 cap.last_size = size
                 if cap.enforce():
-                    _write_cut_count(cap.path, cap.dropped, cap.shift)
+                    _write_cut_count(cap.path, cap.dropped, cap.shift, cap.at_line_start)
             except OSError as e:
                 self.sup.log(f"log cap: {e}")
         return grew
@@ -286,14 +286,14 @@ def _append_log(path: str, text: str) -> None:
         pass
 
 
-def _write_cut_count(log_path: str, dropped: int, shift: int) -> None:
-    """Tell readers how many bytes the cap has cut from the front so far, and how far the file's offsets
-    lag the output's (see runkit.logcap)."""
+def _write_cut_count(log_path: str, dropped: int, shift: int, at_line_start: bool) -> None:
+    """Tell readers how many bytes the cap has cut from the front so far, how far the file's offsets
+    lag the output's, and whether the first kept byte begins a line (see runkit.logcap)."""
     cut = homes.cut_path(log_path)
     tmp = f"{cut}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)  # private, as the log is
     try:
-        os.write(fd, f"{dropped} {shift}".encode())
+        os.write(fd, f"{dropped} {shift} {int(at_line_start)}".encode())
     finally:
         os.close(fd)
     os.replace(tmp, cut)

@@ -13,21 +13,30 @@ SQLite ($JOBMAN_HOME, default ~/.local/state/jobman) holds the state.
 
 commands:
   run [OPTIONS] -- COMMAND [ARG...]   submit a job; prints its id once a supervisor owns it
-  list (ls)                           jobs, newest first, and why waiting jobs wait
-  show JOB                            spec, state, outcome, attempts and events of one job
-  logs JOB                            a job's output (--follow streams it until the job ends)
+  list (ls) [--state S] [--group G] [--name GLOB]
+                                      jobs, newest first, and why waiting jobs wait
+  show JOB [--env]                    spec, state, outcome, attempts and events of one job
+  logs [JOB]                          a job's output, the newest job's without JOB (--follow streams it)
   wait JOB...                         wait for jobs to end; the exit status mirrors them
   cancel JOB...                       stop waiting or running jobs
-  group set NAME --limit N | list     concurrency groups
+  restart JOB [--with-dependents]     submit a finished job again (and its dependency_failed dependents)
+  signal JOB SIG                      send a signal to every process of a running job
+  hold JOB... / release JOB...        keep jobs that have not started from starting / let them go
+  group set NAME --limit N | list | rm NAME
+                                      concurrency groups
   reconcile                           explain abandoned jobs (every command also does this)
-  prune [--older-than D]              remove finished jobs and their logs
+  prune [--older-than D] [--succeeded]
+                                      remove finished jobs and their logs
+  completion bash|zsh|fish            a shell completion script
 
-JOB is a job id, a display name (the newest job with it), or a unique id prefix (6+ characters).
-Every reading command takes --json. `jobman COMMAND --help` explains each command.
+JOB is a job's handle (the number in the # column of jobman list), its id, a display name (the newest
+job with it), or a unique id prefix (6+ characters). Every reading command takes --json.
+`jobman COMMAND --help` explains each command; jobman --version prints the version.
 
 exit status of wait (and logs --follow): the job's own exit code; 128+N if signal N ended it;
 124 timed_out, 125 cancelled, 123 lost, 122 dependency_failed, 121 submission_failed,
-127 the command could not be started. Errors in jobman's own input exit 2; a failed launch exits 1.
+127 the command could not be started; 120 wait --timeout gave up (the jobs go on).
+Errors in jobman's own input exit 2; a failed launch exits 1.
 """
 
 
@@ -36,9 +45,15 @@ MAX_COUNT = 1_000_000_000  # of jobs listed or lines shown: a bound SQLite's LIM
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        sys.stderr.write(USAGE)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)
-        return 0 if args else 2
+        return 0
+    if args[0] in ("--version", "-V"):
+        sys.stdout.write(f"jobman {_version()}\n")
+        return 0
     command, rest = args[0], args[1:]
     if command == "__supervise":
         from .supervisor import main as supervise
@@ -75,6 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jobman-stado")
+    except PackageNotFoundError:
+        return "(version unknown: not installed as a package)"
 
 
 def _storage_trouble(error: Exception) -> str | None:
@@ -163,7 +187,7 @@ def cmd_run(args: list[str]) -> int:
 
     result = api.run(spec, deps)
     if ns.json:
-        _print_json({k: result[k] for k in ("id", "name", "supervisor_id")})
+        _print_json({k: result[k] for k in ("id", "handle", "name", "supervisor_id")})
     else:
         sys.stdout.write(result["id"] + "\n")
     sys.stdout.flush()
@@ -207,7 +231,7 @@ def _build_spec(ns, command: list[str]):
         argv=command, cwd=ns.cwd, env_policy=ns.env_policy, env_pairs=ns.env, environ=os.environ, name=ns.name,
         group=ns.group, priority=ns.priority, not_before=not_before, retry=retry, timeout=ns.timeout,
         kill_after=specs.DEFAULT_KILL_AFTER if ns.kill_after is None else ns.kill_after, log_limit=log_limit,
-        separate_stderr=ns.separate_stderr, windows=specs.windows_from_env(os.environ))
+        separate_stderr=ns.separate_stderr, windows=specs.windows_from_env(os.environ), on_finish=ns.on_finish)
     return spec, list(ns.deps or [])
 
 
@@ -215,24 +239,38 @@ def _build_spec(ns, command: list[str]):
 
 def cmd_list(args: list[str]) -> int:
     p = _parser("jobman list", "Jobs, newest first: every unfinished job and the newest 100 finished ones\n"
-                "(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.")
+                "(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.\n"
+                "The table fits the terminal (or COLUMNS), cutting the command; outcomes are coloured on a\n"
+                "terminal (not with NO_COLOR). # is the job's handle, which any command takes as JOB.")
     p.add_argument("--active", action="store_true", help="only jobs that have not finished")
     p.add_argument("--all", action="store_true", help="every job, however old")
     p.add_argument("--limit", type=_whole("--limit", 1, MAX_COUNT), metavar="N", help="the newest N jobs")
+    p.add_argument("--state", action="append", default=[], metavar="STATE",
+                   help="only jobs in STATE: a phase (waiting, running, ...), an outcome (failed, ...) or held; "
+                        "repeatable or comma-separated")
+    p.add_argument("--group", metavar="NAME", help="only jobs of group NAME")
+    p.add_argument("--name", metavar="GLOB", help="only jobs whose name matches GLOB (*, ?, [...])")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api
+    from .store import queries
 
-    result = api.list_jobs(active_only=ns.active, limit=ns.limit, everything=ns.all)
+    states = [w.strip() for text in ns.state for w in text.split(",") if w.strip()]
+    unknown = [w for w in states if w not in queries.STATE_WORDS]
+    if unknown:
+        p.error(f"--state: unknown state {unknown[0]!r}; use one of {', '.join(queries.STATE_WORDS)}")
+    result = api.list_jobs(active_only=ns.active, limit=ns.limit, everything=ns.all, states=states,
+                           group=ns.group, name=ns.name)
     views = result["jobs"]
     if ns.json:
         _print_json(views)
     elif views:
-        from . import render
+        from . import listing
 
-        sys.stdout.write(render.job_table(views) + "\n")
+        out = sys.stdout
+        out.write(listing.job_table(views, listing.terminal_width(out), listing.use_colour(out)) + "\n")
     else:
-        sys.stdout.write("no jobs\n")
+        sys.stdout.write("no jobs\n" if not (states or ns.group or ns.name) else "no jobs match\n")
     if result["not_shown"]:
         sys.stderr.write(f"jobman: {result['not_shown']} older finished job(s) not shown (jobman list --all)\n")
     return 0
@@ -240,8 +278,11 @@ def cmd_list(args: list[str]) -> int:
 
 def cmd_show(args: list[str]) -> int:
     p = _parser("jobman show", "Everything about one job: spec, state, outcome, attempts and events.\n"
-                "Values of secret-looking variables (TOKEN, SECRET, PASSWORD, KEY) are masked.")
+                "The environment is summed up (how many variables, those set with --env, and the names that\n"
+                "differ from this shell's); --env lists it all. Values of secret-looking variables (TOKEN,\n"
+                "SECRET, PASSWORD, KEY) are masked.")
     p.add_argument("job", metavar="JOB")
+    p.add_argument("--env", action="store_true", help="list every variable of the job's environment")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api
@@ -252,15 +293,15 @@ def cmd_show(args: list[str]) -> int:
     else:
         from . import render
 
-        sys.stdout.write(render.show(view) + "\n")
+        sys.stdout.write(render.show(view, all_env=ns.env) + "\n")
     return 0
 
 
 def cmd_logs(args: list[str]) -> int:
-    p = _parser("jobman logs", "A job's output, every attempt in order (or one with --attempt).\n"
-                "--follow streams new output, across retries, until the job ends, and then exits with\n"
-                "the job's exit status (as jobman wait does).")
-    p.add_argument("job", metavar="JOB")
+    p = _parser("jobman logs", "A job's output (without JOB: the newest job's), every attempt in order (or one\n"
+                "with --attempt). --follow streams new output, across retries, until the job ends, and then\n"
+                "exits with the job's exit status (as jobman wait does).")
+    p.add_argument("job", metavar="JOB", nargs="?", help="default: the newest job")
     p.add_argument("--attempt", type=int, metavar="N", help="only attempt N")
     p.add_argument("--stderr", action="store_true", help="the stderr log (jobs run with --separate-stderr)")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
@@ -298,7 +339,7 @@ def cmd_wait(args: list[str]) -> int:
                 "the first job (in argument order) that did not (see jobman --help for the codes).")
     p.add_argument("jobs", nargs="+", metavar="JOB")
     p.add_argument("--timeout", type=_duration("--timeout"), metavar="D",
-                   help="give up after D (exit 124 with a message; the jobs go on)")
+                   help="give up after D (exit 120 with a message; the jobs go on)")
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     ns = p.parse_args(args)
@@ -313,9 +354,11 @@ def cmd_wait(args: list[str]) -> int:
     if ns.json:
         _print_json(result)
     if result["timed_out"]:
-        pending = [v["id"] for v in result["jobs"] if v["phase"] != "finished"]
-        sys.stderr.write(f"jobman: wait timed out; still unfinished: {', '.join(pending)}\n")
-        return 124
+        pending = [f"job {v['handle']}" for v in result["jobs"] if v["phase"] != "finished"]
+        sys.stderr.write(f"jobman: wait timed out; still unfinished: {', '.join(pending)} (they go on)\n")
+        from runkit.outcomes import EXIT_WAIT_TIMED_OUT
+
+        return EXIT_WAIT_TIMED_OUT
     if not ns.json:
         for v in result["jobs"]:
             if v["exit_status"] != 0 and len(result["jobs"]) > 1:
@@ -370,47 +413,18 @@ def cmd_cancel(args: list[str]) -> int:
     return 0
 
 
-def cmd_group(args: list[str]) -> int:
-    p = _parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once; 0 pauses it.\n"
-                "The default group's limit starts at the number of CPUs.")
-    sub = p.add_subparsers(dest="action", required=True)
-    s = sub.add_parser("set", help="create a group or change its limit")
-    s.add_argument("name")
-    s.add_argument("--limit", type=int, required=True)
-    s.add_argument("--json", action="store_true")
-    lst = sub.add_parser("list", help="groups with their limits and use")
-    lst.add_argument("--json", action="store_true")
-    ns = p.parse_args(args)
-    from . import api, render
+def _elsewhere(name: str):
+    """A command kept in jobman.cli_control, imported only when it runs."""
+    def run(args: list[str]) -> int:
+        from . import cli_control
 
-    if ns.action == "set":
-        rows = [api.group_set(ns.name, ns.limit)]
-    else:
-        rows = api.group_list()
-    if ns.json:
-        _print_json(rows[0] if ns.action == "set" else rows)
-    else:
-        sys.stdout.write(render.groups(rows) + "\n")
-    return 0
+        return getattr(cli_control, name)(args)
 
-
-def cmd_prune(args: list[str]) -> int:
-    p = _parser("jobman prune", "Remove finished jobs and their logs. Never touches an unfinished job, one an\n"
-                "unfinished job depends on, or a lost job whose processes still run.")
-    p.add_argument("--older-than", type=_duration("--older-than"), default=0.0, metavar="D",
-                   help="only jobs that finished more than D ago")
-    p.add_argument("--json", action="store_true")
-    ns = p.parse_args(args)
-    from . import api
-
-    removed = api.prune(older_than=ns.older_than)
-    if ns.json:
-        _print_json(removed)
-    else:
-        sys.stdout.write(f"removed {len(removed)} finished job(s)\n")
-    return 0
+    return run
 
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, "logs": cmd_logs,
-            "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": cmd_group,
-            "prune": cmd_prune}
+            "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": _elsewhere("cmd_group"),
+            "prune": _elsewhere("cmd_prune"), "restart": _elsewhere("cmd_restart"), "signal": _elsewhere("cmd_signal"),
+            "hold": _elsewhere("cmd_hold"), "release": _elsewhere("cmd_release"),
+            "completion": _elsewhere("cmd_completion"), "__jobs": _elsewhere("cmd_jobs_words")}

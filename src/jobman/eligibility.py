@@ -69,6 +69,10 @@ class Supervisor:
                 self._finish("failed", f"the stored job specification is unreadable: {e}")
                 return 1
             self._loop()
+            if self.spec.data.get("on_finish"):
+                from .hooks import run_on_finish
+
+                run_on_finish(self.db, self.home, self.job_id, self.spec.data, log)
             return 0
         except Fenced as e:
             log(f"no longer the owner of the job ({e}); exiting without touching it")
@@ -220,6 +224,9 @@ class Supervisor:
                 self._wait(gate, f"{label} {format_time(until)}",
                            until, now, keep_detail=gate == "retry")
                 continue
+            if snap.held_at is not None:  # after the time gates, so a held retry keeps its delay
+                self._wait("held", "held (jobman release JOB lets it go on)", None, now)
+                continue
             if self._take_slot(snap, now):
                 return
 
@@ -283,8 +290,8 @@ class Supervisor:
                 except Conflict:
                     return
                 self.waiting = current
-                if waiting_for == "slot":
-                    self.wake_slot_waiters()  # a higher-priority job in line may now be able to start
+                if waiting_for in ("slot", "held"):  # in line, or out of it: those behind may now start
+                    self.wake_slot_waiters()
         if self.bell is None:
             self._open_bell()
         # The fallback poll: long, jittered, and made at a lease renewal (the doorbell is what wakes a

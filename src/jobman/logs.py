@@ -5,22 +5,23 @@ import time
 from .home import cut_path, stderr_log_path
 from .model import Attempt, JobState
 from .store import queries
+from runkit.jsonfast import loads
 from runkit.outcomes import exit_status
 
 FOLLOW_POLL = 0.1
 
 
-def _cut(path: str) -> tuple[int, int]:
-    """(bytes the cap dropped from the front, bytes by which file offsets lag output offsets); a lone
-    number is a cut that moved the data."""
+def _cut(path: str) -> tuple[int, int, bool]:
+    """(bytes the cap dropped from the front, bytes by which file offsets lag output offsets, whether the
+    first kept byte begins a line); a lone number is a cut that moved the data."""
     try:
         with open(cut_path(path)) as f:
             fields = [int(x) for x in f.read().split()]
     except (OSError, ValueError):
-        return 0, 0
+        return 0, 0, True
     if not fields:
-        return 0, 0
-    return fields[0], fields[1] if len(fields) > 1 else fields[0]
+        return 0, 0, True
+    return fields[0], fields[1] if len(fields) > 1 else fields[0], bool(fields[2]) if len(fields) > 2 else True
 
 
 def _attempts(conn, job_id: str) -> list:
@@ -37,22 +38,26 @@ def _marker(dropped: int) -> bytes:
 
 
 def _read_from(path: str, logical: int) -> tuple[bytes, int]:
-    """Bytes of `path` from logical offset `logical` (counting bytes the cap cut from the front)."""
+    """Bytes of `path` from logical offset `logical` (counting bytes the cap cut from the front). Reading
+    from before the cut gives the marker, then the kept output from its first whole line on."""
     cut = _cut(path)
-    dropped, shift = cut
-    prefix = b""
-    if logical < dropped:
-        prefix, logical = _marker(dropped - logical), dropped
+    dropped, shift, at_line_start = cut
+    start = max(logical, dropped)
     try:
         with open(path, "rb") as f:
-            f.seek(logical - shift)
+            f.seek(start - shift)
             data = f.read()
     except FileNotFoundError:
         data = b""
     # The cut count and the file are read separately: re-check the count so a cut in between is noticed.
     if _cut(path) != cut:
-        return prefix, logical
-    return prefix + data, logical + len(data)
+        return (_marker(dropped - logical), dropped) if logical < dropped else (b"", logical)
+    if logical >= dropped:
+        return data, logical + len(data)
+    skip = 0
+    if not at_line_start and (newline := data.find(b"\n")) >= 0:
+        skip = newline + 1  # the partial line the cut fell in: counted with the dropped bytes
+    return _marker(dropped - logical + skip) + data[skip:], start + len(data)
 
 
 def tail_lines(data: bytes, n: int) -> bytes:
@@ -101,6 +106,8 @@ def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | 
     Returns the job's exit status."""
     current, logical, first = attempt, 0, True
     shown_header = set()
+    # A header must come before its attempt's output: if the job may retry, attempt 1 has one too.
+    retries = (loads(queries.spec_json(conn, job_id)).get("retry") or {}).get("retries", 0) if attempt is None else 0
     while True:
         reconcile()
         state = JobState.from_row(queries.load_state(conn, job_id))
@@ -109,7 +116,7 @@ def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | 
             current = attempts[0].number
         row = next((a for a in attempts if a.number == current), None)
         if row is not None:
-            if len(attempts) > 1 or current > 1:
+            if retries or len(attempts) > 1 or current > 1:
                 if current not in shown_header:
                     out.write(f"==> attempt {current} <==\n".encode())
                     shown_header.add(current)

@@ -45,7 +45,7 @@ class JobState(Record):
 
     __slots__ = ("job_id", "phase", "outcome", "revision", "claim_deadline", "supervisor_id", "supervisor_pid",
                  "supervisor_start_time", "supervisor_boot_id", "lease_expires_at", "waiting_for", "wait_detail",
-                 "wait_until", "slot_held", "attempts", "cancel_requested_at", "exit_code", "exit_signal", "detail",
+                 "wait_until", "slot_held", "attempts", "cancel_requested_at", "held_at", "exit_code", "exit_signal", "detail",
                  "finished_at", "group_name", "priority", "submitted_at", "lease_duration", "renew_interval",
                  "poll_interval")
 
@@ -57,7 +57,7 @@ class JobState(Record):
 class Job(JobState):
     """A job as commands list and show it: its state plus its display name and stored spec (JSON text)."""
 
-    __slots__ = ("name", "spec")
+    __slots__ = ("name", "spec", "handle", "started_at")
 
     @classmethod
     def from_row(cls, row, **extra):

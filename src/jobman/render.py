@@ -1,7 +1,6 @@
 """Human output: tables and detail views. (--json output is the api's data as it is.)"""
 import json
 import shlex
-import time
 
 from runkit.durations import format_duration, format_time
 
@@ -46,6 +45,8 @@ def why_text(view: dict, now: float) -> str:
     if view["phase"] == "waiting":
         detail = view["wait_detail"] or view["waiting_for"]
         return detail
+    if view["outcome"] == "lost" and view.get("wait_detail"):
+        return view["wait_detail"]  # what is left of it now (its recorded detail is from when it was found)
     if view["phase"] == "finished" and view["outcome"] not in ("succeeded", "failed") and view["detail"]:
         return view["detail"]
     if view.get("wait_detail"):
@@ -53,28 +54,21 @@ def why_text(view: dict, now: float) -> str:
     return ""
 
 
-def job_table(views: list[dict]) -> str:
-    now = time.time()
-    rows = []
-    for v in views:
-        rows.append([v["id"], v["name"] or "-", state_text(v), str(v["attempts"]), v["group"],
-                     _ago(v["submitted_at"], now), command_text(v["command"]) + _why_suffix(v, now)])
-    return table(["ID", "NAME", "STATE", "TRIES", "GROUP", "SUBMITTED", "COMMAND"], rows)
+ENV_SHOWN = 12  # names of differing variables shown (show --env lists every variable)
 
 
-def _why_suffix(view: dict, now: float) -> str:
-    why = why_text(view, now)
-    return f"   [{why}]" if why else ""
-
-
-def show(view: dict) -> str:
+def show(view: dict, all_env: bool = False) -> str:
     spec = view["spec"]
     out = []
     add = out.append
-    add(f"id:          {view['id']}")
+    add(f"job:         {view['handle']}  (id {view['id']})")
     if view["name"]:
         add(f"name:        {view['name']}")
-    add(f"state:       {state_text(view)}")
+    add(f"state:       {state_text(view)}" + ("  [held: jobman release lets it go on]" if view.get("held")
+                                                  and view["phase"] != "finished" else ""))
+    if view.get("restart_of"):
+        was = view["restart_of"]
+        add("restart of:  " + (f"job {was['handle']} (id {was['id']})" if was["handle"] else f"{was['id']} (pruned)"))
     if view["phase"] == "waiting":
         add(f"waiting for: {view['waiting_for']}: {view['wait_detail']}")
     if view["detail"]:
@@ -92,7 +86,7 @@ def show(view: dict) -> str:
     if view["finished_at"]:
         add(f"finished:    {_when(view['finished_at'])}")
     for dep in view["dependencies"]:
-        label = f"{dep['name']} ({dep['job']})" if dep["name"] else dep["job"]
+        label = (f"{dep['name']} " if dep["name"] else "") + f"(job {dep['handle']}, id {dep['job']})"
         add(f"after-{dep['condition']}: {label}: {dep['state']}")
     retry = spec["retry"]
     policy = [f"retries {retry['retries']}"]
@@ -107,8 +101,17 @@ def show(view: dict) -> str:
     if spec.get("not_before"):
         add(f"not before:  {_when(spec['not_before'])}")
     add(f"log:         limit {spec['log']['limit']} bytes" + (", stderr separate" if spec['log']['separate_stderr'] else ""))
-    add(f"environment: {spec['env_policy']}" + (", " + " ".join(f"{k}={v}" for k, v in spec["env_overrides"].items())
-                                                 if spec["env_overrides"] else ""))
+    if spec.get("on_finish"):
+        add(f"on finish:   {spec['on_finish']}")
+    env = view["environment"]
+    add(f"environment: {spec['env_policy']}, {env['count']} variables (jobman show --env lists them)")
+    if spec["env_overrides"]:
+        add("  set with --env: " + " ".join(f"{k}={v}" for k, v in spec["env_overrides"].items()))
+    differs = [f"{k} (changed)" for k in env["changed"]] + [f"{k} (only in the job)" for k in env["only_in_job"]] + \
+              [f"{k} (not in the job)" for k in env["not_in_job"]]
+    if differs:
+        more = f" and {len(differs) - ENV_SHOWN} more" if len(differs) > ENV_SHOWN else ""
+        add("  differs from this shell: " + ", ".join(differs[:ENV_SHOWN]) + more)
     sup = view["supervisor"]
     if sup:
         alive = "alive" if sup["alive"] else "gone"
@@ -124,9 +127,10 @@ def show(view: dict) -> str:
     for e in view["events"]:
         extra = {k: v for k, v in e.items() if k not in ("at", "kind")}
         add(f"  {_when(e['at'])}  {e['kind']}" + (f"  {json.dumps(extra)}" if extra else ""))
-    add("environment variables (secret-looking values masked):")
-    for k in sorted(spec["env"]):
-        add(f"  {k}={spec['env'][k]}")
+    if all_env:
+        add("environment variables (secret-looking values masked):")
+        for k in sorted(spec["env"]):
+            add(f"  {k}={spec['env'][k]}")
     return "\n".join(out)
 
 

@@ -78,7 +78,10 @@ OPTIONS = [
     Option("--log-limit", "log_limit", metavar="SIZE",
            help="cap each attempt's log, keeping the newest output (default 1GB; 0 = no cap)"),
     Option("--separate-stderr", "separate_stderr", "flag", default=False, help="keep stderr in a log file of its own"),
-    Option("--json", "json", "flag", default=False, help="print {id, name, supervisor_id} as JSON"),
+    Option("--on-finish", "on_finish", metavar="CMD",
+           help="once the job has finished, run /bin/sh -c CMD with JOBMAN_JOB_ID, JOBMAN_OUTCOME and "
+                "JOBMAN_EXIT_CODE set (its failure never changes the job's outcome)"),
+    Option("--json", "json", "flag", default=False, help="print {id, handle, name, supervisor_id} as JSON"),
 ]
 
 

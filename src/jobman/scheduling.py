@@ -14,12 +14,18 @@ def condition_holds(condition: str, outcome: str) -> bool:
     return True
 
 
+def job_label(job_id: str, name: str | None, handle: int | None) -> str:
+    """How a job is named to people: by name and handle, never by a run of full ids."""
+    short = f"job {handle}" if handle is not None else job_id
+    return f"{name} ({short})" if name else short
+
+
 def dependency_verdict(deps: list) -> tuple[str, str | None]:
-    """deps: [(job_id, condition, phase, outcome, name)]. Returns ("ready", None), ("wait", detail) or
-    ("impossible", detail naming the dependency and why)."""
+    """deps: [(job_id, condition, phase, outcome, name[, handle])]. Returns ("ready", None), ("wait", detail)
+    or ("impossible", detail naming the dependency and why)."""
     pending = []
-    for job_id, condition, phase, outcome, name in deps:
-        label = f"{name} ({job_id})" if name else job_id
+    for job_id, condition, phase, outcome, name, *handle in deps:
+        label = job_label(job_id, name, handle[0] if handle else None)
         if phase != "finished":
             pending.append(label)
         elif not condition_holds(condition, outcome):

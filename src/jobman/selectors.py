@@ -1,7 +1,9 @@
 """Turning what the user typed (JOB) into a canonical job id.
 
-An exact id; else an exact display name (the newest job with it); else a unique id prefix of at
-least 6 characters (hyphens optional). Anything else is an error that lists the candidates.
+A handle (the job's short number, digits with no leading zero); else an exact id; else an exact
+display name (the newest job with it); else a unique id prefix of at least 6 characters (hyphens
+optional). Anything else is an error that lists the candidates. Names made only of digits are refused
+at submission, so a handle and a name never collide; a UUIDv7 prefix of digits begins with 0.
 """
 from runkit.ids import is_uuid
 
@@ -20,6 +22,10 @@ def resolve(conn, text: str) -> str:
                        f"prefix") from None
     if not selector:
         raise NotFound("empty job selector: give a job id, a display name or an id prefix of at least 6 characters")
+    if is_handle(selector):
+        found = queries.id_with_handle(conn, int(selector))
+        if found:
+            return found
     lowered = selector.lower()
     if is_uuid(lowered):
         if queries.job_exists(conn, lowered):
@@ -33,13 +39,21 @@ def resolve(conn, text: str) -> str:
         if len(rows) == 1:
             return rows[0][0]
         if len(rows) > 1:
-            shown = ", ".join(r[0] + (f" ({r[1]})" if r[1] else "") for r in rows[:5])
+            shown = ", ".join(f"{r[0]} (handle {r[2]}{', ' + r[1] if r[1] else ''})" for r in rows[:5])
             more = " ..." if len(rows) > 5 else ""
-            raise NotFound(f"job selector {selector!r} is ambiguous: it matches {shown}{more}; give more characters")
+            raise NotFound(f"job selector {selector!r} is ambiguous: it matches {shown}{more}; give more characters "
+                           f"or the handle")
+    if is_handle(selector):
+        raise NotFound(f"no job has handle {selector} (pruned, or not submitted yet): see jobman list")
     elif len(compact) < MIN_PREFIX and all(c in "0123456789abcdef-" for c in lowered):
         raise NotFound(f"no job named {selector!r}, and an id prefix needs at least {MIN_PREFIX} characters")
     raise NotFound(f"no job matches {selector!r}: give a job id, a display name or an id prefix "
                    f"(see jobman list)")
+
+
+def is_handle(text: str) -> bool:
+    """Whether text has the form of a handle: ASCII digits, no leading zero, at most 18 of them."""
+    return 0 < len(text) <= 18 and text.isascii() and text.isdigit() and text[0] != "0"
 
 
 def _hyphenated(compact: str) -> str:

@@ -101,14 +101,22 @@ def resolve_cwd(cwd: str | None) -> str:
 
 def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[str], environ, name: str | None,
           group: str, priority: int, not_before: float | None, retry: dict, timeout: float | None,
-          kill_after: float, log_limit: int, separate_stderr: bool, windows: dict) -> dict:
+          kill_after: float, log_limit: int, separate_stderr: bool, windows: dict,
+          on_finish: str | None = None) -> dict:
     """Validate and resolve everything except dependencies (resolved inside the submit transaction)."""
     if name is not None:
         check_text("--name", name)
         if not name or name.strip() != name or len(name) > 200 or any(_is_control(c) for c in name):
             raise BadInput(f"bad --name {name!r}: use a non-empty name of printable characters, without leading "
                            f"or trailing spaces")
+        if name.isascii() and name.isdigit():
+            raise BadInput(f"bad --name {name!r}: a name of digits only would read as a job's handle; "
+                           f"add a letter (e.g. --name job-{name})")
     check_group_name(group, "--group")
+    if on_finish is not None:
+        check_text("--on-finish", on_finish)
+        if not on_finish.strip() or "\0" in on_finish:
+            raise BadInput("--on-finish is empty: give a shell command, e.g. --on-finish 'notify-send done'")
     policy, allowed = parse_env_policy(env_policy)
     overrides = parse_env_pairs(env_pairs)
     workdir = resolve_cwd(cwd)
@@ -135,6 +143,7 @@ def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[
         "group": group,
         "priority": priority,
         "windows": windows,
+        **({"on_finish": on_finish} if on_finish is not None else {}),
     }
 
 

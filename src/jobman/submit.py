@@ -39,7 +39,7 @@ def _ignore_interrupts() -> None:
 
 
 def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) -> dict:
-    """Submit a job and hand it to its supervisor. Returns {"id", "name", "supervisor_id", "reconciled"}."""
+    """Submit a job and hand it to its supervisor. Returns {"id", "handle", "name", "supervisor_id", "reconciled"}."""
     credential = os.urandom(CREDENTIAL_BYTES)
     job_id = uuid7()
     now = time.time()
@@ -63,7 +63,8 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) 
         supervisor_id = _reconcile_launch(db_file, job_id, str(e))
         reconciled = True
     faults.hit("cli:after_ack")
-    return {"id": job_id, "name": spec["name"], "supervisor_id": supervisor_id, "reconciled": reconciled}
+    return {"id": job_id, "handle": spec["handle"], "name": spec["name"], "supervisor_id": supervisor_id,
+            "reconciled": reconciled}
 
 
 _SUPERVISE = "import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import main; sys.exit(main(sys.argv[2:]))"

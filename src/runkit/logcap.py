@@ -14,16 +14,19 @@ without ever moving under a write in flight. In order of preference, decided at 
 
 Readers map output offsets to file offsets with two numbers the caller publishes: `dropped`,
 bytes of output gone from the front (they print a marker for them), and `shift`, how far the
-file's offsets lag the output's (collapse and copy move data; punch does not).
+file's offsets lag the output's (collapse and copy move data; punch does not). A third,
+`at_line_start`, says whether the first kept byte begins a line (the byte before the cut was a
+newline): if not, readers skip the partial line, so what follows their marker starts at a line.
 """
 import os
 
 FALLOC_FL_KEEP_SIZE = 0x01
 FALLOC_FL_PUNCH_HOLE = 0x02
 FALLOC_FL_COLLAPSE_RANGE = 0x08
-# After a cut, keep the newest half of the cap. A cut costs a write-back of what is kept (the
-# filesystem flushes before it shifts extents), so fewer, larger cuts cost less in all.
-KEEP_FRACTION = 0.5
+# After a cut, keep the newest 92% of the cap: a reader is promised at least 90% of it, even after
+# it skips the partial line where the cut fell. (A cut costs a write-back of what is not on disk yet,
+# so cutting a little each time costs more cuts, not more bytes written.)
+KEEP_FRACTION = 0.92
 MODES = ("collapse", "punch", "copy")
 
 
@@ -33,6 +36,7 @@ class LogCap:
         self.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         self.dropped = 0  # bytes of output cut from the front, in all
         self.shift = 0  # bytes by which file offsets lag output offsets
+        self.at_line_start = True  # whether the first kept byte begins a line
         self._modes = list(modes)  # what is still worth trying; the first one that works stays
         self._block = max(os.fstat(self.fd).st_blksize, 4096)
 
@@ -58,26 +62,40 @@ class LogCap:
             if mode == "collapse":
                 length = cut_to - self.shift
                 length -= length % self._block
+                if file_size - length > self.limit and length + self._block < file_size:
+                    length += self._block  # rounded down, the cut would leave more than the cap
                 if length <= 0:
                     return 0  # a cap under two blocks holds to the block: copying would risk the newest bytes
+                boundary = self._line_starts_at(length)
                 if self._fallocate(FALLOC_FL_COLLAPSE_RANGE, 0, length):
+                    self.at_line_start = boundary
                     self._settle("collapse")
                     return self._moved(length)
             elif mode == "punch":
                 # Punching keeps file offsets equal to output offsets, so only a file never moved may.
                 # Start at a block boundary: the partial block the last punch ended in is freed now.
                 start = self.dropped - self.dropped % self._block
+                boundary = self._line_starts_at(cut_to) if self.shift == 0 else True
                 if self.shift == 0 and self._fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start,
                                                        cut_to - start):
+                    self.at_line_start = boundary
                     self._settle("punch")
                     done, self.dropped = cut_to - self.dropped, cut_to
                     return done
                 if self.dropped:
                     return 0  # punching worked before: offsets must not start moving now; try again later
             else:
+                self.at_line_start = self._line_starts_at(cut_to - self.shift)
                 return self._moved(self._copy_truncate(cut_to - self.shift))
             self._modes.pop(0)  # EOPNOTSUPP and the like: this filesystem cannot; try the next way
         return 0
+
+    def _line_starts_at(self, file_offset: int) -> bool:
+        """Whether the byte at file_offset begins a line (read before the cut takes the byte before it)."""
+        try:
+            return file_offset <= 0 or os.pread(self.fd, 1, file_offset - 1) == b"\n"
+        except OSError:
+            return False
 
     def _settle(self, mode: str) -> None:
         # Once a way has worked, keep to it (and, after collapse, only copy shares its offset rule).

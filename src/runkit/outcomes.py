@@ -12,6 +12,9 @@ EXIT_LOST = 123                 # its supervisor or worker died: what happened t
 EXIT_DEPENDENCY_FAILED = 122
 EXIT_SUBMISSION_FAILED = 121
 EXIT_NOT_STARTED = 127          # failed before the command could start (not found, not executable, no inputs)
+# Not an outcome: the waiting command itself gave up (`jobman wait --timeout`) while the jobs go on. Distinct
+# from a job's own timed_out (124), so a script can tell "the job ran out of time" from "I stopped waiting".
+EXIT_WAIT_TIMED_OUT = 120
 _FIXED = {"timed_out": EXIT_TIMED_OUT, "cancelled": EXIT_CANCELLED, "lost": EXIT_LOST,
           "dependency_failed": EXIT_DEPENDENCY_FAILED, "submission_failed": EXIT_SUBMISSION_FAILED}
 

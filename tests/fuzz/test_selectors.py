@@ -14,7 +14,8 @@ NAMES = ["build", "test", "a", "A", "01a2", "x y", "déjà", "0123456789ab", "bu
 @pytest.fixture(scope="module")
 def jobs_db(tmp_path_factory):
     """A jobman database with 40 jobs submitted through jobman's own transition (names reused on purpose)."""
-    from jobman import db, spec as specs, transitions
+    from jobman import spec as specs
+    from jobman.store import schema as db, transitions
     from runkit.ids import uuid7
 
     conn = db.connect(str(tmp_path_factory.mktemp("selectors") / "jobman.db"))
@@ -40,6 +41,7 @@ def _typed(made):
         st.tuples(st.sampled_from(ids), st.integers(1, 36)).map(lambda p: p[0][:p[1]]),
         st.tuples(st.sampled_from(ids), st.integers(1, 32)).map(lambda p: p[0].replace("-", "")[:p[1]]),
         st.sampled_from(NAMES + ["", " ", "-", "%", "_", "0" * 6, "%%%%%%", "______"]),
+        st.integers(0, 60).map(str),
         st.text(max_size=40))
 
 
@@ -49,6 +51,9 @@ def _expected(made, text):
     if not selector:
         return None
     ids = [job_id for job_id, _ in made]
+    if selector.isascii() and selector.isdigit() and selector[0] != "0" and len(selector) <= 18:
+        if int(selector) <= len(ids):
+            return ids[int(selector) - 1]  # a handle: the home's jobs are numbered in submission order
     if selector.lower() in ids:
         return selector.lower()
     named = [job_id for job_id, name in made if name == selector]

@@ -25,7 +25,9 @@ class Jobman:
 
     def __init__(self, home: Path):
         self.home = home
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMAN_")}
+        # Output that depends on the terminal is set by the tests that check it.
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("JOBMAN_") and k not in ("COLUMNS", "LINES", "NO_COLOR")}
         self.env.update(FAST_WINDOWS)
         self.env["JOBMAN_HOME"] = str(home)
         self.env["PATH"] = f"{BIN}:{self.env.get('PATH', '/usr/bin:/bin')}"
@@ -62,6 +64,15 @@ class Jobman:
             return 0
         with self.db() as conn:
             return conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
+
+    def handle(self, job_id: str) -> int:
+        with self.db() as conn:
+            return conn.execute("SELECT handle FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+
+    def in_table(self, table: str, *job_ids: str) -> bool:
+        """Whether `jobman list`'s table has a row for every job (rows begin with the job's handle)."""
+        shown = {line.split()[0] for line in table.splitlines()[1:] if line.strip()}
+        return all(str(self.handle(job_id)) in shown for job_id in job_ids)
 
     def wait_finished(self, job_id: str, timeout: float = 20.0) -> dict:
         return wait_for(lambda: (s := self.state(job_id)) and s["phase"] == "finished" and s,

@@ -48,7 +48,7 @@ def test_seed_example_retries_until_the_third_attempt_succeeds(jobman, tmp_path)
     assert runs[0]["started_at"] >= prep_end
     shown = jobman.show(analyze_id)
     assert shown["outcome"] == "succeeded" and shown["attempts"] == 3
-    assert shown["dependencies"] == [{"job": prep_id, "name": "prepare_data", "condition": "success",
+    assert shown["dependencies"] == [{"job": prep_id, "handle": 1, "name": "prepare_data", "condition": "success",
                                       "state": "succeeded"}]
     assert "retry_scheduled" in [e["kind"] for e in shown["events"]]
     logs = jobman("logs", analyze_id, check=True).stdout
@@ -90,7 +90,7 @@ def test_dependency_outcomes_propagate(jobman):
     assert jobman.state(never_on_success)["outcome"] == "succeeded"
     shown = jobman.show(child)
     assert shown["attempts"] == 0
-    assert f"dependency root ({failing}) ended failed" in shown["detail"] and "--after-success" in shown["detail"]
+    assert "dependency root (job 1) ended failed" in shown["detail"] and "--after-success" in shown["detail"]
     assert jobman("wait", child).returncode == 122
 
 
@@ -156,7 +156,7 @@ def test_list_says_until_when_a_retry_waits(jobman):
     state = wait_for(lambda: (s := jobman.state(job_id))["waiting_for"] == "retry" and s)
     until = time.strftime("%Y-%m-%d %H:%M", time.localtime(state["wait_until"]))
     assert state["wait_until"] >= before + 3600
-    line = next(line for line in jobman("list", check=True).stdout.splitlines() if job_id in line)
+    line = next(line for line in jobman("list", check=True).stdout.splitlines() if line.startswith("1 "))
     assert "retry 2 after attempt 1 failed" in line and f"not before {until}" in line, line
     assert f"not before {until}" in jobman("show", job_id, check=True).stdout
     jobman("cancel", job_id, check=True)

@@ -82,6 +82,8 @@ def test_dependency_verdicts():
     assert verdict([("a", "success", "finished", "succeeded", "prep")]) == ("ready", None)
     kind, detail = verdict([("a", "success", "running", None, "prep"), ("b", "end", "finished", "failed", None)])
     assert kind == "wait" and "prep (a)" in detail
+    kind, detail = verdict([("a", "success", "running", None, "prep", 3), ("b", "end", "running", None, None, 4)])
+    assert detail == "dependencies not finished: prep (job 3), job 4"  # by name and handle, not by full ids
     kind, detail = verdict([("a", "success", "finished", "cancelled", None)])
     assert kind == "impossible" and "a ended cancelled" in detail and "--after-success" in detail
     assert verdict([("a", "failure", "finished", "lost", None)]) == ("ready", None)

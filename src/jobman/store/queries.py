@@ -1,5 +1,7 @@
 """Read-side SQL: what commands show and what a supervisor polls."""
 
+from runkit.outcomes import OUTCOMES
+
 
 def load_state(conn, job_id: str):
     """A job's runtime state with the scheduling columns of its immutable row (None: no such job)."""
@@ -17,7 +19,7 @@ _STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
 # second query (front_of_line), asked only when it is ready for a slot.
 SNAPSHOT = f"""
 SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval, j.poll_interval,
-  (SELECT json_group_array(json_array(d.depends_on, d.condition, ds.phase, ds.outcome, dj.name))
+  (SELECT json_group_array(json_array(d.depends_on, d.condition, ds.phase, ds.outcome, dj.name, dj.handle))
      FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on JOIN jobs dj ON dj.id = d.depends_on
     WHERE d.job_id = s.job_id) AS deps,
   (SELECT count(*) FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on
@@ -93,7 +95,7 @@ def events(conn, job_id: str) -> list:
 
 def dependencies(conn, job_id: str) -> list:
     return conn.execute(
-        "SELECT d.depends_on, d.condition, s.phase, s.outcome, j.name FROM dependencies d"
+        "SELECT d.depends_on, d.condition, s.phase, s.outcome, j.name, j.handle FROM dependencies d"
         " JOIN job_state s ON s.job_id = d.depends_on JOIN jobs j ON j.id = d.depends_on"
         " WHERE d.job_id = ? ORDER BY d.rowid", (job_id,)).fetchall()
 
@@ -103,28 +105,52 @@ def job(conn, job_id: str):
         "SELECT j.*, s.* FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE j.id = ?", (job_id,)).fetchone()
 
 
-_LIST_COLUMNS = "j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, s.*"
+_LIST_COLUMNS = ("j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*,"
+                 " (SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at")
+PHASES = ("submitting", "starting", "waiting", "running", "finished")
+STATE_WORDS = PHASES + OUTCOMES + ("held",)  # what `jobman list --state` accepts
 
 
-def list_jobs(conn, *, limit: int | None = None, active_only: bool = False, finished: int | None = None) -> list:
+def list_filter(states=(), group: str | None = None, name_glob: str | None = None) -> tuple[str, list]:
+    """The SQL condition (" AND ...") and its arguments for `jobman list`'s filters: any of the state words
+    (a phase, an outcome, or held), a group, and a glob over names (SQLite's GLOB: *, ?, [...])."""
+    parts, args = [], []
+    if states:
+        ors = []
+        for word in states:
+            if word == "held":
+                ors.append("(s.held_at IS NOT NULL AND s.phase != 'finished')")
+            else:
+                ors.append("s.phase = ?" if word in PHASES else "s.outcome = ?")
+                args.append(word)
+        parts.append("(" + " OR ".join(ors) + ")")
+    if group is not None:
+        parts.append("j.group_name = ?")
+        args.append(group)
+    if name_glob is not None:
+        parts.append("j.name GLOB ?")
+        args.append(name_glob)
+    return "".join(f" AND {p}" for p in parts), args
+
+
+def list_jobs(conn, *, limit: int | None = None, active_only: bool = False, finished: int | None = None,
+              where: tuple[str, list] = ("", [])) -> list:
     """Jobs, newest first: with `limit`, the newest `limit` jobs; else every unfinished job, plus (unless
     active_only) the newest `finished` finished ones (all when None). Each part is read from an index,
-    so a long history costs nothing unless it is asked for."""
+    so a long history costs nothing unless it is asked for. where: from list_filter."""
+    cond, args = where
     if limit:
         return conn.execute(f"SELECT {_LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
-                            f" ORDER BY j.submitted_at DESC, j.id DESC LIMIT ?", (int(limit),)).fetchall()
+                            f" WHERE 1{cond} ORDER BY j.submitted_at DESC, j.id DESC LIMIT ?",
+                            (*args, int(limit))).fetchall()
     rows = conn.execute(f"SELECT {_LIST_COLUMNS} FROM job_state s JOIN jobs j ON j.id = s.job_id"
-                        f" WHERE s.phase != 'finished'").fetchall()
+                        f" WHERE s.phase != 'finished'{cond}", args).fetchall()
     if not active_only:
         rows += conn.execute(f"SELECT {_LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
-                             f" WHERE s.phase = 'finished' ORDER BY j.submitted_at DESC, j.id DESC LIMIT ?",
-                             (-1 if finished is None else finished,)).fetchall()
+                             f" WHERE s.phase = 'finished'{cond} ORDER BY j.submitted_at DESC, j.id DESC LIMIT ?",
+                             (*args, -1 if finished is None else finished)).fetchall()
     rows.sort(key=lambda r: (r["submitted_at"], r["id"]), reverse=True)
     return rows
-
-
-def count_jobs(conn) -> int:
-    return conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
 
 
 def claim_deadline(conn, job_id: str) -> float | None:
@@ -147,10 +173,15 @@ def newest_named(conn, name: str) -> str | None:
 
 
 def ids_with_prefix(conn, prefix: str, limit: int) -> list:
-    """(id, name) of the first `limit` jobs whose id starts with `prefix` (ids sort as text: a prefix is a
-    range of the primary key)."""
-    return conn.execute("SELECT id, name FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+    """(id, name, handle) of the first `limit` jobs whose id starts with `prefix` (ids sort as text: a prefix
+    is a range of the primary key)."""
+    return conn.execute("SELECT id, name, handle FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
                         (prefix, prefix + "g", limit)).fetchall()
+
+
+def id_with_handle(conn, handle: int) -> str | None:
+    row = conn.execute("SELECT id FROM jobs WHERE handle = ?", (handle,)).fetchone()
+    return None if row is None else row[0]
 
 
 # --- groups ----------------------------------------------------------------------------------------
@@ -193,3 +224,36 @@ def finished_slot_holders(conn) -> list:
     """(job_id, revision) of finished jobs that still hold a slot (lost jobs whose target may live)."""
     return conn.execute("SELECT job_id, revision FROM job_state WHERE slot_held = 1 AND phase = 'finished'"
                         ).fetchall()
+def count_jobs(conn, where: tuple[str, list] = ("", [])) -> int:
+    cond, args = where
+    if not cond:
+        return conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
+    return conn.execute(f"SELECT count(*) FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE 1{cond}",
+                        args).fetchone()[0]
+
+
+def newest_job(conn) -> str | None:
+    row = conn.execute("SELECT id FROM jobs ORDER BY submitted_at DESC, id DESC LIMIT 1").fetchone()
+    return row[0] if row else None
+
+
+def failed_dependents(conn, job_id: str) -> list:
+    """(dependent, condition, submitted_at) of every edge onto job_id from a job that ended dependency_failed."""
+    return conn.execute(
+        "SELECT d.job_id, d.condition, j.submitted_at FROM dependencies d JOIN job_state s ON s.job_id = d.job_id"
+        " JOIN jobs j ON j.id = d.job_id WHERE d.depends_on = ? AND s.outcome = 'dependency_failed'",
+        (job_id,)).fetchall()
+
+
+def handle_of(conn, job_id: str) -> int | None:
+    row = conn.execute("SELECT handle FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def newest_handles_and_names(conn, limit: int) -> list:
+    return conn.execute("SELECT handle, name FROM jobs ORDER BY submitted_at DESC, id DESC LIMIT ?",
+                        (limit,)).fetchall()
+
+
+def jobs_in_group(conn, group: str) -> int:
+    return conn.execute("SELECT count(*) FROM jobs WHERE group_name = ?", (group,)).fetchone()[0]

@@ -137,6 +137,79 @@ MIGRATIONS = [
     CREATE INDEX jobs_by_submission ON jobs(submitted_at, id);
     CREATE INDEX job_state_deadlines ON job_state(claim_deadline) WHERE phase = 'submitting';
     """,
+    # 3: handles and holds. Every job gets a short per-home number (its handle: what people type),
+    # the existing ones in submission order, from a sequence that never goes back (a pruned job's
+    # number is never given to another). A waiting job can be held back (held_at, and 'held' as a
+    # reason to wait): SQLite cannot change a CHECK constraint in place, so job_state is rebuilt.
+    """
+    ALTER TABLE jobs ADD COLUMN handle INTEGER;
+    CREATE TEMP TABLE handle_numbers (id TEXT PRIMARY KEY, n INTEGER NOT NULL);
+    INSERT INTO handle_numbers SELECT id, row_number() OVER (ORDER BY submitted_at, id) FROM jobs;
+    UPDATE jobs SET handle = (SELECT n FROM handle_numbers WHERE handle_numbers.id = jobs.id);
+    DROP TABLE temp.handle_numbers;
+    CREATE UNIQUE INDEX jobs_by_handle ON jobs(handle);
+    CREATE TABLE handle_sequence (
+        one  INTEGER PRIMARY KEY CHECK (one = 1),
+        last INTEGER NOT NULL CHECK (last >= 0)
+    );
+    INSERT INTO handle_sequence (one, last) VALUES (1, (SELECT coalesce(max(handle), 0) FROM jobs));
+
+    CREATE TABLE job_state_new (
+        job_id          TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+        phase           TEXT NOT NULL CHECK (phase IN ('submitting', 'starting', 'waiting', 'running', 'finished')),
+        outcome         TEXT CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled',
+                                                'dependency_failed', 'submission_failed', 'lost')),
+        revision        INTEGER NOT NULL,
+        credential_hash BLOB,
+        claim_deadline  REAL,
+        supervisor_id   TEXT,
+        supervisor_pid  INTEGER,
+        supervisor_start_time INTEGER,
+        supervisor_boot_id TEXT,
+        lease_expires_at REAL,
+        waiting_for     TEXT CHECK (waiting_for IN ('dependencies', 'not_before', 'retry', 'slot', 'held')),
+        wait_detail     TEXT,
+        wait_until      REAL,
+        slot_held       INTEGER NOT NULL DEFAULT 0 CHECK (slot_held IN (0, 1)),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        cancel_requested_at REAL,
+        exit_code       INTEGER,
+        exit_signal     INTEGER,
+        detail          TEXT,
+        finished_at     REAL,
+        line_group      TEXT,
+        line_priority   INTEGER,
+        line_at         REAL,
+        held_at         REAL,                      -- set by jobman hold, cleared by jobman release
+        CHECK ((phase = 'finished') = (outcome IS NOT NULL)),
+        CHECK ((credential_hash IS NULL) = (claim_deadline IS NULL)),
+        CHECK (phase = 'submitting' OR credential_hash IS NULL),
+        CHECK (phase IN ('submitting', 'finished') OR supervisor_id IS NOT NULL),
+        CHECK ((phase = 'waiting') = (waiting_for IS NOT NULL))
+    );
+    INSERT INTO job_state_new (job_id, phase, outcome, revision, credential_hash, claim_deadline, supervisor_id,
+        supervisor_pid, supervisor_start_time, supervisor_boot_id, lease_expires_at, waiting_for, wait_detail,
+        wait_until, slot_held, attempts, cancel_requested_at, exit_code, exit_signal, detail, finished_at,
+        line_group, line_priority, line_at)
+    SELECT job_id, phase, outcome, revision, credential_hash, claim_deadline, supervisor_id,
+        supervisor_pid, supervisor_start_time, supervisor_boot_id, lease_expires_at, waiting_for, wait_detail,
+        wait_until, slot_held, attempts, cancel_requested_at, exit_code, exit_signal, detail, finished_at,
+        line_group, line_priority, line_at FROM job_state;
+    DROP TABLE job_state;
+    ALTER TABLE job_state_new RENAME TO job_state;
+    CREATE INDEX job_state_active ON job_state(phase) WHERE phase != 'finished';
+    CREATE INDEX job_state_line ON job_state(line_group, line_priority DESC, line_at, job_id)
+        WHERE phase = 'waiting' AND waiting_for = 'slot';
+    CREATE INDEX job_state_holders ON job_state(line_group) WHERE slot_held = 1;
+    CREATE INDEX job_state_deadlines ON job_state(claim_deadline) WHERE phase = 'submitting';
+    CREATE TRIGGER job_state_line_fill AFTER INSERT ON job_state
+    BEGIN
+        UPDATE job_state SET line_group = (SELECT group_name FROM jobs WHERE id = NEW.job_id),
+                             line_priority = (SELECT priority FROM jobs WHERE id = NEW.job_id),
+                             line_at = (SELECT submitted_at FROM jobs WHERE id = NEW.job_id)
+         WHERE job_id = NEW.job_id;
+    END;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -347,6 +420,12 @@ def rollback(conn) -> None:
     """End the transaction a failed statement left open (storage trouble leaves one behind)."""
     if conn.in_transaction:
         conn.execute("ROLLBACK")
+
+
+def next_handle(conn) -> int:
+    """Take the next handle of this home (inside the submitting transaction)."""
+    conn.execute("UPDATE handle_sequence SET last = last + 1 WHERE one = 1")
+    return conn.execute("SELECT last FROM handle_sequence WHERE one = 1").fetchone()[0]
 
 
 def now() -> float:

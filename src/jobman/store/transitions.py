@@ -11,7 +11,7 @@ from runkit.durations import format_time
 from ..errors import BadInput, Conflict
 from . import queries
 from .queries import load_state
-from .schema import Transaction
+from .schema import Transaction, next_handle
 
 ACTIVE = ("starting", "waiting", "running")
 
@@ -83,7 +83,8 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
     """One transaction: job + runtime state + dependency edges + job_submitted.
 
     Dependency selectors are resolved to canonical ids here, inside the transaction. before_commit
-    runs just before COMMIT (the CLI ignores interrupts from there on).
+    runs just before COMMIT (the CLI ignores interrupts from there on). Returns the stored spec, with
+    the job's handle (its short number) added.
     """
     from runkit.jsonfast import dumps
 
@@ -101,17 +102,19 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
                 seen.add((target, condition))
                 edges.append({"job": target, "condition": condition, "selector": selector})
         spec = dict(spec, dependencies=edges)
+        handle = next_handle(conn)
         conn.execute(
             "INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window, lease_duration,"
-            " renew_interval, poll_interval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " renew_interval, poll_interval, handle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, spec["name"], dumps(spec), spec["group"], spec["priority"], now,
-             windows["claim"], windows["lease"], windows["renew"], windows["poll"]))
+             windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle))
         conn.execute(
             "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline)"
             " VALUES (?, 'submitting', 1, ?, ?)", (job_id, credential_hash, now + windows["claim"]))
         conn.executemany("INSERT INTO dependencies (job_id, depends_on, condition) VALUES (?, ?, ?)",
                          [(job_id, e["job"], e["condition"]) for e in edges])
-        add_event(conn, job_id, "job_submitted", now, claim_deadline=now + windows["claim"])
+        add_event(conn, job_id, "job_submitted", now, claim_deadline=now + windows["claim"],
+                  **({"restart_of": spec["restart_of"]} if spec.get("restart_of") else {}))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -125,7 +128,7 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
         if conn.in_transaction:
             conn.execute("ROLLBACK")
             raise
-    return spec
+    return dict(spec, handle=handle)
 
 
 def fail_submission(conn, job_id: str, revision: int, now: float, detail: str) -> int:
@@ -324,6 +327,36 @@ def request_cancel(conn, job_id: str, now: float) -> tuple[str, sqlite3.Row]:
             continue
 
 
+HOLDABLE = ("submitting", "starting", "waiting")
+
+
+def set_held(conn, job_id: str, held: bool, now: float) -> tuple[str, sqlite3.Row]:
+    """Hold a job that has not started an attempt (held=True), or let it go (False). Its supervisor sees
+    the change at its next look (the caller rings its doorbell). Returns ("changed" | "unchanged" |
+    "not_waiting", state)."""
+    while True:
+        state = load_state(conn, job_id)
+        if state["phase"] not in HOLDABLE:
+            return "not_waiting", state
+        if (state["held_at"] is not None) == held:
+            return "unchanged", state
+        try:
+            with Transaction(conn):
+                _update(conn, job_id, state["revision"], HOLDABLE, {"held_at": now if held else None},
+                        " AND held_at IS " + ("NULL" if held else "NOT NULL"))
+                add_event(conn, job_id, "held" if held else "released", now)
+            return "changed", load_state(conn, job_id)
+        except Conflict:
+            continue
+
+
+def remove_group(conn, name: str) -> bool:
+    """Remove a group no job belongs to (finished ones included: their rows name it). Whether it was removed."""
+    with Transaction(conn):
+        return conn.execute("DELETE FROM groups WHERE name = ? AND NOT EXISTS"
+                            " (SELECT 1 FROM jobs WHERE group_name = ?)", (name, name)).rowcount == 1
+
+
 def add_attempt_note(conn, job_id: str, kind: str, now: float, **data) -> None:
     with Transaction(conn):
         add_event(conn, job_id, kind, now, **data)
@@ -336,12 +369,14 @@ def set_group_limit(conn, name: str, limit: int) -> None:
                      " SET slot_limit = excluded.slot_limit, revision = revision + 1", (name, limit))
 
 
-def prune(conn, cutoff: float) -> list[str]:
-    """Remove the jobs that finished at or before `cutoff`, in one transaction. Never an unfinished job,
-    nor one an unfinished job depends on, nor a lost job whose target still holds a slot. Returns their ids."""
+def prune(conn, cutoff: float, only_succeeded: bool = False) -> list[str]:
+    """Remove the jobs that finished at or before `cutoff` (only those that succeeded, if asked), in one
+    transaction. Never an unfinished job, nor one an unfinished job depends on, nor a lost job whose target
+    still holds a slot. Returns their ids."""
     with Transaction(conn):
         ids = [r[0] for r in conn.execute(
             "SELECT s.job_id FROM job_state s WHERE s.phase = 'finished' AND s.finished_at <= ? AND s.slot_held = 0"
+            + (" AND s.outcome = 'succeeded'" if only_succeeded else "") +
             " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
             "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')", (cutoff,))]
         for job_id in ids:

@@ -41,7 +41,7 @@ def test_a_unique_prefix_with_or_without_hyphens(conn):
 def test_an_ambiguous_prefix_lists_the_candidates(conn):
     add(conn, A, name="first")
     add(conn, B)
-    with pytest.raises(NotFound, match=f"ambiguous: it matches {A} \\(first\\), {B}; give more characters"):
+    with pytest.raises(NotFound, match=f"ambiguous: it matches {A} \\(handle 1, first\\), {B} \\(handle 2\\); give more characters or the handle"):
         selectors.resolve(conn, "01900000")
 
 

@@ -1,0 +1,143 @@
+"""jobman's less frequent commands (restart, signal, hold, release, group, prune) and the completion
+scripts: parse, call, render, as in jobman.cli (whose helpers they use; imported only when one runs)."""
+import sys
+
+from .cli import _duration, _parser, _print_json
+
+
+def cmd_restart(args: list[str]) -> int:
+    p = _parser("jobman restart", "Submit a finished job's specification again, as a new job that records what it\n"
+                "restarts. --with-dependents: also the jobs that ended dependency_failed because of it\n"
+                "(and because of those), re-wired to the new jobs. Prints each new id.")
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("--with-dependents", action="store_true", help="also re-submit its failed dependents")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from .restart import restart
+
+    results = restart(ns.job, with_dependents=ns.with_dependents)
+    if ns.json:
+        _print_json(results)
+    else:
+        for r in results:
+            name = f" ({r['name']})" if r["name"] else ""
+            sys.stdout.write(f"{r['id']}  job {r['handle']}{name}, restarting {r['restarts']}\n")
+    return 0
+
+
+def cmd_signal(args: list[str]) -> int:
+    p = _parser("jobman signal", "Send signal SIG to every process of a running job's tree (each one identified\n"
+                "by pid and start time, as cancel does). SIG: a name (TERM, HUP, USR1, STOP, CONT) or a number.")
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("sig", metavar="SIG")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import control
+
+    result = control.send_signal(ns.job, control.parse_signal(ns.sig))
+    if ns.json:
+        _print_json(result)
+    else:
+        sys.stdout.write(f"{result['id']}: {result['message']}\n")
+    return 0
+
+
+def _cmd_hold_or_release(args: list[str], held: bool) -> int:
+    verb = "hold" if held else "release"
+    p = _parser(f"jobman {verb}", "Hold back jobs that have not started: a held job leaves its group's line and\n"
+                "starts only after jobman release." if held
+                else "Let held jobs go on: each starts when it is eligible.")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import control
+
+    results = control.set_held(ns.jobs, held)
+    if ns.json:
+        _print_json(results)
+    else:
+        for r in results:
+            sys.stdout.write(f"{r['id']}: {r['message']}\n")
+    return 0
+
+
+def cmd_hold(args: list[str]) -> int:
+    return _cmd_hold_or_release(args, True)
+
+
+def cmd_release(args: list[str]) -> int:
+    return _cmd_hold_or_release(args, False)
+
+
+def cmd_completion(args: list[str]) -> int:
+    p = _parser("jobman completion", "Print a shell completion script. bash: eval \"$(jobman completion bash)\" in\n"
+                "~/.bashrc; zsh: the same in ~/.zshrc; fish: jobman completion fish | source.")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    ns = p.parse_args(args)
+    from .completion import script
+
+    sys.stdout.write(script(ns.shell))
+    return 0
+
+
+def cmd_jobs_words(args: list[str]) -> int:
+    """Private: the handles and names a JOB argument completes to (for the completion scripts)."""
+    from . import api
+    from .completion import job_words
+
+    st = api.State(create=False, reading=True, notify=lambda message: None)
+    if st.conn is not None:
+        sys.stdout.write("".join(f"{word}\n" for word in job_words(st.conn)))
+    return 0
+
+
+def cmd_group(args: list[str]) -> int:
+    p = _parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once; 0 pauses it.\n"
+                "The default group's limit starts at the number of CPUs.")
+    sub = p.add_subparsers(dest="action", required=True)
+    s = sub.add_parser("set", help="create a group or change its limit")
+    s.add_argument("name")
+    s.add_argument("--limit", type=int, required=True)
+    s.add_argument("--json", action="store_true")
+    lst = sub.add_parser("list", help="groups with their limits and use")
+    lst.add_argument("--json", action="store_true")
+    rm = sub.add_parser("rm", help="remove a group no job belongs to (prune its finished jobs first)")
+    rm.add_argument("name")
+    rm.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import api, render
+
+    if ns.action == "rm":
+        api.group_remove(ns.name)
+        if ns.json:
+            _print_json({"name": ns.name, "removed": True})
+        else:
+            sys.stdout.write(f"removed group {ns.name}\n")
+        return 0
+    if ns.action == "set":
+        rows = [api.group_set(ns.name, ns.limit)]
+    else:
+        rows = api.group_list()
+    if ns.json:
+        _print_json(rows[0] if ns.action == "set" else rows)
+    else:
+        sys.stdout.write(render.groups(rows) + "\n")
+    return 0
+
+
+def cmd_prune(args: list[str]) -> int:
+    p = _parser("jobman prune", "Remove finished jobs and their logs. Never touches an unfinished job, one an\n"
+                "unfinished job depends on, or a lost job whose processes still run.")
+    p.add_argument("--older-than", type=_duration("--older-than"), default=0.0, metavar="D",
+                   help="only jobs that finished more than D ago")
+    p.add_argument("--succeeded", action="store_true", help="only jobs that succeeded (keep the others to look at)")
+    p.add_argument("--json", action="store_true")
+    ns = p.parse_args(args)
+    from . import api
+
+    removed = api.prune(older_than=ns.older_than, only_succeeded=ns.succeeded)
+    if ns.json:
+        _print_json(removed)
+    else:
+        sys.stdout.write(f"removed {len(removed)} finished job(s)\n")
+    return 0

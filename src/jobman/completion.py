@@ -1,0 +1,101 @@
+"""`jobman completion bash|zsh|fish`: shell completion scripts.
+
+Commands and their flags are listed once here (a test checks them against each command's --help);
+JOB arguments complete from `jobman __jobs` (handles and names of the newest jobs).
+"""
+FLAGS = {
+    "run": "--name --cwd --env --env-policy --after-success --after-failure --after --not-before --delay --retries "
+           "--retryable-exit-code --retry-delay --retry-backoff --retry-max-delay --retry-on-timeout --timeout "
+           "--kill-after --group --priority --log-limit --separate-stderr --on-finish --json",
+    "list": "--active --all --limit --state --group --name --json",
+    "ls": "--active --all --limit --state --group --name --json",
+    "show": "--env --json",
+    "logs": "--attempt --stderr --follow --tail --json",
+    "wait": "--timeout --json --quiet",
+    "cancel": "--json",
+    "restart": "--with-dependents --json",
+    "signal": "--json",
+    "hold": "--json",
+    "release": "--json",
+    "group": "--limit --json",
+    "reconcile": "--json",
+    "prune": "--older-than --succeeded --json",
+    "completion": "",
+}
+TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release")
+JOBS_SHOWN = 200  # handles and names offered for a JOB argument
+
+BASH = """# jobman completion for bash: eval "$(jobman completion bash)"
+_jobman() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" cmd="${COMP_WORDS[1]}" flags="" i
+    if [ "$COMP_CWORD" -eq 1 ]; then
+        COMPREPLY=($(compgen -W "%(commands)s --help --version" -- "$cur"))
+        return
+    fi
+    if [ "$cmd" = run ]; then
+        for ((i = 2; i < COMP_CWORD; i++)); do
+            if [ "${COMP_WORDS[i]}" = "--" ]; then
+                COMPREPLY=($(compgen -c -- "$cur"))
+                return
+            fi
+        done
+    fi
+    case "$cmd" in
+%(cases)s
+    esac
+    if [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "$flags" -- "$cur"))
+    elif [[ " %(takes_job)s " == *" $cmd "* ]]; then
+        COMPREPLY=($(compgen -W "$(jobman __jobs 2>/dev/null)" -- "$cur"))
+    elif [ "$cmd" = completion ]; then
+        COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur"))
+    elif [ "$cmd" = group ] && [ "$COMP_CWORD" -eq 2 ]; then
+        COMPREPLY=($(compgen -W "set list rm" -- "$cur"))
+    fi
+}
+complete -o default -F _jobman jobman
+"""
+
+ZSH = """# jobman completion for zsh: eval "$(jobman completion zsh)" (uses zsh's bash completion layer)
+autoload -U +X compinit && compinit
+autoload -U +X bashcompinit && bashcompinit
+""" + "%(bash)s"
+
+FISH_HEAD = """# jobman completion for fish: jobman completion fish | source
+complete -c jobman -f
+complete -c jobman -n __fish_use_subcommand -a "%(commands)s"
+complete -c jobman -n __fish_use_subcommand -l help -l version
+complete -c jobman -n "__fish_seen_subcommand_from %(takes_job)s" -a "(jobman __jobs 2>/dev/null)"
+complete -c jobman -n "__fish_seen_subcommand_from completion" -a "bash zsh fish"
+complete -c jobman -n "__fish_seen_subcommand_from group" -a "set list rm"
+"""
+
+
+def script(shell: str) -> str:
+    commands = " ".join(FLAGS)
+    if shell in ("bash", "zsh"):
+        cases = "\n".join(f'        {cmd}) flags="{flags}" ;;' for cmd, flags in FLAGS.items() if flags)
+        bash = BASH % {"commands": commands, "cases": cases, "takes_job": " ".join(TAKES_JOB)}
+        return bash if shell == "bash" else ZSH % {"bash": bash}
+    if shell == "fish":
+        lines = [FISH_HEAD % {"commands": commands, "takes_job": " ".join(TAKES_JOB)}]
+        for cmd, flags in FLAGS.items():
+            for flag in flags.split():
+                lines.append(f'complete -c jobman -n "__fish_seen_subcommand_from {cmd}" -l {flag[2:]}\n')
+        return "".join(lines)
+    from .errors import BadInput
+
+    raise BadInput(f"no completion for shell {shell!r}: use bash, zsh or fish")
+
+
+def job_words(conn) -> list[str]:
+    """Handles and names of the newest jobs, newest first (what a JOB argument completes to)."""
+    from .store.queries import newest_handles_and_names
+
+    words = []
+    for handle, name in newest_handles_and_names(conn, JOBS_SHOWN):
+        if handle is not None:
+            words.append(str(handle))
+        if name and name not in words and name.isprintable() and " " not in name:
+            words.append(name)
+    return words

@@ -1,0 +1,89 @@
+"""`jobman signal JOB SIG`, `jobman hold JOB` and `jobman release JOB`.
+
+A signal goes to every process of the job's target tree, found as `jobman cancel` finds a lost job's
+(the recorded root, its session and process group, and every process carrying the job's id in its
+environment), each pinned to its start time, so a recycled pid is never signalled. The supervisor
+is not part of the tree and is never signalled.
+"""
+import os
+import time
+
+from runkit import proc
+
+from . import doorbell
+from .store import queries, transitions
+from .errors import BadInput
+
+MAX_SIGNAL = 64  # SIGRTMAX on Linux
+
+
+def parse_signal(text: str) -> int:
+    """A signal by name (TERM, SIGTERM, sigterm) or number; BadInput otherwise."""
+    import signal
+
+    word = text.strip().upper()
+    if word.isdigit():
+        number = int(word)
+        if 1 <= number <= MAX_SIGNAL:
+            return number
+    else:
+        name = word if word.startswith("SIG") else "SIG" + word
+        found = getattr(signal.Signals, name, None) if name.isidentifier() else None
+        if found is not None:
+            return int(found)
+    raise BadInput(f"unknown signal {text!r}: give a name (TERM, HUP, USR1, STOP, CONT, ...) or a number "
+                   f"from 1 to {MAX_SIGNAL}")
+
+
+def send_signal(selector: str, sig: int, environ=os.environ) -> dict:
+    from . import targets
+    from .api import State
+
+    st = State(environ, create=False)
+    job_id = st.resolve(selector)
+    st.reconcile()
+    state = queries.load_state(st.conn, job_id)
+    name = proc.signal_name(sig) or str(sig)
+    if state["phase"] != "running" and not (state["outcome"] == "lost" and state["slot_held"]):
+        what = state["outcome"] or state["phase"]
+        raise BadInput(f"job {selector} is {what}: it has no running process to send {name} to"
+                       + (" (jobman cancel stops a waiting job)" if state["phase"] != "finished" else ""))
+    attempt = queries.last_attempt(st.conn, job_id)
+    found = targets.processes(job_id, attempt)
+    sent = [st_.pid for st_ in found if proc.signal_exact(st_.pid, st_.start_time, sig)]
+    transitions.add_attempt_note(st.conn, job_id, "signal_sent", time.time(), signal=name, processes=len(sent))
+    if not sent:
+        message = f"no process of its tree was found to send {name} to (it may be ending)"
+    else:
+        message = f"sent {name} to {len(sent)} process(es): pid {', '.join(map(str, sent))}"
+    return {"id": job_id, "signal": name, "pids": sent, "message": message}
+
+
+def set_held(selectors: list[str], held: bool, environ=os.environ) -> list[dict]:
+    """Hold (or release) each job. Every selector is resolved and every job checked first: a job that
+    has started already is an error that changes nothing."""
+    from .api import State
+
+    st = State(environ, create=False)
+    ids = [st.resolve(s) for s in selectors]
+    st.reconcile()
+    verb = "hold" if held else "release"
+    for selector, job_id in zip(selectors, ids):
+        state = queries.load_state(st.conn, job_id)
+        if state["phase"] not in transitions.HOLDABLE:
+            phase = state["outcome"] or state["phase"]
+            hint = " (jobman signal JOB STOP pauses a running one)" if held and phase == "running" else ""
+            raise BadInput(f"cannot {verb} job {selector}: it is {phase}; only a job that has not started "
+                           f"can be held{hint}")
+    results = []
+    for selector, job_id in zip(selectors, ids):
+        what, state = transitions.set_held(st.conn, job_id, held, time.time())
+        if what == "changed":
+            doorbell.ring(st.home, job_id)
+        elif what == "not_waiting":  # it started between the check and the change
+            what = f"not changed: it is {state['outcome'] or state['phase']} now"
+        message = {"changed": "held: it will not start until jobman release" if held
+                   else "released: it starts when it is eligible",
+                   "unchanged": "already held" if held else "was not held"}.get(what, what)
+        results.append({"id": job_id, "held": held, "changed": what == "changed", "message": message})
+    return results

@@ -1,0 +1,128 @@
+"""The small things of daily use (issue 13): show's environment summary, --version, completion, usage,
+wait --timeout's own exit code, group rm, prune --succeeded, the on-finish hook."""
+import json
+import re
+import subprocess
+
+from runkit.outcomes import EXIT_TIMED_OUT, EXIT_WAIT_TIMED_OUT
+from tests.helpers import wait_for
+from tests.jobman.conftest import JOBMAN
+
+
+def test_show_sums_up_the_environment_and_env_lists_it(jobman):
+    job_id = jobman.run("true", opts=["--env", "API_TOKEN=hunter2", "--env", "MODE=fast"],
+                       env={"ONLY_AT_SUBMISSION": "1"})
+    jobman("wait", job_id, check=True)
+    shown = jobman.show(job_id)
+    env = shown["environment"]
+    assert env["count"] == len(shown["spec"]["env"])
+    assert env["only_in_job"] == ["API_TOKEN", "MODE", "ONLY_AT_SUBMISSION"] and env["changed"] == []
+    human = jobman("show", job_id, check=True).stdout
+    assert f"environment: inherit, {env['count']} variables" in human
+    assert "set with --env: API_TOKEN=**** MODE=fast" in human
+    assert "differs from this shell: API_TOKEN (only in the job), MODE (only in the job)" in human
+    assert "PATH=" not in human and "hunter2" not in human  # no full listing without --env
+    full = jobman("show", "--env", job_id, check=True).stdout
+    assert "PATH=" in full and "API_TOKEN=****" in full and "hunter2" not in full
+    changed = jobman("show", job_id, env={"MODE": "slow", "NEW_HERE": "x"}, check=True).stdout
+    assert "MODE (changed)" in changed and "NEW_HERE (not in the job)" in changed
+
+
+def test_version_usage_and_wait_timeout_code():
+    version = subprocess.run([JOBMAN, "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and re.fullmatch(r"jobman \d+\.\d+\.\d+\n", version.stdout)
+    bare = subprocess.run([JOBMAN], capture_output=True, text=True)
+    assert bare.returncode == 2 and bare.stdout == "" and bare.stderr.startswith("usage: jobman")
+    assert EXIT_WAIT_TIMED_OUT != EXIT_TIMED_OUT
+
+
+def test_wait_timeout_is_told_apart_from_a_timed_out_job(jobman):
+    slow = jobman.run("sleep", "30")
+    timed_out = jobman.run("sleep", "30", opts=["--timeout", "0.2s", "--kill-after", "0.2s"])
+    assert jobman("wait", timed_out).returncode == EXIT_TIMED_OUT == 124
+    gave_up = jobman("wait", "--timeout", "0.2s", slow)
+    assert gave_up.returncode == EXIT_WAIT_TIMED_OUT == 120 and "job 1" in gave_up.stderr
+    jobman("cancel", slow, check=True)
+
+
+def _bash_complete(jobman, line: str) -> list[str]:
+    words = line.split(" ")
+    script = (f'eval "$({JOBMAN} completion bash)"; COMP_WORDS=({" ".join(repr(w) for w in words)}); '
+              f'COMP_CWORD={len(words) - 1}; _jobman; printf "%s\\n" "${{COMPREPLY[@]}}"')
+    result = subprocess.run(["bash", "--norc", "-c", script], env=jobman.env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_bash_completion_completes_commands_flags_and_jobs(jobman):
+    job_id = jobman.run("true", opts=["--name", "nightly-build"])
+    jobman("wait", job_id, check=True)
+    assert "restart" in _bash_complete(jobman, "jobman re")
+    assert _bash_complete(jobman, "jobman restart --w") == ["--with-dependents"]
+    assert _bash_complete(jobman, "jobman list --st") == ["--state"]
+    assert sorted(_bash_complete(jobman, "jobman show ")) == ["1", "nightly-build"]
+    assert _bash_complete(jobman, "jobman logs night") == ["nightly-build"]
+    assert _bash_complete(jobman, "jobman completion f") == ["fish"]
+    for shell, needle in (("zsh", "bashcompinit"), ("fish", "complete -c jobman")):
+        text = jobman("completion", shell, check=True).stdout
+        assert needle in text and "restart" in text and "with-dependents" in text
+    assert jobman("completion", "tcsh").returncode == 2
+
+
+def test_completion_knows_every_command_and_flag(jobman):
+    """The completion table agrees with the commands' own --help."""
+    from jobman.cli import COMMANDS
+    from jobman.completion import FLAGS
+
+    assert set(FLAGS) == {c for c in COMMANDS if not c.startswith("__")}
+    for command, flags in FLAGS.items():
+        helps = [jobman(command, "--help", check=True).stdout]
+        if command == "group":
+            helps += [jobman("group", action, "--help", check=True).stdout for action in ("set", "list", "rm")]
+        # argparse's option lines: "  --name NAME", "  -f, --follow", "  -n N, --tail N"
+        found = {f for text in helps
+                 for f in re.findall(r"^ +(?:-\w(?: \S+)?, )?(--[a-z][a-z-]*)", text, re.M)} - {"--help"}
+        assert found == set(flags.split()), command
+
+
+def test_group_rm(jobman):
+    jobman("group", "set", "nightly", "--limit", "1", check=True)
+    job_id = jobman.run("true", opts=["--group", "nightly"])
+    jobman("wait", job_id, check=True)
+    refused = jobman("group", "rm", "nightly")
+    assert refused.returncode == 2 and "still has 1 job(s)" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
+    assert jobman("group", "rm", "default").returncode == 2
+    assert jobman("group", "rm", "nosuch").returncode == 2
+    jobman("prune", check=True)
+    assert jobman("group", "rm", "nightly", check=True).stdout == "removed group nightly\n"
+    groups = [g["name"] for g in json.loads(jobman("group", "list", "--json", check=True).stdout)]
+    assert groups == ["default"]
+
+
+def test_prune_succeeded_keeps_the_failures(jobman):
+    ok = jobman.run("true")
+    bad = jobman.run("false")
+    jobman("wait", ok, bad)
+    assert jobman("prune", "--succeeded", check=True).stdout == "removed 1 finished job(s)\n"
+    assert [j["id"] for j in json.loads(jobman("list", "--json", check=True).stdout)] == [bad]
+
+
+def test_on_finish_hook_gets_the_outcome_and_cannot_change_it(jobman, tmp_path):
+    out = tmp_path / "hook.out"
+    hook = f'echo "$JOBMAN_JOB_ID $JOBMAN_JOB_HANDLE $JOBMAN_OUTCOME $JOBMAN_EXIT_CODE" >> {out}; exit 9'
+    failed = jobman.run("sh", "-c", "exit 3", opts=["--on-finish", hook])
+    assert jobman("wait", failed).returncode == 3
+    wait_for(lambda: out.exists() and out.read_text(), timeout=20, message="the hook to run")
+    assert out.read_text() == f"{failed} 1 failed 3\n"
+    shown = wait_for(lambda: (s := jobman.show(failed)) and any(e["kind"] == "on_finish" for e in s["events"]) and s,
+                     timeout=20, message="the hook to be recorded")
+    event = next(e for e in shown["events"] if e["kind"] == "on_finish")
+    assert event["exit_code"] == 9 and shown["outcome"] == "failed"  # the hook's failure changed nothing
+    assert "on finish:   " + hook in jobman("show", failed, check=True).stdout
+    blocker = jobman.run("sleep", "30")
+    cancelled = jobman.run("true", opts=["--after-success", blocker, "--on-finish", f"echo $JOBMAN_OUTCOME >> {out}"])
+    jobman("cancel", blocker, check=True)
+    assert jobman("wait", cancelled).returncode == 122
+    wait_for(lambda: out.read_text().endswith("dependency_failed\n"), timeout=20, message="the second hook")
+    assert jobman("run", "--on-finish", "", "--", "true").returncode == 2
