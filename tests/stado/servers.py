@@ -16,6 +16,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 from dataclasses import dataclass, field
@@ -131,8 +132,7 @@ class SeaweedFS:
 # free_port() only says a port was free a moment ago: parallel test workers start servers at the same time,
 # and one may take a port another picked. A start that failed that way is tried again on fresh ports.
 # A port taken between our probe and the server's bind (other suites start servers too) shows as one of these,
-# or as the server dying at start (SeaweedFS's filer exits with a Fatalf whose reason falls outside the tail).
-PORT_TAKEN = ("is not available", "address already in use", "EADDRINUSE", "the server exited with status")
+PORT_TAKEN = ("is not available", "address already in use", "EADDRINUSE")
 START_ATTEMPTS = 3
 
 
@@ -166,12 +166,14 @@ def _start_seaweedfs(workdir: Path, bucket: str) -> SeaweedFS:
                 "actions": [f"{action}:{bucket}" for action in ("Read", "Write", "List", "Tagging")]}
     s3_config = workdir / "s3.json"
     s3_config.write_text(json.dumps({"identities": [identity]}))
+    # A unix socket's path holds at most 107 bytes: pytest's directories under -n are longer than that.
+    sockets = Path(tempfile.mkdtemp(prefix="weed-", dir="/tmp"))
     # weed derives each gRPC port as HTTP port + 10000 (the admin worker ignores -admin.port.grpc).
     ports = {name: free_port(with_offset=10000) for name in ("master", "volume", "filer", "s3", "admin")}
     argv = [str(WEED), "mini", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}", "-master.telemetry=false",
             "-admin.ui=false", "-webdav=false", f"-bucket={bucket}", f"-s3.config={s3_config}",
             "-s3.autoCreateBucket=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-            f"-filer.localSocket={workdir / 'filer.sock'}", f"-s3.localSocket={workdir / 's3.sock'}",
+            f"-filer.localSocket={sockets / 'filer.sock'}", f"-s3.localSocket={sockets / 's3.sock'}",
             *(f"-{name}.port={port}" for name, port in ports.items())]
     log = workdir / "weed.log"
     started = time.monotonic()
