@@ -140,6 +140,41 @@ class FileStore(ObjectStore):
         found.sort()
         return iter(found)
 
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+        """As the interface says; the walk reads names only (the directory entries' types come with them) and
+        stats just the page it returns, so a page of a 100,000-entry prefix costs a name scan, not 100,000
+        stats."""
+        import heapq
+
+        prefix = dir_prefix(prefix)
+        names, pending = [], [prefix]
+        while pending:
+            rel_dir = pending.pop()
+            try:
+                with os.scandir(os.path.join(self._objects, rel_dir)) as it:
+                    for item in it:
+                        key = rel_dir + item.name
+                        try:
+                            if item.is_dir(follow_symlinks=False):
+                                pending.append(key + "/")
+                            elif (start_after is None or key > start_after) and item.is_file(follow_symlinks=False):
+                                names.append(key)
+                        except FileNotFoundError:
+                            continue
+            except _MISSING:
+                continue
+        page = []
+        for key in heapq.nsmallest(limit, names) if len(names) > 4 * limit else sorted(names):
+            st = _stat_or_none(os.path.join(self._objects, key))
+            if st is not None:  # deleted since the scan: as if listed a moment later
+                page.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
+                if len(page) == limit:
+                    break
+        if len(page) < limit and len(names) > 4 * limit:
+            # Some were deleted meanwhile: a short page would read as the end of the listing; fill it the slow way.
+            return ObjectStore.list_page(self, prefix, start_after=start_after, limit=limit)
+        return page
+
     # -- writes: under the key's bucket lock --------------------------------------------------------
 
     @_os_errors_reported
