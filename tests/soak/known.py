@@ -18,12 +18,6 @@ class Known:
 
 
 KNOWN = [
-    Known("jobman", "issue 9 (branch jobman-queue)",
-          r"^(one-line errors|logs): .*(database or disk is full|database is locked|disk I/O error|OperationalError)",
-          "a full disk or a held write lock ends `jobman run` or a supervisor in a traceback"),
-    Known("jobman", "issue 9 (branch jobman-queue)",
-          r"^explained: .* ended (lost|submission_failed), .*storage faults under way",
-          "a supervisor that meets a full disk or a held write lock dies, and its job is recorded lost"),
 ]
 
 
