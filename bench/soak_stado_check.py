@@ -19,7 +19,7 @@ import json
 import time
 
 from soak_common import overlaps, processes_mentioning, read_ledger, scan_logs
-from soak_stado_chaos import KILL_AFTER, POLL
+from soak_stado_chaos import KILL_AFTER, POLL, SETTLE
 
 SLACK = 0.05       # the ledger's clock against the agents' (the same clock; records keep milliseconds)
 RESUME_GRACE = 2.0  # scheduling slack on a loaded 2-core machine, on top of a poll
@@ -87,12 +87,20 @@ def _stops_of(faults, pid: int) -> list:
 
 def _stale_copy_ok(a, b, faults, lags: list) -> bool:
     """The older run `a` and the newer `b` overlapped: allowed if a's agent was stopped before b started and
-    `a` ended within a poll (plus slack) of that agent resuming."""
+    `a` ended within a poll (plus slack) of that agent resuming, or a's agent was killed and its host's agents
+    stopped `a` on their next pass."""
     for stop in _stops_of(faults, a.owner):
         if stop.t0 <= b.start and a.start <= stop.t1:
             if a.end is not None and a.end <= stop.t1 + POLL + RESUME_GRACE:
                 lags.append(max(0.0, a.end - stop.t1))
                 return True
+    # A killed agent's process goes on (seed 003: for the restart check); the job was requeued before `b`
+    # started, and the host's agents stop the orphan on their next pass (see _late_end_ok).
+    for kill in faults.of("agent_kill"):
+        if kill.pid == a.owner and a.start <= kill.t0 <= b.start and a.end is not None and \
+                a.end <= b.start + SETTLE + POLL + KILL_AFTER + RESUME_GRACE:
+            lags.append(max(0.0, a.end - b.start))
+            return True
     return False
 
 
@@ -122,9 +130,10 @@ def _runs(r, final, runs, faults) -> None:
                                                         f"{_how_ended(run)} after its {doc['state']} record at "
                                                         f"{doc.get('finished_at')}{_killed(run, faults, now)}")
     if lags:
-        r.notes.append(f"{len(lags)} stale cop(ies) of reaped jobs ran beside a new run or past the record and "
-                       f"stopped at most {max(lags):.2f} s after their agent resumed (allowed: a poll, {POLL} s, plus "
-                       f"{RESUME_GRACE} s)")
+        r.notes.append(f"{len(lags)} stale cop(ies) of reaped jobs (their agent stopped or killed) ran past the record "
+                       f"and ended at most {max(lags):.2f} s after their agent resumed or the record was written (allowed: "
+                       f"a poll, {POLL} s, plus {RESUME_GRACE} s; for a killed agent also the host's reaper pass, "
+                       f"{SETTLE} s, and --kill-after, {KILL_AFTER} s)")
     r.checks["runs in the ledger"] = sum(len(v) for v in runs.values())
 
 
@@ -136,6 +145,14 @@ def _late_end_ok(run, doc, faults, lags) -> bool:
     for stop in _stops_of(faults, run.owner):
         if stop.t0 <= doc["_at"] + SLACK and run.start <= stop.t1 and run.end <= stop.t1 + POLL + RESUME_GRACE:
             lags.append(max(0.0, run.end - stop.t1))
+            return True
+    # Seed 003 keeps a job's process alive when its agent dies (so that the agent restarting on the host can
+    # watch it to its end): once its record is terminal, the host's agents stop it, the restarted one at its
+    # start, its live sibling on its reaper pass. Allowed: that pass, a poll, --kill-after, and the slack.
+    for kill in faults.of("agent_kill"):
+        if kill.pid == run.owner and run.start <= kill.t0 <= doc["_at"] + SLACK and \
+                run.end <= doc["_at"] + SETTLE + POLL + KILL_AFTER + RESUME_GRACE:
+            lags.append(max(0.0, run.end - doc["_at"]))
             return True
     return False
 
