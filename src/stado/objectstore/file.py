@@ -61,6 +61,7 @@ class FileStore(ObjectStore):
         self._objects = os.path.join(self.root, "objects")
         self._locks = os.path.join(self.root, "locks")
         self._tmp = os.path.join(self.root, "tmp")
+        self._quiet_names: dict[str, tuple[int, list[str]]] = {}  # list_page's names of a directory at rest
         try:
             for path in (self.root, self._objects, self._locks, self._tmp):  # private to this user
                 os.makedirs(path, mode=0o700, exist_ok=True)
@@ -144,10 +145,43 @@ class FileStore(ObjectStore):
         """As the interface says; the walk reads names only (the directory entries' types come with them) and
         stats just the page it returns, so a page of a 100,000-entry prefix costs a name scan, not 100,000
         stats."""
+        import bisect
         import heapq
+        from itertools import islice
 
         prefix = dir_prefix(prefix)
-        names, pending = [], [prefix]
+        names, ordered = self._names_under(prefix)
+        if ordered:
+            candidates = islice(names, 0 if start_after is None else bisect.bisect_right(names, start_after), None)
+        else:
+            names = [key for key in names if start_after is None or key > start_after]
+            candidates = heapq.nsmallest(limit, names) if len(names) > 4 * limit else sorted(names)
+        page = []
+        for key in candidates:
+            st = _stat_or_none(os.path.join(self._objects, key))
+            if st is not None:  # deleted since the scan: as if listed a moment later
+                page.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
+                if len(page) == limit:
+                    break
+        if len(page) < limit and not ordered and len(names) > 4 * limit:
+            # Some were deleted meanwhile: a short page would read as the end of the listing; fill it the slow way.
+            return ObjectStore.list_page(self, prefix, start_after=start_after, limit=limit)
+        return page
+
+    def _names_under(self, prefix: str) -> "tuple[list[str], bool]":
+        """Every object key under `prefix`, from the directory entries' names and types (no stat per entry).
+        A flat directory at rest (unmodified for a second before the scan began: its mtime, coarse-grained,
+        cannot hide a change made after the scan) is remembered, and scanned again only once it changes."""
+        top = os.path.join(self._objects, prefix)
+        try:
+            mtime = os.stat(top).st_mtime_ns
+        except OSError:
+            mtime = None
+        cached = self._quiet_names.get(prefix)
+        if cached is not None and mtime is not None and cached[0] == mtime:
+            return cached[1], True
+        began = time.time_ns()
+        names, pending, flat = [], [prefix], True
         while pending:
             rel_dir = pending.pop()
             try:
@@ -157,23 +191,18 @@ class FileStore(ObjectStore):
                         try:
                             if item.is_dir(follow_symlinks=False):
                                 pending.append(key + "/")
-                            elif (start_after is None or key > start_after) and item.is_file(follow_symlinks=False):
+                                flat = False
+                            elif item.is_file(follow_symlinks=False):
                                 names.append(key)
                         except FileNotFoundError:
                             continue
             except _MISSING:
                 continue
-        page = []
-        for key in heapq.nsmallest(limit, names) if len(names) > 4 * limit else sorted(names):
-            st = _stat_or_none(os.path.join(self._objects, key))
-            if st is not None:  # deleted since the scan: as if listed a moment later
-                page.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
-                if len(page) == limit:
-                    break
-        if len(page) < limit and len(names) > 4 * limit:
-            # Some were deleted meanwhile: a short page would read as the end of the listing; fill it the slow way.
-            return ObjectStore.list_page(self, prefix, start_after=start_after, limit=limit)
-        return page
+        if flat and mtime is not None and began - mtime > 1_000_000_000:
+            names.sort()
+            self._quiet_names[prefix] = (mtime, names)
+            return names, True
+        return names, False
 
     # -- writes: under the key's bucket lock --------------------------------------------------------
 
