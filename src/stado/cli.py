@@ -64,7 +64,8 @@ def _parser():
         def error(self, message):  # one line, not argparse's usage block
             raise BadInput(f"{message}; see `{self.prog} --help`")
 
-    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).")
+    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).",
+               epilog="`stado COMMAND --help` explains each command; `stado --version` prints the version.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     s = sub.add_parser("submit", help="queue a shell command (or a batch file of them)")
@@ -488,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
         args = _fast_submit(argv)
         if args is None:
             parser = _parser()
+            if argv and argv[0] in ("--version", "-V"):
+                sys.stdout.write(f"{PROG} {_version()}\n")
+                return 0
             if not argv or argv[0] in ("-h", "--help", "help"):
                 parser.print_help(sys.stdout if argv else sys.stderr)
                 return 0 if argv else 2
@@ -522,6 +526,15 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, StoreError):
             return _fail(f"object store error: {e}", 1)
         raise
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jobman-stado")
+    except PackageNotFoundError:
+        return "(version unknown: not installed as a package)"
 
 
 def _fail(message: str, code: int) -> int:
