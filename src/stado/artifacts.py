@@ -234,6 +234,10 @@ def fetch_inputs(store: ObjectStore, inputs: list[dict], work_dir: str, *, progr
     fetched by an attempt that stalled stay in `partial_dir` for the next one."""
     wanted = []
     for ref in inputs:
+        if ref.get("upload"):  # sent by `stado submit --upload`: its size and SHA-256 are in the spec
+            wanted.append((ref, {"name": ref["name"], "size": ref["size"], "sha256": ref["sha256"],
+                                 "mode": ref.get("mode")}))
+            continue
         manifest = read_manifest(store, ref["job"])
         entry = next((e for e in (manifest or {}).get("artifacts", []) if e.get("name") == ref["name"]), None)
         if entry is None:
@@ -241,8 +245,9 @@ def fetch_inputs(store: ObjectStore, inputs: list[dict], work_dir: str, *, progr
         wanted.append((ref, entry))
     delivered = []
     for ref, entry in wanted:
+        key_of = (lambda name, job=ref["job"]: keys.upload(job, name)) if ref.get("upload") else None
         for got in download(store, ref["job"], [entry], work_dir, progress=progress, stall_seconds=stall_seconds,
-                            partial_dir=partial_dir):
+                            partial_dir=partial_dir, key_of=key_of):
             delivered.append({"job": ref["job"], "name": ref["name"], "path": got["path"], "size": got["size"],
                               "sha256": got["sha256"]})
     return delivered
