@@ -29,9 +29,10 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def write_temp(directory: str, data: bytes, *, mode: int = 0o600,
+def write_temp(directory: str, data, *, mode: int = 0o600,
                mtime_ns: int | None = None) -> tuple[str, os.stat_result]:
-    """Write data to a new, uniquely named file in directory and fsync it; return its path and stat.
+    """Write data (bytes, or an iterable of bytes written as they come) to a new, uniquely named file in
+    directory and fsync it; return its path and stat.
 
     For callers that publish the file themselves (os.rename, then fsync_dir) because they keep
     temporary files apart from the published tree, or need the file's identity before it is visible.
@@ -41,9 +42,10 @@ def write_temp(directory: str, data: bytes, *, mode: int = 0o600,
     path = os.path.join(directory, f".tmp.{os.getpid()}.{os.urandom(8).hex()}")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        for chunk in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
         if mtime_ns is not None:
             os.utime(fd, ns=(mtime_ns, mtime_ns))
         os.fsync(fd)

@@ -76,12 +76,14 @@ def stage(paths: list[str], env: dict[str, str], name: str | None = None, *, wha
         tmp = os.path.join(staging_tmp, f"{os.getpid()}.{len(staged)}")  # renamed into staging/ once complete
         h, size = hashlib.sha256(), 0
         with open(real, "rb") as src, open(tmp, "wb") as dst:
+            mode = os.fstat(src.fileno()).st_mode & 0o777
             while chunk := src.read(1 << 20):
                 h.update(chunk)
                 size += len(chunk)
                 dst.write(chunk)
+        os.chmod(tmp, mode)  # the staged copy carries the file's mode to the agent's upload
         os.replace(tmp, os.path.join(staging, artifact))
-        staged.append({"name": artifact, "size": size, "sha256": h.hexdigest()})
+        staged.append({"name": artifact, "size": size, "sha256": h.hexdigest(), "mode": mode})
     return staged
 
 
@@ -99,10 +101,9 @@ def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | No
         if why:
             refused.append({"name": artifact, "reason": why})
             continue
-        with open(os.path.join(staging, artifact), "rb") as f:
-            data = f.read()
-        store.put(keys.artifact(job_id, artifact), data)
-        entries.append({"name": artifact, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        path = os.path.join(staging, artifact)
+        size, sha256, mode = transfer.upload_file(store, keys.artifact(job_id, artifact), path)
+        entries.append({"name": artifact, "size": size, "sha256": sha256, "mode": mode})
     manifest = {"job": job_id, "written_at": iso(time.time() if now is None else now), "artifacts": entries,
                 "generation": 1, "nonce": os.urandom(12).hex()}
     if refused:
@@ -134,9 +135,14 @@ def read_manifest(store: ObjectStore, job_id: str) -> dict | None:
         raise ArtifactError(f"{keys.manifest(job_id)}: the result manifest has no artifact list")
     for entry in manifest["artifacts"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("size"), int) or not isinstance(
-                entry.get("sha256"), str):
+                entry.get("sha256"), str) or not valid_mode(entry.get("mode")):
             raise ArtifactError(f"{keys.manifest(job_id)}: malformed manifest entry {entry!r}"[:200])
     return manifest
+
+
+def valid_mode(mode) -> bool:
+    """A recorded mode: permission bits (0..0o777), or absent (written before modes were kept)."""
+    return mode is None or (isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode <= 0o777)
 
 
 def _inside(directory: str, name: str) -> str:
@@ -150,11 +156,14 @@ def _inside(directory: str, name: str) -> str:
 
 
 def download(store: ObjectStore, job_id: str, entries: list[dict], directory: str, *, progress: Progress,
-             stall_seconds: float, partial_dir: str | None = None) -> list[dict]:
+             stall_seconds: float, partial_dir: str | None = None, key_of=None) -> list[dict]:
     """Download and verify each entry into `directory`, in ranges that resume (transfer.download). Every
     name is checked before anything is written; a file whose size or SHA-256 differs from the manifest is
     not kept, and ChecksumMismatch names it after the others are in place. Bytes fetched before a stall
-    stay in a hidden partial file (in `partial_dir`, default `directory`) that the next attempt resumes."""
+    stay in a hidden partial file (in `partial_dir`, default `directory`) that the next attempt resumes.
+    key_of(name) is the object's key (default: job_id's artifact of that name); a file gets the entry's
+    `mode` (an entry without one, written before modes were kept, gets 0644)."""
+    key_of = key_of or (lambda name: keys.artifact(job_id, name))
     try:
         os.makedirs(directory, exist_ok=True)
         if not os.path.isdir(directory) or not os.access(directory, os.W_OK | os.X_OK):
@@ -173,7 +182,7 @@ def download(store: ObjectStore, job_id: str, entries: list[dict], directory: st
     for entry, target in targets:
         partial = os.path.join(partial_dir, ".stado-partial-" + hashlib.sha256(entry["name"].encode()).hexdigest()[:16])
         try:
-            transfer.download(store, keys.artifact(job_id, entry["name"]), partial, size=entry["size"],
+            transfer.download(store, key_of(entry["name"]), partial, size=entry["size"],
                               sha256=entry["sha256"], progress=progress, stall_seconds=stall_seconds)
         except NotFound:
             bad.append(f"{entry['name']} (missing from the store)")
@@ -183,7 +192,8 @@ def download(store: ObjectStore, job_id: str, entries: list[dict], directory: st
             continue
         except TransferStalled as e:
             raise TransferStalled(f"{entry['name']}: {e}") from None
-        transfer.publish(partial, target)
+        mode = entry.get("mode")
+        transfer.publish(partial, target, 0o644 if mode is None else mode)
         done.append(dict(entry, path=target))
     if bad:
         raise ChecksumMismatch(f"job {job_id}: verification failed for {', '.join(bad)}; those files were not kept")
@@ -224,6 +234,10 @@ def fetch_inputs(store: ObjectStore, inputs: list[dict], work_dir: str, *, progr
     fetched by an attempt that stalled stay in `partial_dir` for the next one."""
     wanted = []
     for ref in inputs:
+        if ref.get("upload"):  # sent by `stado submit --upload`: its size and SHA-256 are in the spec
+            wanted.append((ref, {"name": ref["name"], "size": ref["size"], "sha256": ref["sha256"],
+                                 "mode": ref.get("mode")}))
+            continue
         manifest = read_manifest(store, ref["job"])
         entry = next((e for e in (manifest or {}).get("artifacts", []) if e.get("name") == ref["name"]), None)
         if entry is None:
@@ -231,8 +245,9 @@ def fetch_inputs(store: ObjectStore, inputs: list[dict], work_dir: str, *, progr
         wanted.append((ref, entry))
     delivered = []
     for ref, entry in wanted:
+        key_of = (lambda name, job=ref["job"]: keys.upload(job, name)) if ref.get("upload") else None
         for got in download(store, ref["job"], [entry], work_dir, progress=progress, stall_seconds=stall_seconds,
-                            partial_dir=partial_dir):
+                            partial_dir=partial_dir, key_of=key_of):
             delivered.append({"job": ref["job"], "name": ref["name"], "path": got["path"], "size": got["size"],
                               "sha256": got["sha256"]})
     return delivered

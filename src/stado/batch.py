@@ -20,7 +20,7 @@ def submission_from_args(args, command: str) -> Submission:
         check_name(spec.name)
     inputs = tuple(parse_input(text) for text in args.input)
     validate(spec)
-    return Submission(spec, inputs)
+    return Submission(spec, inputs, tuple(getattr(args, "upload", None) or ()))
 
 
 def read_batch(path: str, defaults: Submission) -> list[Submission]:
@@ -31,7 +31,7 @@ def read_batch(path: str, defaults: Submission) -> list[Submission]:
     per line, so a shell line that starts with '[' or '{' stays a command.
 
     The submit flags are defaults for every entry: an entry's own field wins (its `inputs` replace the
-    --input flags). --name names the one job of a one-entry batch; with more entries it is refused."""
+    --input flags; --upload files go to every job, uploaded once). --name names the one job of a one-entry batch; with more entries it is refused."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -127,7 +127,7 @@ def _number(value) -> bool:
 
 def _entry(entry, defaults: Submission) -> Submission:
     if isinstance(entry, str):
-        return Submission(validate(defaults.spec._replace(command=entry)), defaults.inputs)
+        return Submission(validate(defaults.spec._replace(command=entry)), defaults.inputs, defaults.uploads)
     if not isinstance(entry, dict):
         raise BadInput("each job is a command string or a table/object with a command")
     unknown = sorted(set(entry) - set(FIELDS))
@@ -152,8 +152,8 @@ def _entry(entry, defaults: Submission) -> Submission:
             changes[field] = _strings(entry[key], key)
     spec = validate(defaults.spec._replace(**changes))
     if "inputs" not in entry:
-        return Submission(spec, defaults.inputs)
+        return Submission(spec, defaults.inputs, defaults.uploads)
     inputs = entry["inputs"]
     if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
         raise BadInput(f"inputs must be a list of \"JOB:NAME\" strings, not {inputs!r}"[:200])
-    return Submission(spec, tuple(parse_input(i) for i in inputs))
+    return Submission(spec, tuple(parse_input(i) for i in inputs), defaults.uploads)

@@ -89,6 +89,8 @@ class QueueKnowledge:
         """READY, WAIT (a producer has not finished) or the reason an input can never be delivered.
         CorruptDocument if a producer's terminal record cannot be read."""
         for ref in queued["spec"].get("inputs") or ():
+            if ref.get("upload"):
+                continue  # stored before the job was queued: nothing to wait for
             state = self._producer_state(ref["job"])
             if state is None:
                 return WAIT

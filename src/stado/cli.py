@@ -53,6 +53,8 @@ SUBMIT_OPTIONS = [
     Option("--retries", "retries", convert=_whole, default=0, help="more attempts after a failed one"),
     Option("--input", "input", "append", metavar="JOB:NAME",
            help="an artifact of another job, delivered into the work directory (repeatable)"),
+    Option("--upload", "upload", "append", metavar="PATH",
+           help="a local file, stored with the job and delivered into its work directory (repeatable)"),
     Option("--json", "json", "flag", default=False),
 ]
 
@@ -64,7 +66,8 @@ def _parser():
         def error(self, message):  # one line, not argparse's usage block
             raise BadInput(f"{message}; see `{self.prog} --help`")
 
-    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).")
+    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).",
+               epilog="`stado COMMAND --help` explains each command; `stado --version` prints the version.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     s = sub.add_parser("submit", help="queue a shell command (or a batch file of them)")
@@ -82,8 +85,11 @@ def _parser():
     w.add_argument("id", metavar="ID")
     w.add_argument("--interval", type=_float, default=1.0, help="seconds between looks (default 1)")
     w.add_argument("--json", action="store_true", help="one JSON event per line")
-    r = jsub.add_parser("rerun", help="submit the job's exact spec under a new id")
+    r = jsub.add_parser("rerun", help="submit the job's spec again under a new id (inputs named by a job name "
+                                      "are resolved again)")
     r.add_argument("id", metavar="ID")
+    r.add_argument("--same-inputs", action="store_true",
+                   help="keep the exact producer ids the job's inputs were resolved to")
     r.add_argument("--json", action="store_true")
 
     c = sub.add_parser("cancel", help="cancel a queued or running job")
@@ -119,7 +125,7 @@ def _parser():
     sa.add_argument("sched_name", metavar="NAME")
     sa.add_argument("cron", metavar="CRON", help="five fields, e.g. '*/15 * * * *' (cronsim syntax)")
     sa.add_argument("--tz", default="UTC", help="the zone the cron expression is read in (default UTC)")
-    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest not in ("batch", "input", "name")])
+    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest not in ("batch", "input", "name", "upload")])
     sa.epilog = "The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all"
     sl = schsub.add_parser("list", help="every schedule, its next fire time and what it fired")
     sl.add_argument("--json", action="store_true")
@@ -275,7 +281,7 @@ def cmd_watch(args) -> int:
 def cmd_rerun(args) -> int:
     from . import submission
 
-    original, new = submission.rerun(_store(), args.id)
+    original, new = submission.rerun(_store(), args.id, same_inputs=args.same_inputs)
     if args.json:
         _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"]})
     else:
@@ -488,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
         args = _fast_submit(argv)
         if args is None:
             parser = _parser()
+            if argv and argv[0] in ("--version", "-V"):
+                sys.stdout.write(f"{PROG} {_version()}\n")
+                return 0
             if not argv or argv[0] in ("-h", "--help", "help"):
                 parser.print_help(sys.stdout if argv else sys.stderr)
                 return 0 if argv else 2
@@ -522,6 +531,15 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, StoreError):
             return _fail(f"object store error: {e}", 1)
         raise
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jobman-stado")
+    except PackageNotFoundError:
+        return "(version unknown: not installed as a package)"
 
 
 def _fail(message: str, code: int) -> int:

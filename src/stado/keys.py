@@ -13,6 +13,7 @@ Layout (one backend, whatever it is, holds the same keys):
     status/<id>/output/<attempt>-<n>   redacted output of each attempt, in numbered chunks
     status/<id>/manifest.json      result manifest: artifact names, sizes, SHA-256
     status/<id>/artifacts/<name>   the artifacts themselves
+    status/<id>/uploads/<name>     local files `stado submit --upload` sent as inputs (size, SHA-256 in the spec)
     status/<id>/checkpoints/...    a job's checkpoint prefix (evidence of life for the reaper)
     names/<name>/<id>        display-name index: newest id wins
     control/queue-pause.json the queue pause record (who, when, why)
@@ -96,6 +97,11 @@ def manifest(job_id: str) -> str:
 
 def artifact(job_id: str, name: str) -> str:
     return f"{STATUS}{job_id}/artifacts/{name}"
+
+
+def upload(job_id: str, name: str) -> str:
+    """A local file `stado submit --upload` sent as an input of job_id (or of every job of its batch)."""
+    return f"{STATUS}{job_id}/uploads/{name}"
 
 
 def checkpoint_prefix(job_id: str) -> str:

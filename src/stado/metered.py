@@ -50,6 +50,10 @@ class MeteredStore(ObjectStore):
         self._count("PUT", key)
         return self.inner.put(key, data)
 
+    def put_chunks(self, key, chunks):
+        self._count("PUT", key)
+        return self.inner.put_chunks(key, chunks)
+
     def delete(self, key):
         self._count("DELETE", key)
         self.inner.delete(key)

@@ -36,15 +36,29 @@ def _is_uuid_shape(text: str) -> bool:
     return [len(p) for p in parts] == [8, 4, 4, 4, 12] and all(c in _HEX for p in parts for c in p)
 
 
-class InputRef(namedtuple("InputRef", "job name")):
-    """An artifact another job produced, delivered into this job's work directory before it starts:
-    `job` is the producer's canonical id (a name given at submission is resolved first), `name` the
-    artifact's name. (collections.namedtuple: typing.NamedTuple costs a submission ~7 ms to import.)"""
+class InputRef(namedtuple("InputRef", "job name given upload size sha256 mode",
+                          defaults=(None, False, None, None, None))):
+    """A file delivered into this job's work directory before it starts, under `name`: either an
+    artifact another job produced (`job` is the producer's canonical id; `given` the name it was given
+    by at submission, if it was a name rather than an id: what `stado job rerun` resolves again), or
+    (`upload`) a local file `stado submit --upload` stored under job `job`'s status prefix, with its
+    `size`, `sha256` and `mode` (permission bits). (collections.namedtuple: typing.NamedTuple costs a
+    submission ~7 ms to import.)"""
 
     __slots__ = ()
 
     def to_json(self) -> dict:
-        return {"job": self.job, "name": self.name}
+        out = {"job": self.job, "name": self.name}
+        if self.given is not None:
+            out["given"] = self.given
+        if self.upload:
+            out.update(upload=True, size=self.size, sha256=self.sha256, mode=self.mode)
+        return out
+
+
+def input_from_json(data: dict) -> InputRef:
+    return InputRef(data.get("job"), data.get("name"), data.get("given"), data.get("upload", False),
+                    data.get("size"), data.get("sha256"), data.get("mode"))
 
 
 class JobSpec(namedtuple("JobSpec", "command name priority capabilities cores memory accelerators providers spot "
@@ -79,7 +93,7 @@ def spec_from_json(data: dict) -> JobSpec:
         memory=data.get("memory"), accelerators=data.get("accelerators", 0),
         providers=tuple(data.get("providers") or ()), spot=data.get("spot", "allow"),
         cost_cap=data.get("cost_cap"), timeout=data.get("timeout"), retries=data.get("retries", 0),
-        inputs=tuple(InputRef(i.get("job"), i.get("name")) for i in inputs)))
+        inputs=tuple(input_from_json(i) for i in inputs)))
 
 
 def validate(spec: JobSpec) -> JobSpec:
@@ -111,13 +125,27 @@ def validate(spec: JobSpec) -> JobSpec:
             raise BadInput("timeout must be greater than 0 (e.g. --timeout 30m)")
     seen = set()
     for ref in spec.inputs:
-        if not isinstance(ref.job, str) or not _is_uuid_shape(ref.job):
-            raise BadInput(f"input {ref.job}:{ref.name}: the producing job must be given by id or name")
-        check_artifact_name(ref.name)
+        _check_input(ref)
         if ref.name in seen:
             raise BadInput(f"two inputs are named {ref.name!r}: they would land on the same file in the work directory")
         seen.add(ref.name)
     return spec
+
+
+def _check_input(ref: InputRef) -> None:
+    if not isinstance(ref.job, str) or not _is_uuid_shape(ref.job):
+        raise BadInput(f"input {ref.job}:{ref.name}: the producing job must be given by id or name")
+    check_artifact_name(ref.name)
+    if ref.given is not None:
+        check_name(ref.given)
+    if not isinstance(ref.upload, bool):
+        raise BadInput(f"input {ref.job}:{ref.name}: 'upload' must be true or false")
+    if ref.upload and not (
+            isinstance(ref.size, int) and not isinstance(ref.size, bool) and ref.size >= 0
+            and isinstance(ref.sha256, str) and len(ref.sha256) == 64 and all(c in _HEX for c in ref.sha256)
+            and (ref.mode is None or (isinstance(ref.mode, int) and not isinstance(ref.mode, bool)
+                                      and 0 <= ref.mode <= 0o777))):
+        raise BadInput(f"uploaded input {ref.name}: needs its size, SHA-256 (64 hex digits) and mode (0..0o777)")
 
 
 def check_name(name) -> str:

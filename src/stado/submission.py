@@ -3,7 +3,7 @@ import os
 import time
 from collections import namedtuple
 
-from runkit.ids import uuid7
+from runkit.ids import is_uuid, uuid7
 
 from . import documents as d
 from . import keys
@@ -28,9 +28,10 @@ def whoami() -> str:
     return f"{user}@{os.uname().nodename}"
 
 
-class Submission(namedtuple("Submission", "spec inputs", defaults=((),))):
+class Submission(namedtuple("Submission", "spec inputs uploads", defaults=((), ()))):
     """A validated JobSpec whose inputs, (job selector, artifact name) pairs, may still name jobs by
-    selector (resolved before anything is written). (namedtuple: typing costs a submission ~7 ms.)"""
+    selector (resolved before anything is written; an InputRef is taken as it is), and the local files
+    to send as inputs (`--upload`). (namedtuple: typing costs a submission ~7 ms.)"""
 
     __slots__ = ()
 
@@ -49,22 +50,35 @@ def _producer(store: ObjectStore, selector: str, name: str) -> str:
 def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,
            rerun_of: str | None = None, now: float | None = None) -> list[dict]:
     """Queue jobs, all or nothing as far as validation goes: every spec and every input is checked (inputs
-    resolved to ids) before the first write. Inputs may name a job earlier in the same batch."""
+    resolved to ids, uploads checked) before the first write. Inputs may name a job earlier in the same
+    batch. An input given by a name records it (`given`), for `stado job rerun` to resolve again. Uploads
+    are written first (each file once, under the first job that sends it), then the jobs."""
     submitter = submitter or whoami()
-    planned: list[tuple[str, JobSpec]] = []
+    planned: list[tuple[str, JobSpec, list]] = []
     batch_names: dict[str, str] = {}
     for item in items:
         job_id = uuid7()
         refs = []
-        for selector, name in item.inputs:
+        for entry in item.inputs:
+            if isinstance(entry, InputRef):
+                refs.append(entry)
+                continue
+            selector, name = entry
             producer = batch_names.get(selector) or _producer(store, selector, name)
-            refs.append(InputRef(producer, name))
+            refs.append(InputRef(producer, name, given=None if is_uuid(selector) else selector))
         spec = validate(with_inputs(item.spec, tuple(refs)))
-        planned.append((job_id, spec))
+        sends = []
+        if item.uploads:
+            from .uploads import check_names
+
+            sends = check_names(item.uploads, {ref.name for ref in refs})
+        planned.append((job_id, spec, sends))
         if spec.name:
             batch_names[spec.name] = job_id
+    if any(sends for _, _, sends in planned):
+        planned = _send_uploads(store, planned)
     docs = []
-    for job_id, spec in planned:
+    for job_id, spec, _ in planned:
         t = time.time() if now is None else now
         doc = d.queued_doc(job_id, spec.to_json(), now=t, submitter=submitter, nonce=new_nonce(), rerun_of=rerun_of)
         if spec.name:
@@ -78,13 +92,33 @@ def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None
     return docs
 
 
-def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None) -> tuple[dict, dict]:
-    """Resubmit a job's exact spec under a new id. Returns (original view doc, new queued doc)."""
+def _send_uploads(store: ObjectStore, planned: list) -> list:
+    """Write every upload (a file sent by several jobs of a batch goes up once) and add it to the specs."""
+    from .uploads import send
+
+    sent: dict[str, InputRef] = {}
+    out = []
+    for job_id, spec, sends in planned:
+        refs = []
+        for path, name in sends:
+            real = os.path.realpath(path)
+            if real not in sent:
+                sent[real] = send(store, job_id, path, name)
+            refs.append(sent[real]._replace(name=name))
+        out.append((job_id, validate(with_inputs(spec, spec.inputs + tuple(refs))), sends))
+    return out
+
+
+def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None,
+          same_inputs: bool = False) -> tuple[dict, dict]:
+    """Resubmit a job's spec under a new id. An input given by a name is resolved by that name again (the
+    newest job that has it: a fixed and re-run producer is used), unless same_inputs; one given by id,
+    and an upload, stay as they were. Returns (original view doc, new queued doc)."""
     from .spec import spec_from_json
 
     job_id = find(store, selector)
     original = view(store, job_id).doc
     spec = spec_from_json(original["spec"])
-    inputs = tuple((ref.job, ref.name) for ref in spec.inputs)
+    inputs = tuple(ref if ref.upload or same_inputs else (ref.given or ref.job, ref.name) for ref in spec.inputs)
     new = submit(store, [Submission(with_inputs(spec, ()), inputs)], submitter=submitter, rerun_of=job_id)[0]
     return original, new

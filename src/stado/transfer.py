@@ -200,6 +200,35 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
     return partial
 
 
+def upload_file(store: ObjectStore, key: str, path: str, *, piece: int = 1 << 20) -> tuple[int, str, int]:
+    """Stream the file at `path` to `key` (ObjectStore.put_chunks: never held whole in memory), hashing
+    the bytes as they go up. (size, SHA-256, permission bits) of exactly what was sent; an error reading
+    the file is raised as itself, not as the store's."""
+    hasher, sent, failed = hashlib.sha256(), [0], []
+    with open(path, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode & 0o777
+
+        def pieces():
+            while True:
+                try:
+                    block = f.read(piece)
+                except OSError as e:
+                    failed.append(e)
+                    raise
+                if not block:
+                    return
+                hasher.update(block)
+                sent[0] += len(block)
+                yield block
+        try:
+            store.put_chunks(key, pieces())
+        except BaseException:
+            if failed:
+                raise failed[0] from None
+            raise
+    return sent[0], hasher.hexdigest(), mode
+
+
 def publish(partial: str, target: str, mode: int = 0o644) -> None:
     """Move a complete, verified partial file to its place (atomically) and forget its sidecar."""
     os.chmod(partial, mode)

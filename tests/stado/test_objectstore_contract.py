@@ -61,6 +61,16 @@ def test_empty_object_round_trips(store):
     assert store.get("queue/empty.json").data == b""
 
 
+@pytest.mark.parametrize("pieces", [[], [b"a", b"", b"bc"], [bytes([n]) * (1 << 20) for n in range(11)]],
+                         ids=["empty", "small", "11MiB"])
+def test_put_chunks_writes_the_pieces_as_one_object(store, pieces):
+    """The large body crosses the cloud backends' multipart threshold (two 5 MiB parts)."""
+    data = b"".join(pieces)
+    written = store.put_chunks("status/j1/artifacts/big", iter(pieces))
+    blob = store.get("status/j1/artifacts/big")
+    assert (blob.data == data, blob.version, store.head("status/j1/artifacts/big").size) == (True, written, len(data))
+
+
 def test_get_range_reads_part_of_an_object_with_its_version(store):
     data = bytes(range(256)) * 40
     written = store.put("status/j1/artifacts/model.bin", data)

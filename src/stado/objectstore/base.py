@@ -5,7 +5,7 @@ nothing of jobs. Documents written by stado carry their own ``generation`` and w
 (see stado.jobs), because some S3-compatible servers reuse an MD5 ETag for identical bytes.
 """
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 
 DEFAULT_STALL_TIMEOUT = 60.0
@@ -143,6 +143,12 @@ class ObjectStore:
     def put(self, key: str, data: bytes) -> Version:
         """Unconditional write. Only for keys a single writer owns (output chunks, artifacts, heartbeats)."""
         raise NotImplementedError
+
+    def put_chunks(self, key: str, chunks: Iterable[bytes]) -> Version:
+        """put() of a body given in pieces (a large file, read as it goes up): backends stream it, never
+        holding it whole. This default joins the pieces and calls put(), so a wrapper that does not
+        override it keeps working (holding the body once)."""
+        return self.put(key, b"".join(chunks))
 
     def delete(self, key: str) -> None:
         """Remove the key; a missing key is not an error (deletes are idempotent). Only for keys a single

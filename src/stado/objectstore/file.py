@@ -240,6 +240,10 @@ class FileStore(ObjectStore):
             os.close(lock)
 
     @_os_errors_reported
+    def put_chunks(self, key: str, chunks) -> Version:
+        return self.put(key, chunks)  # _publish writes the pieces to its temporary file as they come
+
+    @_os_errors_reported
     def delete(self, key: str) -> None:
         path = self._path(key)
         lock = self._lock(key)
@@ -295,7 +299,8 @@ class FileStore(ObjectStore):
 
     def _publish(self, key: str, path: str, data: bytes, lock: int, current: os.stat_result | None) -> Version:
         mtime = self._next_mtime(lock, current)
-        tmp, st = write_temp(self._tmp, bytes(data), mtime_ns=mtime)
+        tmp, st = write_temp(self._tmp, bytes(data) if isinstance(data, (bytearray, memoryview)) else data,
+                             mtime_ns=mtime)
         try:
             if st.st_mtime_ns != mtime:
                 raise StoreError(f"the filesystem under {self.root} does not keep nanosecond mtimes, so the local "

@@ -55,6 +55,9 @@ class TombstoneDeletes(ObjectStore):
     def put(self, key: str, data: bytes) -> Version:
         return self.inner.put(key, data)
 
+    def put_chunks(self, key: str, chunks) -> Version:
+        return self.inner.put_chunks(key, chunks)
+
     def delete(self, key: str) -> None:
         self.inner.delete(key)
 
