@@ -39,7 +39,8 @@ from stado.objectstore.connect import open_store  # noqa: E402
 from stado.spec import JobSpec  # noqa: E402
 
 BIN = Path(sys.executable).parent
-FORK = multiprocessing.get_context("fork")
+# Spawned, not forked: a fork after obstore's runtime has run (the submissions, on threads) can hang the child.
+FORK = multiprocessing.get_context("spawn")
 
 
 class Backend:
