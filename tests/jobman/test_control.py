@@ -45,10 +45,21 @@ def test_restart_alone_and_what_it_refuses(jobman):
     jobman("cancel", running, check=True)
 
 
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
 def test_signal_reaches_the_whole_tree_and_not_the_supervisor(jobman, tmp_path):
     ready = tmp_path / "ready"
     job_id = jobman.run("sh", "-c", f"trap 'echo got USR1; exit 0' USR1; sleep 30 & sleep 31 & touch {ready}; wait")
     wait_for(ready.exists, timeout=20, message="the job to be ready")
+    # sh and both sleeps, once the sleeps have exec'd and touch has ended (it briefly makes a fourth process)
+    wait_for(lambda: sorted(_comm(p) for p in pids_with_env("JOBMAN_JOB_ID", job_id)) == ["sh", "sleep", "sleep"],
+             timeout=20, message="the tree to be sh and two sleeps")
     result = jobman("signal", job_id, "usr1", check=True)
     assert "sent SIGUSR1 to 3 process(es)" in result.stdout  # sh and both sleeps
     assert jobman("wait", job_id).returncode == 0  # its supervisor was not signalled: it recorded the end
