@@ -42,7 +42,7 @@ def check(soak, shells) -> None:
     planned = {j.name: j for jobs in shells for j in jobs}
     subs = _submissions(soak)
     r.attempted = len(subs)
-    listing = soak.jobman("list", "--json", timeout=300)
+    listing = soak.jobman("list", "--json", "--all", timeout=300)
     if listing.returncode != 0:
         r.violate("durable state", f"jobman list --json exited {listing.returncode}: {listing.stderr.strip()[:300]}")
         return
