@@ -24,9 +24,27 @@ def _running_job(stado_env, tmp_path, store, name="agent", *args):
     return job, agent, ledger, gate
 
 
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _flocks_held(pid: int) -> int:
+    with open("/proc/locks") as f:
+        return sum(1 for line in f if line.split()[1:2] == ["FLOCK"] and line.split()[4] == str(pid))
+
+
 def _stall_past_promise(agent, store, job):
-    """SIGSTOP the agent, then wait (bounded) until the promise in its job's running record has passed."""
-    agent.proc.send_signal(signal.SIGSTOP)
+    """SIGSTOP the agent, then wait (bounded) until the promise in its job's running record has passed. Never
+    while it holds a lock of the local-directory store beyond its own host lock (a write in flight): a reaper
+    would wait on that lock for as long as the agent stays stopped."""
+    for _ in range(100):
+        agent.proc.send_signal(signal.SIGSTOP)
+        wait_for(lambda: _state(agent.proc.pid) == "T", timeout=10, message="the agent to stop")
+        if _flocks_held(agent.proc.pid) <= 1:
+            break
+        agent.proc.send_signal(signal.SIGCONT)
+        time.sleep(0.01)  # let its write finish before stopping it again
     promise = parse_iso(cas.read(store, keys.running(job), job)[0]["lease_expires_at"])
     wait_for(lambda: time.time() > promise + 0.3, timeout=30, message="the promise to pass")
 
