@@ -7,12 +7,13 @@ it reaches that point. The points sit between the two writes of a two-write tran
     terminal-written  the terminal record created, running/<id>.json not yet deleted
     cancel-written    cancelled/<id>.json created, the queue entry or tombstone not yet deleted
     requeue-written   a retry's queue entry written, running/<id>.json not yet deleted
+    spawned           the job's process started, its record not yet in running/<id>.json (the first renewal)
 """
 import os
 import sys
 
 FAULT_EXIT = 86
-POINTS = ("claim-written", "terminal-written", "cancel-written", "requeue-written")
+POINTS = ("claim-written", "terminal-written", "cancel-written", "requeue-written", "spawned")
 
 
 def point(name: str) -> None:

@@ -91,6 +91,21 @@ class ProcessHost:
                 count += 1
         return count
 
+    def found_process(self, pids: list[int], job_id: str, started_at: str | None) -> dict | None:
+        """The process record of a job's tree found by its users (the restart check), for a worker that died
+        before it wrote the record: the session leader among them (the job's shell runs in a session of its
+        own, its process group id its pid), identity-pinned."""
+        for pid in sorted(pids):
+            try:
+                leader = os.getsid(pid) == pid
+            except OSError:
+                continue
+            ident = proc.identity(pid) if leader else None
+            if ident is not None:
+                return {"pid": pid, "pgid": pid, "start_time": ident.start_time, "boot_id": proc.boot_id(),
+                        "job": job_id, "attempt_started": started_at}
+        return None
+
     def users_of(self, directory: str) -> list[int]:
         """Processes of this user whose working directory, or an open file, lies under `directory` (what
         lsof would list): the restart check's evidence that a job left by a dead agent still runs."""

@@ -59,6 +59,8 @@ def _settle_one(agent, doc: dict, version) -> None:
     if users:
         agent.log(f"init: {job_id}: left by the worker this one replaced, but still run here by pid {min(users)}; it "
                   "keeps its lease")
+        if doc.get("process") is None:  # it died between the spawn and the renewal that records the process
+            doc = dict(doc, process=agent.host.found_process(users, job_id, doc.get("started_at")))
         return _take_over(agent, doc, version, directory, ended=None)
     status = read_exit_status(directory)
     if doc.get("phase") == "cancelling" or status is not None:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from . import documents as d
-from . import jobs, keys
+from . import faults, jobs, keys
 from .admission import cost_of, past_cap
 from .cas import new_nonce, read, replace
 from .environment import job_environment
@@ -142,6 +142,7 @@ class SlotRunner:
             return self.fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
         slot.started_mono = time.monotonic()
         slot.process["started_at"] = d.iso(time.time())  # the claim's started_at stays the attempt's start
+        faults.point("spawned")
         a.log(f"{job_id}: started as process group {slot.pgid}")
 
     def _still_ours(self, slot: Slot) -> bool:

@@ -100,3 +100,27 @@ def _alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_worker_killed_between_the_spawn_and_its_record_leaves_a_job_the_new_agent_watches(stado_env, tmp_path,
+                                                                                            store):
+    """The process is not in the running record yet (the first renewal writes it): the restart check finds it by
+    its work directory and watches it to its end, rather than recording an end it did not see."""
+    job, ledger, gate = _job(stado_env, tmp_path, "job")
+    first = Agent(stado_env, tmp_path, name="first", extra_env={"STADO_FAULT_POINT": "spawned"})
+    try:
+        assert first.proc.wait(30) == 86, first.log()
+        wait_for(lambda: ledger.exists(), message="the job started")
+        assert cas.read(store, keys.running(job), job)[0].get("process") is None
+        second = Agent(stado_env, tmp_path, name="second")
+        wait_for(lambda: "still run here by pid" in second.log(), timeout=30, message="the seed's init: line")
+        wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
+                 message="the process recorded by the new owner")
+        assert machine_status(stado_env, job)["state"] == "running"
+        gate.touch()
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="its end")
+        second.stop()
+    finally:
+        first.stop()
+    assert ledger.read_text().count("start") == 1
+    assert machine_status(stado_env, job)["exit_code"] == 0
