@@ -21,7 +21,7 @@ from .cas import read
 from .errors import CorruptDocument
 from .objectstore.base import StoreError
 from .reaper import lapse
-from .workroot import agent_gone, job_dir, left_by_gone_agents, read_exit_status
+from .workroot import agent_gone, job_dir, left_by_gone_agents, read_exit_status, write_owner
 
 REPLACED = "its worker was replaced while it ran"
 
@@ -83,6 +83,7 @@ def _take_over(agent, doc: dict, version, directory: str, *, ended) -> None:
                          now=now)
     if got is None:
         return
+    write_owner(directory, agent.id)  # its directory is this agent's now: never taken for a gone agent's leftover
     slot = agent.runner.adopt(*got, directory, ended=ended)
     if doc.get("phase") == "cancelling":
         agent.runner.stop(slot, "cancel")
@@ -96,8 +97,16 @@ def stop_orphans(agent) -> None:
     """Stop what a gone agent left running on this host for a job whose record no longer names that agent
     (SIGTERM, then SIGKILL after --kill-after). A job whose running record still names it is left to the
     restart check above or to the reaper; a record that cannot be read leaves it alone this pass."""
-    for job_id, directory, owner in left_by_gone_agents(agent.cfg.work_root, set(agent.slots)):
-        pids = agent.host.users_of(directory)
+    from runkit.envfind import processes_with
+
+    left = left_by_gone_agents(agent.cfg.work_root, set(agent.slots))
+    if not left:
+        return
+    # The job's own processes only (they carry its WC_JOB_ID; a setsid descendant too), never an agent that
+    # happens to hold a file of that directory open, this one included.
+    running = processes_with("WC_JOB_ID", [job_id for job_id, _, _ in left])
+    for job_id, directory, owner in left:
+        pids = [st.pid for st in running.get(job_id, [])]
         if not pids:
             continue
         try:

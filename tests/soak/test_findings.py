@@ -156,3 +156,33 @@ def test_the_process_a_killed_agent_left_is_stopped_once_its_job_runs_elsewhere(
     assert json.loads(subprocess.run([STADO, "machine", "status", job], env=env, capture_output=True,
                                      text=True).stdout)["requeues"] == 1
     assert os.path.exists(marker)
+
+
+def test_the_orphan_pass_stops_a_gone_agents_job_processes_and_nothing_else(tmp_path):
+    """Soak finding: an agent holding a file open in a directory left by a gone agent (its own upload of a
+    job it had just finished) took itself for that job's orphan and SIGTERMed itself. Only processes that
+    carry the job's WC_JOB_ID are the job's."""
+    from stado.restart import stop_orphans
+    from stado.workroot import job_dir, write_owner
+
+    store = open_store(f"file://{tmp_path}/store")
+    work = tmp_path / "work"
+    agent = Agent(store, AgentConfig(work_root=str(work), stado_bin="/bin/false", poll_seconds=0.1, host="h",
+                                     until_idle=True, schedules=False, kill_after=1.0), log=lambda line: None)
+    job_id = "01a22f09-0000-7000-8000-00000000beef"
+    directory = job_dir(str(work), job_id)
+    os.makedirs(directory)
+    write_owner(directory, "gone-agent")  # no lock file: that agent is gone
+    held = open(os.path.join(directory, "output.log"), "w")  # this process, like an agent, holds a file there
+    bystander = subprocess.Popen(["sleep", "60"], cwd=directory)  # no WC_JOB_ID: not the job's
+    orphan = subprocess.Popen(["sleep", "60"], cwd=directory, env={**os.environ, "WC_JOB_ID": job_id})
+    try:
+        stop_orphans(agent)
+        assert orphan.wait(10) == -signal.SIGTERM
+        assert bystander.poll() is None  # alive: it is not the job's
+    finally:
+        held.close()
+        for p in (bystander, orphan):
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
