@@ -116,31 +116,14 @@ def _error(message: str) -> None:
 
 
 def _parser(prog: str, description: str):
+    """An argparse parser whose errors are one line (runkit.cliargs), raised as BadInput (exit 2)."""
     import argparse
 
-    class Parser(argparse.ArgumentParser):
-        def parse_known_args(self, args=None, namespace=None):
-            from runkit.fastargs import join_negative_values
+    from runkit.cliargs import parser_class
 
-            args = sys.argv[1:] if args is None else list(args)
-            return super().parse_known_args(join_negative_values(args, self._takes_value), namespace)
+    from .errors import BadInput
 
-        def _takes_value(self, flag: str) -> bool:
-            action = self._option_string_actions.get(flag)
-            if action is None and flag.startswith("--") and self.allow_abbrev:
-                found = {a for s, a in self._option_string_actions.items() if s.startswith(flag)}
-                action = found.pop() if len(found) == 1 else None
-            return action is not None and action.nargs in (None, 1, "?")
-
-        def error(self, message):  # one line, not usage + message
-            from .errors import BadInput
-
-            if message.startswith("argument "):  # "argument --delay: --delay: ..." says the flag once
-                names, sep, rest = message[len("argument "):].partition(": ")
-                if sep and any(rest.startswith((name + ":", name + " ")) for name in names.split("/")):
-                    message = rest
-            raise BadInput(f"{self.prog}: {message} (see {self.prog} --help)")
-
+    Parser = parser_class(BadInput, "{prog}: {message} (see {prog} --help)", join_negatives=True)
     return Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
@@ -152,28 +135,20 @@ def _print_json(data) -> None:
 
 def _duration(flag: str):
     """An argparse type for a duration flag (the same conversion `jobman run` uses)."""
+    from runkit.cliargs import argparse_type
+
     from .run_args import duration_value
 
-    return _argparse_type(duration_value(flag))
+    return argparse_type(duration_value(flag))
 
 
 def _whole(flag: str, low: int, high: int):
     """An argparse type for a whole number in [low, high] (the same conversion `jobman run` uses)."""
+    from runkit.cliargs import argparse_type
+
     from .run_args import whole_number
 
-    return _argparse_type(whole_number(flag, low, high))
-
-
-def _argparse_type(convert):
-    import argparse
-
-    def parse(text: str):
-        try:
-            return convert(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    return parse
+    return argparse_type(whole_number(flag, low, high))
 
 
 # --- run -----------------------------------------------------------------------------------------
