@@ -157,57 +157,17 @@ def cmd_run(args: list[str]) -> int:
     from . import run_args
 
     ns, command = run_args.parse(args, _parser)
-    spec, deps = _build_spec(ns, command)
-    from . import api
+    from . import api, spec
 
-    result = api.run(spec, deps)
+    job_spec, deps = spec.from_options(ns, command, os.environ)
+
+    result = api.run(job_spec, deps)
     if ns.json:
         _print_json({k: result[k] for k in ("id", "handle", "name", "supervisor_id")})
     else:
         sys.stdout.write(result["id"] + "\n")
     sys.stdout.flush()
     return 0
-
-
-def _build_spec(ns, command: list[str]):
-    import time
-
-    from runkit.durations import parse_size, parse_time
-
-    from . import spec as specs
-    from .errors import BadInput
-
-    if not command:
-        raise BadInput("no command given: put the command after --, as in: jobman run -- COMMAND [ARG...]")
-    now = time.time()
-    not_before = None
-    if ns.not_before is not None:
-        try:
-            not_before = parse_time(ns.not_before, now)
-        except ValueError as e:
-            raise BadInput(f"--not-before: {e}") from None
-    if ns.delay is not None:
-        not_before = max(not_before or 0.0, now + ns.delay)
-    if ns.timeout is not None and ns.timeout <= 0:
-        raise BadInput("--timeout must be greater than zero")
-    log_limit = specs.DEFAULT_LOG_LIMIT
-    if ns.log_limit is not None:
-        try:
-            log_limit = parse_size(ns.log_limit)
-        except ValueError as e:
-            raise BadInput(f"--log-limit: {e}") from None
-        specs.check_log_limit(ns.log_limit, log_limit, os.environ)
-    retry = specs.default_retry()
-    retry.update(retries=ns.retries, exit_codes=sorted(set(ns.exit_codes)) if ns.exit_codes else None,
-                 delay=ns.retry_delay, backoff=ns.retry_backoff, on_timeout=ns.retry_on_timeout)
-    if ns.retry_max_delay is not None:
-        retry["max_delay"] = ns.retry_max_delay
-    spec = specs.build(
-        argv=command, cwd=ns.cwd, env_policy=ns.env_policy, env_pairs=ns.env, environ=os.environ, name=ns.name,
-        group=ns.group, priority=ns.priority, not_before=not_before, retry=retry, timeout=ns.timeout,
-        kill_after=specs.DEFAULT_KILL_AFTER if ns.kill_after is None else ns.kill_after, log_limit=log_limit,
-        separate_stderr=ns.separate_stderr, windows=specs.windows_from_env(os.environ), on_finish=ns.on_finish)
-    return spec, list(ns.deps or [])
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -260,9 +220,9 @@ def cmd_show(args: list[str]) -> int:
     p.add_argument("--env", action="store_true", help="list every variable of the job's environment")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
-    from . import api
+    from .showing import show
 
-    view = api.show(ns.job)
+    view = show(ns.job)
     if ns.json:
         _print_json(view)
     else:
@@ -283,30 +243,18 @@ def cmd_logs(args: list[str]) -> int:
     p.add_argument("-n", "--tail", type=_whole("--tail", 0, MAX_COUNT), metavar="N", help="only the last N lines")
     p.add_argument("--json", action="store_true", help="the output of each attempt as JSON (not with --follow)")
     ns = p.parse_args(args)
-    from . import api, logs
-    from .store import queries
+    if ns.json and ns.follow:
+        p.error("--json cannot be combined with --follow")
+    from . import api
 
-    st, job_id = api.log_target(ns.job)
-    out = sys.stdout.buffer
+    options = {"attempt": ns.attempt, "stderr": ns.stderr, "tail": ns.tail}
     if ns.json:
-        if ns.follow:
-            p.error("--json cannot be combined with --follow")
-        state = queries.load_state(st.conn, job_id)
-        _print_json({"id": job_id, "state": state["outcome"] or state["phase"],
-                     "attempts": logs.collect(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail)})
+        _print_json(api.logs(ns.job, **options))
         return 0
-    if ns.follow:
-        return logs.follow(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out,
-                           reconcile=st.reconcile)
-    if not logs.read(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out):
-        state = queries.load_state(st.conn, job_id)
-        if ns.attempt is not None and state["attempts"]:
-            from .errors import BadInput
-
-            raise BadInput(f"job {job_id} has no attempt {ns.attempt} (it has {state['attempts']})")
-        where = state["wait_detail"] or state["waiting_for"] or state["outcome"] or state["phase"]
-        sys.stderr.write(f"jobman: job {job_id} has not started, so it has no output yet ({where})\n")
-    return 0
+    result = api.logs(ns.job, **options, follow=ns.follow, out=sys.stdout.buffer)
+    if "note" in result:
+        sys.stderr.write(f"jobman: {result['note']}\n")
+    return result["exit_status"]
 
 
 def cmd_wait(args: list[str]) -> int:
