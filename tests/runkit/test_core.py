@@ -141,3 +141,20 @@ def test_durations_and_times_stay_in_range():
     assert format_duration(float("inf")) == "inf"
     endless = {"retries": 10**6, "delay": 1.0, "backoff": "exponential", "max_delay": None}
     assert retry.retry_delay(endless, 10**6) == 100 * 365 * 86400.0
+
+
+def test_process_identity_refuses_a_platform_without_proc():
+    """Linux is the platform: without /proc every process would look gone (and every supervisor lost), so
+    the first look at a process raises instead (run in a process of its own, /proc hidden from runkit)."""
+    import subprocess
+    import sys
+
+    code = ("from runkit import proc\n"
+            "proc._PROC = False\n"
+            "for look in (lambda: proc.stat(1), proc.all_stats):\n"
+            "    try:\n"
+            "        look()\n"
+            "    except proc.UnsupportedPlatform as e:\n"
+            "        print(e)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout == "no /proc here: jobman and stado run on Linux only\n" * 2
