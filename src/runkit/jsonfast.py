@@ -31,13 +31,17 @@ def _unserialisable(value):
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
+try:
+    import _json
+except Exception:  # not CPython, or a broken build: the json package it is
+    _json = None
+
+
 def _accelerator():
     """(scanner, encoders) of the C module, checked on a small document; None to use the json package."""
-    if os.environ.get("RUNKIT_JSON_FALLBACK"):
+    if _json is None or os.environ.get("RUNKIT_JSON_FALLBACK"):
         return None
     try:
-        import _json
-
         def encoder(sort_keys: bool):
             return _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ":", ",",
                                       sort_keys, False, True)
