@@ -13,10 +13,12 @@ import hmac
 import http.client
 import json
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +117,7 @@ class SeaweedFS:
     proc: subprocess.Popen = field(repr=False)
     log: Path
     start_seconds: float
+    sockets: Path | None = None  # a short directory of its unix sockets, removed at stop
 
     @property
     def env(self) -> dict[str, str]:
@@ -126,6 +129,8 @@ class SeaweedFS:
 
     def stop(self) -> None:
         _stop(self.proc)
+        if self.sockets is not None:
+            shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 # free_port() only says a port was free a moment ago: parallel test workers start servers at the same time,
@@ -168,15 +173,19 @@ def _start_seaweedfs(workdir: Path, bucket: str) -> SeaweedFS:
     s3_config.write_text(json.dumps({"identities": [identity]}))
     # weed derives each gRPC port as HTTP port + 10000 (the admin worker ignores -admin.port.grpc).
     ports = {name: free_port(with_offset=10000) for name in ("master", "volume", "filer", "s3", "admin")}
+    # A unix socket's path has room for 107 bytes: a deep pytest directory (pytest-353/popen-gw0/<long test
+    # name>/.../attempt-1/filer.sock) would not bind, and the filer would exit at once.
+    sockets = Path(tempfile.mkdtemp(prefix="weed-", dir="/tmp"))
     argv = [str(WEED), "mini", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}", "-master.telemetry=false",
             "-admin.ui=false", "-webdav=false", f"-bucket={bucket}", f"-s3.config={s3_config}",
             "-s3.autoCreateBucket=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-            f"-filer.localSocket={workdir / 'filer.sock'}", f"-s3.localSocket={workdir / 's3.sock'}",
+            f"-filer.localSocket={sockets / 'filer.sock'}", f"-s3.localSocket={sockets / 's3.sock'}",
             *(f"-{name}.port={port}" for name, port in ports.items())]
     log = workdir / "weed.log"
     started = time.monotonic()
     proc = _spawn(argv, log)
-    server = SeaweedFS(f"http://{HOST}:{ports['s3']}", bucket, "us-east-1", access_key, secret_key, proc, log, 0.0)
+    server = SeaweedFS(f"http://{HOST}:{ports['s3']}", bucket, "us-east-1", access_key, secret_key, proc, log, 0.0,
+                       sockets)
     try:
         wait_until(lambda: port_open(ports["s3"]), START_TIMEOUT, "SeaweedFS S3 port", proc=proc, log=log)
         # The port opens before the bucket and identities are loaded: wait for a signed write to land.
