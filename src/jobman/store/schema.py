@@ -14,7 +14,6 @@ import sqlite3
 import time
 
 from ..errors import BadInput
-from .migrations import MIGRATIONS  # the schema itself
 
 BUSY_TIMEOUT_MS = 60_000
 DEFAULT_GROUP = "default"  # created with the database; its limit starts at the number of CPUs
@@ -24,7 +23,7 @@ def default_group_limit() -> int:
     return os.cpu_count() or 1
 
 
-SCHEMA_VERSION = len(MIGRATIONS)
+SCHEMA_VERSION = 3  # len(migrations.MIGRATIONS), loaded only to create or migrate (tests/jobman/test_schema.py)
 
 
 class DatabaseMissing(BadInput):
@@ -134,7 +133,7 @@ def _create(path: str) -> None:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("BEGIN IMMEDIATE")
             for number in range(1, SCHEMA_VERSION + 1):
-                for statement in _statements(MIGRATIONS[number - 1]):
+                for statement in _statements(_migration(number)):
                     conn.execute(statement)
             conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?)", (DEFAULT_GROUP, default_group_limit()))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -171,13 +170,19 @@ def _migrate(conn: sqlite3.Connection) -> None:
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
         for number in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in _statements(MIGRATIONS[number - 1]):
+            for statement in _statements(_migration(number)):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _migration(number: int) -> str:
+    from .migrations import MIGRATIONS
+
+    return MIGRATIONS[number - 1]
 
 
 def _statements(script: str):
