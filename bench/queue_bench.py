@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from run import uss_kib  # bench/run.py: this script runs from bench/, as `make bench-queue` starts it
+
 BIN = Path(sys.executable).parent
 JOBMAN = str(BIN / "jobman")
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,18 +36,9 @@ SETTLE = 10.0  # seconds between the last submission and an idle window
 
 
 def tagged_pids(tag: str) -> list[int]:
-    needle = f"BENCH_QUEUE={tag}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    from runkit.envfind import processes_with
+
+    return [st.pid for st in processes_with("BENCH_QUEUE", [tag]).get(tag, [])]
 
 
 def cmdline(pid: int) -> bytes:
@@ -63,15 +56,6 @@ def cpu_ns(pid: int) -> int | None:
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def uss_kib(pid: int) -> int | None:
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return None
-    fields = {line.split(":")[0]: int(line.split()[1]) for line in text.splitlines()[1:] if line.endswith("kB")}
-    return fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0) + fields.get("Private_Hugetlb", 0)
 
 
 def idle_cost(tag: str, seconds: float) -> dict:

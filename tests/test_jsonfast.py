@@ -75,5 +75,49 @@ def test_errors_without_the_json_package_loaded():
             "    jsonfast.loads('{not json')\n"
             "except ValueError as e:\n"
             "    print('ValueError', type(e).__name__)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_accelerated())
     assert result.stdout == '{"a":[1,2]}\nValueError JSONDecodeError\n'
+
+
+def _accelerated() -> dict:
+    """This environment without RUNKIT_JSON_FALLBACK (make test runs this file once with it set)."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "RUNKIT_JSON_FALLBACK"}
+
+
+_PROBE = """import sys
+{prelude}
+from runkit import jsonfast
+text = jsonfast.dumps(jsonfast.loads(sys.argv[1]))
+print(jsonfast.ACCELERATED, 'json' in sys.modules, text)
+try:
+    jsonfast.loads('[1,]')
+except ValueError:
+    print('refused')
+"""
+_DOCUMENT = ' [1, "\\u00e9"] '  # what the probe reads and writes back: [1,"\u00e9"]
+
+
+def _probe(env: dict, prelude: str = "") -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", _PROBE.format(prelude=prelude), _DOCUMENT], capture_output=True,
+                          text=True, check=True, env=env).stdout
+
+
+def test_the_accelerator_is_used_unless_the_fallback_is_forced():
+    assert _probe(_accelerated()) == 'True False [1,"\\u00e9"]\nrefused\n'
+    assert _probe({**_accelerated(), "RUNKIT_JSON_FALLBACK": "1"}) == 'False True [1,"\\u00e9"]\nrefused\n'
+
+
+@pytest.mark.parametrize("prelude", [
+    "sys.modules['_json'] = None",  # the module is missing: ImportError
+    "import types; sys.modules['_json'] = types.ModuleType('_json')",  # it has no make_scanner: AttributeError
+    # (json, imported first, keeps the real functions: the json package stays right when runkit's use fails)
+    "import json, _json; _json.make_encoder = lambda *a: lambda v, i: iter(['wrong'])",  # it writes something else
+    "import json, _json; _json.make_scanner = lambda ctx: 1 / 0",  # it fails in a way nobody foresaw
+])
+def test_any_failure_of_the_private_module_at_import_falls_back_to_json(prelude):
+    assert _probe(_accelerated(), prelude) == 'False True [1,"\\u00e9"]\nrefused\n'

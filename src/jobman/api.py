@@ -11,9 +11,6 @@ from .store import queries, schema, transitions
 from .errors import BadInput, JobmanError, NotFound
 from runkit.outcomes import exit_status
 
-MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
-
-
 READING_BUSY_TIMEOUT_MS = 2_000  # a reading command's reconcile pass waits this long for the write lock
 LIST_FINISHED = 100  # finished jobs `jobman list` shows by default (every unfinished one is shown)
 
@@ -90,7 +87,7 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> 
 
 # --- reading --------------------------------------------------------------------------------------
 
-def _jobs(rows) -> list:
+def jobs_of(rows) -> list:
     """model.Job records of store rows (the model is loaded by the commands that read, not by `run`)."""
     from .model import Job
 
@@ -99,7 +96,7 @@ def _jobs(rows) -> list:
 
 def job_view(job) -> dict:
     """The public, JSON-ready form of a job (a model.Job)."""
-    spec, corrupt = _spec_of(job)
+    spec, corrupt = spec_of(job)
     finished = job.finished
     return {
         "id": job.job_id,
@@ -127,7 +124,7 @@ def job_view(job) -> dict:
     }
 
 
-def _spec_of(job) -> tuple[dict, str | None]:
+def spec_of(job) -> tuple[dict, str | None]:
     """The stored spec, or ({}, what is wrong with it): one damaged record must not hide the others."""
     try:
         spec = json_loads(job.spec)
@@ -154,73 +151,6 @@ def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | Non
                         count_rest=not (limit or active_only or everything))
 
 
-def show(selector: str, environ=os.environ) -> dict:
-    st = State(environ, create=False, reading=True)
-    job_id = st.resolve(selector)
-    st.reconcile()
-    from .model import Attempt
-
-    row = _jobs([queries.job(st.conn, job_id)])[0]
-    view = job_view(row)
-    from runkit.redact import mask_env
-
-    spec, corrupt = _spec_of(row)
-    if corrupt:
-        raise BadInput(f"job {job_id}: {corrupt}; its state is {view['state']} (jobman list still shows it)")
-    view["environment"] = env_difference(spec.get("env", {}), environ)
-    spec["env"] = mask_env(spec.get("env", {}))
-    spec["env_overrides"] = mask_env(spec.get("env_overrides", {}))
-    view["spec"] = spec
-    if spec.get("restart_of"):
-        view["restart_of"] = {"id": spec["restart_of"], "handle": queries.handle_of(st.conn, spec["restart_of"])}
-    view["revision"] = row.revision
-    view["dependencies"] = [{"job": d["depends_on"], "handle": d["handle"], "name": d["name"], "condition": d["condition"],
-                             "state": d["outcome"] or d["phase"]} for d in queries.dependencies(st.conn, job_id)]
-    view["supervisor"] = None if row.supervisor_id is None else {
-        "id": row.supervisor_id, "pid": row.supervisor_pid, "start_time": row.supervisor_start_time,
-        "boot_id": row.supervisor_boot_id, "lease_expires_at": row.lease_expires_at,
-        "alive": proc.verify(row.supervisor_pid, row.supervisor_start_time, row.supervisor_boot_id),
-    }
-    view["attempts_detail"] = [_attempt_view(Attempt.from_row(a), spec) for a in queries.attempts(st.conn, job_id)]
-    view["events"] = [{"at": e["at"], "kind": e["kind"], **(json_loads(e["data"]) if e["data"] else {})}
-                      for e in queries.events(st.conn, job_id)]
-    view["slot_held"] = bool(row.slot_held)
-    view["cancel_requested_at"] = row.cancel_requested_at
-    if row.outcome == "lost":
-        from . import targets
-
-        alive = targets.processes(job_id, queries.last_attempt(st.conn, job_id))
-        view["target_alive"] = bool(alive)
-        view["target_processes"] = targets.describe(alive)
-        view["log_cap_holds"] = False
-        view["lost_note"] = (
-            "the supervisor is gone; " + ("its target process tree is still alive (jobman cancel can stop it): "
-                                          + ", ".join(f"pid {p['pid']} ({p['command'][:60]})"
-                                                      for p in view["target_processes"]) + "; "
-                                          if alive else "its target process tree is gone; ")
-            + "the log size cap no longer holds for output written after the supervisor died")
-    return view
-
-
-def env_difference(job_env: dict, environ) -> dict:
-    """How the job's environment differs from the one `jobman run` would snapshot here now (names only:
-    values may be secrets): {"count", "changed", "only_in_job", "not_in_job"}."""
-    here = {k: v for k, v in environ.items() if k not in ("JOBMAN_JOB_ID", "JOBMAN_ATTEMPT")}
-    return {"count": len(job_env),
-            "changed": sorted(k for k in job_env if k in here and here[k] != job_env[k]),
-            "only_in_job": sorted(k for k in job_env if k not in here),
-            "not_in_job": sorted(k for k in here if k not in job_env)}
-
-
-def _attempt_view(a, spec: dict) -> dict:
-    """The public form of an attempt (a model.Attempt)."""
-    return {"number": a.number, "started_at": a.started_at, "ended_at": a.ended_at, "duration": a.duration,
-            "pid": a.pid, "pgid": a.pgid, "exit_code": a.exit_code, "signal": proc.signal_name(a.signal),
-            "outcome": a.outcome or ("running" if a.ended_at is None else None), "error": a.error,
-            "log": a.log_path,
-            "stderr_log": homes.stderr_log_path(a.log_path) if spec.get("log", {}).get("separate_stderr") else None}
-
-
 def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None) -> dict:
     """Wait until every job is finished. Returns {"jobs": [views], "exit_status": int, "timed_out": bool}."""
     st = State(environ, create=False, reading=True)
@@ -230,7 +160,7 @@ def wait(selector_list: list[str], environ=os.environ, timeout: float | None = N
     started = time.time()
     while True:
         st.reconcile()
-        rows = _jobs(queries.job(st.conn, i) for i in ids)
+        rows = jobs_of(queries.job(st.conn, i) for i in ids)
         pending = [r for r in rows if not r.finished]
         if not pending:
             break
@@ -327,64 +257,7 @@ def _stop_lost_target(st: State, job_id: str) -> dict:
                        f"stopped; the outcome stays lost"}
 
 
-def group_set(name: str, limit: int, environ=os.environ) -> dict:
-    from .spec import check_group_name
-
-    check_group_name(name)
-    if not 0 <= limit <= MAX_GROUP_LIMIT:
-        raise BadInput(f"bad limit {limit}: use 0 (paused) up to {MAX_GROUP_LIMIT}")
-    st = State(environ)
-    transitions.set_group_limit(st.conn, name, limit)
-    # Waiting jobs see a new limit without resubmission: wake those that may now start.
-    doorbell.ring_all(st.home, queries.slot_waiters(st.conn, name, queries.free_slots(st.conn, name)))
-    return group_list(environ, only=name)[0]
-
-
-def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
-    st = State(environ, create=False, reading=True)
-    if st.conn is None:  # nothing submitted yet: the default group, as the first submission will create it
-        if only not in (None, schema.DEFAULT_GROUP):
-            return []
-        return [{"name": schema.DEFAULT_GROUP, "limit": schema.default_group_limit(), "running": 0, "waiting": 0}]
-    st.reconcile()
-    rows = queries.groups(st.conn, only)
-    return [{"name": r["name"], "limit": r["slot_limit"], "running": r["running"], "waiting": r["waiting"]}
-            for r in rows]
-
-
-def group_remove(name: str, environ=os.environ) -> None:
-    st = State(environ, create=False)
-    if name == schema.DEFAULT_GROUP:
-        raise BadInput(f"the {schema.DEFAULT_GROUP} group cannot be removed (jobman group set {name} --limit 0 pauses it)")
-    if st.conn is None or not transitions.remove_group(st.conn, name):
-        jobs = 0 if st.conn is None else queries.jobs_in_group(st.conn, name)
-        if not jobs:
-            raise NotFound(f"no group {name!r}: see jobman group list")
-        raise BadInput(f"group {name!r} still has {jobs} job(s), finished ones included; jobman prune removes "
-                       f"finished jobs, jobman cancel stops the others")
-
-
-def prune(environ=os.environ, older_than: float = 0.0, only_succeeded: bool = False) -> list[str]:
-    """Remove finished jobs (and their logs) that finished more than `older_than` seconds ago (only those
-    that succeeded, if asked). Never an unfinished job, nor one an unfinished job depends on, nor a lost
-    job whose target still holds a slot."""
-    import shutil
-
-    st = State(environ, create=False)
-    if st.conn is None:
-        return []
-    st.reconcile()
-    removed = transitions.prune(st.conn, time.time() - older_than, only_succeeded)
-    for job_id in removed:
-        shutil.rmtree(homes.job_log_dir(st.home, job_id), ignore_errors=True)
-        try:
-            os.unlink(homes.bell_path(st.home, job_id))
-        except FileNotFoundError:
-            pass
-    return removed
-
-
-def log_target(selector: str | None, environ=os.environ) -> tuple[State, str]:
+def _log_target(selector: str | None, environ) -> tuple[State, str]:
     """The state and the job whose logs are asked for (selector None: the newest job)."""
     st = State(environ, create=False, reading=True)
     job_id = queries.newest_job(st.conn) if selector is None and st.conn is not None else None
@@ -393,3 +266,29 @@ def log_target(selector: str | None, environ=os.environ) -> tuple[State, str]:
     job_id = job_id or st.resolve(selector)
     st.reconcile()
     return st, job_id
+
+
+def logs(selector: str | None, environ=os.environ, *, attempt: int | None = None, stderr: bool = False,
+         tail: int | None = None, follow: bool = False, out=None) -> dict:
+    """`jobman logs` (selector None: the newest job). With `out` (a binary stream) the output is written
+    there, and with `follow` streamed until the job ends: returns {"id", "exit_status"} (the job's, when
+    followed; else 0) and "note" when the job has no output yet. Without `out`: the output as data,
+    {"id", "state", "attempts": [one entry per attempt]}."""
+    from . import logs as reading
+
+    st, job_id = _log_target(selector, environ)
+    if out is None:
+        state = queries.load_state(st.conn, job_id)
+        return {"id": job_id, "state": state["outcome"] or state["phase"],
+                "attempts": reading.collect(st.conn, job_id, attempt=attempt, stderr=stderr, tail=tail)}
+    if follow:
+        status = reading.follow(st.conn, job_id, attempt=attempt, stderr=stderr, tail=tail, out=out,
+                                reconcile=st.reconcile)
+        return {"id": job_id, "exit_status": status}
+    if reading.read(st.conn, job_id, attempt=attempt, stderr=stderr, tail=tail, out=out):
+        return {"id": job_id, "exit_status": 0}
+    state = queries.load_state(st.conn, job_id)
+    if attempt is not None and state["attempts"]:
+        raise BadInput(f"job {job_id} has no attempt {attempt} (it has {state['attempts']})")
+    where = state["wait_detail"] or state["waiting_for"] or state["outcome"] or state["phase"]
+    return {"id": job_id, "exit_status": 0, "note": f"job {job_id} has not started, so it has no output yet ({where})"}

@@ -116,31 +116,14 @@ def _error(message: str) -> None:
 
 
 def _parser(prog: str, description: str):
+    """An argparse parser whose errors are one line (runkit.cliargs), raised as BadInput (exit 2)."""
     import argparse
 
-    class Parser(argparse.ArgumentParser):
-        def parse_known_args(self, args=None, namespace=None):
-            from runkit.fastargs import join_negative_values
+    from runkit.cliargs import parser_class
 
-            args = sys.argv[1:] if args is None else list(args)
-            return super().parse_known_args(join_negative_values(args, self._takes_value), namespace)
+    from .errors import BadInput
 
-        def _takes_value(self, flag: str) -> bool:
-            action = self._option_string_actions.get(flag)
-            if action is None and flag.startswith("--") and self.allow_abbrev:
-                found = {a for s, a in self._option_string_actions.items() if s.startswith(flag)}
-                action = found.pop() if len(found) == 1 else None
-            return action is not None and action.nargs in (None, 1, "?")
-
-        def error(self, message):  # one line, not usage + message
-            from .errors import BadInput
-
-            if message.startswith("argument "):  # "argument --delay: --delay: ..." says the flag once
-                names, sep, rest = message[len("argument "):].partition(": ")
-                if sep and any(rest.startswith((name + ":", name + " ")) for name in names.split("/")):
-                    message = rest
-            raise BadInput(f"{self.prog}: {message} (see {self.prog} --help)")
-
+    Parser = parser_class(BadInput, "{prog}: {message} (see {prog} --help)", join_negatives=True)
     return Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
@@ -152,28 +135,20 @@ def _print_json(data) -> None:
 
 def _duration(flag: str):
     """An argparse type for a duration flag (the same conversion `jobman run` uses)."""
+    from runkit.cliargs import argparse_type
+
     from .run_args import duration_value
 
-    return _argparse_type(duration_value(flag))
+    return argparse_type(duration_value(flag))
 
 
 def _whole(flag: str, low: int, high: int):
     """An argparse type for a whole number in [low, high] (the same conversion `jobman run` uses)."""
+    from runkit.cliargs import argparse_type
+
     from .run_args import whole_number
 
-    return _argparse_type(whole_number(flag, low, high))
-
-
-def _argparse_type(convert):
-    import argparse
-
-    def parse(text: str):
-        try:
-            return convert(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    return parse
+    return argparse_type(whole_number(flag, low, high))
 
 
 # --- run -----------------------------------------------------------------------------------------
@@ -182,57 +157,17 @@ def cmd_run(args: list[str]) -> int:
     from . import run_args
 
     ns, command = run_args.parse(args, _parser)
-    spec, deps = _build_spec(ns, command)
-    from . import api
+    from . import api, spec
 
-    result = api.run(spec, deps)
+    job_spec, deps = spec.from_options(ns, command, os.environ)
+
+    result = api.run(job_spec, deps)
     if ns.json:
         _print_json({k: result[k] for k in ("id", "handle", "name", "supervisor_id")})
     else:
         sys.stdout.write(result["id"] + "\n")
     sys.stdout.flush()
     return 0
-
-
-def _build_spec(ns, command: list[str]):
-    import time
-
-    from runkit.durations import parse_size, parse_time
-
-    from . import spec as specs
-    from .errors import BadInput
-
-    if not command:
-        raise BadInput("no command given: put the command after --, as in: jobman run -- COMMAND [ARG...]")
-    now = time.time()
-    not_before = None
-    if ns.not_before is not None:
-        try:
-            not_before = parse_time(ns.not_before, now)
-        except ValueError as e:
-            raise BadInput(f"--not-before: {e}") from None
-    if ns.delay is not None:
-        not_before = max(not_before or 0.0, now + ns.delay)
-    if ns.timeout is not None and ns.timeout <= 0:
-        raise BadInput("--timeout must be greater than zero")
-    log_limit = specs.DEFAULT_LOG_LIMIT
-    if ns.log_limit is not None:
-        try:
-            log_limit = parse_size(ns.log_limit)
-        except ValueError as e:
-            raise BadInput(f"--log-limit: {e}") from None
-        specs.check_log_limit(ns.log_limit, log_limit, os.environ)
-    retry = specs.default_retry()
-    retry.update(retries=ns.retries, exit_codes=sorted(set(ns.exit_codes)) if ns.exit_codes else None,
-                 delay=ns.retry_delay, backoff=ns.retry_backoff, on_timeout=ns.retry_on_timeout)
-    if ns.retry_max_delay is not None:
-        retry["max_delay"] = ns.retry_max_delay
-    spec = specs.build(
-        argv=command, cwd=ns.cwd, env_policy=ns.env_policy, env_pairs=ns.env, environ=os.environ, name=ns.name,
-        group=ns.group, priority=ns.priority, not_before=not_before, retry=retry, timeout=ns.timeout,
-        kill_after=specs.DEFAULT_KILL_AFTER if ns.kill_after is None else ns.kill_after, log_limit=log_limit,
-        separate_stderr=ns.separate_stderr, windows=specs.windows_from_env(os.environ), on_finish=ns.on_finish)
-    return spec, list(ns.deps or [])
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -285,9 +220,9 @@ def cmd_show(args: list[str]) -> int:
     p.add_argument("--env", action="store_true", help="list every variable of the job's environment")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
-    from . import api
+    from .showing import show
 
-    view = api.show(ns.job)
+    view = show(ns.job)
     if ns.json:
         _print_json(view)
     else:
@@ -308,30 +243,18 @@ def cmd_logs(args: list[str]) -> int:
     p.add_argument("-n", "--tail", type=_whole("--tail", 0, MAX_COUNT), metavar="N", help="only the last N lines")
     p.add_argument("--json", action="store_true", help="the output of each attempt as JSON (not with --follow)")
     ns = p.parse_args(args)
-    from . import api, logs
-    from .store import queries
+    if ns.json and ns.follow:
+        p.error("--json cannot be combined with --follow")
+    from . import api
 
-    st, job_id = api.log_target(ns.job)
-    out = sys.stdout.buffer
+    options = {"attempt": ns.attempt, "stderr": ns.stderr, "tail": ns.tail}
     if ns.json:
-        if ns.follow:
-            p.error("--json cannot be combined with --follow")
-        state = queries.load_state(st.conn, job_id)
-        _print_json({"id": job_id, "state": state["outcome"] or state["phase"],
-                     "attempts": logs.collect(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail)})
+        _print_json(api.logs(ns.job, **options))
         return 0
-    if ns.follow:
-        return logs.follow(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out,
-                           reconcile=st.reconcile)
-    if not logs.read(st.conn, job_id, attempt=ns.attempt, stderr=ns.stderr, tail=ns.tail, out=out):
-        state = queries.load_state(st.conn, job_id)
-        if ns.attempt is not None and state["attempts"]:
-            from .errors import BadInput
-
-            raise BadInput(f"job {job_id} has no attempt {ns.attempt} (it has {state['attempts']})")
-        where = state["wait_detail"] or state["waiting_for"] or state["outcome"] or state["phase"]
-        sys.stderr.write(f"jobman: job {job_id} has not started, so it has no output yet ({where})\n")
-    return 0
+    result = api.logs(ns.job, **options, follow=ns.follow, out=sys.stdout.buffer)
+    if "note" in result:
+        sys.stderr.write(f"jobman: {result['note']}\n")
+    return result["exit_status"]
 
 
 def cmd_wait(args: list[str]) -> int:

@@ -82,12 +82,9 @@ def cmd_completion(args: list[str]) -> int:
 
 def cmd_jobs_words(args: list[str]) -> int:
     """Private: the handles and names a JOB argument completes to (for the completion scripts)."""
-    from . import api
     from .completion import job_words
 
-    st = api.State(create=False, reading=True, notify=lambda message: None)
-    if st.conn is not None:
-        sys.stdout.write("".join(f"{word}\n" for word in job_words(st.conn)))
+    sys.stdout.write("".join(f"{word}\n" for word in job_words()))
     return 0
 
 
@@ -105,19 +102,19 @@ def cmd_group(args: list[str]) -> int:
     rm.add_argument("name")
     rm.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
-    from . import api, render
+    from . import admin, render
 
     if ns.action == "rm":
-        api.group_remove(ns.name)
+        admin.group_remove(ns.name)
         if ns.json:
             _print_json({"name": ns.name, "removed": True})
         else:
             sys.stdout.write(f"removed group {ns.name}\n")
         return 0
     if ns.action == "set":
-        rows = [api.group_set(ns.name, ns.limit)]
+        rows = [admin.group_set(ns.name, ns.limit)]
     else:
-        rows = api.group_list()
+        rows = admin.group_list()
     if ns.json:
         _print_json(rows[0] if ns.action == "set" else rows)
     else:
@@ -133,9 +130,9 @@ def cmd_prune(args: list[str]) -> int:
     p.add_argument("--succeeded", action="store_true", help="only jobs that succeeded (keep the others to look at)")
     p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
-    from . import api
+    from . import admin
 
-    removed = api.prune(older_than=ns.older_than, only_succeeded=ns.succeeded)
+    removed = admin.prune(older_than=ns.older_than, only_succeeded=ns.succeeded)
     if ns.json:
         _print_json(removed)
     else:

@@ -3,6 +3,8 @@
 Commands and their flags are listed once here (a test checks them against each command's --help);
 JOB arguments complete from `jobman __jobs` (handles and names of the newest jobs).
 """
+import os
+
 FLAGS = {
     "run": "--name --cwd --env --env-policy --after-success --after-failure --after --not-before --delay --retries "
            "--retryable-exit-code --retry-delay --retry-backoff --retry-max-delay --retry-on-timeout --timeout "
@@ -88,12 +90,17 @@ def script(shell: str) -> str:
     raise BadInput(f"no completion for shell {shell!r}: use bash, zsh or fish")
 
 
-def job_words(conn) -> list[str]:
-    """Handles and names of the newest jobs, newest first (what a JOB argument completes to)."""
+def job_words(environ=os.environ) -> list[str]:
+    """Handles and names of the newest jobs, newest first (what a JOB argument completes to); none
+    before the first submission. Quiet: a completion must not print notes into the user's line."""
+    from .api import State
     from .store.queries import newest_handles_and_names
 
+    st = State(environ, create=False, reading=True, notify=lambda message: None)
+    if st.conn is None:
+        return []
     words = []
-    for handle, name in newest_handles_and_names(conn, JOBS_SHOWN):
+    for handle, name in newest_handles_and_names(st.conn, JOBS_SHOWN):
         if handle is not None:
             words.append(str(handle))
         if name and name not in words and name.isprintable() and " " not in name:

@@ -197,3 +197,42 @@ def check_log_limit(text: str, limit: int, environ) -> None:
 def default_retry() -> dict:
     return {"retries": 0, "exit_codes": None, "delay": 0.0, "backoff": "constant",
             "max_delay": DEFAULT_MAX_RETRY_DELAY, "on_timeout": False}
+
+
+def from_options(ns, command: list[str], environ) -> tuple[dict, list]:
+    """The spec and the dependencies of `jobman run`, from its options (jobman.run_args) and command."""
+    import time
+
+    from runkit.durations import parse_size, parse_time
+
+    if not command:
+        raise BadInput("no command given: put the command after --, as in: jobman run -- COMMAND [ARG...]")
+    now = time.time()
+    not_before = None
+    if ns.not_before is not None:
+        try:
+            not_before = parse_time(ns.not_before, now)
+        except ValueError as e:
+            raise BadInput(f"--not-before: {e}") from None
+    if ns.delay is not None:
+        not_before = max(not_before or 0.0, now + ns.delay)
+    if ns.timeout is not None and ns.timeout <= 0:
+        raise BadInput("--timeout must be greater than zero")
+    log_limit = DEFAULT_LOG_LIMIT
+    if ns.log_limit is not None:
+        try:
+            log_limit = parse_size(ns.log_limit)
+        except ValueError as e:
+            raise BadInput(f"--log-limit: {e}") from None
+        check_log_limit(ns.log_limit, log_limit, environ)
+    retry = default_retry()
+    retry.update(retries=ns.retries, exit_codes=sorted(set(ns.exit_codes)) if ns.exit_codes else None,
+                 delay=ns.retry_delay, backoff=ns.retry_backoff, on_timeout=ns.retry_on_timeout)
+    if ns.retry_max_delay is not None:
+        retry["max_delay"] = ns.retry_max_delay
+    spec = build(
+        argv=command, cwd=ns.cwd, env_policy=ns.env_policy, env_pairs=ns.env, environ=environ, name=ns.name,
+        group=ns.group, priority=ns.priority, not_before=not_before, retry=retry, timeout=ns.timeout,
+        kill_after=DEFAULT_KILL_AFTER if ns.kill_after is None else ns.kill_after, log_limit=log_limit,
+        separate_stderr=ns.separate_stderr, windows=windows_from_env(environ), on_finish=ns.on_finish)
+    return spec, list(ns.deps or [])

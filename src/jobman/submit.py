@@ -142,6 +142,17 @@ def _exit_note(pid: int) -> str:
     return f" (the supervisor exited with {'code ' + str(code) if sig is None else proc.signal_name(sig)})"
 
 
+def _record_reconciled(conn, job_id: str, reason: str) -> None:
+    """The job's events say that its handover was read from the database, and why (its supervisor owns
+    it: a note that cannot be written now changes nothing)."""
+    try:
+        transitions.add_attempt_note(conn, job_id, "acknowledgement_rejected", time.time(), reason=reason)
+    except Exception as e:
+        if trouble(e) is None:
+            raise
+        schema.rollback(conn)
+
+
 def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
     """The acknowledgement did not arrive intact. Decide from the database, on a fresh connection:
     a committed claim means the job was handed over; otherwise make a late claim impossible first."""
@@ -150,6 +161,7 @@ def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
         while True:
             state = queries.load_state(conn, job_id)
             if state["supervisor_id"] is not None and state["phase"] != "submitting":
+                _record_reconciled(conn, job_id, reason)
                 return state["supervisor_id"]
             if state["phase"] != "submitting":
                 raise LaunchError(f"job {job_id} was not handed over: {reason}; it ended "

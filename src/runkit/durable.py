@@ -9,7 +9,7 @@ def write_atomic(path: str, data: bytes, mode: int = 0o600) -> None:
     try:
         os.rename(tmp, path)
     except BaseException:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise
     fsync_dir(directory)
 
@@ -22,7 +22,8 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _unlink_quietly(path: str) -> None:
+def unlink_quietly(path: str) -> None:
+    """Remove a file if it can be removed (a temporary file on an error path: the error that matters is raised)."""
     try:
         os.unlink(path)
     except OSError:
@@ -52,7 +53,7 @@ def write_temp(directory: str, data, *, mode: int = 0o600,
         stat = os.fstat(fd)
     except BaseException:
         os.close(fd)
-        _unlink_quietly(path)
+        unlink_quietly(path)
         raise
     os.close(fd)
     return path, stat

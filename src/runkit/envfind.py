@@ -1,10 +1,12 @@
-"""Finding processes by a variable in their environment: the way to a job's processes when no
-recorded identity leads to them (its supervisor died before recording the target, or a descendant
-double-forked and started a session of its own). Every target starts with its job's id in its
-environment (JOBMAN_JOB_ID) and its descendants inherit it, whatever they do with sessions.
+"""Finding processes by what /proc shows of them, when no recorded identity leads to them: a variable
+in their environment, or a path they hold (their working directory or an open file).
 
-Linux reads /proc/PID/environ (the environment a process was started with); only this user's
-processes are looked at. Elsewhere nothing is found (the recorded identity is all there is).
+The variable is the way to a job's processes when its supervisor died before recording the target, or a
+descendant double-forked and started a session of its own: every target starts with its job's id in
+its environment (JOBMAN_JOB_ID) and its descendants inherit it, whatever they do with sessions.
+
+Linux reads /proc/PID/environ (the environment a process was started with) and /proc/PID/cwd, fd/; only
+this user's processes are looked at.
 """
 import os
 
@@ -51,3 +53,32 @@ def _value_of(environ: bytes, prefix: bytes) -> bytes | None:
         start = at + 1 + len(prefix)
     end = environ.find(b"\0", start)
     return environ[start:] if end < 0 else environ[start:end]
+
+
+def using_path(directory: str) -> list[int]:
+    """Pids of live processes (of this user: others' cannot be read) whose working directory or an open
+    file lies in `directory` or below it: what `lsof +D` would list. Linux only (an empty list elsewhere)."""
+    if not os.path.isdir("/proc/self"):
+        return []
+    root = os.path.realpath(directory)
+    inside = root.rstrip("/") + "/"
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        base = f"/proc/{name}"
+        try:
+            paths = [os.readlink(f"{base}/cwd")]
+            fds = os.listdir(f"{base}/fd")
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        for fd in fds:
+            try:
+                paths.append(os.readlink(f"{base}/fd/{fd}"))
+            except OSError:  # closed meanwhile
+                continue
+        if any(p == root or p.startswith(inside) for p in paths):
+            st = stat(int(name))
+            if st is not None and st.alive:
+                found.append(int(name))
+    return found

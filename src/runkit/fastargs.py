@@ -114,8 +114,6 @@ def _looks_negative(token: str) -> bool:
 
 def add_to_argparse(parser, options: list[Option]) -> None:
     """Declare the same options on an argparse parser (whose errors then speak for the table)."""
-    import argparse
-
     seen_append = set()
     for o in options:
         kwargs = {"dest": o.dest, "help": o.help}
@@ -127,7 +125,7 @@ def add_to_argparse(parser, options: list[Option]) -> None:
         if o.choices is not None and o.convert is None and o.tag is None:
             kwargs["choices"] = o.choices
         elif o.convert is not None or o.tag is not None:
-            kwargs["type"] = _argparse_type(o, argparse)
+            kwargs["type"] = _argparse_type(o)
         if o.kind == "append":
             kwargs["action"] = "append"
             if o.dest not in seen_append:
@@ -138,16 +136,12 @@ def add_to_argparse(parser, options: list[Option]) -> None:
         parser.add_argument(*o.flags, **kwargs)
 
 
-def _argparse_type(option: Option, argparse):
-    def convert(text: str):
-        try:
-            value = option.value_of(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-        return (value, option.tag) if option.tag else value
+def _argparse_type(option: Option):
+    from .cliargs import argparse_type
 
-    convert.__name__ = option.dest  # argparse names the type in some messages
-    return convert
+    if option.tag:
+        return argparse_type(lambda text: (option.value_of(text), option.tag), option.dest)
+    return argparse_type(option.value_of, option.dest)
 
 
 def to_namespace(parsed, options: list[Option], positional_dest: str) -> Namespace:

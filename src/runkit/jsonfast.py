@@ -1,12 +1,13 @@
 """json.dumps / json.loads through the C accelerator the json package itself uses, without importing
 the json package: that pulls in re and enum, ~12 ms on every CLI and supervisor start (measured in
-bench/). Output and errors match json's (compact separators, ASCII-only output); where the C module
-is missing, the json package is used instead.
+bench/). Output and errors match json's (compact separators, ASCII-only output).
+
+`_json` is CPython's private module: if anything about it fails at import (missing, a changed
+signature, output that is not json's), the json package is used instead, and so it is when
+RUNKIT_JSON_FALLBACK is set to a non-empty value (`make test` runs part of the suite that way).
+ACCELERATED says which one is in use.
 """
-try:
-    import _json
-except ImportError:  # not CPython: use the real thing
-    _json = None
+import os
 
 
 def _constant(name: str):
@@ -24,12 +25,45 @@ class _Context:
 
 
 _WHITESPACE = " \t\n\r"
-_scan = _json.make_scanner(_Context()) if _json else None
+
+
+def _unserialisable(value):
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+try:
+    import _json
+except Exception:  # not CPython, or a broken build: the json package it is
+    _json = None
+
+
+def _accelerator():
+    """(scanner, encoders) of the C module, checked on a small document; None to use the json package."""
+    if _json is None or os.environ.get("RUNKIT_JSON_FALLBACK"):
+        return None
+    try:
+        def encoder(sort_keys: bool):
+            return _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ":", ",",
+                                      sort_keys, False, True)
+
+        scan, encoders = _json.make_scanner(_Context()), {False: encoder(False), True: encoder(True)}
+        sample = '{"b":[1,2.5,null,true],"a":"\\u00e9\\""}'
+        if scan(sample, 0) != ({"b": [1, 2.5, None, True], "a": 'é"'}, len(sample)):
+            return None
+        if "".join(encoders[True](scan(sample, 0)[0], 0)) != '{"a":"\\u00e9\\"","b":[1,2.5,null,true]}':
+            return None
+        return scan, encoders
+    except Exception:  # anything at all: the json package is always right
+        return None
+
+
+_scan, _ENCODERS = _accelerator() or (None, None)
+ACCELERATED = _scan is not None
 
 
 def loads(text):
     """Parse a JSON document (str or UTF-8 bytes). Raises ValueError on anything else."""
-    if _json is None:
+    if _scan is None:
         import json
 
         return json.loads(text)
@@ -51,21 +85,9 @@ def loads(text):
     return value
 
 
-def _unserialisable(value):
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _encoder(sort_keys: bool):
-    return _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ":", ",", sort_keys,
-                              False, True)
-
-
-_ENCODERS = {False: _encoder(False), True: _encoder(True)} if _json else None
-
-
 def dumps(value, sort_keys: bool = False) -> str:
     """Compact JSON, as json.dumps(value, separators=(",", ":"), sort_keys=sort_keys) writes it."""
-    if _json is None:
+    if _ENCODERS is None:
         import json
 
         return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys)

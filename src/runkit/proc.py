@@ -1,13 +1,22 @@
 """Platform process control: identity, liveness, spawning and signalling.
 
-All OS-specific code lives here. Linux is what runs and is tested (/proc); macOS is kept
-reachable through psutil, imported lazily. A remembered pid never authorises a signal: a
-process is identified by pid + start time + boot id, and a zombie is not alive.
+All OS-specific code lives here. Linux is the platform (/proc, prctl): elsewhere the first look at a
+process raises UnsupportedPlatform rather than judging every process gone. A remembered pid never
+authorises a signal: a process is identified by pid + start time + boot id, and a zombie is not alive.
 """
 import os
 
 _PROC = os.path.isdir("/proc/self")
 _boot_id: str | None = None
+
+
+class UnsupportedPlatform(RuntimeError):
+    pass
+
+
+def _require_proc() -> None:
+    if not _PROC:
+        raise UnsupportedPlatform("no /proc here: jobman and stado run on Linux only")
 
 
 class Identity:
@@ -32,13 +41,9 @@ def boot_id() -> str:
     """An id that changes on every boot (so a pid and start time from an earlier boot never match)."""
     global _boot_id
     if _boot_id is None:
-        try:
-            with open("/proc/sys/kernel/random/boot_id") as f:
-                _boot_id = f.read().strip()
-        except OSError:
-            import psutil  # macOS: the boot time stands in for a boot id
-
-            _boot_id = f"boot-{psutil.boot_time():.0f}"
+        _require_proc()
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            _boot_id = f.read().strip()
     return _boot_id
 
 
@@ -57,8 +62,7 @@ class Stat:
 
 def stat(pid: int) -> Stat | None:
     """The process's stat, or None if there is no such process."""
-    if not _PROC:
-        return _psutil_stat(pid)
+    _require_proc()
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read()
@@ -69,19 +73,6 @@ def stat(pid: int) -> Stat | None:
     # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
     rest = raw[raw.rindex(b")") + 2:].split()
     return Stat(pid, rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]))
-
-
-def _psutil_stat(pid: int) -> Stat | None:
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        with p.oneshot():
-            status = p.status()
-            state = "Z" if status == psutil.STATUS_ZOMBIE else "S"
-            return Stat(pid, state, p.ppid(), os.getpgid(pid), os.getsid(pid), int(p.create_time() * 100))
-    except (psutil.Error, OSError):
-        return None
 
 
 def identity(pid: int) -> Identity | None:
@@ -187,10 +178,7 @@ def become_subreaper() -> bool:
 
 
 def all_stats() -> list[Stat]:
-    if not _PROC:
-        import psutil
-
-        return [s for s in (_psutil_stat(p) for p in psutil.pids()) if s is not None]
+    _require_proc()
     stats = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -392,32 +380,3 @@ def signal_name(sig: int | None) -> str | None:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
-
-
-def using_path(directory: str) -> list[int]:
-    """Pids of live processes (of this user: others' cannot be read) whose working directory or an open
-    file lies in `directory` or below it: what `lsof +D` would list. Linux only (an empty list elsewhere)."""
-    if not _PROC:
-        return []
-    root = os.path.realpath(directory)
-    inside = root.rstrip("/") + "/"
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        base = f"/proc/{name}"
-        try:
-            paths = [os.readlink(f"{base}/cwd")]
-            fds = os.listdir(f"{base}/fd")
-        except OSError:  # gone meanwhile, or another user's
-            continue
-        for fd in fds:
-            try:
-                paths.append(os.readlink(f"{base}/fd/{fd}"))
-            except OSError:  # closed meanwhile
-                continue
-        if any(p == root or p.startswith(inside) for p in paths):
-            st = stat(int(name))
-            if st is not None and st.alive:
-                found.append(int(name))
-    return found

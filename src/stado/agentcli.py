@@ -2,7 +2,11 @@
 import os
 import sys
 
+from runkit.cliargs import argparse_type, non_negative, whole
+
 from .errors import BadInput
+
+_whole, _number = argparse_type(whole), argparse_type(non_negative)
 
 
 def add_agent_parser(sub) -> None:
@@ -83,25 +87,3 @@ def own_program() -> str:
     from runkit.proc import which
 
     return which("stado", os.environ.get("PATH")) or beside
-
-
-def _whole(text: str) -> int:
-    import argparse
-
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
-def _number(text: str) -> float:
-    import argparse
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return value

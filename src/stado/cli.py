@@ -9,28 +9,12 @@ that has not finished.
 import os
 import sys
 
+from runkit.cliargs import argparse_type, non_negative as _number, parser_class, whole as _whole
 from runkit.fastargs import Option, add_to_argparse, fast_parse
 
 from .errors import BadInput, StadoError
 
 PROG = "stado"
-
-
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a whole number") from None
-
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")) or value < 0:
-        raise ValueError(f"{text!r} must be a finite number >= 0")
-    return value
 
 
 # `stado submit` runs for every job: its options are a table that runkit.fastargs reads without
@@ -60,12 +44,7 @@ SUBMIT_OPTIONS = [
 
 
 def _parser():
-    import argparse
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message):  # one line, not argparse's usage block
-            raise BadInput(f"{message}; see `{self.prog} --help`")
-
+    Parser = parser_class(BadInput, "{message}; see `{prog} --help`")  # one line, not argparse's usage block
     p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).",
                epilog="`stado COMMAND --help` explains each command; `stado --version` prints the version.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -161,22 +140,7 @@ def _parser():
     return p
 
 
-def _int(text: str) -> int:
-    import argparse
-
-    try:
-        return _whole(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _float(text: str) -> float:
-    import argparse
-
-    try:
-        return _number(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+_float = argparse_type(_number)
 
 
 def _store():

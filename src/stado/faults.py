@@ -1,7 +1,8 @@
-"""Fault points: named places where a test makes a stado process die, to open a crash window.
+"""stado's fault points (runkit.faults): named places where a test makes a stado process die, to open a
+crash window.
 
-STADO_FAULT_POINT=<name> makes the process exit at once (no cleanup, like a crash) the first time
-it reaches that point. The points sit between the two writes of a two-write transition:
+STADO_FAULT_POINT=<name> makes the process exit at once with status 86 (no cleanup, like a crash) when it
+reaches that point. The points sit between the two writes of a two-write transition:
 
     claim-written     running/<id>.json created, queue/<id>.json not yet deleted
     terminal-written  the terminal record created, running/<id>.json not yet deleted
@@ -9,16 +10,13 @@ it reaches that point. The points sit between the two writes of a two-write tran
     requeue-written   a retry's queue entry written, running/<id>.json not yet deleted
     spawned           the job's process started, its record not yet in running/<id>.json (the first renewal)
 """
-import os
-import sys
+from runkit.faults import FaultPoints
 
 FAULT_EXIT = 86
 POINTS = ("claim-written", "terminal-written", "cancel-written", "requeue-written", "spawned")
+_POINTS = FaultPoints("stado", "STADO_FAULT_POINT", exit_code=FAULT_EXIT)
 
 
 def point(name: str) -> None:
     assert name in POINTS, name
-    if os.environ.get("STADO_FAULT_POINT") == name:
-        sys.stderr.write(f"stado: fault point {name}: exiting as a crash would\n")
-        sys.stderr.flush()
-        os._exit(FAULT_EXIT)
+    _POINTS.hit(name)

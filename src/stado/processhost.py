@@ -109,7 +109,9 @@ class ProcessHost:
     def users_of(self, directory: str) -> list[int]:
         """Processes of this user whose working directory, or an open file, lies under `directory` (what
         lsof would list): the restart check's evidence that a job left by a dead agent still runs."""
-        return proc.using_path(directory)
+        from runkit.envfind import using_path
+
+        return using_path(directory)
 
 
 def _same_attempt(job_id: str, started_at: str) -> list:

@@ -44,14 +44,14 @@ def test_names_of_digits_only_are_refused_so_handles_and_names_never_collide(job
 
 def test_an_old_database_gets_handles_in_submission_order(tmp_path):
     """Migration 3 numbers the jobs of an existing home in submission order, and the next job follows."""
-    from jobman.store import schema as db
+    from jobman.store import migrations, schema as db
 
     home = tmp_path / "home"
     home.mkdir()
     path = str(home / "jobman.db")
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    for migration in db.MIGRATIONS[:2]:
+    for migration in migrations.MIGRATIONS[:2]:
         for statement in db._statements(migration):
             conn.execute(statement)
     conn.execute("INSERT INTO groups (name, slot_limit) VALUES ('default', 2)")

@@ -120,11 +120,22 @@ def test_claim_committed_but_acknowledgement_lost(jobman):
     assert final["outcome"] == "lost" and final["exit_code"] is None
 
 
+def rejections(jobman, job_id):
+    """The reasons recorded when `jobman run` rejected the acknowledgement and read the handover back."""
+    import json
+
+    with jobman.db() as conn:
+        return [json.loads(r[0])["reason"] for r in conn.execute(
+            "SELECT data FROM events WHERE job_id = ? AND kind = 'acknowledgement_rejected'", (job_id,))]
+
+
 def test_malformed_acknowledgement_is_rejected_then_reconciled(jobman, tmp_path):
     out = tmp_path / "out"
     result = jobman("run", "--", "sh", "-c", f"echo ok > {out}", env={"JOBMAN_TEST_FAULT": "supervisor:bad_ack"})
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip()
+    # The rejection itself was the path taken: the record says why the acknowledgement was not believed.
+    assert rejections(jobman, job_id) == ["the acknowledgement has unknown fields: extra"]
     assert jobman.wait_finished(job_id)["outcome"] == "succeeded"
     assert out.read_text() == "ok\n"
 
@@ -136,8 +147,14 @@ def test_oversized_acknowledgement_is_rejected_then_reconciled(jobman):
 
     answer = json.loads(result.stdout)
     assert answer["supervisor_id"] == jobman.state(answer["id"])["supervisor_id"]
+    assert rejections(jobman, answer["id"]) == ["the acknowledgement is larger than 1024 bytes"]
     # The supervisor survived its failed write and ran the job.
     assert jobman.wait_finished(answer["id"])["outcome"] == "succeeded"
+
+
+def test_an_intact_acknowledgement_records_no_rejection(jobman):
+    job_id = jobman.run("true")
+    assert rejections(jobman, job_id) == []
 
 
 def test_acknowledgement_read_but_cli_dies_before_printing(jobman, tmp_path):
@@ -251,6 +268,7 @@ def test_interrupts_after_commit_do_not_abandon_the_job(jobman, tmp_path):
     wait_for(marker.exists, message="the CLI to commit")
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         os.killpg(proc.pid, sig)
+    marker.unlink()  # the signals are sent: the CLI goes on past its fault point
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
     job_id = stdout.decode().strip()

@@ -120,3 +120,11 @@ def test_migration_runs_once_and_a_newer_database_is_refused(tmp_path):
     again.close()
     with pytest.raises(BadInput, match="newer than this jobman understands"):
         schema.connect(path, create=False)
+
+
+def test_the_schema_version_is_the_number_of_migrations():
+    """schema.py names the version without loading the migrations (every command and supervisor opens the
+    database; only creating or migrating one needs their text)."""
+    from jobman.store.migrations import MIGRATIONS
+
+    assert schema.SCHEMA_VERSION == len(MIGRATIONS)

@@ -234,12 +234,12 @@ def test_an_emptied_database_is_refused_not_started_afresh(jobman):
 def test_an_old_database_is_migrated(tmp_path):
     """A version-1 database (as jobman made it before the line indexes) is brought up to date in place,
     with its waiting jobs in line."""
-    from jobman.store import schema as db
+    from jobman.store import migrations, schema as db
 
     path = str(tmp_path / "jobman.db")
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    for statement in db._statements(db.MIGRATIONS[0]):
+    for statement in db._statements(migrations.MIGRATIONS[0]):
         conn.execute(statement)
     conn.execute("INSERT INTO groups (name, slot_limit) VALUES ('default', 2)")
     for n, (phase, waiting_for) in enumerate([("waiting", "slot"), ("finished", None), ("waiting", "slot")]):

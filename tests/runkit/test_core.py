@@ -5,7 +5,6 @@ import time
 import pytest
 
 from jobman import scheduling
-from jobman.store.transitions import encode_flat
 from runkit import ids, retry
 from runkit.durations import format_duration, parse_duration, parse_size, parse_time
 
@@ -110,7 +109,9 @@ def test_time_and_slot_verdicts():
 @pytest.mark.parametrize("data", [{"a": 1, "b": None, "c": True, "d": 1.5, "e": "x\"\\\n\t\u00e9"},
                                   {"detail": "ended with exit code 3", "at": 1796010814.728362}])
 def test_event_encoding_is_json(data):
-    assert json.loads(encode_flat(data)) == data
+    from runkit.jsonfast import dumps  # what jobman's add_event stores
+
+    assert json.loads(dumps(data)) == data
 
 
 def test_join_negative_values():
@@ -140,3 +141,20 @@ def test_durations_and_times_stay_in_range():
     assert format_duration(float("inf")) == "inf"
     endless = {"retries": 10**6, "delay": 1.0, "backoff": "exponential", "max_delay": None}
     assert retry.retry_delay(endless, 10**6) == 100 * 365 * 86400.0
+
+
+def test_process_identity_refuses_a_platform_without_proc():
+    """Linux is the platform: without /proc every process would look gone (and every supervisor lost), so
+    the first look at a process raises instead (run in a process of its own, /proc hidden from runkit)."""
+    import subprocess
+    import sys
+
+    code = ("from runkit import proc\n"
+            "proc._PROC = False\n"
+            "for look in (lambda: proc.stat(1), proc.all_stats):\n"
+            "    try:\n"
+            "        look()\n"
+            "    except proc.UnsupportedPlatform as e:\n"
+            "        print(e)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout == "no /proc here: jobman and stado run on Linux only\n" * 2

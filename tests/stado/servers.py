@@ -13,6 +13,7 @@ import hmac
 import http.client
 import json
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -116,6 +117,7 @@ class SeaweedFS:
     proc: subprocess.Popen = field(repr=False)
     log: Path
     start_seconds: float
+    sockets: Path | None = None  # a short directory of its unix sockets, removed at stop
 
     @property
     def env(self) -> dict[str, str]:
@@ -127,6 +129,8 @@ class SeaweedFS:
 
     def stop(self) -> None:
         _stop(self.proc)
+        if self.sockets is not None:
+            shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 # free_port() only says a port was free a moment ago: parallel test workers start servers at the same time,
@@ -166,10 +170,11 @@ def _start_seaweedfs(workdir: Path, bucket: str) -> SeaweedFS:
                 "actions": [f"{action}:{bucket}" for action in ("Read", "Write", "List", "Tagging")]}
     s3_config = workdir / "s3.json"
     s3_config.write_text(json.dumps({"identities": [identity]}))
-    # A unix socket's path holds at most 107 bytes: pytest's directories under -n are longer than that.
-    sockets = Path(tempfile.mkdtemp(prefix="weed-", dir="/tmp"))
     # weed derives each gRPC port as HTTP port + 10000 (the admin worker ignores -admin.port.grpc).
     ports = {name: free_port(with_offset=10000) for name in ("master", "volume", "filer", "s3", "admin")}
+    # A unix socket's path has room for 107 bytes: a deep pytest directory (pytest-353/popen-gw0/<long test
+    # name>/.../attempt-1/filer.sock) would not bind, and the filer would exit at once.
+    sockets = Path(tempfile.mkdtemp(prefix="weed-", dir="/tmp"))
     argv = [str(WEED), "mini", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}", "-master.telemetry=false",
             "-admin.ui=false", "-webdav=false", f"-bucket={bucket}", f"-s3.config={s3_config}",
             "-s3.autoCreateBucket=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
@@ -178,7 +183,8 @@ def _start_seaweedfs(workdir: Path, bucket: str) -> SeaweedFS:
     log = workdir / "weed.log"
     started = time.monotonic()
     proc = _spawn(argv, log)
-    server = SeaweedFS(f"http://{HOST}:{ports['s3']}", bucket, "us-east-1", access_key, secret_key, proc, log, 0.0)
+    server = SeaweedFS(f"http://{HOST}:{ports['s3']}", bucket, "us-east-1", access_key, secret_key, proc, log, 0.0,
+                       sockets)
     try:
         wait_until(lambda: port_open(ports["s3"]), START_TIMEOUT, "SeaweedFS S3 port", proc=proc, log=log)
         # The port opens before the bucket and identities are loaded: wait for a signed write to land.

@@ -1,4 +1,5 @@
-"""SQLite: connection settings, the schema, its migrations, and short write transactions.
+"""SQLite: connection settings, creating and migrating the schema (jobman.store.migrations), and short
+write transactions.
 
 WAL mode, synchronous=FULL (a printed job id must survive power loss), foreign keys on, and a
 busy timeout. Every write transaction starts with BEGIN IMMEDIATE: in WAL mode a read
@@ -21,197 +22,8 @@ DEFAULT_GROUP = "default"  # created with the database; its limit starts at the 
 def default_group_limit() -> int:
     return os.cpu_count() or 1
 
-# The schema, as migrations. Migration N takes user_version N-1 to N. Never edit a released
-# migration: add a new one (tests/jobman/test_schema.py checks a fresh database against them).
-MIGRATIONS = [
-    """
-    CREATE TABLE jobs (
-        id             TEXT PRIMARY KEY,           -- UUIDv7: sorts by submission time
-        name           TEXT,                       -- optional display name (not unique: newest wins)
-        spec           TEXT NOT NULL,              -- the immutable resolved specification (JSON)
-        group_name     TEXT NOT NULL REFERENCES groups(name),
-        priority       INTEGER NOT NULL DEFAULT 0,
-        submitted_at   REAL NOT NULL,
-        claim_window   REAL NOT NULL CHECK (claim_window > 0),
-        lease_duration REAL NOT NULL CHECK (lease_duration > 0),
-        renew_interval REAL NOT NULL CHECK (renew_interval > 0 AND renew_interval < lease_duration),
-        poll_interval  REAL NOT NULL CHECK (poll_interval > 0)
-    );
-    CREATE INDEX jobs_by_name ON jobs(name, submitted_at) WHERE name IS NOT NULL;
 
-    CREATE TABLE job_state (
-        job_id          TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
-        phase           TEXT NOT NULL CHECK (phase IN ('submitting', 'starting', 'waiting', 'running', 'finished')),
-        outcome         TEXT CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled',
-                                                'dependency_failed', 'submission_failed', 'lost')),
-        revision        INTEGER NOT NULL,
-        credential_hash BLOB,                      -- SHA-256 of the launch credential, until claimed
-        claim_deadline  REAL,
-        supervisor_id   TEXT,
-        supervisor_pid  INTEGER,
-        supervisor_start_time INTEGER,
-        supervisor_boot_id TEXT,
-        lease_expires_at REAL,
-        waiting_for     TEXT CHECK (waiting_for IN ('dependencies', 'not_before', 'retry', 'slot')),
-        wait_detail     TEXT,                      -- why it waits, for humans
-        wait_until      REAL,
-        slot_held       INTEGER NOT NULL DEFAULT 0 CHECK (slot_held IN (0, 1)),
-        attempts        INTEGER NOT NULL DEFAULT 0,
-        cancel_requested_at REAL,
-        exit_code       INTEGER,
-        exit_signal     INTEGER,
-        detail          TEXT,                      -- why it ended this way, for humans
-        finished_at     REAL,
-        CHECK ((phase = 'finished') = (outcome IS NOT NULL)),
-        CHECK ((credential_hash IS NULL) = (claim_deadline IS NULL)),
-        CHECK (phase = 'submitting' OR credential_hash IS NULL),
-        CHECK (phase IN ('submitting', 'finished') OR supervisor_id IS NOT NULL),
-        CHECK ((phase = 'waiting') = (waiting_for IS NOT NULL))
-    );
-    CREATE INDEX job_state_active ON job_state(phase) WHERE phase != 'finished';
-    CREATE INDEX job_state_slots ON job_state(slot_held) WHERE slot_held = 1;
-
-    CREATE TABLE dependencies (
-        job_id     TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
-        depends_on TEXT NOT NULL REFERENCES jobs(id),
-        condition  TEXT NOT NULL CHECK (condition IN ('success', 'failure', 'end')),
-        PRIMARY KEY (job_id, depends_on, condition)
-    );
-    CREATE INDEX dependencies_by_target ON dependencies(depends_on);
-
-    CREATE TABLE attempts (
-        job_id     TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
-        number     INTEGER NOT NULL CHECK (number >= 1),
-        started_at REAL NOT NULL,
-        ended_at   REAL,
-        pid        INTEGER,
-        start_time INTEGER,
-        boot_id    TEXT,
-        pgid       INTEGER,
-        exit_code  INTEGER,
-        signal     INTEGER,
-        outcome    TEXT,                          -- succeeded, failed, timed_out, cancelled, spawn_failed
-        error      TEXT,
-        log_path   TEXT NOT NULL,
-        PRIMARY KEY (job_id, number)
-    );
-    CREATE UNIQUE INDEX one_active_attempt ON attempts(job_id) WHERE ended_at IS NULL;
-
-    CREATE TABLE events (
-        id     INTEGER PRIMARY KEY AUTOINCREMENT,
-        job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
-        at     REAL NOT NULL,
-        kind   TEXT NOT NULL,
-        data   TEXT                               -- JSON
-    );
-    CREATE INDEX events_by_job ON events(job_id, id);
-
-    CREATE TABLE groups (
-        name       TEXT PRIMARY KEY,
-        slot_limit INTEGER NOT NULL CHECK (slot_limit >= 0),
-        revision   INTEGER NOT NULL DEFAULT 1
-    );
-    """,
-    # 2: what a waiting supervisor asks costs O(1) in the length of the queue. A job's place in its
-    # group's line (group, priority, submission time) is copied into job_state, filled by a trigger
-    # from the immutable jobs row, so that the line is one partial index in take-a-slot order, and
-    # the holders of a group's slots another.
-    """
-    ALTER TABLE job_state ADD COLUMN line_group TEXT;
-    ALTER TABLE job_state ADD COLUMN line_priority INTEGER;
-    ALTER TABLE job_state ADD COLUMN line_at REAL;
-    UPDATE job_state SET line_group = (SELECT group_name FROM jobs WHERE id = job_id),
-                         line_priority = (SELECT priority FROM jobs WHERE id = job_id),
-                         line_at = (SELECT submitted_at FROM jobs WHERE id = job_id);
-    CREATE TRIGGER job_state_line_fill AFTER INSERT ON job_state
-    BEGIN
-        UPDATE job_state SET line_group = (SELECT group_name FROM jobs WHERE id = NEW.job_id),
-                             line_priority = (SELECT priority FROM jobs WHERE id = NEW.job_id),
-                             line_at = (SELECT submitted_at FROM jobs WHERE id = NEW.job_id)
-         WHERE job_id = NEW.job_id;
-    END;
-    CREATE INDEX job_state_line ON job_state(line_group, line_priority DESC, line_at, job_id)
-        WHERE phase = 'waiting' AND waiting_for = 'slot';
-    CREATE INDEX job_state_holders ON job_state(line_group) WHERE slot_held = 1;
-    DROP INDEX job_state_slots;
-    CREATE INDEX jobs_by_submission ON jobs(submitted_at, id);
-    CREATE INDEX job_state_deadlines ON job_state(claim_deadline) WHERE phase = 'submitting';
-    """,
-    # 3: handles and holds. Every job gets a short per-home number (its handle: what people type),
-    # the existing ones in submission order, from a sequence that never goes back (a pruned job's
-    # number is never given to another). A waiting job can be held back (held_at, and 'held' as a
-    # reason to wait): SQLite cannot change a CHECK constraint in place, so job_state is rebuilt.
-    """
-    ALTER TABLE jobs ADD COLUMN handle INTEGER;
-    CREATE TEMP TABLE handle_numbers (id TEXT PRIMARY KEY, n INTEGER NOT NULL);
-    INSERT INTO handle_numbers SELECT id, row_number() OVER (ORDER BY submitted_at, id) FROM jobs;
-    UPDATE jobs SET handle = (SELECT n FROM handle_numbers WHERE handle_numbers.id = jobs.id);
-    DROP TABLE temp.handle_numbers;
-    CREATE UNIQUE INDEX jobs_by_handle ON jobs(handle);
-    CREATE TABLE handle_sequence (
-        one  INTEGER PRIMARY KEY CHECK (one = 1),
-        last INTEGER NOT NULL CHECK (last >= 0)
-    );
-    INSERT INTO handle_sequence (one, last) VALUES (1, (SELECT coalesce(max(handle), 0) FROM jobs));
-
-    CREATE TABLE job_state_new (
-        job_id          TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
-        phase           TEXT NOT NULL CHECK (phase IN ('submitting', 'starting', 'waiting', 'running', 'finished')),
-        outcome         TEXT CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled',
-                                                'dependency_failed', 'submission_failed', 'lost')),
-        revision        INTEGER NOT NULL,
-        credential_hash BLOB,
-        claim_deadline  REAL,
-        supervisor_id   TEXT,
-        supervisor_pid  INTEGER,
-        supervisor_start_time INTEGER,
-        supervisor_boot_id TEXT,
-        lease_expires_at REAL,
-        waiting_for     TEXT CHECK (waiting_for IN ('dependencies', 'not_before', 'retry', 'slot', 'held')),
-        wait_detail     TEXT,
-        wait_until      REAL,
-        slot_held       INTEGER NOT NULL DEFAULT 0 CHECK (slot_held IN (0, 1)),
-        attempts        INTEGER NOT NULL DEFAULT 0,
-        cancel_requested_at REAL,
-        exit_code       INTEGER,
-        exit_signal     INTEGER,
-        detail          TEXT,
-        finished_at     REAL,
-        line_group      TEXT,
-        line_priority   INTEGER,
-        line_at         REAL,
-        held_at         REAL,                      -- set by jobman hold, cleared by jobman release
-        CHECK ((phase = 'finished') = (outcome IS NOT NULL)),
-        CHECK ((credential_hash IS NULL) = (claim_deadline IS NULL)),
-        CHECK (phase = 'submitting' OR credential_hash IS NULL),
-        CHECK (phase IN ('submitting', 'finished') OR supervisor_id IS NOT NULL),
-        CHECK ((phase = 'waiting') = (waiting_for IS NOT NULL))
-    );
-    INSERT INTO job_state_new (job_id, phase, outcome, revision, credential_hash, claim_deadline, supervisor_id,
-        supervisor_pid, supervisor_start_time, supervisor_boot_id, lease_expires_at, waiting_for, wait_detail,
-        wait_until, slot_held, attempts, cancel_requested_at, exit_code, exit_signal, detail, finished_at,
-        line_group, line_priority, line_at)
-    SELECT job_id, phase, outcome, revision, credential_hash, claim_deadline, supervisor_id,
-        supervisor_pid, supervisor_start_time, supervisor_boot_id, lease_expires_at, waiting_for, wait_detail,
-        wait_until, slot_held, attempts, cancel_requested_at, exit_code, exit_signal, detail, finished_at,
-        line_group, line_priority, line_at FROM job_state;
-    DROP TABLE job_state;
-    ALTER TABLE job_state_new RENAME TO job_state;
-    CREATE INDEX job_state_active ON job_state(phase) WHERE phase != 'finished';
-    CREATE INDEX job_state_line ON job_state(line_group, line_priority DESC, line_at, job_id)
-        WHERE phase = 'waiting' AND waiting_for = 'slot';
-    CREATE INDEX job_state_holders ON job_state(line_group) WHERE slot_held = 1;
-    CREATE INDEX job_state_deadlines ON job_state(claim_deadline) WHERE phase = 'submitting';
-    CREATE TRIGGER job_state_line_fill AFTER INSERT ON job_state
-    BEGIN
-        UPDATE job_state SET line_group = (SELECT group_name FROM jobs WHERE id = NEW.job_id),
-                             line_priority = (SELECT priority FROM jobs WHERE id = NEW.job_id),
-                             line_at = (SELECT submitted_at FROM jobs WHERE id = NEW.job_id)
-         WHERE job_id = NEW.job_id;
-    END;
-    """,
-]
-SCHEMA_VERSION = len(MIGRATIONS)
+SCHEMA_VERSION = 3  # len(migrations.MIGRATIONS), loaded only to create or migrate (tests/jobman/test_schema.py)
 
 
 class DatabaseMissing(BadInput):
@@ -321,7 +133,7 @@ def _create(path: str) -> None:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("BEGIN IMMEDIATE")
             for number in range(1, SCHEMA_VERSION + 1):
-                for statement in _statements(MIGRATIONS[number - 1]):
+                for statement in _statements(_migration(number)):
                     conn.execute(statement)
             conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?)", (DEFAULT_GROUP, default_group_limit()))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -358,13 +170,19 @@ def _migrate(conn: sqlite3.Connection) -> None:
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
         for number in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in _statements(MIGRATIONS[number - 1]):
+            for statement in _statements(_migration(number)):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _migration(number: int) -> str:
+    from .migrations import MIGRATIONS
+
+    return MIGRATIONS[number - 1]
 
 
 def _statements(script: str):

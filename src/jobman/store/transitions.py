@@ -7,6 +7,7 @@ appended in the same transaction as the change they record.
 import sqlite3
 
 from runkit.durations import format_time
+from runkit.jsonfast import dumps
 
 from ..errors import BadInput, Conflict
 from . import queries
@@ -22,41 +23,7 @@ class ClaimRefused(Exception):
 
 def add_event(conn, job_id: str, kind: str, at: float, **data) -> None:
     conn.execute("INSERT INTO events (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
-                 (job_id, at, kind, encode_flat(data) if data else None))
-
-
-def encode_flat(data: dict) -> str:
-    """JSON for a flat mapping of str/int/float/bool/None values. The json module costs a supervisor
-    ~10 ms to import (it pulls in re): this keeps it off the path from launch to acknowledgement."""
-    parts = []
-    for key, value in data.items():
-        parts.append(f"{_json_str(key)}:{_json_value(value)}")
-    return "{" + ",".join(parts) + "}"
-
-
-def _json_value(value) -> str:
-    if value is None:
-        return "null"
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if value == value and value not in (float("inf"), float("-inf")) else "null"
-    return _json_str(str(value))
-
-
-def _json_str(text: str) -> str:
-    out = ['"']
-    for ch in text:
-        if ch == '"' or ch == "\\":
-            out.append("\\" + ch)
-        elif ch < " ":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+                 (job_id, at, kind, dumps(data) if data else None))
 
 
 def no_such_group(name: str) -> BadInput:

@@ -28,7 +28,7 @@ import time
 import zlib
 from collections.abc import Iterator
 
-from runkit.durable import fsync_dir, write_temp
+from runkit.durable import fsync_dir, unlink_quietly, write_temp
 
 from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
                    StoreUnavailable, Version, check_key, check_range, dir_prefix)
@@ -319,7 +319,7 @@ class FileStore(ObjectStore):
             else:
                 raise StoreUnavailable(f"could not create the directory for {key!r} under {self.root}")
         except BaseException:
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
             raise
         _fsync_dir_present(parent)
         return version_of(st)
@@ -355,7 +355,7 @@ class FileStore(ObjectStore):
         except OSError:
             return
         for path in stale:
-            _unlink_quietly(path)
+            unlink_quietly(path)
 
 
 def _fsync_dir_present(directory: str) -> None:
@@ -374,10 +374,3 @@ def _stat_or_none(path: str) -> os.stat_result | None:
     except _MISSING:
         return None
     return st if stat_mod.S_ISREG(st.st_mode) else None
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

@@ -1,0 +1,67 @@
+"""Administration: concurrency groups (set, list, rm) and prune, one function per command as in jobman.api."""
+import os
+import time
+
+from . import doorbell, home as homes
+from .api import State
+from .errors import BadInput, NotFound
+from .store import queries, schema, transitions
+
+MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
+
+
+def group_set(name: str, limit: int, environ=os.environ) -> dict:
+    from .spec import check_group_name
+
+    check_group_name(name)
+    if not 0 <= limit <= MAX_GROUP_LIMIT:
+        raise BadInput(f"bad limit {limit}: use 0 (paused) up to {MAX_GROUP_LIMIT}")
+    st = State(environ)
+    transitions.set_group_limit(st.conn, name, limit)
+    # Waiting jobs see a new limit without resubmission: wake those that may now start.
+    doorbell.ring_all(st.home, queries.slot_waiters(st.conn, name, queries.free_slots(st.conn, name)))
+    return group_list(environ, only=name)[0]
+
+
+def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
+    st = State(environ, create=False, reading=True)
+    if st.conn is None:  # nothing submitted yet: the default group, as the first submission will create it
+        if only not in (None, schema.DEFAULT_GROUP):
+            return []
+        return [{"name": schema.DEFAULT_GROUP, "limit": schema.default_group_limit(), "running": 0, "waiting": 0}]
+    st.reconcile()
+    rows = queries.groups(st.conn, only)
+    return [{"name": r["name"], "limit": r["slot_limit"], "running": r["running"], "waiting": r["waiting"]}
+            for r in rows]
+
+
+def group_remove(name: str, environ=os.environ) -> None:
+    st = State(environ, create=False)
+    if name == schema.DEFAULT_GROUP:
+        raise BadInput(f"the {schema.DEFAULT_GROUP} group cannot be removed (jobman group set {name} --limit 0 pauses it)")
+    if st.conn is None or not transitions.remove_group(st.conn, name):
+        jobs = 0 if st.conn is None else queries.jobs_in_group(st.conn, name)
+        if not jobs:
+            raise NotFound(f"no group {name!r}: see jobman group list")
+        raise BadInput(f"group {name!r} still has {jobs} job(s), finished ones included; jobman prune removes "
+                       f"finished jobs, jobman cancel stops the others")
+
+
+def prune(environ=os.environ, older_than: float = 0.0, only_succeeded: bool = False) -> list[str]:
+    """Remove finished jobs (and their logs) that finished more than `older_than` seconds ago (only those
+    that succeeded, if asked). Never an unfinished job, nor one an unfinished job depends on, nor a lost
+    job whose target still holds a slot."""
+    import shutil
+
+    st = State(environ, create=False)
+    if st.conn is None:
+        return []
+    st.reconcile()
+    removed = transitions.prune(st.conn, time.time() - older_than, only_succeeded)
+    for job_id in removed:
+        shutil.rmtree(homes.job_log_dir(st.home, job_id), ignore_errors=True)
+        try:
+            os.unlink(homes.bell_path(st.home, job_id))
+        except FileNotFoundError:
+            pass
+    return removed
