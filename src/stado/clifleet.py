@@ -1,0 +1,134 @@
+"""stado's fleet commands: the queue's pause, agents, the reaper, schedules, repair and doctor (the
+parser, the job commands and the fast submit path are in cli.py)."""
+from .cli import _json, _out, _store
+from .errors import BadInput
+
+
+def cmd_pause(args) -> int:
+    from . import pause
+
+    record, already = pause.pause(_store(), reason=args.reason)
+    if args.json:
+        _json({"paused": True, "already": already, "record": record})
+    else:
+        why = f": {record.get('reason')}" if record.get("reason") else ""
+        _out(f"queue {'was already' if already else 'is now'} paused by {record.get('by')} at {record.get('at')}{why}; "
+             "submissions are still accepted")
+    return 0
+
+
+def cmd_resume(args) -> int:
+    from . import pause
+
+    record = pause.resume(_store())
+    if args.json:
+        _json({"paused": False, "lifted": record})
+    else:
+        _out("queue resumed; agents claim again" if record else "queue was not paused; nothing changed")
+    return 0
+
+
+def cmd_agent(args) -> int:
+    from .agentcli import cmd_agent as run
+
+    return run(args, _store)
+
+
+def cmd_schedule_add(args) -> int:
+    from . import schedules
+    from .batch import submission_from_args
+    from .submission import whoami
+
+    words = getattr(args, "cmd_words", None)
+    if not words:
+        raise BadInput('missing command: stado schedule add NAME "CRON" [flags] -- CMD...')
+    args.name, args.input = args.sched_name, []
+    spec = submission_from_args(args, command=" ".join(words)).spec.to_json()
+    doc = schedules.add(_store(), args.sched_name, args.cron, spec, tz=args.tz, by=whoami())
+    if args.json:
+        _json(doc)
+    else:
+        upcoming = schedules.next_fire(doc, time_now())
+        _out(f"schedule {doc['name']} added: {doc['cron']} ({doc['tz']}); next fire {_iso(upcoming)}; "
+             "fired by any running agent")
+    return 0
+
+
+def cmd_schedule_list(args) -> int:
+    from .schedules import list_schedules
+
+    found = list_schedules(_store())
+    if args.json:
+        _json({"schedules": found})
+        return 0
+    if not found:
+        _out("no schedules (add one with `stado schedule add NAME \"CRON\" -- CMD`)")
+    for doc in found:
+        state = "paused" if doc.get("paused") else f"next {doc.get('next_fire')}"
+        _out(f"{doc['name']}  {doc['cron']} ({doc.get('tz')})  {state}  fired {doc.get('fired', 0)}, skipped "
+             f"{doc.get('skipped', 0)}  {doc['spec'].get('command')}")
+    return 0
+
+
+def cmd_schedule_change(args) -> int:
+    from . import schedules
+    from .submission import whoami
+
+    store = _store()
+    if args.schedule_command == "rm":
+        doc, changed = schedules.remove_schedule(store, args.sched_name), True
+        message = f"schedule {args.sched_name} removed; jobs it fired are kept"
+    else:
+        doc, changed = schedules.set_paused(store, args.sched_name, args.schedule_command == "pause", by=whoami())
+        verb = "paused" if args.schedule_command == "pause" else "resumed"
+        message = f"schedule {args.sched_name} {verb}" if changed else f"schedule {args.sched_name} was already {verb}"
+    _json({"schedule": doc, "changed": changed}) if args.json else _out(message)
+    return 0
+
+
+def time_now() -> float:
+    import time
+
+    return time.time()
+
+
+def _iso(t: float) -> str:
+    from .documents import iso
+
+    return iso(t)
+
+
+def cmd_reap(args) -> int:
+    from .reaper import reap
+    from .submission import whoami
+
+    summary = reap(_store(), writer=f"reaper {whoami()}", margin=args.margin)
+    if args.json:
+        _json(dict(summary.as_json(), lines=summary.lines))
+    else:
+        for line in summary.lines:
+            _out(line)
+        _out(summary.line())
+    return 0
+
+
+def cmd_repair(args) -> int:
+    from .repair import repair
+    from .submission import whoami
+
+    lines = repair(_store(), args.id, by=whoami())
+    _json({"actions": lines}) if args.json else _out("\n".join(lines))
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import doctor
+
+    report = doctor(_store())
+    if args.json:
+        _json(report)
+    else:
+        _out(f"store {report['store']}")
+        for check in report["checks"]:
+            _out(f"  {check['verdict']:<8} {check['check']:<19} {check['detail']}")
+    return 0 if report["ok"] else 4
