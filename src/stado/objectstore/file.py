@@ -119,26 +119,11 @@ class FileStore(ObjectStore):
 
     @_os_errors_reported
     def list(self, prefix: str) -> Iterator[Entry]:
-        prefix = dir_prefix(prefix)
         found = []
-        pending = [prefix]
-        while pending:
-            rel_dir = pending.pop()
-            try:
-                with os.scandir(os.path.join(self._objects, rel_dir)) as it:
-                    for item in it:
-                        key = rel_dir + item.name
-                        try:
-                            if item.is_dir(follow_symlinks=False):
-                                pending.append(key + "/")
-                            elif item.is_file(follow_symlinks=False):
-                                st = item.stat(follow_symlinks=False)
-                                found.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
-                        except FileNotFoundError:  # deleted while we walked
-                            continue
-            except _MISSING:
-                continue
-        found.sort()
+        for key in sorted(self._names_under(dir_prefix(prefix))[0]):
+            st = _stat_or_none(os.path.join(self._objects, key))
+            if st is not None:  # deleted since the scan: as if listed a moment later
+                found.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
         return iter(found)
 
     def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
