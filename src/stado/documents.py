@@ -72,7 +72,8 @@ _TEXT, _INT, _NUM, _OBJ, _LIST = (str, type(None)), (int,), (int, float, type(No
 _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "submitted_by": _TEXT, "rerun_of": _TEXT,
            "requeues": _INT, "failures": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
            "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
-           "process": _OBJ, "result": _OBJ, "cancel": _OBJ}
+           "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT, "exit_code": (int, type(None)),
+           "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
          "retries": _INT, "inputs": _LIST}
@@ -93,12 +94,16 @@ def _wrong_field(doc: dict) -> str | None:
                for i in spec.get("inputs") or ()):
         return "spec.inputs"
     res = doc.get("result")
-    if res is not None:
-        error = res.get("error")
-        if not isinstance(res.get("outcome"), str) or (error is not None and not (
-                isinstance(error, dict) and isinstance(error.get("class"), str))):
-            return "result"
+    if res is not None and (not isinstance(res.get("outcome"), str) or not _error_shaped(res.get("error"))):
+        return "result"
+    if not _error_shaped(doc.get("error")):  # a terminal record carries its result at the top
+        return "error"
     return None
+
+
+def _error_shaped(error) -> bool:
+    return error is None or (isinstance(error, dict) and isinstance(error.get("class"), str)
+                             and isinstance(error.get("message"), str))
 
 
 def _next(doc: dict, *, state: str, now: float, nonce: str, writer: str, **fields) -> dict:
