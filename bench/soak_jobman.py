@@ -203,7 +203,16 @@ class JobmanSoak:
             return 10**6
 
     def _settle_processes(self, deadline: Deadline) -> None:
-        """Targets of lost jobs run on alone; give them (and exiting supervisors) a moment to end."""
+        """Targets of lost jobs run on alone (README: a lost job's tree outlives its supervisor): stop them as a
+        user would, with `jobman cancel` (which finds a lost job's tree), and give them and exiting supervisors a
+        moment to end."""
         from soak_common import processes_mentioning
 
+        listing = self.jobman("list", "--json", "--all")
+        try:
+            lost = [j["id"] for j in json.loads(listing.stdout) if j.get("outcome") == "lost"]
+        except ValueError:
+            lost = []
+        for job_id in lost:
+            self.jobman("cancel", job_id)
         wait_until(lambda: not processes_mentioning(str(self.dir)), deadline, interval=0.5)

@@ -17,6 +17,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_a_short_chaos_soak_of_both_tools_keeps_every_invariant(tmp_path):
     sys.path.insert(0, str(BENCH))
     try:
