@@ -34,7 +34,7 @@ from .jobio import JobIO
 from .lease import LeaseClock
 from .objectstore.base import ObjectStore, StoreError
 from .processhost import ProcessHost
-from .reaper import reap
+from .reaper import Watch, reap
 from .restart import settle_left_by_replaced, stop_orphans
 from .slot import Slot, SlotRunner
 from .storecheck import ensure_safe
@@ -66,6 +66,7 @@ class Agent:
         self._freed = False
         self._last_claim = -1e18
         self._record_due = self._settle_due = self._index_due = self._schedules_due = 0.0
+        self._watch = Watch()  # how long each running document has looked unchanged to this agent (reaper.Watch)
         self._record_generation = 0
         self._schedules = None
 
@@ -277,7 +278,7 @@ class Agent:
         renewals speak for them."""
         self._settle_due = time.monotonic() + self.cfg.settle_seconds
         summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
-                             skip=frozenset(self.slots))
+                             skip=frozenset(self.slots), watch=self._watch)
         self.guard(stop_orphans, self)
         for line in summary.lines if summary else ():
             if "corrupt document" in line or "cannot finish" in line:

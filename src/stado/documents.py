@@ -72,7 +72,7 @@ _TEXT, _INT, _NUM, _OBJ, _LIST = (str, type(None)), (int,), (int, float, type(No
 _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "submitted_by": _TEXT, "rerun_of": _TEXT,
            "requeues": _INT, "failures": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
            "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
-           "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT, "exit_code": (int, type(None)),
+           "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT, "exit_code": (int, type(None)),
            "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
@@ -130,13 +130,19 @@ def claim_doc(queued: dict, *, agent_id: str, instance_ref: str, now: float, lea
     is the queue document's nonce, which tells a leftover queue entry (already claimed) from a newer one."""
     return _next(queued, state="running", now=now, nonce=nonce, writer=agent_id, phase="running",
                  owner=agent_id, instance_ref=instance_ref, claim=nonce, claimed_from=queued["nonce"],
-                 claimed_at=iso(now), started_at=iso(now), lease_expires_at=iso(lease_expires_at), process=None,
-                 result=None, cancel=None)
+                 claimed_at=iso(now), started_at=iso(now), lease_expires_at=iso(lease_expires_at),
+                 lease_seconds=_lease_seconds(now, lease_expires_at), process=None, result=None, cancel=None)
+
+
+def _lease_seconds(now: float, lease_expires_at: float) -> float:
+    """The promise as a duration: both ends read from the writer's one clock, so no offset between clocks enters
+    it (the reaper's watch measures it on its own monotonic clock)."""
+    return round(max(0.0, lease_expires_at - now), 3)
 
 
 def renewed_doc(running: dict, *, now: float, lease_expires_at: float, nonce: str, started_at: float | None = None,
                 process: dict | None = None) -> dict:
-    fields = {"lease_expires_at": iso(lease_expires_at)}
+    fields = {"lease_expires_at": iso(lease_expires_at), "lease_seconds": _lease_seconds(now, lease_expires_at)}
     if started_at is not None:
         fields["started_at"] = iso(started_at)
     if process is not None:
@@ -156,9 +162,13 @@ def attempt_of(doc: dict) -> int:
 
 
 def is_leftover_queue_entry(queued: dict, running: dict) -> bool:
-    """True when `queued` is the very entry `running` was claimed from: the claim landed but the agent
-    stopped before deleting the queue entry. Anything else (a newer queue document) is not ours to delete."""
-    return running.get("claimed_from") == queued.get("nonce")
+    """True when `queued` is the very entry `running` was claimed from (the claim landed but the agent
+    stopped before deleting it), or a second copy of it: the same move back to the queue (`requeued_from`,
+    the attempt it ended) written again by a settler that was overtaken after the first copy was claimed.
+    Anything else (a newer queue document) is not ours to delete."""
+    if running.get("claimed_from") == queued.get("nonce"):
+        return True
+    return queued.get("requeued_from") is not None and queued.get("requeued_from") == running.get("requeued_from")
 
 
 # -- outcomes ------------------------------------------------------------------------------------------

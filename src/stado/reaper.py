@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 from . import documents as d
 from . import keys
-from .cas import new_nonce, read, replace
+from .cas import new_nonce, replace
 from .errors import CorruptDocument
 from .jobs import settle
+from .jobs.common import running_records
 from .objectstore.base import NotFound, ObjectStore
 
 REQUEUE_BUDGET = 1          # requeued once after a lost worker, failed on the second loss
@@ -26,7 +27,32 @@ LEASE_EXPIRED = "worker lease expired"
 # Promises are written by workers' clocks and judged by the reaper's: a little slack for clocks that disagree.
 DEFAULT_MARGIN = 2.0
 
-ALIVE = ("promise", "pulse", "checkpoint", "unpromised")
+ALIVE = ("promise", "pulse", "checkpoint", "watch", "unpromised")
+
+
+class Watch:
+    """How long this reaper has seen each running document unchanged, on its own monotonic clock.
+
+    A promise is a time on the worker's wall clock, judged on the reaper's: a reaper whose clock runs ahead
+    (a jump, a host that lost NTP) finds promises passed early and would requeue a live job. An agent's
+    reaper keeps a watch, and an expired verdict then also needs the document seen unchanged for its
+    promised lease (`lease_seconds`, a duration both of whose ends the worker read from one clock) plus the
+    margin. A reaper that has just started therefore waits one lease before it reaps anything."""
+
+    def __init__(self):
+        self._seen: dict[str, tuple[object, float]] = {}
+
+    def unchanged_for(self, job_id: str, version, mono: float) -> float:
+        seen = self._seen.get(job_id)
+        if seen is None or seen[0] != version:
+            self._seen[job_id] = (version, mono)
+            return 0.0
+        return mono - seen[1]
+
+    def keep(self, job_ids) -> None:
+        """Forget documents no longer in running/ (their next one starts a new watch)."""
+        for job_id in set(self._seen) - set(job_ids):
+            del self._seen[job_id]
 
 
 def liveness(doc: dict, *, now: float, pulse_at: float | None = None, checkpoint_at: float | None = None,
@@ -58,12 +84,17 @@ def evidence(store: ObjectStore, job_id: str) -> tuple[float | None, float | Non
     return pulse_at, checkpoint_at
 
 
-def judge(store: ObjectStore, doc: dict, *, now: float, margin: float = DEFAULT_MARGIN) -> str:
+def judge(store: ObjectStore, doc: dict, *, now: float, margin: float = DEFAULT_MARGIN,
+          watched: float | None = None) -> str:
     """liveness() with the evidence read from the store, only when the promise has passed (a job whose
-    promise holds costs no request)."""
+    promise holds costs no request). `watched`: how long the caller's Watch has seen this very version;
+    'watch' (alive) while that is shorter than the promised lease plus the margin."""
     verdict = liveness(doc, now=now, margin=margin)
     if verdict != "expired":
         return verdict
+    lease = doc.get("lease_seconds")
+    if watched is not None and isinstance(lease, (int, float)) and watched <= lease + margin:
+        return "watch"
     pulse_at, checkpoint_at = evidence(store, doc["id"])
     return liveness(doc, now=now, pulse_at=pulse_at, checkpoint_at=checkpoint_at, margin=margin)
 
@@ -100,34 +131,44 @@ class ReapSummary:
         return {"reaped": self.reaped, "requeued": self.requeued, "failed": self.failed, "cancelled": self.cancelled,
                 "settled": self.settled, "alive_by_promise": self.alive["promise"],
                 "alive_by_pulse": self.alive["pulse"], "alive_by_checkpoint": self.alive["checkpoint"],
-                "unpromised": self.alive["unpromised"], "lost_race": self.lost_race}
+                "alive_by_watch": self.alive["watch"], "unpromised": self.alive["unpromised"],
+                "lost_race": self.lost_race}
 
     def line(self) -> str:
         return (f"reaped {self.reaped} (requeued {self.requeued}, failed {self.failed}, cancelled {self.cancelled}); "
                 f"alive by pulse {self.alive['pulse']}, alive by checkpoint {self.alive['checkpoint']}, "
-                f"unpromised {self.alive['unpromised']}; promise holds {self.alive['promise']}")
+                f"watched for less than a lease {self.alive['watch']}, unpromised {self.alive['unpromised']}; promise holds {self.alive['promise']}")
 
 
 def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,
-         skip: frozenset = frozenset()) -> ReapSummary:
+         skip: frozenset = frozenset(), watch: Watch | None = None) -> ReapSummary:
     """One pass over running/: finish decided moves, reap jobs whose worker is gone. `skip`: job ids the
-    caller itself runs (an agent never reaps its own slots: its renewal speaks for them)."""
+    caller itself runs (an agent never reaps its own slots: its renewal speaks for them). `watch`: kept by a
+    caller that reaps again and again (an agent), so that its own clock alone never decides (Watch)."""
     t = time.time() if now is None else now
+    mono = time.monotonic()
     out = ReapSummary()
-    for entry in store.list(keys.RUNNING):
-        job_id = keys.job_id_of(entry.key, keys.RUNNING)
-        if job_id is None or job_id in skip:
+    listed = []
+    for job_id, found, corrupt in running_records(store):
+        listed.append(job_id)
+        if job_id in skip:
+            continue
+        if corrupt is not None:
+            out.lines.append(f"{corrupt}: skipped (`stado repair {job_id}` clears it)")
             continue
         try:
-            found = read(store, entry.key, job_id)
             if found is not None:
-                _one(store, *found, out=out, writer=writer, now=t, margin=margin)
-        except CorruptDocument as e:
+                watched = None if watch is None else watch.unchanged_for(job_id, found[1], mono)
+                _one(store, *found, out=out, writer=writer, now=t, margin=margin, watched=watched)
+        except CorruptDocument as e:  # a record its move meets (a terminal record, a queue entry)
             out.lines.append(f"{e}: skipped (`stado repair {job_id}` clears it)")
+    if watch is not None:
+        watch.keep(listed)
     return out
 
 
-def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, margin: float) -> None:
+def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, margin: float,
+         watched: float | None) -> None:
     job_id, phase = doc["id"], doc.get("phase")
     if phase == "finishing" or (phase == "cancelling" and doc.get("owner") is None):
         term = settle(store, doc, version, writer=writer, now=now)
@@ -135,7 +176,7 @@ def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, marg
             out.settled += 1
             out.lines.append(f"{job_id}: finished an interrupted move to {term['state']}")
         return
-    verdict = judge(store, doc, now=now, margin=margin)
+    verdict = judge(store, doc, now=now, margin=margin, watched=watched)
     if verdict != "expired":
         out.alive[verdict] += 1
         return
@@ -164,13 +205,8 @@ def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float
     at all), with the jobs that keep it. (A job being cancelled counts as alive until settled.)"""
     t = time.time() if now is None else now
     keeping = []
-    for entry in store.list(keys.RUNNING):
-        job_id = keys.job_id_of(entry.key, keys.RUNNING)
-        if job_id is None:
-            continue
-        try:
-            found = read(store, entry.key, job_id)
-        except CorruptDocument:
+    for job_id, found, corrupt in running_records(store):
+        if corrupt is not None:
             keeping.append(f"{job_id} (its running record is corrupt: cannot tell)")
             continue
         if found is None or found[0].get("instance_ref") != instance_ref or not d.process_may_run(found[0]):

@@ -20,6 +20,7 @@ from . import jobs, keys
 from .cas import read
 from .errors import CorruptDocument
 from .objectstore.base import StoreError
+from .jobs.common import running_records
 from .reaper import lapse
 from .workroot import agent_gone, job_dir, left_by_gone_agents, read_exit_status, write_owner
 
@@ -28,14 +29,9 @@ REPLACED = "its worker was replaced while it ran"
 
 def settle_left_by_replaced(agent) -> None:
     """Run once by `agent` before its first tick (one LIST of running/)."""
-    for entry in agent.store.list(keys.RUNNING):
-        job_id = keys.job_id_of(entry.key, keys.RUNNING)
-        if job_id is None:
-            continue
-        try:
-            found = read(agent.store, entry.key, job_id)
-        except CorruptDocument as e:
-            agent.log(f"init: {e}: skipped (`stado repair {job_id}` clears it)")
+    for job_id, found, corrupt in running_records(agent.store):
+        if corrupt is not None:
+            agent.log(f"init: {corrupt}: skipped (`stado repair {job_id}` clears it)")
             continue
         if found is None or not _left_here(agent, found[0]):
             continue

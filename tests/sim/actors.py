@@ -1,12 +1,7 @@
-"""The actors of a run, each the library's real code in a greenlet: agents (agent_model.SimAgent),
-a submitter (submission.submit), cancellers (jobs.cancel), and restarting workers (an agent that crashed is
-replaced by a new agent on the same host, which starts with its leftovers pass).
-
-The reaper (issue 11) has no actor yet. When stado gets one (`stado reap`: requeue a job whose promise
-passed with no pulse or checkpoint after it), it is spawned in populate() beside the cancellers, as an
-actor that calls the reaper pass every few simulated seconds; the agents' restart check goes into
-agent_model.SimAgent.run before its first tick; and invariants.at_end stops excusing jobs left running
-by a crashed agent (today they wait for the reaper).
+"""The actors of a run, each the library's real code in a greenlet: agents (agent_model.SimAgent, whose
+loop also runs the reaper's pass and the leftovers pass), a submitter (submission.submit), cancellers
+(jobs.cancel), and restarting workers (an agent that crashed is replaced by a new agent on the same host,
+which starts with its restart check and leftovers pass).
 """
 from stado import jobs, submission
 from stado.errors import Conflict, JobNotFound
@@ -46,15 +41,23 @@ def after_crash(sim, actor) -> None:
 
 
 def begin_settling(sim) -> None:
-    """Faults stop; every live agent exits once it is idle, and a fresh one comes to finish what the
-    crashed ones left (its leftovers pass at start, then claims until idle)."""
+    """Faults stop, and a fresh agent comes to finish what the crashed ones left (its leftovers pass at
+    start, then claims). Agents exit once idle, but only after the last client is done (drain_when_clients_done)."""
     sim.settling, sim.faults = True, False
     sim.trace.event(None, "settling: faults off, agents drain the queue and exit once idle")
+    spawn_agent(sim, start=sim.now + 0.5, name="agent-last")
+    drain_when_clients_done(sim)
+
+
+def drain_when_clients_done(sim) -> None:
+    """Once settling and no submitter or canceller is still at work (one may be stalled in a request that
+    lands late), every live agent exits once it is idle: a fleet keeps serving while its users submit."""
+    if sim.draining or any(a.live for a in sim.actors if a.kind in ("submitter", "canceller")):
+        return
+    sim.draining = True
     for actor in sim.actors:
         if actor.kind == "agent" and actor.live:
             actor.model.cfg.until_idle = True
-    late = spawn_agent(sim, start=sim.now + 0.5, name="agent-last")
-    late.model.cfg.until_idle = True
 
 
 # -- the actors' bodies --------------------------------------------------------------------------------

@@ -89,6 +89,7 @@ class Sim:
         self.current: Actor | None = None
         self.steps = 0
         self.settling = False
+        self.draining = False  # settling, and every client done: idle agents exit
         self.faults = True
         self.procs: dict[int, Proc] = {}
         self.names: dict[str, str] = {}  # ids -> short names (J1, A1) for the trace
@@ -209,10 +210,12 @@ class Sim:
             invariants.at_end(self)
 
     def _schedule(self) -> None:
-        from .actors import begin_settling
+        from .actors import begin_settling, drain_when_clients_done
 
         while self.stop_at is None or self.steps < self.stop_at:
             self._wake_due()
+            if self.settling and not self.draining:
+                drain_when_clients_done(self)
             if not self.settling and self._main_phase_over():
                 begin_settling(self)
                 continue

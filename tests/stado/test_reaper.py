@@ -7,7 +7,7 @@ import pytest
 from stado import cas, jobs, keys, lookup, submission
 from stado import documents as d
 from stado.objectstore.memory import MemoryStore
-from stado.reaper import LEASE_EXPIRED, instance_may_be_deleted, liveness, reap
+from stado.reaper import LEASE_EXPIRED, Watch, instance_may_be_deleted, liveness, reap
 from stado.spec import JobSpec
 
 from .interleave import Interleave
@@ -72,6 +72,34 @@ def test_a_newer_pulse_or_checkpoint_keeps_a_job_whose_promise_passed():
     assert summary.requeued == 1 and f"{dead}: requeued (worker lease expired" in summary.lines[0]
     assert [lookup.view(store, j).state for j in (by_pulse, by_checkpoint, dead, promised)] == [
         "running", "running", "queued", "running"]
+
+
+def test_a_reaper_whose_clock_runs_ahead_waits_until_it_has_watched_the_promised_lease():
+    """Simulator seed 397 (race1's world): a reaper whose wall clock had jumped 21 s ahead requeued a job its
+    worker had just renewed, and the worker started its process beside the next claim's. With a watch, the
+    verdict also needs the document unchanged, on the reaper's own monotonic clock, for the lease its worker
+    promised (a duration) plus the margin."""
+    store = MemoryStore()
+    job = submit(store)
+    now = time.time()
+    doc, _ = claim(store, job, promise=now + 0.3)
+    assert doc["lease_seconds"] == pytest.approx(0.3, abs=0.05)
+    ahead, watch = now + 60.0, Watch()
+    first = reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch)
+    assert first.reaped == 0 and first.alive["watch"] == 1, first.as_json()
+    assert first.as_json()["alive_by_watch"] == 1 and "watched for less than a lease 1" in first.line()
+    renewed, _ = jobs.renew(store, *cas.read(store, keys.running(job)), lease_expires_at=time.time() + 0.3)
+    time.sleep(0.3)
+    second = reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch)
+    assert second.reaped == 0 and second.alive["watch"] == 1, "a renewal is a new version: the watch starts again"
+    deadline = time.monotonic() + 5
+    while (third := reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch)).reaped == 0:
+        assert time.monotonic() < deadline, third.as_json()
+        time.sleep(0.05)
+    assert third.requeued == 1 and lookup.view(store, job).state == "queued"
+    # One-shot (`stado reap`, no watch): the wall clocks alone decide, as before.
+    claim(store, job, promise=time.time() + 0.3)
+    assert reap(store, writer="reaper", now=ahead, margin=0.2).failed == 1
 
 
 def test_a_job_without_a_promise_is_kept_and_counted():

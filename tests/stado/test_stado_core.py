@@ -134,6 +134,26 @@ def test_a_newer_queue_document_is_not_mistaken_for_a_leftover():
     assert cas.read(store, keys.queued(job["id"]))[0]["nonce"] == "requeued"
 
 
+def test_a_second_copy_of_a_requeue_written_by_an_overtaken_settler_is_dropped_by_the_next_claim():
+    """Simulator seed 9853: two settlers finish the same lapse; the one that stalled writes the queue entry
+    again after the first copy was claimed. Agents meeting that copy must not spin on it until the new
+    claimant's promise passes: it is the same move as the entry the holder was claimed from."""
+    store = MemoryStore()
+    job = submit(store)
+    doc, version = claim(store, job["id"], agent="gone", now=1000.0)
+    reaped = d.reaped_doc(doc, now=1010.0, nonce="take-x", writer="x", reason="worker lease expired", requeue=True)
+    taken_by_x, _ = cas.replace(store, keys.running(job["id"]), reaped, version)
+    assert jobs.settle(store, reaped, taken_by_x, writer="y", now=1011.0)["state"] == "queued"  # y overtakes x
+    holder, _ = claim(store, job["id"], agent="b", now=1012.0)
+    assert cas.read(store, keys.queued(job["id"])) is None
+    jobs.settle(store, reaped, taken_by_x, writer="x", now=1013.0, taken=True)  # x resumes: a second copy
+    copy = cas.read(store, keys.queued(job["id"]))[0]
+    assert copy["requeued_from"] == holder["requeued_from"] and copy["nonce"] != holder["claimed_from"]
+    assert claim(store, job["id"], agent="c", now=1014.0) is None
+    assert cas.read(store, keys.queued(job["id"])) is None and not list(store.list("ready/"))
+    assert lookup.view(store, job["id"]).doc["owner"] == "b"
+
+
 def test_renewal_is_a_compare_and_swap_that_fences_a_stale_writer():
     store = MemoryStore()
     job = submit(store)

@@ -2,6 +2,10 @@
 import time
 from collections import namedtuple
 
+from .. import keys
+from ..cas import read
+from ..errors import CorruptDocument
+
 CONFLICT_RETRIES = 8
 
 
@@ -13,3 +17,18 @@ class Fenced(namedtuple("Fenced", "current")):
 
 def _now(now: float | None) -> float:
     return time.time() if now is None else now
+
+
+def running_records(store):
+    """Every running record, from one LIST of running/: (job id, (doc, version), None) for each, with None for
+    the pair if it went meanwhile, or (job id, None, the CorruptDocument) for one that cannot be read."""
+    for entry in store.list(keys.RUNNING):
+        job_id = keys.job_id_of(entry.key, keys.RUNNING)
+        if job_id is None:
+            continue
+        try:
+            found = read(store, entry.key, job_id)
+        except CorruptDocument as e:
+            yield job_id, None, e
+        else:
+            yield job_id, found, None

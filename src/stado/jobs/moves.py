@@ -7,7 +7,7 @@ from ..errors import Conflict, CorruptDocument
 from ..lookup import terminal_records
 from ..objectstore.base import ObjectStore, Version
 from ..readyindex import index, unindex
-from .common import CONFLICT_RETRIES, Fenced, _now
+from .common import CONFLICT_RETRIES, Fenced, _now, running_records
 
 
 def renew(store: ObjectStore, doc: dict, version: Version, *, lease_expires_at: float, now: float | None = None,
@@ -150,14 +150,9 @@ def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
     cancel tombstone of a job that never started). Running jobs, and cancels that wait for their owner to
     stop a process, are left alone (they belong to their agent, or to the reaper). Returns lines to log."""
     lines = []
-    for entry in store.list(keys.RUNNING):
-        job_id = keys.job_id_of(entry.key, keys.RUNNING)
-        if job_id is None:
-            continue
-        try:
-            found = read(store, entry.key, job_id)
-        except CorruptDocument as e:
-            lines.append(f"{e}: skipped")
+    for job_id, found, corrupt in running_records(store):
+        if corrupt is not None:
+            lines.append(f"{corrupt}: skipped")
             continue
         if found is None:
             continue
@@ -166,7 +161,7 @@ def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
             try:
                 term = settle(store, doc, version, writer=writer)
             except CorruptDocument as e:
-                lines.append(f"{job_id}: cannot finish its move: {e}; its outcome stays in {entry.key} until that "
+                lines.append(f"{job_id}: cannot finish its move: {e}; its outcome stays in {keys.running(job_id)} until that "
                              f"key is repaired (`stado repair {job_id}`)")
                 continue
             if term is not None:
