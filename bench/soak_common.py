@@ -92,6 +92,22 @@ class FaultLog:
         return [f for f in self.faults if f.kind in kinds and f.t0 <= t1 + slack and f.t1 >= t0 - slack]
 
 
+class ChaosUser:
+    """A tool's faults (JobmanChaos, StadoChaos): its actions run by `self.chaos`, a Chaos."""
+
+    chaos: "Chaos"
+
+    def start(self) -> None:
+        self.chaos.start()
+
+    def stop(self) -> None:
+        self.chaos.stop()
+
+    @property
+    def errors(self) -> list[str]:
+        return self.chaos.errors
+
+
 class Chaos:
     """Runs `actions` (kind -> (weight, callable)) at random moments until stopped; each action records its
     own fault. An action that finds nothing to hit (no supervisor alive at that moment) records nothing."""

@@ -13,10 +13,10 @@ import subprocess
 import sys
 import time
 
-from soak_common import Chaos, FaultLog, processes, signal_quietly
+from soak_common import Chaos, ChaosUser, FaultLog, processes, signal_quietly
 
 
-class JobmanChaos:
+class JobmanChaos(ChaosUser):
     def __init__(self, rng, home, faults: FaultLog, lease: float, mean_gap: float, fill_path=None):
         self.rng, self.home, self.faults, self.lease = rng, str(home), faults, lease
         self.fill_path = fill_path          # a file on the home's filesystem to fill it with (None: no disk_full)
@@ -27,16 +27,6 @@ class JobmanChaos:
         if fill_path is not None:
             actions["disk_full"] = (1, self.disk_full)
         self.chaos = Chaos(rng, actions, mean_gap)
-
-    def start(self):
-        self.chaos.start()
-
-    def stop(self):
-        self.chaos.stop()
-
-    @property
-    def errors(self):
-        return self.chaos.errors
 
     # -- whom to hit -------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from soak_common import BIN, Chaos, FaultLog, signal_quietly
+from soak_common import BIN, Chaos, ChaosUser, FaultLog, signal_quietly
 from tests.stado.throttle import ThrottledProxy
 
 POLL, SETTLE, KILL_AFTER, SLOTS = 0.25, 1.0, 2.0, 2
@@ -133,7 +133,7 @@ class Fleet:
         return problems
 
 
-class StadoChaos:
+class StadoChaos(ChaosUser):
     def __init__(self, rng, fleet: Fleet, faults: FaultLog, mean_gap: float, cancel, proxy: ChaosProxy | None):
         self.rng, self.fleet, self.faults, self.proxy, self._cancel = rng, fleet, faults, proxy, cancel
         self._busy: set[str] = set()
@@ -142,16 +142,6 @@ class StadoChaos:
             actions.update(store_slow=(1, self.store_slow), store_stall=(1, self.store_stall),
                            conn_drop=(1, self.conn_drop))
         self.chaos = Chaos(rng, actions, mean_gap)
-
-    def start(self):
-        self.chaos.start()
-
-    def stop(self):
-        self.chaos.stop()
-
-    @property
-    def errors(self):
-        return self.chaos.errors
 
     def agent_kill(self):
         live = self.fleet.live()

@@ -7,6 +7,8 @@ re-reads the database after every ring, and a slow poll guarantees progress if a
 import errno
 import os
 
+from runkit import proc
+
 from .home import bell_path
 
 
@@ -24,11 +26,7 @@ class Doorbell:
         self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
 
     def drain(self) -> None:
-        try:
-            while os.read(self.fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
+        proc.drain(self.fd)
 
     def close(self) -> None:
         try:

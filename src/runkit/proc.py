@@ -131,6 +131,15 @@ def spawn(path: str, argv: list[str], env: dict[str, str], *, stdin: int, stdout
         os.close(here)
 
 
+def drain(fd: int) -> None:
+    """Read a non-blocking pipe or FIFO until it is empty (the wake-ups it carries have been seen)."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def ensure_std_fds() -> None:
     """Open /dev/null on any of fds 0-2 that is closed, so later pipes never land on them."""
     for fd in (0, 1, 2):

@@ -197,11 +197,7 @@ class Agent:
         except InterruptedError:
             return
         if ready:
-            try:
-                while os.read(self._wake_r, 512):
-                    pass
-            except BlockingIOError:
-                pass
+            proc.drain(self._wake_r)
 
     def _next_deadline(self) -> float:
         mono = time.monotonic()

@@ -128,10 +128,7 @@ def claim_pass(agent) -> int:
     many claimable jobs were seen (0: nothing to do). The pause record is read only when a job could be
     claimed; jobs this agent runs are never claimed (a queued job one of its own slots runs is taken back by
     that slot, not started)."""
-    listed, strays = agent.queue.list_window(agent.cfg.window)
-    for entry in strays:
-        agent.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
-    entries = [(job_id, entry) for job_id, entry in listed if job_id not in agent.slots]
+    entries = _window(agent)
     if not entries:
         return 0
     paused = None
@@ -154,34 +151,24 @@ def claim_pass(agent) -> int:
                 continue
             if not room.fits(spec):
                 seen += 1
-                agent.log_once(f"room {entry.key}", entry.version, f"{job_id}: waits for {room.short_of(spec)}")
-                room.take(spec)  # kept back for it: nothing behind it takes what it waits for
+                _keep_room(agent, room, job_id, entry, spec)
                 continue
-            if paused is None:
-                paused = _paused(agent)
+            paused = _paused(agent) if paused is None else paused
             if paused:
                 return 0
-            ledger = read(agent.store, keys.queued(job_id), job_id)  # the index is a hint; the ledger decides
+            ledger = _ledger(agent, job_id, entry)
             if ledger is None:
-                remove(agent.store, entry.key, entry.version)  # claimed or ended since: the entry points nowhere
-                agent.queue.forget(entry.key)
                 continue
             seen += 1
             now = time.time()
             got = jobs.claim(agent.store, ledger[0], agent_id=agent.id, instance_ref=agent.instance_ref,
                              lease_expires_at=agent.lease.promise(now), now=now, queued_version=ledger[1])
         except jobs.Unverified as unsure:
-            agent.log(f"{unsure}; held, not started: checked again on the next tick")
-            _hold(agent, room, job_id, spec)
-            agent.runner.start(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version))
+            _hold_unverified(agent, room, job_id, spec, unsure)
             claimed += 1
             continue
         except CorruptDocument as e:
-            # Another record of this job (or of its input's producer) is corrupt: this job cannot be decided
-            # on, the others can. Looked at again on the slow cadence (after `stado repair`, say).
-            agent.blocked[job_id] = True
-            agent.log_once(f"blocked {entry.key}", str(e), f"{job_id}: not claimed: {e}; skipped (`stado status` "
-                           "lists it under problems)")
+            _block(agent, job_id, entry, e)
             continue
         agent.queue.forget(entry.key)
         if got is None:
@@ -191,6 +178,47 @@ def claim_pass(agent) -> int:
         claimed += 1
     agent.queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
     return seen
+
+
+def _window(agent) -> list:
+    """(job id, index entry) of the head of the claim order, but the jobs this agent runs; strays reported."""
+    listed, strays = agent.queue.list_window(agent.cfg.window)
+    for entry in strays:
+        agent.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
+    return [(job_id, entry) for job_id, entry in listed if job_id not in agent.slots]
+
+
+def _keep_room(agent, room, job_id: str, entry, spec: dict) -> None:
+    """A job this agent could run but that does not fit what is free now: its room is kept back for it, so
+    nothing behind it takes what it waits for."""
+    agent.log_once(f"room {entry.key}", entry.version, f"{job_id}: waits for {room.short_of(spec)}")
+    room.take(spec)
+
+
+def _hold_unverified(agent, room, job_id: str, spec: dict, unsure) -> None:
+    """A claim whose check could not finish: held in a slot (its room taken), renewed, nothing started, and
+    checked again on the next tick."""
+    agent.log(f"{unsure}; held, not started: checked again on the next tick")
+    _hold(agent, room, job_id, spec)
+    agent.runner.start(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version))
+
+
+def _ledger(agent, job_id: str, entry):
+    """The job's queue entry, as the claim must take it (the index is a hint; the ledger decides); None, and
+    the index entry removed, when it is gone (claimed or ended since: the index entry points nowhere)."""
+    ledger = read(agent.store, keys.queued(job_id), job_id)
+    if ledger is None:
+        remove(agent.store, entry.key, entry.version)
+        agent.queue.forget(entry.key)
+    return ledger
+
+
+def _block(agent, job_id: str, entry, error: CorruptDocument) -> None:
+    """Another record of this job (or of its input's producer) is corrupt: this job cannot be decided on, the
+    others can. Looked at again on the slow cadence (after `stado repair`, say)."""
+    agent.blocked[job_id] = True
+    agent.log_once(f"blocked {entry.key}", str(error), f"{job_id}: not claimed: {error}; skipped (`stado status` "
+                   "lists it under problems)")
 
 
 def _hold(agent, room, job_id: str, spec: dict) -> None:

@@ -66,14 +66,17 @@ def job_id_of(key: str, prefix: str) -> str | None:
 
 
 def status_prefix(job_id: str) -> str:
+    """Everything a job leaves besides its state records: pulse, output, artifacts, checkpoints, uploads."""
     return f"{STATUS}{job_id}/"
 
 
 def heartbeat(job_id: str) -> str:
+    """The pulse, rewritten after every renewal attempt (the reaper reads its last_modified)."""
     return f"{STATUS}{job_id}/heartbeat"
 
 
 def output_prefix(job_id: str) -> str:
+    """The job's output chunks, every attempt's (output_chunk)."""
     return f"{STATUS}{job_id}/output/"
 
 
@@ -92,10 +95,12 @@ def chunk_seq(key: str) -> tuple[int, int] | None:
 
 
 def manifest(job_id: str) -> str:
+    """The result manifest: the job's artifacts with their sizes and hashes, written after them."""
     return f"{STATUS}{job_id}/manifest.json"
 
 
 def artifact(job_id: str, name: str) -> str:
+    """One file the job produced, as the manifest lists it."""
     return f"{STATUS}{job_id}/artifacts/{name}"
 
 
@@ -105,22 +110,27 @@ def upload(job_id: str, name: str) -> str:
 
 
 def checkpoint_prefix(job_id: str) -> str:
+    """Blobs the job saves while it runs (`stado checkpoint put`); a newer one keeps it alive for the reaper."""
     return f"{STATUS}{job_id}/checkpoints/"
 
 
 def name_prefix(name: str) -> str:
+    """Every job ever submitted under a name, an entry each holding its id (ids sort by creation: newest last)."""
     return f"{NAMES}{name}/"
 
 
 def name_entry(name: str, job_id: str) -> str:
+    """One job's entry under its name (name_prefix)."""
     return f"{NAMES}{name}/{job_id}"
 
 
 def agent(agent_id: str) -> str:
+    """An agent's record: its host, slots and resources, rewritten while it lives."""
     return f"{AGENTS}{agent_id}.json"
 
 
 def schedule(name: str) -> str:
+    """A cron schedule: its zone, its job spec, whether it is paused, and `last_fired`."""
     return f"{SCHEDULES}{name}.json"
 
 

@@ -7,6 +7,16 @@ from .objectstore.base import ObjectStore
 KINDS = ("PUT", "GET", "LIST", "DELETE")
 
 
+def _billed(method: str, kind: str):
+    """The wrapper's `method`: count one `kind` request on the key, then forward the call."""
+    def forward(self, key, *args, **kwargs):
+        self._count(kind, key)
+        return getattr(self.inner, method)(key, *args, **kwargs)
+
+    forward.__name__ = method
+    return forward
+
+
 class MeteredStore(ObjectStore):
     def __init__(self, inner: ObjectStore):
         self.inner, self.url = inner, inner.url
@@ -26,41 +36,16 @@ class MeteredStore(ObjectStore):
             self.counts = dict.fromkeys(KINDS, 0)
             self.by_prefix = {}
 
-    def get(self, key):
-        self._count("GET", key)
-        return self.inner.get(key)
-
-    def head(self, key):
-        self._count("GET", key)  # billed as a GET-class request
-        return self.inner.head(key)
-
-    def get_range(self, key, start, length):
-        self._count("GET", key)
-        return self.inner.get_range(key, start, length)
-
-    def put_if_absent(self, key, data):
-        self._count("PUT", key)
-        return self.inner.put_if_absent(key, data)
-
-    def put_if_match(self, key, data, version):
-        self._count("PUT", key)
-        return self.inner.put_if_match(key, data, version)
-
-    def put(self, key, data):
-        self._count("PUT", key)
-        return self.inner.put(key, data)
-
-    def put_chunks(self, key, chunks):
-        self._count("PUT", key)
-        return self.inner.put_chunks(key, chunks)
-
-    def delete(self, key):
-        self._count("DELETE", key)
-        self.inner.delete(key)
-
-    def delete_if_match(self, key, version):
-        self._count("DELETE", key)
-        return self.inner.delete_if_match(key, version)
+    # One request of the billed kind each; a HEAD is billed as a GET-class request.
+    get = _billed("get", "GET")
+    head = _billed("head", "GET")
+    get_range = _billed("get_range", "GET")
+    put_if_absent = _billed("put_if_absent", "PUT")
+    put_if_match = _billed("put_if_match", "PUT")
+    put = _billed("put", "PUT")
+    put_chunks = _billed("put_chunks", "PUT")
+    delete = _billed("delete", "DELETE")
+    delete_if_match = _billed("delete_if_match", "DELETE")
 
     def list_page(self, prefix, *, start_after=None, limit=1000):
         self._count("LIST", prefix)

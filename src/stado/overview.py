@@ -35,21 +35,9 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
 
     now = time.time() if now is None else now
     out = Overview()
-    present: dict[str, list[str]] = {}
-    # Listed in lifecycle order, so a job that moves on between two listings (new record first, old one
-    # deleted after) is seen in the later state rather than in neither.
-    for state in ("queued", "running") + keys.TERMINAL_STATES:
-        prefix = keys.STATE_PREFIXES[state]
-        for entry in store.list(prefix):
-            job_id = keys.job_id_of(entry.key, prefix)
-            if job_id is None or not is_uuid(job_id):
-                out.problems.append(f"{entry.key}: unexpected key under {prefix}: not a job document; ignored")
-                continue
-            present.setdefault(job_id, []).append(state)
-    resolution = keys.TERMINAL_STATES + ("running", "queued")
+    present = _listed(store, out)
     by_state: dict[str, list[str]] = {}
     for job_id, states in present.items():
-        states.sort(key=resolution.index)  # terminal first: the documented order readers resolve in
         by_state.setdefault(states[0], []).append(job_id)
     # Finished jobs beyond the limit are counted from the listing (they are not read); every other job is
     # counted once it resolved, so a job whose only record is corrupt is counted apart, not as queued.
@@ -62,21 +50,7 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
         if states[0] in keys.TERMINAL_STATES and job_id not in shown_finished:
             counts[states[0]] = counts.get(states[0], 0) + 1
             continue
-        records, first = {}, None
-        for state in states:
-            # The first readable record states the job's truth; after a terminal one, running/ (if listed)
-            # tells whether the job still moves (a cancelled job whose processes are being stopped).
-            if first is not None and not (state == "running" and first in keys.TERMINAL_STATES):
-                continue
-            try:
-                found = read(store, keys.state_key(state, job_id), job_id)
-            except CorruptDocument as e:
-                out.problems.append(f"{e}: agents skip it; `stado repair {job_id}` clears it")
-                continue
-            if found is not None:
-                records[state] = found[0]
-                first = first or state
-        view = d.resolve(job_id, records)
+        view = d.resolve(job_id, _records(store, job_id, states, out))
         if view is not None:
             view.also = [s for s in states if s != view.state]
             out.jobs.append(view)
@@ -85,6 +59,49 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
             out.corrupt += 1
     out.counts = counts
     out.paused = pause_record(store)
+    _agents(store, out, now)
+    _notes(out, now)
+    return out
+
+
+def _listed(store: ObjectStore, out: Overview) -> dict[str, list[str]]:
+    """job id -> the states it has records in, terminal first (the documented order readers resolve in)."""
+    present: dict[str, list[str]] = {}
+    # Listed in lifecycle order, so a job that moves on between two listings (new record first, old one
+    # deleted after) is seen in the later state rather than in neither.
+    for state in ("queued", "running") + keys.TERMINAL_STATES:
+        prefix = keys.STATE_PREFIXES[state]
+        for entry in store.list(prefix):
+            job_id = keys.job_id_of(entry.key, prefix)
+            if job_id is None or not is_uuid(job_id):
+                out.problems.append(f"{entry.key}: unexpected key under {prefix}: not a job document; ignored")
+                continue
+            present.setdefault(job_id, []).append(state)
+    resolution = keys.TERMINAL_STATES + ("running", "queued")
+    for states in present.values():
+        states.sort(key=resolution.index)
+    return present
+
+
+def _records(store: ObjectStore, job_id: str, states: list[str], out: Overview) -> dict[str, dict]:
+    """The records to resolve the job from: the first readable one states its truth; after a terminal one,
+    running/ (if listed) tells whether the job still moves (a cancelled job whose processes are being stopped)."""
+    records, first = {}, None
+    for state in states:
+        if first is not None and not (state == "running" and first in keys.TERMINAL_STATES):
+            continue
+        try:
+            found = read(store, keys.state_key(state, job_id), job_id)
+        except CorruptDocument as e:
+            out.problems.append(f"{e}: agents skip it; `stado repair {job_id}` clears it")
+            continue
+        if found is not None:
+            records[state] = found[0]
+            first = first or state
+    return records
+
+
+def _agents(store: ObjectStore, out: Overview, now: float) -> None:
     for entry in store.list(keys.AGENTS):
         try:
             record = json.loads(store.get(entry.key).data)
@@ -97,6 +114,10 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
                 out.stale_agents.append(dict(record, silent_for=None if silent is None else round(silent, 1)))
         except (ValueError, NotFound):  # an agent record is advisory: a bad one is reported, never fatal
             out.problems.append(f"{entry.key}: unreadable agent record")
+
+
+def _notes(out: Overview, now: float) -> None:
+    """What `stado status` says beside a job: a running one's passed promise, a queued one no agent can run."""
     for view in out.jobs:
         if view.state == "running" and d.process_may_run(view.doc):
             try:
@@ -109,7 +130,6 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
             reason = unschedulable(view.doc.get("spec") or {}, out.agents, now)
             if reason:
                 out.unschedulable[view.id] = reason
-    return out
 
 
 def output_since(store: ObjectStore, job_id: str, after: tuple[int, int]) -> list[tuple[tuple[int, int], bytes]]:

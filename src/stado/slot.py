@@ -3,7 +3,7 @@
 A slot's life: claimed (and, if the claim could not be checked, held until it can) -> inputs fetched (on
 a JobIO thread) -> its shell spawned -> renewed every poll (a compare-and-swap that also tells it of a
 cancel or a reaper) -> stopped on cancel or timeout -> once its process group is gone and its artifacts
-and output are up, settled (jobs.finish) and dropped. A slot whose lease lapsed while its process ran
+and output are up, settled (slotend.finish) and dropped. A slot whose lease lapsed while its process ran
 and whose job was put back in the queue takes the job back (re-adoption, seed 003) instead of letting
 a second process start.
 """
@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 
 from . import documents as d
-from . import faults, jobs, keys
-from .admission import cost_of, past_cap
-from .cas import new_nonce, read, replace
+from . import faults, jobs, keys, slotend
+from .admission import past_cap
+from .cas import read
 from .environment import job_environment
 from .errors import CorruptDocument
 from .objectstore.base import StoreError
@@ -227,7 +227,7 @@ class SlotRunner:
             self._escalate(slot)
         if slot.ended is not None and not a.host.alive(slot.process):
             if self._closed(slot):
-                return self.finish(slot)
+                return slotend.finish(a, slot)
         elif slot.ended is not None and slot.stopping is None:
             self.stop(slot, "leftover")  # the shell exited; what it left in its group does not outlive the job
         if mono >= slot.renew_due and slot.stopping not in ("cancel", "lost") and slot.version is not None:
@@ -346,93 +346,3 @@ class SlotRunner:
                 and self.a.host.alive(slot.process)):
             self.a.host.signal(slot.process, KILL)
             slot.kill_sent = True
-
-    # -- the end --------------------------------------------------------------------------------------------
-
-    def finish(self, slot: Slot) -> None:
-        if slot.stopping == "lost":
-            self.a.log(f"{slot.job_id}: process group {slot.pgid} stopped; nothing recorded (the job is no longer ours)")
-            return self.a.drop(slot)
-        if slot.stopping == "cancel":
-            return self._settle_cancel(slot)
-        if slot.stopping == "shutdown":
-            return self._settle_shutdown(slot)
-        if slot.result is not None:
-            return self._settle(slot, slot.result)  # decided without a process; an earlier settle failed
-        exit_code, sig = slot.ended
-        res = d.classify_exit(exit_code, sig, timed_out=slot.stopping == "timeout",
-                              timeout=slot.doc["spec"].get("timeout"))
-        if slot.stopping == "cost_cap":
-            res = d.result("failed", exit_code=exit_code, signal=sig, error_class="cost_cap", message=slot.cost_note)
-        if slot.upload_error:
-            res = d.result("failed", exit_code=exit_code, error_class="internal", message=slot.upload_error)
-        if self.a.offer.price_per_hour:  # what the attempt cost, from its start until it was settled
-            res["cost_usd"] = round(cost_of(slot.doc["spec"], self.a.offer, time.monotonic() - slot.started_mono), 6)
-        self._settle(slot, res)
-
-    def _settle(self, slot: Slot, res: dict) -> None:
-        a = self.a
-        doc = dict(slot.doc)
-        if slot.process is not None:
-            doc["process"] = slot.process
-        try:
-            got = jobs.finish(a.store, doc, slot.version, res)
-        except CorruptDocument as e:
-            a.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
-                  f"(`stado repair {slot.job_id}`)")
-            return a.drop(slot)
-        if isinstance(got, jobs.Fenced):
-            return self._settle_fenced(slot, doc, got.current)
-        how = f"exit {res['exit_code']}" if res["exit_code"] is not None else (
-            f"signal {res['signal']}" if res["signal"] else res["error"]["class"] if res["error"] else "?")
-        a.log(f"{slot.job_id}: {how} -> {got['state']}" + (" (retry queued)" if got["state"] == "queued" else ""))
-        a.drop(slot)
-
-    def _settle_fenced(self, slot: Slot, doc: dict, current: dict | None) -> None:
-        a = self.a
-        if current is not None and current.get("phase") == "cancelling":
-            slot.doc = current
-            return self._settle_cancel(slot)
-        if (current is not None and current.get("phase") == "finishing" and current.get("claim") == doc.get("claim")
-                and not current.get("reaped")):
-            # Our own decision, written by an earlier pass whose move was interrupted: finish it.
-            try:
-                found = read(a.store, keys.running(slot.job_id), slot.job_id)
-                ours = found is not None and found[0].get("claim") == doc.get("claim")
-                got = jobs.settle(a.store, *found, writer=a.id) if ours else None
-            except CorruptDocument as e:
-                a.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
-                      f"(`stado repair {slot.job_id}`)")
-                return a.drop(slot)
-            a.log(f"{slot.job_id}: {got['state'] if got else 'settled by another agent'} (finished the move of an "
-                  "earlier pass)")
-            return a.drop(slot)
-        a.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
-        a.drop(slot)
-
-    def _settle_shutdown(self, slot: Slot) -> None:
-        """Its agent was told to stop twice: the job is recorded cancelled, by this shutdown."""
-        a = self.a
-        moved = d.cancelling_doc(slot.doc, by=f"shutdown of agent {a.id} on {a.instance_ref}",
-                                 reason="its agent was told to stop twice (a second SIGTERM or SIGINT)", now=time.time(),
-                                 nonce=new_nonce())
-        version, current = replace(a.store, keys.running(slot.job_id), moved, slot.version)
-        if version is None:
-            return self._settle_fenced(slot, slot.doc, current)
-        slot.doc, slot.version = moved, version
-        jobs.settle(a.store, moved, version, writer=a.id, taken=True)
-        a.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled (by this agent's shutdown)")
-        a.drop(slot)
-
-    def _settle_cancel(self, slot: Slot) -> None:
-        a = self.a
-        try:
-            found = read(a.store, keys.running(slot.job_id), slot.job_id)
-            if found is not None and found[0].get("phase") == "cancelling" and found[0].get("claim") == slot.doc["claim"]:
-                jobs.settle(a.store, *found, writer=a.id)
-        except CorruptDocument as e:
-            a.log(f"{slot.job_id}: process group {slot.pgid} stopped; the cancel could not be settled: {e}; left for an "
-                  f"operator (`stado repair {slot.job_id}`)")
-            return a.drop(slot)
-        a.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled")
-        a.drop(slot)

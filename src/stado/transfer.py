@@ -185,19 +185,28 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
         failures = 0
         took = max(time.monotonic() - began, 1e-3)
         length = int(min(MAX_RANGE, max(MIN_RANGE, len(blob.data) / took * range_seconds, length // 2), length * 4))
-    digest = hasher.hexdigest()
-    if offset == size == 0:
+    if _complete(partial, size=size, sha256=sha256, got=offset, digest=hasher.hexdigest(), resumed=resumed,
+                 progress=progress):
+        return partial
+    # The bytes kept from before may be what is wrong (a crash mid-write): once more, from zero.
+    return download(store, key, partial, size=size, sha256=sha256, progress=progress, stall_seconds=stall_seconds)
+
+
+def _complete(partial: str, *, size: int, sha256: str | None, got: int, digest: str, resumed: int,
+              progress: Progress) -> bool:
+    """Whether the downloaded file is the object its manifest describes. If not, the file goes, and False
+    (try again from zero) when part of it was resumed from an earlier attempt, else ChecksumMismatch."""
+    if got == size == 0:
         _append(partial, b"")  # an empty object: an empty file
-    if offset != size or (sha256 is not None and digest != sha256):
-        discard(partial)
-        if resumed:  # the bytes kept from before may be what is wrong (a crash mid-write): once more, from zero
-            progress.done -= offset
-            progress.resumed -= resumed
-            return download(store, key, partial, size=size, sha256=sha256, progress=progress,
-                            stall_seconds=stall_seconds)
-        raise ChecksumMismatch(f"expected {size} bytes sha256 {(sha256 or '?')[:12]}..., got {offset} bytes sha256 "
+    if got == size and (sha256 is None or digest == sha256):
+        return True
+    discard(partial)
+    if not resumed:
+        raise ChecksumMismatch(f"expected {size} bytes sha256 {(sha256 or '?')[:12]}..., got {got} bytes sha256 "
                                f"{digest[:12]}...")
-    return partial
+    progress.done -= got
+    progress.resumed -= resumed
+    return False
 
 
 def upload_file(store: ObjectStore, key: str, path: str, *, piece: int = 1 << 20) -> tuple[int, str, int]:

@@ -1,5 +1,5 @@
 """The agent in the simulator: stado.agent.Agent itself, its loop (Agent.loop), its claim pass
-(claiming.claim_pass), its slots (slot.SlotRunner: renew, fenced, re-adoption, finish, settle), its reaper's
+(claiming.claim_pass), its slots (slot.SlotRunner: renew, fenced, re-adoption; slotend: finish, settle), its reaper's
 pass and its index check, unchanged. Only what touches the host is the simulator's:
 
 - the process host (processhost.ProcessHost): spawn, reap, alive, signal are simulated processes that exit

@@ -7,7 +7,7 @@ import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado import agent, artifacts, claiming, reaper, slot, submission
+from stado import agent, artifacts, claiming, reaper, slot, slotend, submission
 from stado.objectstore import memory
 
 # The transitions' modules (the package's own names, claim and cancel, are its functions).
@@ -70,7 +70,7 @@ def deterministic(sim):
         (job_claim, "new_nonce", sim.new_nonce), (job_moves, "new_nonce", sim.new_nonce),
         (job_cancel, "new_nonce", sim.new_nonce), (job_common, "time", clock), (reaper, "new_nonce", sim.new_nonce),
         (reaper, "time", clock), (agent, "uuid7", sim.new_agent_id), (agent, "time", clock),
-        (agent, "new_nonce", sim.new_nonce), (slot, "time", clock), (claiming, "time", clock),
+        (agent, "new_nonce", sim.new_nonce), (slot, "time", clock), (slotend, "time", clock), (claiming, "time", clock),
         (claiming, "random", _SimRandom(sim)),
         (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),

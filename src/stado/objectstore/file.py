@@ -27,6 +27,7 @@ import stat as stat_mod
 import time
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from runkit.durable import fsync_dir, unlink_quietly, write_temp
 
@@ -72,22 +73,27 @@ class FileStore(ObjectStore):
 
     # -- reads: no lock; a rename swaps whole files, so an open fd sees one version --------------
 
-    @_os_errors_reported
-    def get(self, key: str) -> Blob:
-        path = self._path(key)
+    @contextmanager
+    def _opened(self, key: str):
+        """(fd, its stat) of the regular file at key; NotFound if there is none."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._path(key), os.O_RDONLY | os.O_CLOEXEC)
         except _MISSING:
             raise NotFound(key) from None
         try:
             st = os.fstat(fd)
             if not stat_mod.S_ISREG(st.st_mode):
                 raise NotFound(key)
+            yield fd, st
+        finally:
+            os.close(fd)
+
+    @_os_errors_reported
+    def get(self, key: str) -> Blob:
+        with self._opened(key) as (fd, st):
             chunks = []
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
-        finally:
-            os.close(fd)
         return Blob(b"".join(chunks), version_of(st))
 
     @_os_errors_reported
@@ -100,21 +106,11 @@ class FileStore(ObjectStore):
     @_os_errors_reported
     def get_range(self, key: str, start: int, length: int) -> Blob:
         check_range(start, length)
-        path = self._path(key)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except _MISSING:
-            raise NotFound(key) from None
-        try:
-            st = os.fstat(fd)
-            if not stat_mod.S_ISREG(st.st_mode):
-                raise NotFound(key)
+        with self._opened(key) as (fd, st):
             chunks, at, end = [], start, min(start + length, st.st_size)
             while at < end and (chunk := os.pread(fd, min(end - at, 1 << 24), at)):
                 chunks.append(chunk)
                 at += len(chunk)
-        finally:
-            os.close(fd)
         return Blob(b"".join(chunks), version_of(st))
 
     @_os_errors_reported

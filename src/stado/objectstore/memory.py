@@ -19,23 +19,21 @@ class MemoryStore(ObjectStore):
         n = str(next(self._counter))
         return Version(etag=n, generation=n)
 
-    def get(self, key: str) -> Blob:
+    def _stored(self, key: str) -> tuple[bytes, Version, float]:
         check_key(key)
         with self._lock:
             try:
-                data, version, _ = self._objects[key]
+                return self._objects[key]
             except KeyError:
                 raise NotFound(key) from None
-            return Blob(data, version)
+
+    def get(self, key: str) -> Blob:
+        data, version, _ = self._stored(key)
+        return Blob(data, version)
 
     def head(self, key: str) -> Entry:
-        check_key(key)
-        with self._lock:
-            try:
-                data, version, modified = self._objects[key]
-            except KeyError:
-                raise NotFound(key) from None
-            return Entry(key, version, len(data), modified)
+        data, version, modified = self._stored(key)
+        return Entry(key, version, len(data), modified)
 
     def get_range(self, key: str, start: int, length: int) -> Blob:
         check_range(start, length)
