@@ -72,7 +72,9 @@ class State:
 def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> dict:
     from .submit import submit
 
-    st = State(environ, create=False)
+    # The reconcile pass here is a courtesy to other jobs: if storage trouble skips it, the submission's own
+    # outcome is all `jobman run` says (one line), not a note about the pass before it.
+    st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
         # No database yet: refuse what cannot be accepted before anything is created. Only the default
         # group exists and no selector resolves (the submit transaction checks both again).

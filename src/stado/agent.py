@@ -38,7 +38,7 @@ from .reaper import Watch, reap
 from .restart import settle_left_by_replaced, stop_orphans
 from .slot import Slot, SlotRunner
 from .storecheck import ensure_safe
-from .workroot import HostLock, job_dir, write_owner
+from .workroot import HostLock, job_dir, owner_of, write_owner
 
 __all__ = ["Agent", "AgentConfig", "run_agent"]
 
@@ -239,7 +239,9 @@ class Agent:
     def drop(self, slot: Slot) -> None:
         self.slots.pop(slot.job_id, None)
         self._freed = True
-        if not self.cfg.keep_work:
+        # Only a directory still ours: after this agent was stopped past its promise, another agent on this host
+        # may run the job's next attempt in it (its owner file says so), and that attempt's files are not ours.
+        if not self.cfg.keep_work and owner_of(slot.job_dir) in (self.id, None):
             shutil.rmtree(slot.job_dir, ignore_errors=True)
 
     def _reap_children(self) -> None:

@@ -37,7 +37,7 @@ def settle_left_by_replaced(agent) -> None:
             continue
         try:
             _settle_one(agent, *found)
-        except (StoreError, CorruptDocument) as e:
+        except (StoreError, CorruptDocument, OSError) as e:
             agent.log(f"init: {job_id}: could not be settled now ({type(e).__name__}: {str(e)[:200]}); the reaper "
                       "settles it once its worker's promise has passed")
 

@@ -39,8 +39,19 @@ def job_dir(work_root: str, job_id: str) -> str:
 
 
 def write_owner(directory: str, agent_id: str) -> None:
+    """Record which agent holds the job directory (made again if it went: a process may still run in it)."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     with open(os.path.join(directory, OWNER_FILE), "w") as f:
         f.write(agent_id + "\n")
+
+
+def owner_of(directory: str) -> str | None:
+    """The agent the job directory's owner file names, or None (no such file)."""
+    try:
+        with open(os.path.join(directory, OWNER_FILE)) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def left_by_gone_agents(work_root: str, live: set[str]) -> list[tuple[str, str, str]]:
@@ -55,11 +66,7 @@ def left_by_gone_agents(work_root: str, live: set[str]) -> list[tuple[str, str, 
         if job_id in live:
             continue
         directory = job_dir(work_root, job_id)
-        try:
-            with open(os.path.join(directory, OWNER_FILE)) as f:
-                owner = f.read().strip()
-        except OSError:
-            continue
+        owner = owner_of(directory)
         if owner and agent_gone(work_root, owner):
             found.append((job_id, directory, owner))
     return found

@@ -89,6 +89,11 @@ def test_a_stalled_agent_whose_job_another_worker_claimed_first_stops_its_copy(s
         assert f"another worker (agent {holder} on local@otherhost) claimed it first; stopping process group {pgid}, " \
                "and nothing is started" in agent.log()
         wait_for(lambda: not _group_alive(pgid), timeout=30, message="the stale copy to be stopped")
+        wait_for(lambda: f"{job}: process group {pgid} stopped; nothing recorded" in agent.log(), timeout=30,
+                 message="the stalled agent to drop its slot")
+        # Both agents share this work root (as two agents on one host do): the directory the job's next attempt
+        # runs in is not the stalled agent's to remove (the soak found a restart loop when it was).
+        assert (other.work_root / "jobs" / job).is_dir()
         gate.touch()
         wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="completion")
     finally:
