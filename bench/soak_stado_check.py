@@ -16,6 +16,8 @@ record read, with the store's own client) and from the jobs' ledger, once the qu
   traceback in any agent's log or CLI's output; `stado status` and `stado reap` agree nothing is left.
 """
 import json
+import os
+import re
 import time
 
 from soak_common import overlaps, processes_mentioning, read_ledger, scan_logs
@@ -69,6 +71,7 @@ def check(soak, store, batches, fleet) -> None:
     runs, bad = read_ledger(soak.ledger)
     for line in bad:
         r.violate("ledger", f"unreadable line {line!r}")
+    _ends_of_killed_orphans(runs, soak.faults, fleet)
     _runs(r, final, runs, soak.faults)
     _explained(r, planned, key_of, final, runs, soak.faults)
     _leftovers(soak, r, fleet, runs)
@@ -79,6 +82,32 @@ def _outcome(doc: dict) -> str:
     if doc["state"] == "failed" and error in ("worker_lease_expired", "input_unavailable"):
         return f"failed ({error})"
     return doc.get("outcome") or doc["state"]
+
+
+_ORPHAN_STOP = re.compile(r"^(\S+) agent \S+: \S+: pid\(s\) ([\d, ]+) left running by agent \S+, which is gone")
+
+
+def _ends_of_killed_orphans(runs, faults, fleet) -> None:
+    """A run whose agent was SIGKILLed goes on alone (seed 003); an agent of its host stops it later
+    (restart.stop_orphans: SIGTERM, then SIGKILL after --kill-after), and one killed by SIGKILL never writes
+    its end. Such a run, gone now, ended at the latest --kill-after past the line that agent logged: that
+    bound stands for its end, so the rules below judge it like any other."""
+    from stado.documents import parse_iso
+
+    stopped_at: dict[int, float] = {}
+    for agent in fleet.agents:
+        for line in agent.log.read_text(errors="replace").splitlines():
+            m = _ORPHAN_STOP.match(line)
+            if m:
+                for pid in m.group(2).split(", "):
+                    stopped_at.setdefault(int(pid), parse_iso(m.group(1)))
+    killed = {f.pid for f in faults.of("agent_kill")}
+    for job_runs in runs.values():
+        for run in job_runs:
+            if run.end is None and run.owner in killed and run.pid in stopped_at and not os.path.exists(
+                    f"/proc/{run.pid}"):
+                run.end, run.how = stopped_at[run.pid] + KILL_AFTER, "stopped as a killed agent's orphan; no end " \
+                    "written (SIGKILL): bounded by the stopping agent's log line plus --kill-after"
 
 
 def _stops_of(faults, pid: int) -> list:
