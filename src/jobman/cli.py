@@ -115,8 +115,12 @@ def _error(message: str) -> None:
     sys.stderr.write(f"jobman: error: {message}\n")
 
 
-def _parser(prog: str, description: str):
-    """An argparse parser whose errors are one line (runkit.cliargs), raised as BadInput (exit 2)."""
+JSON_HELP = "print JSON instead of text (for scripts)"
+
+
+def _parser(prog: str, description: str, *, json: bool | str = False):
+    """An argparse parser whose errors are one line (runkit.cliargs), raised as BadInput (exit 2). `json`: the
+    command takes --json (True: with the common help; a string: with this help)."""
     import argparse
 
     from runkit.cliargs import parser_class
@@ -124,7 +128,10 @@ def _parser(prog: str, description: str):
     from .errors import BadInput
 
     Parser = parser_class(BadInput, "{prog}: {message} (see {prog} --help)", join_negatives=True)
-    return Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if json:
+        p.add_argument("--json", action="store_true", help=JSON_HELP if json is True else json)
+    return p
 
 
 def _print_json(data) -> None:
@@ -176,7 +183,7 @@ def cmd_list(args: list[str]) -> int:
     p = _parser("jobman list", "Jobs, newest first: every unfinished job and the newest 100 finished ones\n"
                 "(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.\n"
                 "The table fits the terminal (or COLUMNS), cutting the command; outcomes are coloured on a\n"
-                "terminal (not with NO_COLOR). # is the job's handle, which any command takes as JOB.")
+                "terminal (not with NO_COLOR). # is the job's handle, which any command takes as JOB.", json=True)
     p.add_argument("--active", action="store_true", help="only jobs that have not finished")
     p.add_argument("--all", action="store_true", help="every job, however old")
     p.add_argument("--limit", type=_whole("--limit", 1, MAX_COUNT), metavar="N", help="the newest N jobs")
@@ -185,7 +192,6 @@ def cmd_list(args: list[str]) -> int:
                         "repeatable or comma-separated")
     p.add_argument("--group", metavar="NAME", help="only jobs of group NAME")
     p.add_argument("--name", metavar="GLOB", help="only jobs whose name matches GLOB (*, ?, [...])")
-    p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api
     from .store import queries
@@ -215,10 +221,9 @@ def cmd_show(args: list[str]) -> int:
     p = _parser("jobman show", "Everything about one job: spec, state, outcome, attempts and events.\n"
                 "The environment is summed up (how many variables, those set with --env, and the names that\n"
                 "differ from this shell's); --env lists it all. Values of secret-looking variables (TOKEN,\n"
-                "SECRET, PASSWORD, KEY) are masked.")
+                "SECRET, PASSWORD, KEY) are masked.", json=True)
     p.add_argument("job", metavar="JOB")
     p.add_argument("--env", action="store_true", help="list every variable of the job's environment")
-    p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from .showing import show
 
@@ -235,13 +240,13 @@ def cmd_show(args: list[str]) -> int:
 def cmd_logs(args: list[str]) -> int:
     p = _parser("jobman logs", "A job's output (without JOB: the newest job's), every attempt in order (or one\n"
                 "with --attempt). --follow streams new output, across retries, until the job ends, and then\n"
-                "exits with the job's exit status (as jobman wait does).")
+                "exits with the job's exit status (as jobman wait does).",
+                json="the output of each attempt as JSON (not with --follow)")
     p.add_argument("job", metavar="JOB", nargs="?", help="default: the newest job")
     p.add_argument("--attempt", type=int, metavar="N", help="only attempt N")
     p.add_argument("--stderr", action="store_true", help="the stderr log (jobs run with --separate-stderr)")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
     p.add_argument("-n", "--tail", type=_whole("--tail", 0, MAX_COUNT), metavar="N", help="only the last N lines")
-    p.add_argument("--json", action="store_true", help="the output of each attempt as JSON (not with --follow)")
     ns = p.parse_args(args)
     if ns.json and ns.follow:
         p.error("--json cannot be combined with --follow")
@@ -259,11 +264,10 @@ def cmd_logs(args: list[str]) -> int:
 
 def cmd_wait(args: list[str]) -> int:
     p = _parser("jobman wait", "Wait until every JOB has ended. Exit status: 0 if all succeeded, else that of\n"
-                "the first job (in argument order) that did not (see jobman --help for the codes).")
+                "the first job (in argument order) that did not (see jobman --help for the codes).", json=True)
     p.add_argument("jobs", nargs="+", metavar="JOB")
     p.add_argument("--timeout", type=_duration("--timeout"), metavar="D",
                    help="give up after D (exit 120 with a message; the jobs go on)")
-    p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     ns = p.parse_args(args)
     from . import api
@@ -300,8 +304,8 @@ def _progress_line(rows, elapsed: float) -> None:
 
 def cmd_reconcile(args: list[str]) -> int:
     p = _parser("jobman reconcile", "Run the reconciliation pass alone: unclaimed submissions past their\n"
-                "deadline become submission_failed; jobs whose supervisor is gone past its lease become lost.")
-    p.add_argument("--json", action="store_true")
+                "deadline become submission_failed; jobs whose supervisor is gone past its lease become lost.",
+                json=True)
     ns = p.parse_args(args)
     from . import api
 
@@ -321,19 +325,22 @@ def cmd_reconcile(args: list[str]) -> int:
 def cmd_cancel(args: list[str]) -> int:
     p = _parser("jobman cancel", "Cancel waiting or running jobs (SIGTERM to the whole process tree, SIGKILL\n"
                 "after --kill-after). --after-success dependents of a cancelled job end dependency_failed.\n"
-                "On a lost job: stop its target tree if, and only if, its identity still verifies.")
+                "On a lost job: stop its target tree if, and only if, its identity still verifies.", json=True)
     p.add_argument("jobs", nargs="+", metavar="JOB")
-    p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import api
 
-    results = api.cancel(ns.jobs)
-    if ns.json:
+    _print_results(api.cancel(ns.jobs), ns.json)
+    return 0
+
+
+def _print_results(results: list[dict], as_json: bool) -> None:
+    """What a command did to each job: JSON, or a line each (id: message)."""
+    if as_json:
         _print_json(results)
     else:
         for r in results:
             sys.stdout.write(f"{r['id']}: {r['message']}\n")
-    return 0
 
 
 def _elsewhere(name: str):

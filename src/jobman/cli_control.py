@@ -2,16 +2,15 @@
 scripts: parse, call, render, as in jobman.cli (whose helpers they use; imported only when one runs)."""
 import sys
 
-from .cli import _duration, _parser, _print_json
+from .cli import JSON_HELP, _duration, _parser, _print_json, _print_results
 
 
 def cmd_restart(args: list[str]) -> int:
     p = _parser("jobman restart", "Submit a finished job's specification again, as a new job that records what it\n"
                 "restarts. --with-dependents: also the jobs that ended dependency_failed because of it\n"
-                "(and because of those), re-wired to the new jobs. Prints each new id.")
+                "(and because of those), re-wired to the new jobs. Prints each new id.", json=True)
     p.add_argument("job", metavar="JOB")
     p.add_argument("--with-dependents", action="store_true", help="also re-submit its failed dependents")
-    p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from .restart import restart
 
@@ -27,10 +26,10 @@ def cmd_restart(args: list[str]) -> int:
 
 def cmd_signal(args: list[str]) -> int:
     p = _parser("jobman signal", "Send signal SIG to every process of a running job's tree (each one identified\n"
-                "by pid and start time, as cancel does). SIG: a name (TERM, HUP, USR1, STOP, CONT) or a number.")
+                "by pid and start time, as cancel does). SIG: a name (TERM, HUP, USR1, STOP, CONT) or a number.",
+                json=True)
     p.add_argument("job", metavar="JOB")
     p.add_argument("sig", metavar="SIG")
-    p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import control
 
@@ -46,18 +45,12 @@ def _cmd_hold_or_release(args: list[str], held: bool) -> int:
     verb = "hold" if held else "release"
     p = _parser(f"jobman {verb}", "Hold back jobs that have not started: a held job leaves its group's line and\n"
                 "starts only after jobman release." if held
-                else "Let held jobs go on: each starts when it is eligible.")
+                else "Let held jobs go on: each starts when it is eligible.", json=True)
     p.add_argument("jobs", nargs="+", metavar="JOB")
-    p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import control
 
-    results = control.set_held(ns.jobs, held)
-    if ns.json:
-        _print_json(results)
-    else:
-        for r in results:
-            sys.stdout.write(f"{r['id']}: {r['message']}\n")
+    _print_results(control.set_held(ns.jobs, held), ns.json)
     return 0
 
 
@@ -95,12 +88,12 @@ def cmd_group(args: list[str]) -> int:
     s = sub.add_parser("set", help="create a group or change its limit")
     s.add_argument("name")
     s.add_argument("--limit", type=int, required=True)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
     lst = sub.add_parser("list", help="groups with their limits and use")
-    lst.add_argument("--json", action="store_true")
+    lst.add_argument("--json", action="store_true", help=JSON_HELP)
     rm = sub.add_parser("rm", help="remove a group no job belongs to (prune its finished jobs first)")
     rm.add_argument("name")
-    rm.add_argument("--json", action="store_true")
+    rm.add_argument("--json", action="store_true", help=JSON_HELP)
     ns = p.parse_args(args)
     from . import admin, render
 
@@ -124,11 +117,10 @@ def cmd_group(args: list[str]) -> int:
 
 def cmd_prune(args: list[str]) -> int:
     p = _parser("jobman prune", "Remove finished jobs and their logs. Never touches an unfinished job, one an\n"
-                "unfinished job depends on, or a lost job whose processes still run.")
+                "unfinished job depends on, or a lost job whose processes still run.", json=True)
     p.add_argument("--older-than", type=_duration("--older-than"), default=0.0, metavar="D",
                    help="only jobs that finished more than D ago")
     p.add_argument("--succeeded", action="store_true", help="only jobs that succeeded (keep the others to look at)")
-    p.add_argument("--json", action="store_true")
     ns = p.parse_args(args)
     from . import admin
 

@@ -43,6 +43,14 @@ SUBMIT_OPTIONS = [
 ]
 
 
+JSON_HELP = "print JSON instead of text (for scripts)"
+
+
+def _json_flag(parser, help: str = JSON_HELP) -> None:
+    """--json, which every reading command takes."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
 def _parser():
     Parser = parser_class(BadInput, "{message}; see `{prog} --help`")  # one line, not argparse's usage block
     p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).",
@@ -56,33 +64,33 @@ def _parser():
     st = sub.add_parser("status", help="the queue by state, or one job")
     st.add_argument("id", nargs="?", metavar="ID")
     st.add_argument("--all", action="store_true", help="show every finished job, not only the latest 20")
-    st.add_argument("--json", action="store_true")
+    _json_flag(st)
 
     job = sub.add_parser("job", help="watch or rerun a job")
     jsub = job.add_subparsers(dest="job_command", metavar="watch|rerun", parser_class=Parser)
     w = jsub.add_parser("watch", help="state changes and output, live, until the job ends")
     w.add_argument("id", metavar="ID")
     w.add_argument("--interval", type=_float, default=1.0, help="seconds between looks (default 1)")
-    w.add_argument("--json", action="store_true", help="one JSON event per line")
+    _json_flag(w, "one JSON event per line")
     r = jsub.add_parser("rerun", help="submit the job's spec again under a new id (inputs named by a job name "
                                       "are resolved again)")
     r.add_argument("id", metavar="ID")
     r.add_argument("--same-inputs", action="store_true",
                    help="keep the exact producer ids the job's inputs were resolved to")
-    r.add_argument("--json", action="store_true")
+    _json_flag(r)
 
     c = sub.add_parser("cancel", help="cancel a queued or running job")
     c.add_argument("id", metavar="ID|NAME")
     c.add_argument("--reason")
-    c.add_argument("--json", action="store_true")
+    _json_flag(c)
 
     q = sub.add_parser("queue", help="pause or resume claiming")
     qsub = q.add_subparsers(dest="queue_command", metavar="pause|resume", parser_class=Parser)
     qp = qsub.add_parser("pause", help="agents stop claiming; submissions are still accepted")
     qp.add_argument("--reason")
-    qp.add_argument("--json", action="store_true")
+    _json_flag(qp)
     qr = qsub.add_parser("resume", help="agents claim again")
-    qr.add_argument("--json", action="store_true")
+    _json_flag(qr)
 
     m = sub.add_parser("machine", help="machine-readable views")
     msub = m.add_subparsers(dest="machine_command", metavar="status", parser_class=Parser)
@@ -92,7 +100,7 @@ def _parser():
     res = sub.add_parser("results", help="download and verify a job's artifacts")
     res.add_argument("id", metavar="ID")
     res.add_argument("dir", metavar="DIR")
-    res.add_argument("--json", action="store_true")
+    _json_flag(res)
 
     from .agentcli import add_agent_parser
 
@@ -107,24 +115,24 @@ def _parser():
     add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest not in ("batch", "input", "name", "upload")])
     sa.epilog = "The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all"
     sl = schsub.add_parser("list", help="every schedule, its next fire time and what it fired")
-    sl.add_argument("--json", action="store_true")
+    _json_flag(sl)
     for verb, what in (("rm", "remove a schedule (jobs it fired are kept)"), ("pause", "stop firing (until resume)"),
                        ("resume", "fire again (missed fire times are skipped)")):
         sp = schsub.add_parser(verb, help=what)
         sp.add_argument("sched_name", metavar="NAME")
-        sp.add_argument("--json", action="store_true")
+        _json_flag(sp)
 
     rr = sub.add_parser("reap", help="one reaper pass: requeue (or fail) jobs whose worker stopped speaking")
     rr.add_argument("--margin", type=_float, default=2.0,
                     help="seconds past a promise before it counts as passed (clocks disagree a little; default 2)")
-    rr.add_argument("--json", action="store_true")
+    _json_flag(rr)
 
     rp = sub.add_parser("repair", help="clear a job's corrupt records without losing the job")
     rp.add_argument("id", metavar="ID|NAME")
-    rp.add_argument("--json", action="store_true")
+    _json_flag(rp)
 
     dr = sub.add_parser("doctor", help="check the store: reachable, credentials, conditional writes, clock, queue")
-    dr.add_argument("--json", action="store_true")
+    _json_flag(dr)
 
     ck = sub.add_parser("checkpoint", help="inside a job: stage a checkpoint; its upload proves the job alive")
     cksub = ck.add_subparsers(dest="checkpoint_command", metavar="put", parser_class=Parser)
