@@ -281,27 +281,33 @@ def main() -> int:
     return 0
 
 
+def _table(header: list[str], rows) -> list[str]:
+    """A markdown table's lines."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
+        ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
 def render(report: dict) -> str:
     m = report["machine"]
     lines = [f"Measured {m['date']} on {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}, Linux {m['kernel']}.", ""]
-    lines += ["| submit (wall, until it returns) | median | p95 | vs `python -c pass` |", "|---|---|---|---|"]
-    for name, r in report["submit_latency"].items():
-        lines.append(f"| `{name}` | {r['median_ms']} ms | {r['p95_ms']} ms | {r['vs_python']}x |")
+    lines += _table(["submit (wall, until it returns)", "median", "p95", "vs `python -c pass`"],
+                    [(f"`{name}`", f"{r['median_ms']} ms", f"{r['p95_ms']} ms", f"{r['vs_python']}x")
+                     for name, r in report["submit_latency"].items()])
     mem = report["supervisor_memory"]
     lines += ["", f"Idle supervisor memory ({mem['supervisors']} sleeping jobs): USS median {mem['uss_median_mib']} MiB,"
                   f" max {mem['uss_max_mib']} MiB.", ""]
-    lines += ["| throughput | seconds | vs floor |", "|---|---|---|"]
-    for name, r in report["throughput"].items():
-        lines.append(f"| {name} | {r['seconds']} | {r['vs_floor']}x |")
+    lines += _table(["throughput", "seconds", "vs floor"],
+                    [(name, r["seconds"], f"{r['vs_floor']}x") for name, r in report["throughput"].items()])
     w = report["wakeup"]
     lines += ["", f"Wake-up latency, dependency end to dependent start ({w['chains']} chains): median {w['median_ms']} ms,"
                   f" p95 {w['p95_ms']} ms, max {w['max_ms']} ms.", ""]
     logs = dict(report["log_throughput"])
-    lines += [f"| 1 GiB of output (median of {logs.pop('rounds')}) | writer's wall time | vs direct "
-              f"| until on disk (+ sync) | vs direct |", "|---|---|---|---|---|"]
-    for name, r in logs.items():
-        on_disk = (f"{r['on_disk_seconds']} s | {r['on_disk_vs_direct']}x" if "on_disk_seconds" in r else "- | -")
-        lines.append(f"| {name} | {r['seconds']} s | {r['vs_direct']}x | {on_disk} |")
+    rounds = logs.pop("rounds")
+    lines += _table([f"1 GiB of output (median of {rounds})", "writer's wall time", "vs direct",
+                     "until on disk (+ sync)", "vs direct"],
+                    [(name, f"{r['seconds']} s", f"{r['vs_direct']}x",
+                      f"{r['on_disk_seconds']} s" if "on_disk_seconds" in r else "-",
+                      f"{r['on_disk_vs_direct']}x" if "on_disk_seconds" in r else "-") for name, r in logs.items()])
     return "\n".join(lines)
 
 
