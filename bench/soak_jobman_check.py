@@ -15,6 +15,7 @@ the jobs' own ledger and from the process table, once every job has finished (or
   `PRAGMA integrity_check` is ok.
 """
 import json
+import re
 import sqlite3
 import time
 from collections import Counter
@@ -183,7 +184,11 @@ def _submission_errors(soak, r, planned, by_name, subs, faults) -> None:
         plan = planned[name]
         missing_dep = any(not by_name.get(dep) for _, dep in plan.deps)
         full = faults.overlapping(("disk_full",), s["t0"], s["t1"], slack=1.0)
-        if not (missing_dep or full):
+        # The handoff's other half killed or stopped by the chaos: the CLI says so and records submission_failed.
+        ids = {name} | {j["id"] for j in by_name.get(name) or ()} | set(re.findall(r"\bjob ([0-9a-f-]{36})\b", err))
+        supervisor = [f for f in faults.overlapping(("supervisor_kill", "supervisor_stop"), s["t0"], s["t1"], slack=1.0)
+                      if f.job in ids]
+        if not (missing_dep or full or supervisor):
             r.violate("explained", f"{name}: `jobman run` exited {s['rc']}: {err[:300]!r}")
 
 
