@@ -72,8 +72,8 @@ _TEXT, _INT, _NUM, _OBJ, _LIST = (str, type(None)), (int,), (int, float, type(No
 _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "submitted_by": _TEXT, "rerun_of": _TEXT,
            "requeues": _INT, "failures": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
            "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
-           "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT, "exit_code": (int, type(None)),
-           "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
+           "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT,
+           "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
          "retries": _INT, "inputs": _LIST}

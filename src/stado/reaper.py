@@ -137,7 +137,8 @@ class ReapSummary:
     def line(self) -> str:
         return (f"reaped {self.reaped} (requeued {self.requeued}, failed {self.failed}, cancelled {self.cancelled}); "
                 f"alive by pulse {self.alive['pulse']}, alive by checkpoint {self.alive['checkpoint']}, "
-                f"watched for less than a lease {self.alive['watch']}, unpromised {self.alive['unpromised']}; promise holds {self.alive['promise']}")
+                f"watched for less than a lease {self.alive['watch']}, unpromised {self.alive['unpromised']}; "
+                f"promise holds {self.alive['promise']}")
 
 
 def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,

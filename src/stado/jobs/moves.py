@@ -161,8 +161,8 @@ def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
             try:
                 term = settle(store, doc, version, writer=writer)
             except CorruptDocument as e:
-                lines.append(f"{job_id}: cannot finish its move: {e}; its outcome stays in {keys.running(job_id)} until that "
-                             f"key is repaired (`stado repair {job_id}`)")
+                lines.append(f"{job_id}: cannot finish its move: {e}; its outcome stays in {keys.running(job_id)} "
+                             f"until that key is repaired (`stado repair {job_id}`)")
                 continue
             if term is not None:
                 lines.append(f"{job_id}: finished an interrupted move to {term['state']}")
