@@ -98,7 +98,10 @@ def shell_script(jobs: list[PlannedJob], job_sh: Path, ledger: Path, out: Path, 
     lines = ["#!/bin/sh", f"out={shlex.quote(str(out))}; errs={shlex.quote(str(errors))}; stop={shlex.quote(str(stop))}",
              "sub() {", '  n=$1; shift', '  [ -e "$stop" ] && return', '  t0=$(date +%s.%N)',
              f'  id=$({jobman} run --name "$n" "$@" 2>"$errs/$n")', '  rc=$?',
-             '  echo "$n $rc $t0 $(date +%s.%N) $id" >> "$out"', "}"]
+             '  echo "$n $rc $t0 $(date +%s.%N) $id" >> "$out"',
+             # Refused on a full disk (one fast line): wait a moment before the next, as a user who reads it
+             # would, so that one fill of a second or two does not use up a short soak's whole plan.
+             '  [ "$rc" -ne 0 ] && grep -q "disk is full" "$errs/$n" && sleep 1', "}"]
     for j in jobs:
         deps = [f"--after-{c}" if c != "end" else "--after" for c, _ in j.deps]
         dep_args = [a for flag, (_, name) in zip(deps, j.deps) for a in (flag, name)]

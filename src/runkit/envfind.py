@@ -43,6 +43,16 @@ def processes_with(name: str, values=None) -> dict[str, list[Stat]]:
     return found
 
 
+def environ_value(pid: int, name: str) -> str | None:
+    """The value of `name` in the environment process `pid` was started with; None if absent or unreadable."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            value = _value_of(f.read(), name.encode() + b"=")
+    except OSError:
+        return None
+    return None if value is None else value.decode(errors="replace")
+
+
 def _value_of(environ: bytes, prefix: bytes) -> bytes | None:
     if environ.startswith(prefix):
         start = len(prefix)

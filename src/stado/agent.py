@@ -217,8 +217,8 @@ class Agent:
         self.holdings.sync({job_id: slot.doc["spec"] for job_id, slot in self.slots.items()})
         return self.holdings.free()
 
-    def prepare_job_dir(self, job_id: str) -> str:
-        directory = job_dir(self.cfg.work_root, job_id)
+    def prepare_job_dir(self, job_id: str, started_at: str | None) -> str:
+        directory = job_dir(self.cfg.work_root, job_id, started_at)
         os.makedirs(os.path.join(directory, "work"), mode=0o700, exist_ok=True)
         with open(os.path.join(directory, artifacts.JOB_ID_FILE), "w") as f:
             f.write(job_id + "\n")

@@ -14,15 +14,16 @@ And processes a gone agent left running for a job that is no longer its (requeue
 cancelled, ended) are stopped: at start and on every reaper pass (stop_orphans), so a job never runs on
 beside its successor.
 """
+import os
 import time
 
 from . import jobs, keys
 from .cas import read
 from .errors import CorruptDocument
-from .objectstore.base import StoreError
 from .jobs.common import running_records
+from .objectstore.base import StoreError
 from .reaper import lapse
-from .workroot import agent_gone, job_dir, left_by_gone_agents, read_exit_status, write_owner
+from .workroot import agent_gone, attempt_tag, job_dir, left_by_gone_agents, read_exit_status, write_owner
 
 REPLACED = "its worker was replaced while it ran"
 
@@ -50,7 +51,9 @@ def _left_here(agent, doc: dict) -> bool:
 
 def _settle_one(agent, doc: dict, version) -> None:
     job_id = doc["id"]
-    directory = job_dir(agent.cfg.work_root, job_id)
+    directory = job_dir(agent.cfg.work_root, job_id, doc.get("started_at"))
+    if not os.path.isdir(directory) and os.path.isdir(job_dir(agent.cfg.work_root, job_id)):
+        directory = job_dir(agent.cfg.work_root, job_id)  # made by a stado from before attempt directories
     users = agent.host.users_of(directory)
     if users:
         agent.log(f"init: {job_id}: left by the worker this one replaced, but still run here by pid {min(users)}; it "
@@ -93,16 +96,18 @@ def stop_orphans(agent) -> None:
     """Stop what a gone agent left running on this host for a job whose record no longer names that agent
     (SIGTERM, then SIGKILL after --kill-after). A job whose running record still names it is left to the
     restart check above or to the reaper; a record that cannot be read leaves it alone this pass."""
-    from runkit.envfind import processes_with
+    from runkit.envfind import environ_value, processes_with
 
     left = left_by_gone_agents(agent.cfg.work_root, set(agent.slots))
     if not left:
         return
-    # The job's own processes only (they carry its WC_JOB_ID; a setsid descendant too), never an agent that
-    # happens to hold a file of that directory open, this one included.
-    running = processes_with("WC_JOB_ID", [job_id for job_id, _, _ in left])
-    for job_id, directory, owner in left:
-        pids = [st.pid for st in running.get(job_id, [])]
+    # The attempt's own processes only (they carry its WC_JOB_ID and WC_JOB_STARTED_AT; a setsid descendant
+    # too): never the job's next attempt on this host, nor an agent that happens to hold a file of that
+    # directory open, this one included.
+    running = processes_with("WC_JOB_ID", [job_id for job_id, _, _, _ in left])
+    for job_id, tag, directory, owner in left:
+        pids = [st.pid for st in running.get(job_id, [])
+                if not tag or attempt_tag(environ_value(st.pid, "WC_JOB_STARTED_AT")) == tag]
         if not pids:
             continue
         try:

@@ -79,7 +79,7 @@ class SlotRunner:
     def start(self, doc: dict, version, *, inputs_missing: str | None = None, verify=None) -> Slot:
         a = self.a
         job_id = doc["id"]
-        slot = Slot(doc, version, a.prepare_job_dir(job_id), verify=verify)
+        slot = Slot(doc, version, a.prepare_job_dir(job_id, doc.get("started_at")), verify=verify)
         a.slots[job_id] = slot
         a.log(f"{job_id}: claimed ({doc['spec']['command'][:80]!r})")
         now = time.time()

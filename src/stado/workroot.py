@@ -2,9 +2,13 @@
 
     <work-root>/agents/<agent-id>.lock   an exclusive flock held while that agent lives (the kernel lets go
                                          when it dies, however it dies: a free lock proves it gone)
-    <work-root>/jobs/<job-id>/           job-id, inputs.json, output.log, exit-status, artifacts/, work/ (cwd)
+    <work-root>/jobs/<job-id>.<attempt>/ job-id, inputs.json, output.log, exit-status, artifacts/, work/ (cwd),
+                                         agent (its owner); <attempt> is the attempt's started_at, digits only
 
-Several agents may share a host and its work root; each knows its siblings only through their locks.
+Several agents may share a host and its work root; each knows its siblings only through their locks. Each
+attempt has a directory of its own: a stale copy (its agent stopped past its promise) and the job's next attempt
+claimed on the same host never share one. An attempt's started_at survives re-adoption and take-over, so the
+record names its directory. (A directory without <attempt> is a stado from before; it is still read.)
 """
 import fcntl
 import json
@@ -34,8 +38,15 @@ def prepare_work_root(work_root: str) -> None:
                        "choose a directory this user can create and write") from None
 
 
-def job_dir(work_root: str, job_id: str) -> str:
-    return os.path.join(work_root, "jobs", job_id)
+def job_dir(work_root: str, job_id: str, started_at: str | None = None) -> str:
+    """The directory of the attempt of job_id that started at `started_at` (None: the old, shared form)."""
+    tag = attempt_tag(started_at)
+    return os.path.join(work_root, "jobs", f"{job_id}.{tag}" if tag else job_id)
+
+
+def attempt_tag(started_at: str | None) -> str:
+    """An attempt's started_at (ISO 8601), digits only: a directory name part no tool trips on."""
+    return "".join(c for c in started_at or "" if c.isdigit())
 
 
 def write_owner(directory: str, agent_id: str) -> None:
@@ -54,21 +65,23 @@ def owner_of(directory: str) -> str | None:
         return None
 
 
-def left_by_gone_agents(work_root: str, live: set[str]) -> list[tuple[str, str, str]]:
-    """(job id, its directory, the agent that claimed it) for each job directory whose agent no longer runs
-    on this host, skipping the jobs in `live` (those an agent here holds)."""
+def left_by_gone_agents(work_root: str, live: set[str]) -> list[tuple[str, str, str, str]]:
+    """(job id, attempt tag ("" for an old shared directory), its directory, the agent that claimed it) for
+    each job directory whose agent no longer runs on this host, skipping the jobs in `live` (those an agent
+    here holds)."""
     found = []
     try:
         names = os.listdir(os.path.join(work_root, "jobs"))
     except OSError:
         return []
-    for job_id in names:
+    for name in names:
+        job_id, _, tag = name.partition(".")
         if job_id in live:
             continue
-        directory = job_dir(work_root, job_id)
+        directory = os.path.join(work_root, "jobs", name)
         owner = owner_of(directory)
         if owner and agent_gone(work_root, owner):
-            found.append((job_id, directory, owner))
+            found.append((job_id, tag, directory, owner))
     return found
 
 

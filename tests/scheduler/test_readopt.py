@@ -1,5 +1,6 @@
 """Seed 003, re-adoption: a job requeued while the worker that claimed it still runs its process is not
 started a second time beside it (the seed's tests/scheduler/readopt.rs)."""
+import os
 import re
 import signal
 import time
@@ -8,6 +9,7 @@ import pytest
 
 from stado import cas, keys
 from stado.documents import parse_iso
+from stado.workroot import job_dir
 
 from tests.stado.e2e.support import Agent, machine_status, stado, submit, wait_for
 
@@ -93,7 +95,8 @@ def test_a_stalled_agent_whose_job_another_worker_claimed_first_stops_its_copy(s
                  message="the stalled agent to drop its slot")
         # Both agents share this work root (as two agents on one host do): the directory the job's next attempt
         # runs in is not the stalled agent's to remove (the soak found a restart loop when it was).
-        assert (other.work_root / "jobs" / job).is_dir()
+        started_at = cas.read(store, keys.running(job), job)[0]["started_at"]
+        assert os.path.isdir(job_dir(str(other.work_root), job, started_at))
         gate.touch()
         wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="completion")
     finally:
@@ -106,8 +109,6 @@ def test_a_stalled_agent_whose_job_another_worker_claimed_first_stops_its_copy(s
 
 
 def _group_alive(pgid: int) -> bool:
-    import os
-
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -97,7 +97,7 @@ class SimAgent(Agent):
         invariants.agent_idles(self.sim, self.actor)
         self.sim.sleep_until(min(deadline, self.sim.next_exit(self.actor)))
 
-    def prepare_job_dir(self, job_id: str) -> str:
+    def prepare_job_dir(self, job_id: str, started_at: str | None) -> str:
         return f"/nonexistent/stado-sim/jobs/{job_id}"
 
     def write_inputs_file(self, directory: str, inputs_json: str) -> str:

@@ -186,3 +186,40 @@ def test_the_orphan_pass_stops_a_gone_agents_job_processes_and_nothing_else(tmp_
             if p.poll() is None:
                 p.kill()
                 p.wait(10)
+
+
+def test_the_orphan_pass_stops_the_stale_attempt_and_never_the_next_one_on_the_same_host(tmp_path):
+    """Soak finding: two agents on one host shared a job's directory across attempts, and the stalled one
+    removed the directory its job's next attempt ran in. Each attempt now has a directory of its own, and the
+    orphan pass stops only the processes of the gone agent's attempt (WC_JOB_STARTED_AT), not the next one's."""
+    from stado.restart import stop_orphans
+    from stado.workroot import job_dir, write_owner
+
+    store = open_store(f"file://{tmp_path}/store")
+    work = tmp_path / "work"
+    agent = Agent(store, AgentConfig(work_root=str(work), stado_bin="/bin/false", poll_seconds=0.1, host="h",
+                                     until_idle=True, schedules=False, kill_after=1.0), log=lambda line: None)
+    job_id = "01a22f09-0000-7000-8000-00000000cafe"
+    stale_at, next_at = "2026-12-01T03:33:32.604Z", "2026-12-01T03:33:36.995Z"
+    stale_dir, next_dir = job_dir(str(work), job_id, stale_at), job_dir(str(work), job_id, next_at)
+    assert stale_dir != next_dir and stale_dir.endswith(".20261201033332604")
+    for directory in (stale_dir, next_dir):
+        os.makedirs(directory)
+    write_owner(stale_dir, "gone-agent")  # no lock file: that agent is gone
+    write_owner(next_dir, "also-gone-but-its-record-says-so")
+    env = {**os.environ, "WC_JOB_ID": job_id}
+    stale = subprocess.Popen(["sleep", "60"], cwd=stale_dir, env={**env, "WC_JOB_STARTED_AT": stale_at})
+    following = subprocess.Popen(["sleep", "60"], cwd=next_dir, env={**env, "WC_JOB_STARTED_AT": next_at})
+    running = d.encode({"schema": 1, "id": job_id, "generation": 3, "nonce": "n", "state": "running",
+                        "spec": {"command": "true"}, "owner": "also-gone-but-its-record-says-so",
+                        "started_at": next_at, "phase": "running"})
+    store.put(keys.running(job_id), running)
+    try:
+        stop_orphans(agent)
+        assert stale.wait(10) == -signal.SIGTERM
+        assert following.poll() is None  # the next attempt's process: its record still names its agent
+    finally:
+        for p in (stale, following):
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
