@@ -112,8 +112,9 @@ class Chaos:
     """Runs `actions` (kind -> (weight, callable)) at random moments until stopped; each action records its
     own fault. An action that finds nothing to hit (no supervisor alive at that moment) records nothing."""
 
-    def __init__(self, rng: random.Random, actions: dict, mean_gap: float):
+    def __init__(self, rng: random.Random, actions: dict, mean_gap: float, early: tuple = ()):
         self.rng, self.actions, self.mean_gap = rng, actions, mean_gap
+        self.early = early  # kinds whose targets live only while the phase starts (a submitting CLI): tried first
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self._thread = threading.Thread(target=self._run, name="chaos", daemon=True)
@@ -142,7 +143,8 @@ class Chaos:
         """Every kind once, in a random order (so even a short soak injects each), then at random by weight."""
         kinds = list(self.actions)
         weights = [self.actions[k][0] for k in kinds]
-        first = self.rng.sample(kinds, len(kinds))
+        later = [k for k in kinds if k not in self.early]
+        first = self.rng.sample(later, len(later)) + [k for k in kinds if k in self.early]  # pop() takes the end
         misses: dict[str, int] = {}
         soon = False
         while not self.stopping.wait(0.05 if soon else self.rng.expovariate(1.0 / self.mean_gap)):

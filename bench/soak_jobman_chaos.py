@@ -26,7 +26,7 @@ class JobmanChaos(ChaosUser):
                    "cli_kill": (4, self.cli_kill), "db_lock": (1, self.db_lock)}
         if fill_path is not None:
             actions["disk_full"] = (1, self.disk_full)
-        self.chaos = Chaos(rng, actions, mean_gap)
+        self.chaos = Chaos(rng, actions, mean_gap, early=("cli_kill",))
 
     # -- whom to hit -------------------------------------------------------------------------------------
 
