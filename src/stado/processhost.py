@@ -11,7 +11,7 @@ import signal
 
 from runkit import proc
 
-from .workroot import EXIT_STATUS_FILE
+from .workroot import EXIT_STATUS_FILE, attempt_tag
 
 TERM, KILL = signal.SIGTERM, signal.SIGKILL
 # $1: the command; $2: where its exit status goes. The status is written before the wrapper exits with it.
@@ -119,13 +119,13 @@ def _same_attempt(job_id: str, started_at: str) -> list:
     job on one host, a stale copy and its successor, never share both)."""
     from runkit.envfind import processes_with
 
-    mine = []
-    for st in processes_with("WC_JOB_ID", [job_id]).get(job_id, []):
-        try:
-            with open(f"/proc/{st.pid}/environ", "rb") as f:
-                environ = f.read()
-        except OSError:
-            continue
-        if f"WC_JOB_STARTED_AT={started_at}".encode() in environ.split(b"\0"):
-            mine.append(st)
-    return mine
+    tag = attempt_tag(started_at)
+    return [st for st in processes_with("WC_JOB_ID", [job_id]).get(job_id, []) if of_attempt(st.pid, tag)]
+
+
+def of_attempt(pid: int, tag: str) -> bool:
+    """Whether process `pid` belongs to the attempt `tag` names (workroot.attempt_tag of its
+    WC_JOB_STARTED_AT); a tag of "" (an old shared job directory) names every attempt."""
+    from runkit.envfind import environ_value
+
+    return not tag or attempt_tag(environ_value(pid, "WC_JOB_STARTED_AT")) == tag

@@ -22,8 +22,9 @@ from .cas import read
 from .errors import CorruptDocument
 from .jobs.common import running_records
 from .objectstore.base import StoreError
+from .processhost import of_attempt
 from .reaper import lapse
-from .workroot import agent_gone, attempt_tag, job_dir, left_by_gone_agents, read_exit_status, write_owner
+from .workroot import agent_gone, job_dir, left_by_gone_agents, read_exit_status, write_owner
 
 REPLACED = "its worker was replaced while it ran"
 
@@ -96,7 +97,7 @@ def stop_orphans(agent) -> None:
     """Stop what a gone agent left running on this host for a job whose record no longer names that agent
     (SIGTERM, then SIGKILL after --kill-after). A job whose running record still names it is left to the
     restart check above or to the reaper; a record that cannot be read leaves it alone this pass."""
-    from runkit.envfind import environ_value, processes_with
+    from runkit.envfind import processes_with
 
     left = left_by_gone_agents(agent.cfg.work_root, set(agent.slots))
     if not left:
@@ -106,8 +107,7 @@ def stop_orphans(agent) -> None:
     # directory open, this one included.
     running = processes_with("WC_JOB_ID", [job_id for job_id, _, _, _ in left])
     for job_id, tag, directory, owner in left:
-        pids = [st.pid for st in running.get(job_id, [])
-                if not tag or attempt_tag(environ_value(st.pid, "WC_JOB_STARTED_AT")) == tag]
+        pids = [st.pid for st in running.get(job_id, []) if of_attempt(st.pid, tag)]
         if not pids:
             continue
         try:

@@ -133,7 +133,10 @@ class SlotRunner:
         inputs_json = json.dumps(delivered, sort_keys=True)
         inputs_file = a.write_inputs_file(job_dir, inputs_json)
         held = a.holdings.hold(job_id, doc["spec"])  # CARGO_BUILD_JOBS and the accelerator variables name it
-        env = job_environment(a.job_env, stado_bin=a.cfg.stado_bin, job_id=job_id, started_at=d.iso(slot.started_at),
+        # The record's own string (a float's round trip can move it a millisecond): it names the attempt in its
+        # directory and in every process's environment, and the restart check and orphan pass match the two.
+        started_at = doc.get("started_at") or d.iso(slot.started_at)
+        env = job_environment(a.job_env, stado_bin=a.cfg.stado_bin, job_id=job_id, started_at=started_at,
                               inputs_json=inputs_json, inputs_file=inputs_file, cores=held.cores,
                               devices=held.devices if a.offer.devices else None)
         try:

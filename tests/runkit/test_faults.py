@@ -37,10 +37,16 @@ def test_an_inactive_point_is_passed_through():
         assert passed.returncode == 0 and out == "went on past a:b\n", err
 
 
+def _held_at_p(kind: str, marker):
+    """A process that stops at fault point p the `kind` way, once it has reached it (its marker written)."""
+    proc = start(kind, "p", {"TOOL_FAULT": "p", "TOOL_MARKER": str(marker)})
+    wait_for(marker.exists, message="the process to reach its fault point")
+    return proc
+
+
 def test_linger_holds_the_process_until_the_test_removes_its_marker(tmp_path):
     marker = tmp_path / "marker"
-    proc = start("linger", "p", {"TOOL_FAULT": "p", "TOOL_MARKER": str(marker)})
-    wait_for(marker.exists, message="the process to reach its fault point")
+    proc = _held_at_p("linger", marker)
     assert marker.read_text() == str(proc.pid)
     # Held for as long as the marker stays (a sleep would have let it go after its fixed time).
     try:
@@ -54,9 +60,7 @@ def test_linger_holds_the_process_until_the_test_removes_its_marker(tmp_path):
 
 
 def test_pause_holds_the_process_until_a_signal(tmp_path):
-    marker = tmp_path / "marker"
-    proc = start("pause", "p", {"TOOL_FAULT": "p", "TOOL_MARKER": str(marker)})
-    wait_for(marker.exists, message="the process to reach its fault point")
+    proc = _held_at_p("pause", tmp_path / "marker")
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGTERM and out == ""
