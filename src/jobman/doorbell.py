@@ -11,6 +11,8 @@ from runkit import proc
 
 from .home import bell_path
 
+ROUND = b"R"
+
 
 class Doorbell:
     """The listening end, owned by one supervisor."""
@@ -25,8 +27,9 @@ class Doorbell:
         # O_RDWR keeps a writer open ourselves, so the FIFO never reports end-of-file between rings.
         self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
 
-    def drain(self) -> None:
-        proc.drain(self.fd)
+    def drain(self) -> bool:
+        """Empty the FIFO; whether any ring was more than a hand-off of the lease round."""
+        return proc.drain(self.fd).strip(ROUND) != b""
 
     def close(self) -> None:
         try:
@@ -36,14 +39,15 @@ class Doorbell:
         os.close(self.fd)
 
 
-def ring(home: str, job_id: str) -> bool:
-    """Wake that job's supervisor if it listens; never blocks, never fails."""
+def ring(home: str, job_id: str, what: bytes = b"!") -> bool:
+    """Wake that job's supervisor if it listens; never blocks, never fails. what=ROUND asks it only to
+    look at the lease round (whose holder has stopped waiting), not to look at its job again."""
     try:
         fd = os.open(bell_path(home, job_id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False  # no FIFO (not listening yet, or gone) or no reader (ENXIO)
     try:
-        os.write(fd, b"!")
+        os.write(fd, what)
         return True
     except OSError as e:
         return e.errno == errno.EAGAIN  # full: a ring is already pending

@@ -9,12 +9,12 @@ import time
 from runkit import proc
 from runkit.durations import format_time
 
-from . import doorbell, home as homes, reconcile, scheduling
+from . import doorbell, home as homes, reconcile, renewal_round, scheduling
 from .attempt import Attempt
 from .dbretry import DatabaseGone, Retrier, jitter
 from .errors import Conflict
 from .model import JobSpec, JobState, Snapshot
-from .store import queries, transitions
+from .store import lease_round, queries, transitions
 
 
 class Fenced(Exception):
@@ -50,6 +50,8 @@ class Supervisor:
         self.spec = None
         self.bell = None
         self.target = None  # pid of the running target, until it is reaped
+        self.in_line = False  # asleep in _wait: the lease round keeps the lease, not this process alone
+        self.holds_round = False  # this supervisor renews every waiting job's lease (renewal_round)
 
     def _renew_gap(self) -> float:
         # Jittered, so that the renewals of thousands of supervisors never line up.
@@ -76,6 +78,7 @@ class Supervisor:
             return 0
         except Fenced as e:
             log(f"no longer the owner of the job ({e}); exiting without touching it")
+            self._leave_line()
             return 0
         except DatabaseGone as e:
             self._abandon(str(e))
@@ -130,13 +133,68 @@ class Supervisor:
         if state.phase == "finished":
             raise Fenced(f"finished {state.outcome} by another process")
 
-    def _renew(self, now: float) -> None:
-        """Renew the lease, or, if the database cannot take it now, try again after a backoff: a late
-        renewal is safe (reconciliation leaves a job alone while its supervisor verifies as alive).
-        Every poll interval it also checks that the database file is still the one it opened."""
+    def _keep_lease(self, now: float) -> None:
+        """Renewal time. Every poll interval it also checks that the database file is still the one it
+        opened (SQLite goes on writing happily into a deleted file)."""
         if now >= self.next_file_check:
             self.next_file_check = now + self.poll_every
             self.db.check_file()
+        if self.in_line:
+            self._lease_round(now)
+        else:
+            self._renew(now)
+
+    def _lease_round(self, now: float) -> None:
+        """A waiting supervisor's renewal: run the lease round if it holds it (or nobody does), else
+        sleep until its fallback poll, renewing its own lease only if the round has not."""
+        ok, seen = self.db.try_once("look at the lease round", lease_round.look, self.job_id)
+        if not ok:
+            self.next_renew = now + seen
+            return
+        holder, until, own_lease = seen
+        if holder is None or holder == self.supervisor_id or until < now:
+            ok, value = self.db.try_once("renew the waiting jobs' leases", renewal_round.run, self.supervisor_id,
+                                         self.job_id, now, self.renew_every)
+            if not ok:
+                self.next_renew = now + value
+                return
+            if value is not None:
+                period, revision = value
+                if not self.holds_round:
+                    log("holds the lease round: renews the lease of every waiting job whose supervisor is alive")
+                    self.holds_round = True
+                if revision is not None:
+                    self.rev = revision
+                self._renewed(now, now + jitter(period, 0.8, 1.0))
+                return
+            holder = "another supervisor"
+        if self.holds_round:
+            log(f"the lease round is held by {holder} now; this supervisor renews only its own lease when needed")
+            self.holds_round = False
+        if own_lease is None or own_lease < now + self.renew_every:  # the round has passed this job over
+            self._renew(now)
+        self._renewed(now, now + jitter(self._poll_gap(), 1.0, 1.5))
+
+    def _renewed(self, now: float, next_renew: float) -> None:
+        if self.db.waits:
+            self.record_waits()
+        self.renewed_at, self.next_renew = now, next_renew
+
+    def _leave_line(self) -> None:
+        """The job stops waiting: renew its own lease from now on, and hand the lease round on."""
+        self.in_line = False
+        self.next_renew = min(self.next_renew, time.time() + self._renew_gap())
+        if not self.holds_round:
+            return
+        self.holds_round = False
+        ok, successor = self.db.try_once("hand the lease round on", lease_round.release, self.supervisor_id,
+                                         self.job_id)
+        if ok and successor:
+            doorbell.ring(self.home, successor, doorbell.ROUND)  # its look finds nobody holding the round
+
+    def _renew(self, now: float) -> None:
+        """Renew the lease, or, if the database cannot take it now, try again after a backoff: a late
+        renewal is safe (reconciliation leaves a job alone while its supervisor verifies as alive)."""
         while True:
             try:
                 ok, value = self.db.try_once("renew the lease", transitions.renew_lease, self.job_id,
@@ -174,7 +232,7 @@ class Supervisor:
         while True:
             now = time.time()
             if now >= self.next_renew:
-                self._renew(now)
+                self._keep_lease(now)
             if self.dirty:
                 self.dirty = False
                 return "bell"
@@ -186,9 +244,12 @@ class Supervisor:
                 if fd == pidfd:
                     return "exit"
                 if self.bell is not None and fd == self.bell.fd:
-                    self.bell.drain()
-                    return "bell"
-            if time.time() >= until:
+                    news = self.bell.drain()
+                    if self.in_line:  # look at the round at once: a holder may have handed it to us
+                        self.next_renew = time.time()
+                    if news or not self.in_line:
+                        return "bell"
+            if not on_renewal and time.time() >= until:  # on_renewal: the renewal first, at the loop's top
                 return "time"
 
     def pause(self, seconds: float) -> None:
@@ -249,6 +310,7 @@ class Supervisor:
             if rev is not None:
                 self.rev = rev
                 self.waiting = None
+                self._leave_line()
                 return Attempt(self, number, log_path).run()
         detail = (f"group {self.group} is paused (limit 0)" if limit == 0 else
                   f"group {self.group} is full (limit {limit})")
@@ -295,14 +357,20 @@ class Supervisor:
         if self.bell is None:
             self._open_bell()
         # The fallback poll: long, jittered, and made at a lease renewal (the doorbell is what wakes a
-        # waiter in time); never more often than the poll interval.
-        wake = now + jitter(self._poll_gap(), 1.0, 1.5)
-        if until is not None and until < wake:
-            self.idle(until)
-        else:
-            self.idle(wake, on_renewal=True)
+        # waiter in time); never more often than the poll interval. The holder of the lease round wakes
+        # every renewal interval; a waiter that does not sleeps until its fallback poll.
+        self.in_line = True
+        wake = now + jitter(self._poll_gap(), 1.0, 1.5) if self.holds_round else max(now, self.next_renew)
+        try:
+            if until is not None and until < wake:
+                self.idle(until)
+            else:
+                self.idle(wake, on_renewal=True)
+        finally:
+            self.in_line = False
 
     def _finish(self, outcome: str, detail: str) -> None:
+        self._leave_line()
         self.record_waits()
         while True:
             try:

@@ -89,14 +89,16 @@ def self_identity() -> Identity:
     return ident
 
 
-def verify(pid: int | None, start_time: int | None, boot: str | None) -> bool:
-    """True only if that exact process (same boot, same start time) still lives and is not a zombie."""
+def verify(pid: int | None, start_time: int | None, boot: str | None, awake: bool = False) -> bool:
+    """True only if that exact process (same boot, same start time) still lives and is not a zombie;
+    with awake, only if it is not stopped either (SIGSTOP, a debugger)."""
     if pid is None or start_time is None or boot is None or pid <= 0:
         return False
     if boot != boot_id():
         return False
     st = stat(pid)
-    return st is not None and st.alive and st.start_time == start_time
+    return (st is not None and st.alive and st.start_time == start_time
+            and not (awake and st.state in ("T", "t")))
 
 
 def _default_signals():
@@ -131,13 +133,16 @@ def spawn(path: str, argv: list[str], env: dict[str, str], *, stdin: int, stdout
         os.close(here)
 
 
-def drain(fd: int) -> None:
-    """Read a non-blocking pipe or FIFO until it is empty (the wake-ups it carries have been seen)."""
+def drain(fd: int) -> bytes:
+    """Read a non-blocking pipe or FIFO until it is empty (the wake-ups it carries have been seen);
+    returns what was read."""
+    seen = b""
     try:
-        while os.read(fd, 4096):
-            pass
+        while chunk := os.read(fd, 4096):
+            seen += chunk
     except BlockingIOError:
         pass
+    return seen
 
 
 def ensure_std_fds() -> None:

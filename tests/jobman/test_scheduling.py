@@ -277,32 +277,61 @@ def test_doorbell_wakes_a_dependent_long_before_the_slow_poll(jobman, tmp_path):
     assert gap < 5.0
 
 
-def test_an_idle_waiting_supervisor_writes_only_its_renewal_and_polls_slowly(jobman, tmp_path):
+def test_idle_waiting_supervisors_write_only_the_lease_round_and_poll_slowly(jobman, tmp_path):
+    """Two jobs wait. One supervisor holds the lease round: its only writes are the round's, one
+    transaction per renewal interval renewing both leases. The other writes nothing at all and wakes
+    only for its fallback poll. Both leases stay fresh all along."""
     trace = tmp_path / "queries.log"
     gate = tmp_path / "gate"
     blocker = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
     env = {"JOBMAN_TEST_QUERY_LOG": str(trace), "JOBMAN_POLL_INTERVAL": "1s", "JOBMAN_LEASE": "5s",
            "JOBMAN_RENEW_INTERVAL": "0.5s"}
-    waiter = jobman("run", "--after-success", blocker, "--", "true", env=env, check=True).stdout.strip()
-    wait_for(lambda: jobman.state(waiter)["waiting_for"] == "dependencies")
-    start = float(_renewals(trace, 0.0)[0].split()[0]) + 0.01  # it renews only from its idle loop
-    # The window: eight renewals (3.2-4 s), counted rather than timed.
-    end = float(wait_for(lambda: len(r := _renewals(trace, start)) >= 9 and r, timeout=30)[8].split()[0])
+    waiters = [jobman("run", "--after-success", blocker, "--", "true", env=env, check=True).stdout.strip()
+               for _ in range(2)]
+    wait_for(lambda: all(jobman.state(w)["waiting_for"] == "dependencies" for w in waiters))
+    holder_pid = wait_for(lambda: _round_holder_pid(jobman, waiters), timeout=30)
+    member_pid = ({jobman.state(w)["supervisor_pid"] for w in waiters} - {holder_pid}).pop()
+    # From the member's first look at the round on, both are in the line.
+    wait_for(lambda: f" {member_pid} SELECT (SELECT supervisor_id FROM lease_round)" in trace.read_text(), timeout=30)
+    # The window: eight whole rounds (3.2-4 s), counted rather than timed; the leases sampled meanwhile.
+    start = float(_rounds(trace, holder_pid, time.time())[0].split()[0]) - 0.05
+    freshest = []
+    while len(rounds := _rounds(trace, holder_pid, start)) < 9:
+        now = time.time()
+        freshest.append(min(jobman.state(w)["lease_expires_at"] for w in waiters) - now)
+        time.sleep(0.1)
+    end = float(rounds[8].split()[0]) - 0.05
     gate.touch()
-    jobman("wait", waiter, check=True)
-    statements = [line.split(" ", 2)[2] for line in trace.read_text().splitlines()
-                  if start <= float(line.split()[0]) < end]
-    renewals = [s for s in statements if s.startswith("UPDATE job_state SET lease_expires_at")]
-    polls = [s for s in statements if s.startswith("SELECT s.*")]
-    assert [s for s in statements if s not in renewals and s not in polls] == []  # no other write, no transaction
-    assert 7 <= len(renewals) <= 11, renewals  # jittered within 0.4-0.5 s
-    assert 2 <= len(polls) <= 4, polls  # the fallback poll: 1-1.5 s apart, made at a renewal
+    assert jobman("wait", *waiters).returncode == 0
+    by_pid = {holder_pid: [], member_pid: []}
+    for line in trace.read_text().splitlines():
+        at, pid, sql = line.split(" ", 2)
+        if start <= float(at) < end and int(pid) in by_pid:
+            by_pid[int(pid)].append(sql)
+    member = by_pid[member_pid]
+    assert [s for s in member if not s.startswith("SELECT")] == []  # no write, no transaction
+    assert 2 <= len([s for s in member if s.startswith("SELECT s.*")]) <= 5, member  # polls 1-1.5 s apart
+    holder = by_pid[holder_pid]
+    writes = [s for s in holder if not s.startswith("SELECT")]
+    assert {s.split(" (")[0].split(" SET")[0] for s in writes} == {
+        "BEGIN IMMEDIATE", "INSERT INTO lease_round", "UPDATE job_state", "COMMIT"}, writes
+    assert all(s.startswith("UPDATE job_state SET lease_expires_at") for s in writes if s.startswith("UPDATE"))
+    assert writes.count("BEGIN IMMEDIATE") == 8, writes
+    assert len([s for s in writes if s.startswith("UPDATE")]) == 16, writes  # both leases, every round
+    assert freshest and min(freshest) > 3.5, freshest  # a 5 s lease, renewed every 0.4-0.5 s
 
 
-def _renewals(trace, since: float) -> list[str]:
-    """The trace's lease renewals after `since`, waiting until there is at least one."""
+def _round_holder_pid(jobman, job_ids) -> int | None:
+    with jobman.db() as conn:
+        row = conn.execute("SELECT s.supervisor_pid FROM lease_round r JOIN job_state s"
+                           " ON s.supervisor_id = r.supervisor_id").fetchone()
+    return row[0] if row else None
+
+
+def _rounds(trace, pid: int, since: float) -> list[str]:
+    """The lease rounds one supervisor wrote after `since`, waiting until there is at least one."""
     return wait_for(lambda: [line for line in trace.read_text().splitlines() if float(line.split()[0]) > since
-                             and "UPDATE job_state SET lease_expires_at" in line], timeout=30)
+                             and line.split()[1] == str(pid) and "INSERT INTO lease_round" in line], timeout=30)
 
 
 def _quiet(trace, seconds: float = 0.3) -> float:

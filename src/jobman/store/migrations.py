@@ -194,4 +194,13 @@ MIGRATIONS = [
     CREATE INDEX job_state_deadlines ON job_state(claim_deadline) WHERE phase = 'submitting';
     """ + _LINE_FILL_TRIGGER + """
     """,
+    # 4: the lease round. One waiting supervisor at a time (named here until expires_at) renews the
+    # leases of every waiting job whose supervisor verifies as alive, so that the others sleep.
+    """
+    CREATE TABLE lease_round (
+        one           INTEGER PRIMARY KEY CHECK (one = 1),
+        supervisor_id TEXT NOT NULL,
+        expires_at    REAL NOT NULL
+    );
+    """,
 ]

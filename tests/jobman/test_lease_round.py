@@ -1,0 +1,134 @@
+"""The lease round: one waiting supervisor renews the lease of every waiting job whose supervisor is
+alive and awake, so that the others sleep until their fallback poll. What must hold when its holder
+dies, stops or moves on, and when a waiter is dead or stopped: leases are renewed only for the living,
+the round is always taken up again, and no job is lost or kept waiting by it."""
+import os
+import signal
+import time
+
+from tests.helpers import wait_for
+
+# A fallback poll far longer than the test: only the round and the doorbells can move anything.
+SLOW_POLL = {"JOBMAN_POLL_INTERVAL": "30s", "JOBMAN_LEASE": "2s", "JOBMAN_RENEW_INTERVAL": "0.4s"}
+
+
+def holder(jobman) -> tuple[str, int] | None:
+    """(job id, supervisor pid) of the round's holder while its hold lasts."""
+    with jobman.db() as conn:
+        row = conn.execute("SELECT s.job_id, s.supervisor_pid FROM lease_round r JOIN job_state s"
+                           " ON s.supervisor_id = r.supervisor_id WHERE r.expires_at > ?", (time.time(),)).fetchone()
+    return tuple(row) if row else None
+
+
+def waiting_jobs(jobman, count: int, env=None, group: str = "paused") -> list[str]:
+    jobman("group", "set", group, "--limit", "0", check=True)
+    ids = [jobman("run", "--group", group, "--", "true", env=env, check=True).stdout.strip() for _ in range(count)]
+    wait_for(lambda: all(jobman.state(j)["waiting_for"] == "slot" for j in ids), timeout=30)
+    return ids
+
+
+def leases_left(jobman, ids) -> dict[str, float]:
+    now = time.time()
+    return {j: jobman.state(j)["lease_expires_at"] - now for j in ids}
+
+
+def supervisor_log(jobman, job_id: str) -> str:
+    return "".join(p.read_text() for p in (jobman.home / "logs").rglob("supervisor.log") if job_id in str(p))
+
+
+def test_one_supervisor_holds_the_round_and_every_waiting_lease_stays_fresh(jobman):
+    ids = waiting_jobs(jobman, 6, env=SLOW_POLL)
+    first = wait_for(lambda: holder(jobman), timeout=10)
+    deadline = time.time() + 3  # many 0.4 s rounds, no fallback poll of any waiter
+    while time.time() < deadline:
+        assert min(leases_left(jobman, ids).values()) > 0.8  # a 2 s lease renewed every 0.32-0.4 s
+        assert holder(jobman) == first
+        time.sleep(0.1)
+    assert "holds the lease round" in supervisor_log(jobman, first[0])
+    jobman("group", "set", "paused", "--limit", "2", check=True)
+    assert jobman("wait", "-q", *ids, timeout=60).returncode == 0
+
+
+def test_a_killed_holder_is_replaced_and_no_waiting_job_is_lost(jobman):
+    env = {"JOBMAN_POLL_INTERVAL": "1s", "JOBMAN_LEASE": "2s", "JOBMAN_RENEW_INTERVAL": "0.4s"}
+    ids = waiting_jobs(jobman, 5, env=env)
+    dead_job, dead_pid = wait_for(lambda: holder(jobman), timeout=10)
+    os.kill(dead_pid, signal.SIGKILL)
+    # The first waiter to wake after the hold ran out takes the round on (fallback polls 1-1.5 s apart).
+    new_job, _ = wait_for(lambda: (h := holder(jobman)) and h[0] != dead_job and h, timeout=10)
+    others = [j for j in ids if j != dead_job]
+    wait_for(lambda: min(leases_left(jobman, others).values()) > 1.0, timeout=5)
+    # The dead supervisor's lease is not renewed by anyone: its job is lost, and only it.
+    wait_for(lambda: jobman("reconcile", check=True) and jobman.state(dead_job)["phase"] == "finished", timeout=10)
+    assert jobman.state(dead_job)["outcome"] == "lost"
+    assert all(jobman.state(j)["phase"] == "waiting" for j in others)
+    jobman("group", "set", "paused", "--limit", "2", check=True)
+    assert jobman("wait", "-q", *others, timeout=60).returncode == 0
+
+
+def test_a_stopped_holder_is_replaced_and_steps_down_when_it_resumes(jobman):
+    env = {"JOBMAN_POLL_INTERVAL": "1s", "JOBMAN_LEASE": "2s", "JOBMAN_RENEW_INTERVAL": "0.4s"}
+    ids = waiting_jobs(jobman, 4, env=env)
+    stopped_job, stopped_pid = wait_for(lambda: holder(jobman), timeout=10)
+    os.kill(stopped_pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: (h := holder(jobman)) and h[0] != stopped_job, timeout=10)
+        # The round passes over the stopped supervisor: its lease runs out; reconcile keeps the job.
+        wait_for(lambda: leases_left(jobman, [stopped_job])[stopped_job] < -0.3, timeout=10)
+        others = [j for j in ids if j != stopped_job]
+        assert min(leases_left(jobman, others).values()) > 0.5
+        jobman("reconcile", check=True)
+        assert jobman.state(stopped_job)["phase"] == "waiting"
+    finally:
+        os.kill(stopped_pid, signal.SIGCONT)
+    # Awake again, it looks at the round, finds another holder, and keeps its own lease till the round does.
+    wait_for(lambda: "this supervisor renews only its own lease" in supervisor_log(jobman, stopped_job), timeout=10)
+    wait_for(lambda: leases_left(jobman, [stopped_job])[stopped_job] > 0.5, timeout=10)
+    assert holder(jobman)[0] != stopped_job
+    jobman("group", "set", "paused", "--limit", "2", check=True)
+    assert jobman("wait", "-q", *ids, timeout=60).returncode == 0
+
+
+def test_a_stopped_waiter_keeps_its_job_and_renews_again_when_it_resumes(jobman):
+    ids = waiting_jobs(jobman, 4, env=SLOW_POLL)
+    round_job, _ = wait_for(lambda: holder(jobman), timeout=10)
+    job = next(j for j in ids if j != round_job)
+    pid = jobman.state(job)["supervisor_pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: leases_left(jobman, [job])[job] < -0.3, timeout=10)
+        assert min(leases_left(jobman, [j for j in ids if j != job]).values()) > 0.5
+        jobman("reconcile", check=True)
+        assert jobman.state(job)["phase"] == "waiting"  # expired, but its supervisor verifies: left alone
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # Awake, it is the round's again (the round renews every supervisor that is alive and awake).
+    wait_for(lambda: leases_left(jobman, [job])[job] > 0.5, timeout=5)
+    jobman("group", "set", "paused", "--limit", "4", check=True)
+    assert jobman("wait", "-q", *ids, timeout=60).returncode == 0
+
+
+def test_a_holder_whose_job_starts_hands_the_round_on_at_once(jobman, tmp_path):
+    """Each waiter waits for a job of its own. The holder's dependency ends: it starts, and another waiter
+    holds the round well before any fallback poll (30 s) could have noticed."""
+    gates = [tmp_path / f"gate{i}" for i in range(3)]
+    jobman("group", "set", "wide", "--limit", "10", check=True)
+    blockers = [jobman.run("sh", "-c", f"while [ ! -e {g} ]; do sleep 0.02; done", opts=["--group", "wide"],
+                           env=SLOW_POLL) for g in gates]
+    waiters = [jobman("run", "--group", "wide", "--after-success", b, "--", "sleep", "5", env=SLOW_POLL,
+                      check=True).stdout.strip() for b in blockers]
+    wait_for(lambda: all(jobman.state(w)["waiting_for"] == "dependencies" for w in waiters), timeout=30)
+    first, _ = wait_for(lambda: holder(jobman), timeout=10)
+    index = waiters.index(first)
+    gates[index].touch()
+    wait_for(lambda: jobman.state(first)["phase"] == "running", timeout=10)
+    handed = wait_for(lambda: (h := holder(jobman)) and h[0] != first and h, timeout=3)
+    assert handed[0] in waiters
+    rest = [w for w in waiters if w != first]
+    deadline = time.time() + 2
+    while time.time() < deadline:
+        assert min(leases_left(jobman, rest + [first]).values()) > 0.5  # the runner renews its own lease
+        time.sleep(0.1)
+    for g in gates:
+        g.touch()
+    assert jobman("wait", "-q", *waiters, timeout=60).returncode == 0
