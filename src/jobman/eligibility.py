@@ -52,6 +52,8 @@ class Supervisor:
         self.target = None  # pid of the running target, until it is reaped
         self.in_line = False  # asleep in _wait: the lease round keeps the lease, not this process alone
         self.holds_round = False  # this supervisor renews every waiting job's lease (renewal_round)
+        self.look_due = False  # a waiter's fallback poll is due: _wait takes its turn (_take_turn)
+        self.snap = None  # the snapshot _loop read last
 
     def _renew_gap(self) -> float:
         # Jittered, so that the renewals of thousands of supervisors never line up.
@@ -134,46 +136,54 @@ class Supervisor:
             raise Fenced(f"finished {state.outcome} by another process")
 
     def _keep_lease(self, now: float) -> None:
-        """Renewal time. Every poll interval it also checks that the database file is still the one it
-        opened (SQLite goes on writing happily into a deleted file)."""
-        if now >= self.next_file_check:
-            self.next_file_check = now + self.poll_every
-            self.db.check_file()
-        if self.in_line:
-            self._lease_round(now)
+        """Renewal time, for a supervisor that keeps its own lease or holds the lease round."""
+        self._check_file(now)
+        if self.in_line and self.holds_round:
+            self._hold_round(now)
         else:
             self._renew(now)
 
-    def _lease_round(self, now: float) -> None:
-        """A waiting supervisor's renewal: run the lease round if it holds it (or nobody does), else
-        sleep until its fallback poll, renewing its own lease only if the round has not."""
-        ok, seen = self.db.try_once("look at the lease round", lease_round.look, self.job_id)
-        if not ok:
-            self.next_renew = now + seen
-            return
-        holder, until, own_lease = seen
-        if holder is None or holder == self.supervisor_id or until < now:
-            ok, value = self.db.try_once("renew the waiting jobs' leases", renewal_round.run, self.supervisor_id,
-                                         self.job_id, now, self.renew_every)
-            if not ok:
-                self.next_renew = now + value
+    def _check_file(self, now: float) -> None:
+        """Every poll interval: is the database file still the one we opened? (SQLite goes on writing
+        happily into a deleted file.)"""
+        if now >= self.next_file_check:
+            self.next_file_check = now + self.poll_every
+            self.db.check_file()
+
+    def _take_turn(self, now: float, snap) -> None:
+        """A waiter's fallback poll, from the snapshot just read: take the lease round up if nobody
+        holds it any more, else renew its own lease only if the round has passed it over; then sleep
+        until the next fallback poll."""
+        self.look_due = False
+        self._check_file(now)
+        if snap.round_holder is None or snap.round_until < now or snap.round_holder == self.supervisor_id:
+            self._hold_round(now)
+            if self.holds_round:
                 return
-            if value is not None:
-                period, revision = value
-                if not self.holds_round:
-                    log("holds the lease round: renews the lease of every waiting job whose supervisor is alive")
-                    self.holds_round = True
-                if revision is not None:
-                    self.rev = revision
-                self._renewed(now, now + jitter(period, 0.8, 1.0))
-                return
-            holder = "another supervisor"
-        if self.holds_round:
-            log(f"the lease round is held by {holder} now; this supervisor renews only its own lease when needed")
-            self.holds_round = False
-        if own_lease is None or own_lease < now + self.renew_every:  # the round has passed this job over
+        elif snap.lease_expires_at is None or snap.lease_expires_at < now + self.renew_every:
             self._renew(now)
         self._renewed(now, now + jitter(self._poll_gap(), 1.0, 1.5))
+
+    def _hold_round(self, now: float) -> None:
+        """Run the lease round (renewal_round), or learn that another supervisor holds it."""
+        ok, value = self.db.try_once("renew the waiting jobs' leases", renewal_round.run, self.supervisor_id,
+                                     self.job_id, now, self.renew_every)
+        if not ok:
+            self.next_renew = now + value
+            return
+        if value is None:
+            if self.holds_round:
+                log("another supervisor holds the lease round now; this one renews only its own lease, when needed")
+                self.holds_round = False
+                self.next_renew = now  # look at its own lease, as a waiter, at once
+            return
+        period, revision = value
+        if not self.holds_round:
+            log("holds the lease round: renews the lease of every waiting job whose supervisor is alive")
+            self.holds_round = True
+        if revision is not None:
+            self.rev = revision
+        self._renewed(now, now + jitter(period, 0.8, 1.0))
 
     def _renewed(self, now: float, next_renew: float) -> None:
         if self.db.waits:
@@ -232,6 +242,9 @@ class Supervisor:
         while True:
             now = time.time()
             if now >= self.next_renew:
+                if self.in_line and not self.holds_round:  # a waiter's renewal time is its fallback poll
+                    self.look_due = True
+                    return "time"
                 self._keep_lease(now)
             if self.dirty:
                 self.dirty = False
@@ -244,11 +257,10 @@ class Supervisor:
                 if fd == pidfd:
                     return "exit"
                 if self.bell is not None and fd == self.bell.fd:
-                    news = self.bell.drain()
-                    if self.in_line:  # look at the round at once: a holder may have handed it to us
-                        self.next_renew = time.time()
-                    if news or not self.in_line:
+                    if self.bell.drain() or not self.in_line:
                         return "bell"
+                    if not self.holds_round:  # only the lease round, handed on by its holder: take it up
+                        self._hold_round(time.time())
             if not on_renewal and time.time() >= until:  # on_renewal: the renewal first, at the loop's top
                 return "time"
 
@@ -261,8 +273,8 @@ class Supervisor:
     def _loop(self) -> None:
         while True:
             now = time.time()
-            snap = Snapshot.from_row(self.db.call("read the job's state", queries.snapshot, self.job_id, now,
-                                                  pause=self.pause))
+            snap = self.snap = Snapshot.from_row(self.db.call("read the job's state", queries.snapshot, self.job_id,
+                                                              now, pause=self.pause))
             self._check_owner(snap)
             self.rev = snap.revision
             if snap.deps_stale and self._settle(now):
@@ -294,6 +306,9 @@ class Supervisor:
     def _take_slot(self, snap, now: float) -> bool:
         """Start an attempt if the group has room for this job now; else wait. True when the job is finished."""
         limit, held = snap.slot_limit or 0, snap.slots_held
+        if limit <= held and not snap.holders_stale:  # no slot free, none about to be: the line can wait
+            self._wait("slot", self._full(limit), None, now)
+            return False
         front = self.db.call("read the front of the line", queries.front_of_line, self.group,
                              max(limit - held, 1), pause=self.pause)
         me = (self.job_id, snap.priority, snap.submitted_at)
@@ -312,10 +327,11 @@ class Supervisor:
                 self.waiting = None
                 self._leave_line()
                 return Attempt(self, number, log_path).run()
-        detail = (f"group {self.group} is paused (limit 0)" if limit == 0 else
-                  f"group {self.group} is full (limit {limit})")
-        self._wait("slot", detail, None, now)
+        self._wait("slot", self._full(limit), None, now)
         return False
+
+    def _full(self, limit: int) -> str:
+        return f"group {self.group} is paused (limit 0)" if limit == 0 else f"group {self.group} is full (limit {limit})"
 
     def _blocked_by_the_dead(self, snap, front: list, me: tuple, now: float) -> bool:
         """Whether something that stands in this job's way looks abandoned: a job ahead in line past its
@@ -360,6 +376,8 @@ class Supervisor:
         # waiter in time); never more often than the poll interval. The holder of the lease round wakes
         # every renewal interval; a waiter that does not sleeps until its fallback poll.
         self.in_line = True
+        if self.look_due:
+            self._take_turn(now, self.snap)
         wake = now + jitter(self._poll_gap(), 1.0, 1.5) if self.holds_round else max(now, self.next_renew)
         try:
             if until is not None and until < wake:

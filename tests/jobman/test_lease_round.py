@@ -82,7 +82,7 @@ def test_a_stopped_holder_is_replaced_and_steps_down_when_it_resumes(jobman):
     finally:
         os.kill(stopped_pid, signal.SIGCONT)
     # Awake again, it looks at the round, finds another holder, and keeps its own lease till the round does.
-    wait_for(lambda: "this supervisor renews only its own lease" in supervisor_log(jobman, stopped_job), timeout=10)
+    wait_for(lambda: "this one renews only its own lease" in supervisor_log(jobman, stopped_job), timeout=10)
     wait_for(lambda: leases_left(jobman, [stopped_job])[stopped_job] > 0.5, timeout=10)
     assert holder(jobman)[0] != stopped_job
     jobman("group", "set", "paused", "--limit", "2", check=True)

@@ -291,8 +291,10 @@ def test_idle_waiting_supervisors_write_only_the_lease_round_and_poll_slowly(job
     wait_for(lambda: all(jobman.state(w)["waiting_for"] == "dependencies" for w in waiters))
     holder_pid = wait_for(lambda: _round_holder_pid(jobman, waiters), timeout=30)
     member_pid = ({jobman.state(w)["supervisor_pid"] for w in waiters} - {holder_pid}).pop()
-    # From the member's first look at the round on, both are in the line.
-    wait_for(lambda: f" {member_pid} SELECT (SELECT supervisor_id FROM lease_round)" in trace.read_text(), timeout=30)
+    # From the member's first poll after the round began on, both are in the line.
+    began = float(_rounds(trace, holder_pid, 0.0)[0].split()[0])
+    wait_for(lambda: any(float(line.split()[0]) > began and f" {member_pid} SELECT s.*" in line
+                         for line in trace.read_text().splitlines()), timeout=30)
     # The window: eight whole rounds (3.2-4 s), counted rather than timed; the leases sampled meanwhile.
     start = float(_rounds(trace, holder_pid, time.time())[0].split()[0]) - 0.05
     freshest = []

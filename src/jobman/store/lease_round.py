@@ -8,10 +8,6 @@ the round read it is left alone. None of these writes is synced on its own: a le
 """
 from .schema import Transaction
 
-# What a waiting supervisor looks at when it wakes: the round's holder, until when, and its own lease.
-_LOOK = ("SELECT (SELECT supervisor_id FROM lease_round), (SELECT expires_at FROM lease_round),"
-         " (SELECT lease_expires_at FROM job_state WHERE job_id = ?)")
-
 # Take the round if nobody holds it or its holder let it expire; keep it if it is ours.
 _HOLD = ("INSERT INTO lease_round (one, supervisor_id, expires_at) VALUES (1, ?, ?)"
          " ON CONFLICT (one) DO UPDATE SET supervisor_id = excluded.supervisor_id, expires_at = excluded.expires_at"
@@ -19,11 +15,6 @@ _HOLD = ("INSERT INTO lease_round (one, supervisor_id, expires_at) VALUES (1, ?,
 
 _RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
           " AND phase = 'waiting' AND supervisor_id = ? AND lease_expires_at < ?")
-
-
-def look(conn, job_id: str) -> tuple:
-    """(holder's supervisor id, until when, this job's lease): None where there is none."""
-    return tuple(conn.execute(_LOOK, (job_id,)).fetchone())
 
 
 def waiting(conn) -> list:

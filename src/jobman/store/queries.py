@@ -15,7 +15,7 @@ _STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
 
 # What a waiting supervisor needs, in one query whose cost does not grow with the queue: its own
 # state, its dependencies (and whether one looks abandoned), its group's limit, the slots held in the
-# group (an index over holders only) and whether a holder looks abandoned. Its place in line is a
+# group (an index over holders only), whether a holder looks abandoned, and who holds the lease round. Its place in line is a
 # second query (front_of_line), asked only when it is ready for a slot.
 SNAPSHOT = f"""
 SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval, j.poll_interval,
@@ -27,7 +27,8 @@ SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_
   (SELECT slot_limit FROM groups WHERE name = j.group_name) AS slot_limit,
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1) AS slots_held,
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1
-      AND (h.phase = 'finished' OR h.lease_expires_at < :now)) AS holders_stale
+      AND (h.phase = 'finished' OR h.lease_expires_at < :now)) AS holders_stale,
+  (SELECT supervisor_id FROM lease_round) AS round_holder, (SELECT expires_at FROM lease_round) AS round_until
 FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = :id
 """
 
