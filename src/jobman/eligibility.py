@@ -9,12 +9,13 @@ import time
 from runkit import proc
 from runkit.durations import format_time
 
-from . import doorbell, home as homes, reconcile, renewal_round, scheduling
+from . import doorbell, home as homes, reconcile, scheduling
 from .attempt import Attempt
 from .dbretry import DatabaseGone, Retrier, jitter
 from .errors import Conflict
+from .lease_keeping import LeaseKeeping
 from .model import JobSpec, JobState, Snapshot
-from .store import lease_round, queries, transitions
+from .store import queries, transitions
 
 
 class Fenced(Exception):
@@ -30,7 +31,7 @@ def log(message: str) -> None:
         pass
 
 
-class Supervisor:
+class Supervisor(LeaseKeeping):
     log = staticmethod(log)
 
     def __init__(self, store: Retrier, home: str, job_id: str, supervisor_id: str, state: JobState):
@@ -134,106 +135,6 @@ class Supervisor:
             raise Fenced(f"owned by supervisor {state.supervisor_id}")
         if state.phase == "finished":
             raise Fenced(f"finished {state.outcome} by another process")
-
-    def _keep_lease(self, now: float) -> None:
-        """Renewal time, for a supervisor that keeps its own lease or holds the lease round."""
-        self._check_file(now)
-        if self.in_line and self.holds_round:
-            self._hold_round(now)
-        else:
-            self._renew(now)
-
-    def _check_file(self, now: float) -> None:
-        """Every poll interval: is the database file still the one we opened? (SQLite goes on writing
-        happily into a deleted file.)"""
-        if now >= self.next_file_check:
-            self.next_file_check = now + self.poll_every
-            self.db.check_file()
-
-    def _take_turn(self, now: float, snap) -> None:
-        """A waiter's fallback poll, from the snapshot just read: take the lease round up if nobody
-        holds it any more, else renew its own lease only if the round has passed it over; then sleep
-        until the next fallback poll."""
-        self.look_due = False
-        self._check_file(now)
-        if snap.round_holder is None or snap.round_until < now or snap.round_holder == self.supervisor_id:
-            self._hold_round(now)
-            if self.holds_round:
-                return
-        elif snap.lease_expires_at is None or snap.lease_expires_at < now + self.renew_every:
-            self._renew(now)
-        self._renewed(now, now + jitter(self._poll_gap(), 1.0, 1.5))
-
-    def _hold_round(self, now: float) -> None:
-        """Run the lease round (renewal_round), or learn that another supervisor holds it."""
-        ok, value = self.db.try_once("renew the waiting jobs' leases", renewal_round.run, self.supervisor_id,
-                                     self.job_id, now, self.renew_every)
-        if not ok:
-            self.next_renew = now + value
-            return
-        if value is None:
-            if self.holds_round:
-                log("another supervisor holds the lease round now; this one renews only its own lease, when needed")
-                self.holds_round = False
-                self.next_renew = now  # look at its own lease, as a waiter, at once
-            return
-        period, revision = value
-        if not self.holds_round:
-            log("holds the lease round: renews the lease of every waiting job whose supervisor is alive")
-            self.holds_round = True
-        if revision is not None:
-            self.rev = revision
-        self._renewed(now, now + jitter(period, 0.8, 1.0))
-
-    def _renewed(self, now: float, next_renew: float) -> None:
-        if self.db.waits:
-            self.record_waits()
-        self.renewed_at, self.next_renew = now, next_renew
-
-    def _leave_line(self) -> None:
-        """The job stops waiting: renew its own lease from now on, and hand the lease round on."""
-        self.in_line = False
-        self.next_renew = min(self.next_renew, time.time() + self._renew_gap())
-        if not self.holds_round:
-            return
-        self.holds_round = False
-        ok, successor = self.db.try_once("hand the lease round on", lease_round.release, self.supervisor_id,
-                                         self.job_id)
-        if ok and successor:
-            doorbell.ring(self.home, successor, doorbell.ROUND)  # its look finds nobody holding the round
-
-    def _renew(self, now: float) -> None:
-        """Renew the lease, or, if the database cannot take it now, try again after a backoff: a late
-        renewal is safe (reconciliation leaves a job alone while its supervisor verifies as alive)."""
-        while True:
-            try:
-                ok, value = self.db.try_once("renew the lease", transitions.renew_lease, self.job_id,
-                                             self.supervisor_id, self.rev, now + self.lease)
-                break
-            except Conflict:
-                self.refresh()
-                self.dirty = True  # something else changed the job (a cancel request, ...): look again
-        if not ok:
-            self.next_renew = now + value
-            return
-        self.rev = value
-        if self.db.waits:
-            self.record_waits()
-        late = now - self.renewed_at - self.renew_every
-        if late > self.renew_every:
-            log(f"lease renewed {late:.1f}s late")
-        self.renewed_at = now
-        self.next_renew = now + self._renew_gap()
-
-    def record_waits(self) -> None:
-        """Record in the job's events how long the database kept this supervisor waiting (and why), now
-        that it can be written; whatever cannot be written yet waits for the next renewal."""
-        while self.db.waits:
-            ok, _ = self.db.try_once("record a wait for the database", transitions.add_attempt_note, self.job_id,
-                                     "database_waited", time.time(), **self.db.waits[0])
-            if not ok:
-                return
-            self.db.waits.pop(0)
 
     def idle(self, until: float, pidfd: int | None = None, on_renewal: bool = False) -> str:
         """Sleep until `until`, a doorbell ring or the target's exit, renewing the lease on time.

@@ -7,7 +7,7 @@ DESCRIPTION = (
     "later (dependencies, delays, retries and concurrency limits). Closing the terminal or pressing\n"
     "Ctrl-C after the id is committed does not affect the job.\n\n"
     "Windows (settings stored with each job): JOBMAN_CLAIM_WINDOW (10s), JOBMAN_LEASE (15s),\n"
-    "JOBMAN_RENEW_INTERVAL (5s), JOBMAN_POLL_INTERVAL (30s, a waiting job's fallback poll, made at a renewal).")
+    "JOBMAN_RENEW_INTERVAL (5s), JOBMAN_POLL_INTERVAL (30s, a waiting job's fallback poll, every 1-1.5 times it).")
 
 from runkit.fastargs import Option, add_to_argparse, fast_parse, to_namespace
 
