@@ -23,6 +23,37 @@ _LINE_INDEXES = """
     CREATE INDEX job_state_holders ON job_state(line_group) WHERE slot_held = 1;
 """
 
+# job_state, which migration 3 rebuilds: the columns and checks both versions have, written once.
+_STATE_HEAD = """
+        job_id          TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+        phase           TEXT NOT NULL CHECK (phase IN ('submitting', 'starting', 'waiting', 'running', 'finished')),
+        outcome         TEXT CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled',
+                                                'dependency_failed', 'submission_failed', 'lost')),
+        revision        INTEGER NOT NULL,
+        credential_hash BLOB,                      -- SHA-256 of the launch credential, until claimed
+        claim_deadline  REAL,
+        supervisor_id   TEXT,
+        supervisor_pid  INTEGER,
+        supervisor_start_time INTEGER,
+        supervisor_boot_id TEXT,
+        lease_expires_at REAL,"""
+_STATE_BODY = """
+        wait_detail     TEXT,                      -- why it waits, for humans
+        wait_until      REAL,
+        slot_held       INTEGER NOT NULL DEFAULT 0 CHECK (slot_held IN (0, 1)),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        cancel_requested_at REAL,
+        exit_code       INTEGER,
+        exit_signal     INTEGER,
+        detail          TEXT,                      -- why it ended this way, for humans
+        finished_at     REAL,"""
+_STATE_CHECKS = """
+        CHECK ((phase = 'finished') = (outcome IS NOT NULL)),
+        CHECK ((credential_hash IS NULL) = (claim_deadline IS NULL)),
+        CHECK (phase = 'submitting' OR credential_hash IS NULL),
+        CHECK (phase IN ('submitting', 'finished') OR supervisor_id IS NOT NULL),
+        CHECK ((phase = 'waiting') = (waiting_for IS NOT NULL))"""
+
 MIGRATIONS = [
     """
     CREATE TABLE jobs (
@@ -40,33 +71,10 @@ MIGRATIONS = [
     CREATE INDEX jobs_by_name ON jobs(name, submitted_at) WHERE name IS NOT NULL;
 
     CREATE TABLE job_state (
-        job_id          TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
-        phase           TEXT NOT NULL CHECK (phase IN ('submitting', 'starting', 'waiting', 'running', 'finished')),
-        outcome         TEXT CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled',
-                                                'dependency_failed', 'submission_failed', 'lost')),
-        revision        INTEGER NOT NULL,
-        credential_hash BLOB,                      -- SHA-256 of the launch credential, until claimed
-        claim_deadline  REAL,
-        supervisor_id   TEXT,
-        supervisor_pid  INTEGER,
-        supervisor_start_time INTEGER,
-        supervisor_boot_id TEXT,
-        lease_expires_at REAL,
+""" + _STATE_HEAD + """
         waiting_for     TEXT CHECK (waiting_for IN ('dependencies', 'not_before', 'retry', 'slot')),
-        wait_detail     TEXT,                      -- why it waits, for humans
-        wait_until      REAL,
-        slot_held       INTEGER NOT NULL DEFAULT 0 CHECK (slot_held IN (0, 1)),
-        attempts        INTEGER NOT NULL DEFAULT 0,
-        cancel_requested_at REAL,
-        exit_code       INTEGER,
-        exit_signal     INTEGER,
-        detail          TEXT,                      -- why it ended this way, for humans
-        finished_at     REAL,
-        CHECK ((phase = 'finished') = (outcome IS NOT NULL)),
-        CHECK ((credential_hash IS NULL) = (claim_deadline IS NULL)),
-        CHECK (phase = 'submitting' OR credential_hash IS NULL),
-        CHECK (phase IN ('submitting', 'finished') OR supervisor_id IS NOT NULL),
-        CHECK ((phase = 'waiting') = (waiting_for IS NOT NULL))
+""" + _STATE_BODY + """
+""" + _STATE_CHECKS + """
     );
     CREATE INDEX job_state_active ON job_state(phase) WHERE phase != 'finished';
     CREATE INDEX job_state_slots ON job_state(slot_held) WHERE slot_held = 1;
@@ -147,37 +155,14 @@ MIGRATIONS = [
     INSERT INTO handle_sequence (one, last) VALUES (1, (SELECT coalesce(max(handle), 0) FROM jobs));
 
     CREATE TABLE job_state_new (
-        job_id          TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
-        phase           TEXT NOT NULL CHECK (phase IN ('submitting', 'starting', 'waiting', 'running', 'finished')),
-        outcome         TEXT CHECK (outcome IN ('succeeded', 'failed', 'timed_out', 'cancelled',
-                                                'dependency_failed', 'submission_failed', 'lost')),
-        revision        INTEGER NOT NULL,
-        credential_hash BLOB,
-        claim_deadline  REAL,
-        supervisor_id   TEXT,
-        supervisor_pid  INTEGER,
-        supervisor_start_time INTEGER,
-        supervisor_boot_id TEXT,
-        lease_expires_at REAL,
+""" + _STATE_HEAD + """
         waiting_for     TEXT CHECK (waiting_for IN ('dependencies', 'not_before', 'retry', 'slot', 'held')),
-        wait_detail     TEXT,
-        wait_until      REAL,
-        slot_held       INTEGER NOT NULL DEFAULT 0 CHECK (slot_held IN (0, 1)),
-        attempts        INTEGER NOT NULL DEFAULT 0,
-        cancel_requested_at REAL,
-        exit_code       INTEGER,
-        exit_signal     INTEGER,
-        detail          TEXT,
-        finished_at     REAL,
+""" + _STATE_BODY + """
         line_group      TEXT,
         line_priority   INTEGER,
         line_at         REAL,
         held_at         REAL,                      -- set by jobman hold, cleared by jobman release
-        CHECK ((phase = 'finished') = (outcome IS NOT NULL)),
-        CHECK ((credential_hash IS NULL) = (claim_deadline IS NULL)),
-        CHECK (phase = 'submitting' OR credential_hash IS NULL),
-        CHECK (phase IN ('submitting', 'finished') OR supervisor_id IS NOT NULL),
-        CHECK ((phase = 'waiting') = (waiting_for IS NOT NULL))
+""" + _STATE_CHECKS + """
     );
     INSERT INTO job_state_new (job_id, phase, outcome, revision, credential_hash, claim_deadline, supervisor_id,
         supervisor_pid, supervisor_start_time, supervisor_boot_id, lease_expires_at, waiting_for, wait_detail,
