@@ -122,9 +122,16 @@ def _parser():
         sp.add_argument("sched_name", metavar="NAME")
         _json_flag(sp)
 
-    rr = sub.add_parser("reap", help="one reaper pass: requeue (or fail) jobs whose worker stopped speaking")
+    rr = sub.add_parser("reap", help="one reaper pass (or, with --watch, one every --every seconds): requeue "
+                                     "(or fail) jobs whose worker stopped speaking")
     rr.add_argument("--margin", type=_float, default=2.0,
                     help="seconds past a promise before it counts as passed (clocks disagree a little; default 2)")
+    rr.add_argument("--watch", action="store_true",
+                    help="keep reaping until interrupted, as an agent's reaper does: a job is reaped only once this "
+                         "reaper has also seen its record unchanged for its promised lease, on its own clock, so a "
+                         "clock running ahead never requeues a live job (it waits one lease after starting)")
+    rr.add_argument("--every", type=_float, metavar="S", help="with --watch: seconds between passes (default 30)")
+    rr.add_argument("--passes", type=argparse_type(_whole), metavar="N", help="with --watch: stop after N passes")
     _json_flag(rr)
 
     rp = sub.add_parser("repair", help="clear a job's corrupt records without losing the job")

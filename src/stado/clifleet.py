@@ -1,5 +1,7 @@
 """stado's fleet commands: the queue's pause, agents, the reaper, schedules, repair and doctor (the
 parser, the job commands and the fast submit path are in cli.py)."""
+import sys
+
 from .cli import _json, _out, _store
 from .errors import BadInput
 
@@ -99,17 +101,42 @@ def _iso(t: float) -> str:
 
 
 def cmd_reap(args) -> int:
-    from .reaper import reap
+    from .reaper import Watch, reap
     from .submission import whoami
 
-    summary = reap(_store(), writer=f"reaper {whoami()}", margin=args.margin)
-    if args.json:
+    if not args.watch and (args.passes is not None or args.every is not None):
+        raise BadInput("--every and --passes go with --watch (a one-shot pass takes neither)")
+    every = 30.0 if args.every is None else args.every
+    if every <= 0 or (args.passes is not None and args.passes < 1):
+        raise BadInput("--every takes seconds above 0 and --passes a count of 1 or more")
+    store, writer = _store(), f"reaper {whoami()}"
+    if not args.watch:
+        _print_reap(reap(store, writer=writer, margin=args.margin), args.json)
+        return 0
+    import signal
+    import time
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop between passes as Ctrl-C does
+    watch, done = Watch(), 0
+    try:
+        while True:
+            _print_reap(reap(store, writer=writer, margin=args.margin, watch=watch), args.json)
+            done += 1
+            if args.passes is not None and done >= args.passes:
+                return 0
+            time.sleep(every)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _print_reap(summary, as_json: bool) -> None:
+    if as_json:
         _json(dict(summary.as_json(), lines=summary.lines))
     else:
         for line in summary.lines:
             _out(line)
         _out(summary.line())
-    return 0
+    sys.stdout.flush()
 
 
 def cmd_repair(args) -> int:
