@@ -180,10 +180,11 @@ def cmd_run(args: list[str]) -> int:
 # --- reading -------------------------------------------------------------------------------------
 
 def cmd_list(args: list[str]) -> int:
-    p = _parser("jobman list", "Jobs, newest first: every unfinished job and the newest 100 finished ones\n"
-                "(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.\n"
-                "The table fits the terminal (or COLUMNS), cutting the command; outcomes are coloured on a\n"
-                "terminal (not with NO_COLOR). # is the job's handle, which any command takes as JOB.", json=True)
+    p = _parser("jobman list", """\
+Jobs, newest first: every unfinished job and the newest 100 finished ones
+(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.
+The table fits the terminal (or COLUMNS), cutting the command; outcomes are coloured on a
+terminal (not with NO_COLOR). # is the job's handle, which any command takes as JOB.""", json=True)
     p.add_argument("--active", action="store_true", help="only jobs that have not finished")
     p.add_argument("--all", action="store_true", help="every job, however old")
     p.add_argument("--limit", type=_whole("--limit", 1, MAX_COUNT), metavar="N", help="the newest N jobs")

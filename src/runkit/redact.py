@@ -24,24 +24,24 @@ MIN_SECRET_LENGTH = 6  # shorter values would mask ordinary words
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)([^/\s@]+)(@)")
 
 # Common credential shapes. Each pattern's last group (or the whole match) is replaced.
-_SHAPES = [
-    re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----.*?-----END[A-Z0-9 ]*PRIVATE KEY-----", re.S),
-    re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),
-    re.compile(r"(?i)\b(aws_secret_access_key|aws_session_token|secret_access_key)(\s*[:=]\s*[\"']?)([A-Za-z0-9/+=]{16,})"),
-    re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9\-._~+/]{8,}=*)"),
-    re.compile(r"(?i)\b(authorization:\s*basic)(\s+)([A-Za-z0-9+/]{8,}=*)"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,255}\b"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"),
-    re.compile(r"\bglpat-[A-Za-z0-9\-_]{20,}\b"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
-    re.compile(r"\bAIza[0-9A-Za-z\-_]{35}\b"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),
-    re.compile(r"\b[rs]k_live_[0-9A-Za-z]{16,}\b"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-    re.compile(r"(?i)\b(AccountKey|SharedAccessKey|sig)(=)([A-Za-z0-9%+/=]{16,})"),
-    re.compile(r"(?i)\b([A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)[A-Z0-9_]*)"
-               r"(\s*[=:]\s*[\"']?)([^\s\"']{6,})"),
-]
+_SHAPES = [re.compile(shape) for shape in (
+    r"(?s)-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----.*?-----END[A-Z0-9 ]*PRIVATE KEY-----",
+    r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",
+    r"(?i)\b(aws_secret_access_key|aws_session_token|secret_access_key)(\s*[:=]\s*[\"']?)([A-Za-z0-9/+=]{16,})",
+    r"(?i)\b(bearer)(\s+)([A-Za-z0-9\-._~+/]{8,}=*)",
+    r"(?i)\b(authorization:\s*basic)(\s+)([A-Za-z0-9+/]{8,}=*)",
+    r"\bgh[pousr]_[A-Za-z0-9]{20,255}\b",
+    r"\bgithub_pat_[A-Za-z0-9_]{20,}\b",
+    r"\bglpat-[A-Za-z0-9\-_]{20,}\b",
+    r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b",
+    r"\bAIza[0-9A-Za-z\-_]{35}\b",
+    r"\bsk-[A-Za-z0-9_-]{20,}\b",
+    r"\b[rs]k_live_[0-9A-Za-z]{16,}\b",
+    r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    r"(?i)\b(AccountKey|SharedAccessKey|sig)(=)([A-Za-z0-9%+/=]{16,})",
+    r"(?i)\b([A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)[A-Z0-9_]*)"
+    r"(\s*[=:]\s*[\"']?)([^\s\"']{6,})",
+)]
 
 
 def secret_values(env: dict[str, str]) -> list[str]:

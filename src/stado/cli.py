@@ -46,9 +46,10 @@ SUBMIT_OPTIONS = [
 JSON_HELP = "print JSON instead of text (for scripts)"
 
 
-def _json_flag(parser, help: str = JSON_HELP) -> None:
-    """--json, which every reading command takes."""
+def _json_flag(parser, help: str = JSON_HELP):
+    """--json, which every reading command takes. Returns the parser."""
     parser.add_argument("--json", action="store_true", help=help)
+    return parser
 
 
 def _parser():
@@ -89,8 +90,7 @@ def _parser():
     qp = qsub.add_parser("pause", help="agents stop claiming; submissions are still accepted")
     qp.add_argument("--reason")
     _json_flag(qp)
-    qr = qsub.add_parser("resume", help="agents claim again")
-    _json_flag(qr)
+    _json_flag(qsub.add_parser("resume", help="agents claim again"))
 
     m = sub.add_parser("machine", help="machine-readable views")
     msub = m.add_subparsers(dest="machine_command", metavar="status", parser_class=Parser)
@@ -138,8 +138,7 @@ def _parser():
     rp.add_argument("id", metavar="ID|NAME")
     _json_flag(rp)
 
-    dr = sub.add_parser("doctor", help="check the store: reachable, credentials, conditional writes, clock, queue")
-    _json_flag(dr)
+    _json_flag(sub.add_parser("doctor", help="check the store: reachable, credentials, conditional writes, clock, queue"))
 
     ck = sub.add_parser("checkpoint", help="inside a job: stage a checkpoint; its upload proves the job alive")
     cksub = ck.add_subparsers(dest="checkpoint_command", metavar="put", parser_class=Parser)

@@ -45,11 +45,11 @@ def state_key(state: str, job_id: str) -> str:
 
 
 def queued(job_id: str) -> str:
-    return f"{QUEUE}{job_id}{_SUFFIX}"
+    return state_key("queued", job_id)
 
 
 def running(job_id: str) -> str:
-    return f"{RUNNING}{job_id}{_SUFFIX}"
+    return state_key("running", job_id)
 
 
 def terminal(state: str, job_id: str) -> str:
@@ -72,17 +72,17 @@ def status_prefix(job_id: str) -> str:
 
 def heartbeat(job_id: str) -> str:
     """The pulse, rewritten after every renewal attempt (the reaper reads its last_modified)."""
-    return f"{STATUS}{job_id}/heartbeat"
+    return status_prefix(job_id) + "heartbeat"
 
 
 def output_prefix(job_id: str) -> str:
     """The job's output chunks, every attempt's (output_chunk)."""
-    return f"{STATUS}{job_id}/output/"
+    return status_prefix(job_id) + "output/"
 
 
 def output_chunk(job_id: str, seq: int, attempt: int = 1) -> str:
     # Zero-padded so that listing order is attempt order, then chunk order. Every attempt keeps its own.
-    return f"{STATUS}{job_id}/output/{attempt:04d}-{seq:08d}"
+    return f"{output_prefix(job_id)}{attempt:04d}-{seq:08d}"
 
 
 def chunk_seq(key: str) -> tuple[int, int] | None:
@@ -96,22 +96,22 @@ def chunk_seq(key: str) -> tuple[int, int] | None:
 
 def manifest(job_id: str) -> str:
     """The result manifest: the job's artifacts with their sizes and hashes, written after them."""
-    return f"{STATUS}{job_id}/manifest.json"
+    return status_prefix(job_id) + "manifest.json"
 
 
 def artifact(job_id: str, name: str) -> str:
     """One file the job produced, as the manifest lists it."""
-    return f"{STATUS}{job_id}/artifacts/{name}"
+    return f"{status_prefix(job_id)}artifacts/{name}"
 
 
 def upload(job_id: str, name: str) -> str:
     """A local file `stado submit --upload` sent as an input of job_id (or of every job of its batch)."""
-    return f"{STATUS}{job_id}/uploads/{name}"
+    return f"{status_prefix(job_id)}uploads/{name}"
 
 
 def checkpoint_prefix(job_id: str) -> str:
     """Blobs the job saves while it runs (`stado checkpoint put`); a newer one keeps it alive for the reaper."""
-    return f"{STATUS}{job_id}/checkpoints/"
+    return status_prefix(job_id) + "checkpoints/"
 
 
 def name_prefix(name: str) -> str:
@@ -121,7 +121,7 @@ def name_prefix(name: str) -> str:
 
 def name_entry(name: str, job_id: str) -> str:
     """One job's entry under its name (name_prefix)."""
-    return f"{NAMES}{name}/{job_id}"
+    return name_prefix(name) + job_id
 
 
 def agent(agent_id: str) -> str:

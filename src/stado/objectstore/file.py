@@ -55,6 +55,22 @@ def _os_errors_reported(method):
     return verb
 
 
+class _Held:
+    """A held bucket lock: its fd, closed (which releases the flock) when the `with` block ends."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __enter__(self) -> int:
+        return self.fd
+
+    def __exit__(self, *exc) -> bool:
+        os.close(self.fd)
+        return False
+
+
 class FileStore(ObjectStore):
     def __init__(self, root: str, url: str | None = None):
         self.root = os.path.abspath(root)
@@ -190,35 +206,26 @@ class FileStore(ObjectStore):
     @_os_errors_reported
     def put_if_absent(self, key: str, data: bytes) -> Version:
         path = self._path(key)
-        lock = self._lock(key)
-        try:
+        with self._lock(key) as lock:
             current = _stat_or_none(path)
             if current is not None:
                 raise AlreadyExists(key)
             return self._publish(key, path, data, lock, current)
-        finally:
-            os.close(lock)
 
     @_os_errors_reported
     def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
         path = self._path(key)
-        lock = self._lock(key)
-        try:
+        with self._lock(key) as lock:
             current = _stat_or_none(path)
             if current is None or version_of(current) != version:
                 raise PreconditionFailed(key)
             return self._publish(key, path, data, lock, current)
-        finally:
-            os.close(lock)
 
     @_os_errors_reported
     def put(self, key: str, data: bytes) -> Version:
         path = self._path(key)
-        lock = self._lock(key)
-        try:
+        with self._lock(key) as lock:
             return self._publish(key, path, data, lock, _stat_or_none(path))
-        finally:
-            os.close(lock)
 
     @_os_errors_reported
     def put_chunks(self, key: str, chunks) -> Version:
@@ -227,41 +234,29 @@ class FileStore(ObjectStore):
     @_os_errors_reported
     def delete(self, key: str) -> None:
         path = self._path(key)
-        lock = self._lock(key)
-        try:
+        with self._lock(key):
             try:
-                os.unlink(path)
+                self._remove(path)
             except (*_MISSING, IsADirectoryError):
                 return
-            parent = os.path.dirname(path)
-            _fsync_dir_present(parent)
-            self._prune(parent)
-        finally:
-            os.close(lock)
 
     @_os_errors_reported
     def delete_if_match(self, key: str, version: Version) -> bool:
         path = self._path(key)
-        lock = self._lock(key)
-        try:
+        with self._lock(key):
             current = _stat_or_none(path)
             if current is None or version_of(current) != version:
                 return False
-            os.unlink(path)
-            parent = os.path.dirname(path)
-            _fsync_dir_present(parent)
-            self._prune(parent)
+            self._remove(path)
             return True
-        finally:
-            os.close(lock)
 
     # -- helpers ------------------------------------------------------------------------------------
 
     def _path(self, key: str) -> str:
         return os.path.join(self._objects, check_key(key))
 
-    def _lock(self, key: str) -> int:
-        """Open and flock the key's bucket lock file; closing the returned fd releases the lock."""
+    def _lock(self, key: str) -> "_Held":
+        """Open and flock the key's bucket lock file: `with self._lock(key) as fd:` holds it for the block."""
         bucket = zlib.crc32(key.encode()) % LOCK_BUCKETS
         fd = os.open(os.path.join(self._locks, f"{bucket:03x}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -269,7 +264,14 @@ class FileStore(ObjectStore):
         except BaseException:
             os.close(fd)
             raise
-        return fd
+        return _Held(fd)
+
+    def _remove(self, path: str) -> None:
+        """Unlink an object (under its lock), make that durable, and drop the directories it leaves empty."""
+        os.unlink(path)
+        parent = os.path.dirname(path)
+        _fsync_dir_present(parent)
+        self._prune(parent)
 
     def _next_mtime(self, lock: int, current: os.stat_result | None) -> int:
         raw = os.pread(lock, 8, 0)
