@@ -73,7 +73,9 @@ class LeaseKeeping:
     def _leave_line(self) -> None:
         """The job stops waiting: renew its own lease from now on, and hand the lease round on."""
         self.in_line = False
-        self.next_renew = min(self.next_renew, time.time() + self._renew_gap())
+        now = time.time()
+        self.next_renew = min(self.next_renew, now + self._renew_gap())
+        self.renewed_at = now  # the round kept the lease while the job waited: no renewal of ours is late yet
         if not self.holds_round:
             return
         self.holds_round = False
