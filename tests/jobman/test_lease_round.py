@@ -32,6 +32,11 @@ def leases_left(jobman, ids) -> dict[str, float]:
     return {j: jobman.state(j)["lease_expires_at"] - now for j in ids}
 
 
+def open_and_drain(jobman, ids, limit: int = 2) -> None:
+    jobman("group", "set", "paused", "--limit", str(limit), check=True)
+    assert jobman("wait", "-q", *ids, timeout=60).returncode == 0
+
+
 def supervisor_log(jobman, job_id: str) -> str:
     return "".join(p.read_text() for p in (jobman.home / "logs").rglob("supervisor.log") if job_id in str(p))
 
@@ -45,8 +50,7 @@ def test_one_supervisor_holds_the_round_and_every_waiting_lease_stays_fresh(jobm
         assert holder(jobman) == first
         time.sleep(0.1)
     assert "holds the lease round" in supervisor_log(jobman, first[0])
-    jobman("group", "set", "paused", "--limit", "2", check=True)
-    assert jobman("wait", "-q", *ids, timeout=60).returncode == 0
+    open_and_drain(jobman, ids)
 
 
 def test_a_killed_holder_is_replaced_and_no_waiting_job_is_lost(jobman):
@@ -62,8 +66,7 @@ def test_a_killed_holder_is_replaced_and_no_waiting_job_is_lost(jobman):
     wait_for(lambda: jobman("reconcile", check=True) and jobman.state(dead_job)["phase"] == "finished", timeout=10)
     assert jobman.state(dead_job)["outcome"] == "lost"
     assert all(jobman.state(j)["phase"] == "waiting" for j in others)
-    jobman("group", "set", "paused", "--limit", "2", check=True)
-    assert jobman("wait", "-q", *others, timeout=60).returncode == 0
+    open_and_drain(jobman, others)
 
 
 def test_a_stopped_holder_is_replaced_and_steps_down_when_it_resumes(jobman):
@@ -85,8 +88,7 @@ def test_a_stopped_holder_is_replaced_and_steps_down_when_it_resumes(jobman):
     wait_for(lambda: "this one renews only its own lease" in supervisor_log(jobman, stopped_job), timeout=10)
     wait_for(lambda: leases_left(jobman, [stopped_job])[stopped_job] > 0.5, timeout=10)
     assert holder(jobman)[0] != stopped_job
-    jobman("group", "set", "paused", "--limit", "2", check=True)
-    assert jobman("wait", "-q", *ids, timeout=60).returncode == 0
+    open_and_drain(jobman, ids)
 
 
 def test_a_stopped_waiter_keeps_its_job_and_renews_again_when_it_resumes(jobman):
