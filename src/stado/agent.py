@@ -38,6 +38,7 @@ from .reaper import Watch, reap
 from .restart import settle_left_by_replaced, stop_orphans
 from .slot import Slot, SlotRunner
 from .storecheck import ensure_safe
+from .storeclock import SKEW_BOUND, StoreClock, skew_words
 from .workroot import HostLock, job_dir, owner_of, write_owner
 
 __all__ = ["Agent", "AgentConfig", "run_agent"]
@@ -51,6 +52,7 @@ class Agent:
         self.offer = config.offer()
         self.holdings = Holdings(self.offer)  # what its slots reserve of the offer
         self.lease = LeaseClock(config.poll_seconds, config.late_cap)
+        self.clock = StoreClock()  # the store's time: what every time this agent writes or judges is read on
         self.slots: dict[str, Slot] = {}
         self.queue = QueueKnowledge(store)
         self.runner = SlotRunner(self)
@@ -263,12 +265,23 @@ class Agent:
                   "accelerator_devices": list(offer.devices), "provider": offer.provider, "spot": offer.spot,
                   "price_per_hour": offer.price_per_hour,
                   "free": {"cores": free.cores, "memory": free.memory, "accelerators": free.accelerators},
-                  "last_seen": d.iso(time.time()), "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds,
+                  "last_seen": d.iso(self.clock.now()), "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds,
                   "refresh_seconds": refresh, "live_for": live_for(refresh), "generation": self._record_generation + 1,
                   "nonce": new_nonce()}
-        self.store.put(keys.agent(self.id), d.encode(record))  # only this agent writes its record
+        key = keys.agent(self.id)
+        if self.clock.due():  # its write time, read back, tells where the store's clock stands
+            self.clock.measure(self.store, key, lambda: self.store.put(key, d.encode(record)))
+            self._said_skew()
+        else:
+            self.store.put(key, d.encode(record))  # only this agent writes its record
         self._record_generation += 1
         self._record_due = time.monotonic() + refresh
+
+    def _said_skew(self) -> None:
+        skew = self.clock.skew()
+        if skew is not None and abs(skew) > 1.0:
+            self.log_once("clock", round(skew), f"this host's clock is {skew_words(skew)}: promises, the reaper's "
+                                                f"verdicts and schedules go by the store's")
 
     def _settle_pass(self) -> None:
         """The reaper's pass (one LIST of running/, never of a terminal prefix): finish moves crashed agents
@@ -276,7 +289,7 @@ class Agent:
         renewals speak for them."""
         self._settle_due = time.monotonic() + self.cfg.settle_seconds
         summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
-                             skip=frozenset(self.slots), watch=self._watch)
+                             skip=frozenset(self.slots), watch=self._watch, clock=self.clock)
         self.guard(stop_orphans, self)
         for line in summary.lines if summary else ():
             if "corrupt document" in line or "cannot finish" in line:
@@ -293,13 +306,23 @@ class Agent:
 
         if self._schedules is None:
             self._schedules = ScheduleKnowledge(self.store, submitter=f"schedule via agent {self.id}")
-        now = time.time()
-        try:
-            for line in self._schedules.tick(now):
-                self.log(line)
-        finally:
-            self._schedules_due = time.monotonic() + max(0.05, min(self._schedules.due_at(now) - now,
-                                                                    self._schedules.refresh))
+        skew = self.clock.skew()
+        if skew is None or abs(skew) > SKEW_BOUND:
+            # Not measured yet: the next agents/ record measures it (at once if the last one failed).
+            self._schedules_due = time.monotonic() + (self._schedules.refresh if skew is not None else
+                                                      min(self.cfg.poll_seconds, self._schedules.refresh))
+            why = ("the store's clock is not measured yet" if skew is None else
+                   f"this host's clock is {skew_words(skew)}, more than {SKEW_BOUND:.0f} s: fix the time of this host "
+                   "(NTP) or of the store; the other agents fire them")
+            return self.log_once("schedules", why, f"not firing schedules: {why}")
+        self.said.pop("schedules", None)
+        # Fire times go by the store's clock, and never before it (less what the measurement cannot tell).
+        now = self.clock.now() - self.clock.uncertainty
+        self._schedules_due = time.monotonic() + self.cfg.poll_seconds  # if the store fails: try again next poll
+        for line in self._schedules.tick(now):
+            self.log(line)
+        self._schedules_due = time.monotonic() + max(0.05, min(self._schedules.due_at(now) - now,
+                                                                self._schedules.refresh))
 
 
 def run_agent(store: ObjectStore, config: AgentConfig) -> int:

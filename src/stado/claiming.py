@@ -160,7 +160,7 @@ def claim_pass(agent) -> int:
             if ledger is None:
                 continue
             seen += 1
-            now = time.time()
+            now, mono = agent.clock.now(), time.monotonic()
             got = jobs.claim(agent.store, ledger[0], agent_id=agent.id, instance_ref=agent.instance_ref,
                              lease_expires_at=agent.lease.promise(now), now=now, queued_version=ledger[1])
         except jobs.Unverified as unsure:
@@ -174,7 +174,7 @@ def claim_pass(agent) -> int:
         if got is None:
             continue
         _hold(agent, room, job_id, spec)
-        agent.runner.start(*got, inputs_missing=inputs if inputs != READY else None)
+        agent.runner.start(*got, inputs_missing=inputs if inputs != READY else None, claimed_mono=mono)
         claimed += 1
     agent.queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
     return seen

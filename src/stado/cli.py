@@ -80,7 +80,8 @@ def _parser():
                    help="keep the exact producer ids the job's inputs were resolved to")
     _json_flag(r)
 
-    c = sub.add_parser("cancel", help="cancel a queued or running job")
+    c = sub.add_parser("cancel", help="cancel a queued or running job (exit 0: it will not run again; exit 1: it had "
+                                      "already ended otherwise, and nothing was written)")
     c.add_argument("id", metavar="ID|NAME")
     c.add_argument("--reason")
     _json_flag(c)
@@ -272,10 +273,11 @@ def cmd_cancel(args) -> int:
 
     report = jobs.cancel(_store(), args.id, reason=args.reason)
     if args.json:
-        _json({"id": report.job_id, "result": report.kind, "message": report.message, "state_before": report.view.state})
+        _json({"id": report.job_id, "result": report.kind, "honoured": report.honoured, "message": report.message,
+               "state_before": report.view.state})
     else:
         _out(report.message)
-    return 0
+    return 0 if report.honoured else 1  # 1: it had already ended otherwise; nothing was written
 
 
 def cmd_results(args) -> int:

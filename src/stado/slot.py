@@ -40,8 +40,8 @@ class Slot:
     stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown
     stop_sent: float | None = None
     kill_sent: bool = False
-    renew_due: float = 0.0
-    renew_due_wall: float = 0.0
+    renew_due: float = 0.0              # when its next renewal is due, on the agent's monotonic clock
+    promised_until: float = 0.0         # when its current promise runs out, on the agent's monotonic clock
     closed: bool = False                # its artifacts and output are up (JobIO.close): ready to settle
     close_due: float = 0.0              # when to try closing again after a store error
     upload_error: str | None = None     # why its artifacts could not be uploaded
@@ -76,17 +76,19 @@ class SlotRunner:
 
     # -- start ----------------------------------------------------------------------------------------------
 
-    def start(self, doc: dict, version, *, inputs_missing: str | None = None, verify=None) -> Slot:
+    def start(self, doc: dict, version, *, inputs_missing: str | None = None, verify=None,
+              claimed_mono: float | None = None) -> Slot:
+        """`claimed_mono`: when the claim's write began, on the agent's monotonic clock (its promise runs from
+        then)."""
         a = self.a
         job_id = doc["id"]
         slot = Slot(doc, version, a.prepare_job_dir(job_id, doc.get("started_at")), verify=verify)
         a.slots[job_id] = slot
         a.log(f"{job_id}: claimed ({doc['spec']['command'][:80]!r})")
-        now = time.time()
-        slot.started_at = d.parse_iso(doc.get("started_at")) or now
+        slot.started_at = d.parse_iso(doc.get("started_at")) or a.clock.now()
         slot.started_mono = time.monotonic()
         slot.renew_due = slot.started_mono + a.cfg.poll_seconds
-        slot.renew_due_wall = now + a.cfg.poll_seconds
+        slot.promised_until = _promised_until(doc, slot.started_mono if claimed_mono is None else claimed_mono)
         slot.io = a.new_io(job_id, slot.job_dir, d.attempt_of(doc))
         if inputs_missing:
             self.fail_before_start(slot, "input_unavailable", inputs_missing)
@@ -100,11 +102,11 @@ class SlotRunner:
         a = self.a
         slot = Slot(doc, version, job_dir, process=doc.get("process"), launched=True, adopted=True, ended=ended)
         a.slots[doc["id"]] = slot
-        now = time.time()
+        now, mono = a.clock.now(), time.monotonic()
         slot.started_at = d.parse_iso(doc.get("started_at")) or now
-        slot.started_mono = time.monotonic() - max(0.0, now - slot.started_at)
-        slot.renew_due = time.monotonic() + a.cfg.poll_seconds
-        slot.renew_due_wall = now + a.cfg.poll_seconds
+        slot.started_mono = mono - max(0.0, now - slot.started_at)
+        slot.renew_due = mono + a.cfg.poll_seconds
+        slot.promised_until = _promised_until(doc, mono)
         slot.io = a.new_io(doc["id"], job_dir, d.attempt_of(doc))
         return slot
 
@@ -144,7 +146,7 @@ class SlotRunner:
         except OSError as e:
             return self.fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
         slot.started_mono = time.monotonic()
-        slot.process["started_at"] = d.iso(time.time())  # the claim's started_at stays the attempt's start
+        slot.process["started_at"] = d.iso(a.clock.now())  # the claim's started_at stays the attempt's start
         faults.point("spawned")
         a.log(f"{job_id}: started as process group {slot.pgid}")
 
@@ -169,8 +171,7 @@ class SlotRunner:
 
     @staticmethod
     def _promise_left(slot: Slot) -> float:
-        promise = d.parse_iso(slot.doc.get("lease_expires_at"))
-        return float("-inf") if promise is None else promise - time.time()
+        return slot.promised_until - time.monotonic()
 
     def _verified(self, slot: Slot, running: bool = False) -> bool:
         """A claim held while its check failed: check again. True once it is known genuine. `running`: its
@@ -261,9 +262,9 @@ class SlotRunner:
 
     def renew(self, slot: Slot) -> None:
         a = self.a
-        began = time.time()
+        began, now = time.monotonic(), a.clock.now()
         try:
-            got = jobs.renew(a.store, slot.doc, slot.version, lease_expires_at=a.lease.promise(began), now=began,
+            got = jobs.renew(a.store, slot.doc, slot.version, lease_expires_at=a.lease.promise(now), now=now,
                              process=slot.process if slot.doc.get("process") is None else None)
         except CorruptDocument as e:
             # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
@@ -275,14 +276,14 @@ class SlotRunner:
             slot.renew_due = time.monotonic() + a.cfg.poll_seconds
             self._pulse(slot, renewed=False)  # the renewal is failing, not the worker: say so
             raise
-        ended = time.time()
-        a.lease.observed(slot.renew_due_wall, began, ended)
-        slot.renew_due = time.monotonic() + a.cfg.poll_seconds
-        slot.renew_due_wall = ended + a.cfg.poll_seconds
+        ended = time.monotonic()
+        a.lease.observed(slot.renew_due, began, ended)  # monotonic: a wall-clock jump is no late renewal
+        slot.renew_due = ended + a.cfg.poll_seconds
         if isinstance(got, jobs.Fenced):
             self._pulse(slot, renewed=False)
             return self._fenced(slot, got.current)
         slot.doc, slot.version = got
+        slot.promised_until = _promised_until(slot.doc, began)
         self._pulse(slot, renewed=True)
 
     def _pulse(self, slot: Slot, *, renewed: bool) -> None:
@@ -294,8 +295,8 @@ class SlotRunner:
     def _fenced(self, slot: Slot, current: dict | None) -> None:
         """Another writer moved the running document: a cancel, or the reaper (then the job may be ours to
         take back: re-adoption)."""
-        if current is not None and current.get("phase") == "cancelling":
-            slot.doc = current
+        if current is not None and current.get("phase") == "cancelling" and current.get("claim") == slot.doc.get("claim"):
+            slot.doc = current  # a cancel of this very attempt (another claim's cancel is that claim's owner's)
             return self.stop(slot, "cancel")
         if current is not None and current.get("reaped") and current.get("claim") == slot.doc.get("claim"):
             return  # the reaper's move is under way: look again on the next tick
@@ -313,7 +314,7 @@ class SlotRunner:
     def _readopt(self, slot: Slot) -> None:
         """Seed 003: a job requeued while this worker still runs its process is not started a second time."""
         a = self.a
-        now = time.time()
+        began, now = time.monotonic(), a.clock.now()
         try:
             got = jobs.readopt(a.store, slot.doc, agent_id=a.id, instance_ref=a.instance_ref,
                                lease_expires_at=a.lease.promise(now), now=now)
@@ -323,7 +324,7 @@ class SlotRunner:
         ran = time.monotonic() - slot.started_mono
         if got.doc is not None:
             slot.doc, slot.version = got.doc, got.version
-            slot.renew_due_wall = now + a.cfg.poll_seconds
+            slot.promised_until = _promised_until(got.doc, began)
             a.log(f"{slot.job_id}: already running here as process group {slot.pgid} for {ran:.0f} s: its lease lapsed "
                   "while it ran and it was put back in the queue; the running process took the job back and no "
                   "second process was started")
@@ -349,3 +350,10 @@ class SlotRunner:
                 and self.a.host.alive(slot.process)):
             self.a.host.signal(slot.process, KILL)
             slot.kill_sent = True
+
+
+def _promised_until(doc: dict, written_mono: float) -> float:
+    """When the promise in `doc` runs out on this agent's monotonic clock: from when its write began (the
+    store's stamp, by which the reaper judges it, is no earlier)."""
+    lease = doc.get("lease_seconds")
+    return written_mono + (lease if isinstance(lease, (int, float)) else 0.0)

@@ -49,8 +49,8 @@ def _settle(a, slot, res: dict) -> None:
     a.drop(slot)
 
 def _settle_fenced(a, slot, doc: dict, current: dict | None) -> None:
-    if current is not None and current.get("phase") == "cancelling":
-        slot.doc = current
+    if current is not None and current.get("phase") == "cancelling" and current.get("claim") == doc.get("claim"):
+        slot.doc = current  # a cancel of this very attempt; another claim's cancel is its own owner's to settle
         return _settle_cancel(a, slot)
     if (current is not None and current.get("phase") == "finishing" and current.get("claim") == doc.get("claim")
             and not current.get("reaped")):
@@ -72,7 +72,7 @@ def _settle_fenced(a, slot, doc: dict, current: dict | None) -> None:
 def _settle_shutdown(a, slot) -> None:
     """Its agent was told to stop twice: the job is recorded cancelled, by this shutdown."""
     moved = d.cancelling_doc(slot.doc, by=f"shutdown of agent {a.id} on {a.instance_ref}",
-                             reason="its agent was told to stop twice (a second SIGTERM or SIGINT)", now=time.time(),
+                             reason="its agent was told to stop twice (a second SIGTERM or SIGINT)", now=a.clock.now(),
                              nonce=new_nonce())
     version, current = replace(a.store, keys.running(slot.job_id), moved, slot.version)
     if version is None:

@@ -9,7 +9,6 @@ pass and its index check, unchanged. Only what touches the host is the simulator
   exits, as SIGCHLD wakes the real one), and run()'s lock file, signals and agents/ record (left out);
 - the module clocks, shuffle and ids are the simulator's while a run lasts (patches.py).
 """
-import math
 
 from stado.agent import Agent, AgentConfig
 from stado.storecheck import ensure_safe
@@ -82,15 +81,14 @@ class SimAgent(Agent):
                          host=SimHost(sim, actor))
         self.sim, self.actor = sim, actor
         self.job_env = {}
-        self._record_due = math.inf  # the agents/ record is not simulated (only this agent writes it)
 
     def log(self, message: str) -> None:
         if self.sim.verbose:  # only a replayed run prints its trace
             super().log(message)
 
     def run(self) -> int:
-        """Agent.run minus the lock file, signals and the agents/ record: the store probe (its verdict on this
-        agent's own path to the store), then the loop."""
+        """Agent.run minus the lock file and signals: the store probe (its verdict on this agent's own path to
+        the store), then the loop (whose first cadence writes the agents/ record and measures the store's clock)."""
         ensure_safe(self.store, log=self.log)
         self._cadences()
         self.loop()

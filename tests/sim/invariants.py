@@ -39,6 +39,9 @@ from .store import job_of
 Violation = namedtuple("Violation", "kind signature step message")
 
 RECORD_STATES = ("queued", "running") + keys.TERMINAL_STATES
+# The longest a pulse after a passed promise may keep a dead worker's job alive (docs/stado.md, "Liveness"; the
+# reaper's EVIDENCE_FLOOR, or the job's lease if longer).
+EVIDENCE_FLOOR = 30.0
 SKEW_BOUND = 300.0  # an agent whose clock is further off the store's than this is not honest (issue 19)
 CANCELLED_KINDS = ("cancelled_queued", "cancelled_running", "cancelled_finishing", "already_cancelling")
 
@@ -177,26 +180,32 @@ def _cron_fired(sim, actor, job: str, fire_time: str) -> None:
                                      "is due by the store's clock")
 
 
-def _reaper_due(sim, doc: dict) -> float | None:
-    """For a running record whose owner crashed: when the reaper must have settled it by (the owner's last promise
-    by the store's clock, then a reaper that started after the crash watches a lease plus its margin before it
-    judges, and needs one pass of its own). None for any other record."""
+def _reaper_due(sim, doc: dict, agent) -> float | None:
+    """For a running record whose owner crashed: by when `agent` (a reaper, alive from its start) must have
+    settled it. From the owner's last word by the store's clock (its promise, or a pulse after it, which proves
+    it alive for reaper.evidence_window more) or the agent's start if later, the agent watches a lease plus its
+    margin before it judges, and needs one pass of its own, perhaps after a stall. None for any other record."""
     owner = _owner(sim, doc)
-    if owner is None or owner.state != "crashed" or doc.get("claim") not in sim.promised:
+    if owner is None or owner.state != "crashed" or doc.get("claim") not in sim.promised or agent.ignores_conditions:
         return None
     lease = float(doc.get("lease_seconds") or 0.0)
-    return sim.promised[doc["claim"]] + 2 * (lease + 2.0) + sim.p.settle_every + sim.p.poll + 1.0
+    spoke = max(sim.promised[doc["claim"]], sim.pulsed.get(doc["id"], float("-inf")) + max(lease, EVIDENCE_FLOOR))
+    return max(spoke, agent.started) + 2 * (lease + 2.0) + sim.p.settle_every + sim.p.poll + sim.p.stall_max + 1.0
 
 
 def awaiting_reaper(sim) -> bool:
-    """Whether running/ holds a record a crashed agent left whose settling is due within the run: the agents keep
-    running (a fleet does) until it is settled or late."""
+    """Whether running/ holds a record a crashed agent left that a live agent is due to settle within the run: the
+    agents keep running (a fleet does) until it is settled or late."""
     from .world import EPOCH
 
+    live = [a for a in sim.actors if a.kind == "agent" and a.live]
     for job in sim.landed:
         found = sim.backend.peek(keys.running(job))
-        if found is not None:
-            due = _reaper_due(sim, sim.store.document(*found))
+        if found is None:
+            continue
+        doc = sim.store.document(*found)
+        for agent in live:
+            due = _reaper_due(sim, doc, agent)
             if due is not None and sim.now <= due <= EPOCH + sim.p.horizon - 1.0:
                 return True
     return False
@@ -305,18 +314,21 @@ def at_end(sim) -> None:
 
 
 def _unreaped(sim) -> None:
-    """unreaped: a job left in running/ by a crashed agent whose promise passed long ago, by the store's clock."""
+    """unreaped: a job a crashed agent left in running/ outlives the due time of an agent that ran through it."""
     for job in sim.landed:
         found = sim.backend.peek(keys.running(job))
         if found is None:
             continue
         doc = sim.store.document(*found)
-        due = _reaper_due(sim, doc)
-        if due is not None and sim.now > due:
-            owner = _owner(sim, doc)
-            violation(sim, "unreaped", f"{sim.names[job]} stays in running/ {sim.now - sim.promised[doc['claim']]:.1f} s "
-                                       f"after the promise of {owner.name} (crashed; its clock {owner.skew:+.0f} s off "
-                                       "the store's) passed")
+        for agent in (a for a in sim.actors if a.kind == "agent"):
+            due = _reaper_due(sim, doc, agent)
+            if due is not None and due <= (agent.ended_at if agent.ended_at is not None else sim.now):
+                owner = _owner(sim, doc)
+                violation(sim, "unreaped", f"{sim.names[job]} stays in running/ {sim.now - sim.promised[doc['claim']]:.1f} "
+                                           f"s after the promise of {owner.name} (crashed; its clock {owner.skew:+.0f} s "
+                                           f"off the store's) passed, though {agent.name} ran through the time it had "
+                                           "to be settled by")
+                break
 
 
 def _cron_skipped(sim) -> None:

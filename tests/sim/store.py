@@ -85,6 +85,8 @@ class SimStore(ObjectStore):
         actor, fate = self._begin("put", key)
         invariants.before_overwrite(self.sim, actor, key, "put")
         version = self.inner.put(key, data)
+        if key.startswith(keys.STATUS) and key.endswith("/heartbeat"):
+            self.sim.pulsed[key.split("/")[1]] = self.sim.now
         self._wrote(actor, key, data, version)
         return self._end(actor, fate, "put", key, f"v{version.etag}", value=version)
 

@@ -121,6 +121,7 @@ class Sim:
         self.fire_times: list[float] = []
         self.fired: dict[float, tuple[int, float]] = {}
         self.promised: dict[str, float] = {}  # claim -> when its owner's last renewal promised to speak again
+        self.pulsed: dict[str, float] = {}    # job -> when its heartbeat was last written
 
     # -- ids and nonces (new_nonce where the transitions make them, uuid7 are patched to these) ---------
 

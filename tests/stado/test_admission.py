@@ -142,7 +142,7 @@ def _agent(tmp_path, store, **config):
                   log=lambda _: None)
     started = []
 
-    def start(doc, version, inputs_missing=None, verify=None):
+    def start(doc, version, inputs_missing=None, verify=None, claimed_mono=None):
         agent.slots[doc["id"]] = types.SimpleNamespace(doc=doc)
         started.append(doc["spec"]["command"])
 

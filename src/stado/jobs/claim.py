@@ -161,8 +161,8 @@ def _finish_interrupted_claim(store: ObjectStore, queued: dict, queued_version: 
         # Our create landed (its answer was lost) and a cancel reached the claim before we knew it was ours:
         # nothing was started, so the cancel is settled here.
         settle(store, holder, holder_version, writer=writer, now=now)
-    elif holder.get("phase") == "cancelling" and holder.get("owner") is None:
-        settle(store, holder, holder_version, writer=writer, now=now)  # a cancel of the queued job, interrupted
+    elif holder.get("phase") == "cancelling" and d.decided(holder):
+        settle(store, holder, holder_version, writer=writer, now=now)  # a cancel no process outlives, interrupted
     elif d.is_leftover_queue_entry(queued, holder):
         if remove(store, keys.queued(queued["id"]), queued_version):  # claimed, but its claimant stopped short
             unindex(store, queued)
@@ -205,17 +205,21 @@ def readopt(store: ObjectStore, prior: dict, *, agent_id: str, instance_ref: str
 
 
 def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
+    """Why the job is not this worker's to take back. Only a cancel of the queued record itself (a tombstone: no
+    owner) is a cancel of what this worker ran; a claim by another worker, cancelled there or not, is that
+    worker's attempt, and never this worker's to settle."""
+    holder = read(store, keys.running(job_id), job_id)
+    if holder is not None and holder[0].get("owner") is not None:
+        owner = f"agent {holder[0].get('owner')} on {holder[0].get('instance_ref')}"
+        there = " (and it is being cancelled there)" if holder[0].get("phase") == "cancelling" else ""
+        return Readopted(None, None, f"another worker ({owner}) claimed it{there}", False)
+    if holder is not None and holder[0].get("phase") == "cancelling":
+        return Readopted(None, None, "a cancellation took the queued record", True)
     terminal = terminal_records(store, job_id)
     if "cancelled" in terminal:
         return Readopted(None, None, "a cancellation took the queued record", True)
     if terminal:
         return Readopted(None, None, f"the job ended {next(iter(terminal))} meanwhile", False)
-    holder = read(store, keys.running(job_id), job_id)
-    if holder is not None and holder[0].get("phase") == "cancelling":
-        return Readopted(None, None, "a cancellation took the queued record", True)
-    if holder is not None:
-        owner = f"agent {holder[0].get('owner')} on {holder[0].get('instance_ref')}"
-        return Readopted(None, None, f"another worker ({owner}) claimed it", False)
     return Readopted(None, None, "another worker took the queued record", False)
 
 

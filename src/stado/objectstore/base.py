@@ -99,6 +99,8 @@ class ObjectStore:
     or list reports for that write, so a writer can chain compare-and-swaps without re-reading."""
 
     url: str = ""
+    # How this process reaches the store, for messages: the URL, and the endpoint where one is configured.
+    where: str | None = None
     # False where a version is a content hash (S3-compatible ETags are the body's MD5): writing identical
     # bytes again revives a stale version, so a stale put_if_match succeeds (ABA). Writers that rely on
     # put_if_match must make every write's bytes unique; stado's documents carry a generation and a nonce.

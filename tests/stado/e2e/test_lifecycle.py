@@ -101,8 +101,9 @@ def test_cancel_of_a_finished_job_is_reported_and_writes_nothing(stado_env, tmp_
     job = submit(stado_env, "true")
     run_until_idle(stado_env, tmp_path)
     before = {e.key: e.version for e in store.list("")}
-    out = stado(stado_env, "cancel", job).stdout
-    assert "already completed (succeeded); nothing written" in out
+    done = stado(stado_env, "cancel", job, ok=False)
+    assert done.returncode == 1  # it could not be honoured: the job had already ended otherwise
+    assert "already completed (succeeded); nothing written" in done.stdout
     assert {e.key: e.version for e in store.list("")} == before
 
 
