@@ -128,6 +128,11 @@ class Agent:
             self._cadences()
             self.wait(self._next_deadline())
 
+    def claim_backoff(self, seconds: float) -> None:
+        """The next claim pass comes `seconds` from now, not a poll from now (claiming.backoff)."""
+        self._last_claim = time.monotonic() + seconds - self.cfg.poll_seconds
+        self._freed = False
+
     def _may_claim(self) -> bool:
         return not self.stopping and len(self.slots) < self.cfg.slots
 
