@@ -53,6 +53,8 @@ def _json_flag(parser, help: str = JSON_HELP):
 
 
 def _parser():
+    from argparse import SUPPRESS
+
     Parser = parser_class(BadInput, "{message}; see `{prog} --help`")  # one line, not argparse's usage block
     p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).",
                epilog="`stado COMMAND --help` explains each command; `stado --version` prints the version.")
@@ -73,11 +75,13 @@ def _parser():
     w.add_argument("id", metavar="ID")
     w.add_argument("--interval", type=_float, default=1.0, help="seconds between looks (default 1)")
     _json_flag(w, "one JSON event per line")
-    r = jsub.add_parser("rerun", help="submit the job's spec again under a new id (inputs named by a job name "
-                                      "are resolved again)")
+    r = jsub.add_parser("rerun", help="submit the job's exact spec again under a new id (the same input artifacts)")
     r.add_argument("id", metavar="ID")
-    r.add_argument("--same-inputs", action="store_true",
-                   help="keep the exact producer ids the job's inputs were resolved to")
+    inputs = r.add_mutually_exclusive_group()
+    inputs.add_argument("--fresh-inputs", action="store_true",
+                        help="resolve inputs given by a job name again (the newest job with it), instead of reading "
+                             "the producers the original read")
+    inputs.add_argument("--same-inputs", action="store_true", help=SUPPRESS)  # the default now: accepted, changes nothing
     _json_flag(r)
 
     c = sub.add_parser("cancel", help="cancel a queued or running job")
@@ -259,9 +263,10 @@ def cmd_watch(args) -> int:
 def cmd_rerun(args) -> int:
     from . import submission
 
-    original, new = submission.rerun(_store(), args.id, same_inputs=args.same_inputs)
+    original, new = submission.rerun(_store(), args.id, fresh_inputs=args.fresh_inputs)
     if args.json:
-        _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"]})
+        _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"],
+               "rerun_inputs": new["rerun_inputs"], "inputs": new["spec"]["inputs"]})
     else:
         _out(new["id"])
     return 0

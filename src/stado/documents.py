@@ -70,6 +70,7 @@ def decode(key: str, data: bytes, job_id: str | None = None) -> dict:
 _TEXT, _INT, _NUM, _OBJ, _LIST = (str, type(None)), (int,), (int, float, type(None)), (dict, type(None)), (list,)
 # The fields every reader relies on, by type (absent is fine: older documents lack some).
 _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "submitted_by": _TEXT, "rerun_of": _TEXT,
+           "rerun_inputs": _TEXT,
            "requeues": _INT, "failures": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
            "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
            "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT,
@@ -115,11 +116,18 @@ def _next(doc: dict, *, state: str, now: float, nonce: str, writer: str, **field
 
 # -- submission ---------------------------------------------------------------------------------------
 
+RERUN_INPUTS = ("original", "fresh")  # a rerun's inputs: the producers the original read, or resolved again
+
+
 def queued_doc(job_id: str, spec: dict, *, now: float, submitter: str, nonce: str,
-               rerun_of: str | None = None) -> dict:
-    return {"schema": SCHEMA, "id": job_id, "state": "queued", "generation": 1, "nonce": nonce,
-            "written_at": iso(now), "written_by": submitter, "spec": spec, "submitted_at": iso(now),
-            "submitted_by": submitter, "rerun_of": rerun_of, "requeues": 0, "failures": 0}
+               rerun_of: str | None = None, rerun_inputs: str | None = None) -> dict:
+    doc = {"schema": SCHEMA, "id": job_id, "state": "queued", "generation": 1, "nonce": nonce,
+           "written_at": iso(now), "written_by": submitter, "spec": spec, "submitted_at": iso(now),
+           "submitted_by": submitter, "rerun_of": rerun_of, "requeues": 0, "failures": 0}
+    if rerun_of is not None:
+        assert rerun_inputs in RERUN_INPUTS, rerun_inputs
+        doc["rerun_inputs"] = rerun_inputs
+    return doc
 
 
 # -- claim and renewal ---------------------------------------------------------------------------------
@@ -349,7 +357,8 @@ def status_json(view: JobView) -> dict:
         "lease_expires_at": d.get("lease_expires_at") if view.state == "running" else None,
         "owner": d.get("owner"), "instance_ref": d.get("instance_ref"),
         "requeues": d.get("requeues", 0), "failures": d.get("failures", 0),
-        "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "command": spec.get("command"),
+        "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "rerun_inputs": d.get("rerun_inputs"),
+        "command": spec.get("command"),
         "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,
         "problems": view.problems,
     }

@@ -40,7 +40,7 @@ class InputRef(namedtuple("InputRef", "job name given upload size sha256 mode",
                           defaults=(None, False, None, None, None))):
     """A file delivered into this job's work directory before it starts, under `name`: either an
     artifact another job produced (`job` is the producer's canonical id; `given` the name it was given
-    by at submission, if it was a name rather than an id: what `stado job rerun` resolves again), or
+    by at submission, if it was a name rather than an id: what `stado job rerun --fresh-inputs` resolves again), or
     (`upload`) a local file `stado submit --upload` stored under job `job`'s status prefix, with its
     `size`, `sha256` and `mode` (permission bits). (collections.namedtuple: typing.NamedTuple costs a
     submission ~7 ms to import.)"""
