@@ -27,8 +27,9 @@ def add_agent_parser(sub) -> None:
                         "(default 0..N-1)")
     o.add_argument("--provider", default="local", help="the provider jobs' --provider fences name (default local)")
     o.add_argument("--spot", action="store_true", help="this is a spot (preemptible) machine")
-    o.add_argument("--price-per-hour", type=_number, default=0.0, metavar="USD",
-                   help="what this agent costs per hour; a job's --cost-cap is judged by its share of it")
+    o.add_argument("--price-per-hour", type=_number, metavar="USD",
+                   help="what this agent costs per hour (0: nothing); a job's --cost-cap is judged by its share of "
+                        "it. Without a price, jobs with a cost cap are not run here (unless their cap is advisory)")
     a.add_argument("--window", type=_whole, default=1000,
                    help="claim-order index entries one poll lists (one page; default 1000): the queue beyond it "
                         "costs nothing per poll")

@@ -35,7 +35,7 @@ class AgentConfig:
     accelerator_devices: tuple[str, ...] = ()  # their ids (default 0..accelerators-1), named in CUDA_VISIBLE_DEVICES
     provider: str = "local"
     spot: bool = False
-    price_per_hour: float = 0.0     # US dollars for the whole agent; jobs' cost caps are judged by it
+    price_per_hour: float | None = None  # US dollars for the whole agent (None: declares none); caps are judged by it
     kill_after: float = 10.0
     late_cap: float = 60.0          # the longest measured late renewal a promise carries (a laptop asleep)
     settle_seconds: float = 30.0    # the reaper's pass: finish half-done moves, reap jobs whose worker is gone
@@ -69,8 +69,9 @@ class AgentConfig:
             check_token(cap, "capability")  # the same rule as a job's --capabilities, so the two can match
         check_token(self.provider, "provider")
         self._check_devices()
-        if (isinstance(self.price_per_hour, bool) or not isinstance(self.price_per_hour, (int, float))
-                or not math.isfinite(self.price_per_hour) or not 0 <= self.price_per_hour <= MAX_PRICE_PER_HOUR):
+        price = self.price_per_hour
+        if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
+                                  or not math.isfinite(price) or not 0 <= price <= MAX_PRICE_PER_HOUR):
             raise BadInput(f"--price-per-hour must be a number of US dollars from 0 to {MAX_PRICE_PER_HOUR:.0f}, "
                            f"not {self.price_per_hour!r}")
         return self
@@ -94,4 +95,4 @@ class AgentConfig:
         devices = self.accelerator_devices or tuple(str(i) for i in range(self.accelerators))
         cores = self.cores if self.cores is not None else max(os.cpu_count() or 1, self.slots)
         return Offer(frozenset(self.capabilities), cores, self.memory, len(devices), self.provider, self.spot,
-                     devices, float(self.price_per_hour), self.slots)
+                     devices, None if self.price_per_hour is None else float(self.price_per_hour), self.slots)

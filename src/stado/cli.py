@@ -32,7 +32,11 @@ SUBMIT_OPTIONS = [
     Option("--provider", "provider", "append", metavar="NAME[,NAME]",
            help="providers allowed to run it (the provider fence; repeatable; default any)"),
     Option("--spot", "spot", default="allow", choices=("allow", "require", "never"), help="spot policy"),
-    Option("--cost-cap", "cost_cap", convert=_number, help="cost cap in US dollars"),
+    Option("--cost-cap", "cost_cap", convert=_number,
+           help="cost cap in US dollars: stopped once its share of its agent's --price-per-hour passes it; not run "
+                "on an agent that declares no price (unless --cost-cap-advisory)"),
+    Option("--cost-cap-advisory", "cost_cap_advisory", "flag", default=False,
+           help="an agent with no price may run it anyway (its cost is not judged there)"),
     Option("--timeout", "timeout", help="stop the job after this long, e.g. 30m"),
     Option("--retries", "retries", convert=_whole, default=0, help="more attempts after a failed one"),
     Option("--input", "input", "append", metavar="JOB:NAME",

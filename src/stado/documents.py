@@ -77,7 +77,7 @@ _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "sub
            "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
-         "retries": _INT, "inputs": _LIST}
+         "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,)}
 
 
 def _wrong_field(doc: dict) -> str | None:

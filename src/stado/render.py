@@ -83,7 +83,7 @@ def offer_text(record: dict) -> str:
     if offer.capabilities:
         words.append("capabilities " + ",".join(sorted(offer.capabilities)))
     words.append(f"provider {offer.provider}" + (" (spot)" if offer.spot else ""))
-    if offer.price_per_hour:
+    if offer.price_per_hour is not None:
         words.append(f"${offer.price_per_hour:g}/hour")
     return ", ".join(words)
 

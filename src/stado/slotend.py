@@ -27,7 +27,7 @@ def finish(a, slot) -> None:
         res = d.result("failed", exit_code=exit_code, signal=sig, error_class="cost_cap", message=slot.cost_note)
     if slot.upload_error:
         res = d.result("failed", exit_code=exit_code, error_class="internal", message=slot.upload_error)
-    if a.offer.price_per_hour:  # what the attempt cost, from its start until it was settled
+    if a.offer.price_per_hour is not None:  # what the attempt cost, from its start until it was settled
         res["cost_usd"] = round(cost_of(slot.doc["spec"], a.offer, time.monotonic() - slot.started_mono), 6)
     _settle(a, slot, res)
 

@@ -132,6 +132,7 @@ def test_a_job_no_live_agent_can_ever_admit_is_reported_unschedulable(stado_env,
     aws = submit(stado_env, "echo never", "--provider", "aws,gcp")
     spot = submit(stado_env, "echo never", "--spot", "require")
     free_only = submit(stado_env, "echo never", "--cost-cap", "0")
+    advisory = submit(stado_env, "echo advisory", "--cost-cap", "0", "--cost-cap-advisory")
     fits = submit(stado_env, "echo fits", "--memory", "1G", "--accelerators", "1", "--spot", "never")
     agents = [Agent(stado_env, tmp_path, "--memory", "8G", "--accelerators", "2", "--price-per-hour", "0.5",
                     name="a", host="small"),
@@ -150,12 +151,15 @@ def test_a_job_no_live_agent_can_ever_admit_is_reported_unschedulable(stado_env,
                   "local@small: allows providers aws, gcp, this agent is local"],
             spot: ["local@large: requires a spot machine, this agent is not spot",
                    "local@small: requires a spot machine, this agent is not spot"],
+            # A cap is judged by a price: the priced agent costs more than $0, the other declares no price.
+            free_only: ["local@large: has a cost cap of $0, this agent declares no price (--price-per-hour), so its "
+                        "cost cannot be judged", "local@small: has a cost cap of $0, this agent costs $0.5/hour"],
         }
         for job, reasons in expected.items():
             assert rows[job]["state"] == "queued" and rows[job]["unschedulable"] == "; ".join(reasons), rows[job]
-        # A $0 cap is refused by the priced agent only: the free one can run it, so it is not unschedulable.
-        wait_for(lambda: machine_status(stado_env, free_only)["state"] == "completed", message="free job done")
-        assert machine_status(stado_env, free_only)["instance_ref"] == "local@large"
+        # An advisory cap may run where no price judges it (the large agent), never past it (the small one).
+        wait_for(lambda: machine_status(stado_env, advisory)["state"] == "completed", message="advisory job done")
+        assert machine_status(stado_env, advisory)["instance_ref"] == "local@large"
         table = stado(stado_env, "status").stdout
         assert (f"unschedulable: {huge}: no live agent can run it (local@large: needs 99999G of memory, this agent "
                 "has 64G; local@small: needs 99999G of memory, this agent has 8G)") in table
@@ -189,6 +193,8 @@ def test_the_cost_cap_stops_a_job_after_about_two_seconds(stado_env, tmp_path):
     assert machine_status(stado_env, cheap)["cost_usd"] < 0.01
     assert f"{job}: its cost passed its cap of $0.01" in agent.log()
     assert "failed (cost_cap)" in stado(stado_env, "status").stdout
+    # Its own exit status in the one table, not the 143 of an ordinary SIGTERM.
+    assert stado(stado_env, "job", "watch", job, ok=False).returncode == 119
 
 
 def test_an_agent_fires_a_schedule_by_the_clock(stado_env, tmp_path, store):
