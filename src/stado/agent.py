@@ -8,7 +8,8 @@ worker it replaced on this host left behind (restart.py). Transfers (inputs, out
 threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal.
 
 SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
-leases), then exits. A second SIGTERM or SIGINT stops them (SIGTERM to their groups, SIGKILL after
+leases), then exits. Drained (`stado agent --drain`: a request file beside its lock, then SIGTERM), it also
+hands back to the queue the jobs it claimed but has not started. A second SIGTERM or SIGINT stops them (SIGTERM to their groups, SIGKILL after
 --kill-after), records them cancelled by the shutdown, and exits. SIGKILL abandons them: the agent that
 next starts on the host, or the reaper, settles them.
 """
@@ -38,7 +39,7 @@ from .reaper import Watch, reap
 from .restart import settle_left_by_replaced, stop_orphans
 from .slot import Slot, SlotRunner
 from .storecheck import ensure_safe
-from .workroot import HostLock, job_dir, owner_of, write_owner
+from .workroot import HostLock, drain_path, job_dir, owner_of, write_owner
 
 __all__ = ["Agent", "AgentConfig", "run_agent"]
 
@@ -56,6 +57,7 @@ class Agent:
         self.runner = SlotRunner(self)
         self.host = host or ProcessHost()
         self.stopping = False
+        self.draining = False       # stopping, and handing back what has not started (`stado agent --drain`)
         self.shutting_down = False  # a second SIGTERM/SIGINT: stop the running jobs too
         self.job_env = dict(os.environ)
         self.secrets = secret_values(self.job_env)
@@ -180,8 +182,15 @@ class Agent:
         name = signal.Signals(signum).name
         if not self.stopping:
             self.stopping = True
-            self.log(f"{name}: not claiming any more; waiting for {len(self.slots)} running job(s) to finish (a "
-                     "second SIGTERM or SIGINT stops them)")
+            self.draining = os.path.exists(drain_path(self.cfg.work_root, self.id))
+            unstarted = sum(1 for slot in self.slots.values() if not slot.launched)
+            if self.draining:
+                self.log(f"{name} (drain): not claiming any more; handing back {unstarted} job(s) not started yet and "
+                         f"waiting for {len(self.slots) - unstarted} running job(s) to finish (a second SIGTERM or "
+                         "SIGINT stops them)")
+            else:
+                self.log(f"{name}: not claiming any more; waiting for {len(self.slots)} running job(s) to finish (a "
+                         "second SIGTERM or SIGINT stops them)")
         elif not self.shutting_down:
             self.shutting_down = True
             self.log(f"second {name}: stopping {len(self.slots)} running job(s) (SIGTERM to their process groups, "

@@ -41,6 +41,9 @@ def add_agent_parser(sub) -> None:
     a.add_argument("--until-idle", action="store_true",
                    help="exit once nothing runs and nothing in the queue can be claimed")
     a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
+    a.add_argument("--drain", action="store_true",
+                   help="run no agent: tell the agents running on this host (--work-root) to claim nothing new, hand "
+                        "back what they have not started and finish what runs, and wait until they have exited")
 
 
 def config_from_args(args):
@@ -69,12 +72,26 @@ def cmd_agent(args, open_store) -> int:
     from .keys import READY
     from .workroot import prepare_work_root
 
+    if args.drain:
+        return _drain(args)
     config = config_from_args(args)
     prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
     store = open_store()
     config.stall_seconds = store.stall_timeout
     store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
     return run_agent(store, config)
+
+
+def _drain(args) -> int:
+    from .drain import drain
+    from .workroot import default_work_root
+
+    def say(line: str) -> None:
+        sys.stdout.write(f"stado: {line}\n")
+        sys.stdout.flush()
+
+    drain(os.path.abspath(args.work_root or default_work_root()), say=say)
+    return 0
 
 
 def own_program() -> str:

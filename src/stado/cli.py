@@ -101,9 +101,15 @@ def _parser():
     _json_flag(qsub.add_parser("resume", help="agents claim again"))
 
     m = sub.add_parser("machine", help="machine-readable views")
-    msub = m.add_subparsers(dest="machine_command", metavar="status", parser_class=Parser)
+    msub = m.add_subparsers(dest="machine_command", metavar="status|may-delete", parser_class=Parser)
     ms = msub.add_parser("status", help="JSON: state, terminal, outcome, exit code, timestamps")
     ms.add_argument("id", metavar="ID")
+    md = msub.add_parser("may-delete", help="exit 0 if no job is alive on the instance (its VM may be deleted), 1 "
+                                            "naming the jobs that are")
+    md.add_argument("instance_ref", metavar="INSTANCE_REF", help="as jobs record it, e.g. local@HOST")
+    md.add_argument("--margin", type=_float, default=2.0,
+                    help="seconds past a promise before it counts as passed (clocks disagree a little; default 2)")
+    _json_flag(md)
 
     res = sub.add_parser("results", help="download and verify a job's artifacts")
     res.add_argument("id", metavar="ID")
@@ -323,13 +329,14 @@ def cmd_artifact_put(args) -> int:
     return 0
 
 
-from .clifleet import (cmd_agent, cmd_doctor, cmd_pause, cmd_reap, cmd_repair, cmd_resume,  # noqa: E402
-                       cmd_schedule_add, cmd_schedule_change, cmd_schedule_list)
+from .clifleet import (cmd_agent, cmd_doctor, cmd_may_delete, cmd_pause, cmd_reap, cmd_repair,  # noqa: E402
+                       cmd_resume, cmd_schedule_add, cmd_schedule_change, cmd_schedule_list)
 
 COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
     ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
-    ("machine", "status"): cmd_machine_status, ("results",): cmd_results, ("agent",): cmd_agent,
+    ("machine", "status"): cmd_machine_status, ("machine", "may-delete"): cmd_may_delete, ("results",): cmd_results,
+    ("agent",): cmd_agent,
     ("artifact", "put"): cmd_artifact_put, ("checkpoint", "put"): cmd_checkpoint_put, ("repair",): cmd_repair, ("reap",): cmd_reap,
     ("schedule", "add"): cmd_schedule_add, ("schedule", "list"): cmd_schedule_list,
     ("schedule", "rm"): cmd_schedule_change, ("schedule", "pause"): cmd_schedule_change,

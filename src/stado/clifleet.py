@@ -129,6 +129,26 @@ def cmd_reap(args) -> int:
         return 0
 
 
+def cmd_may_delete(args) -> int:
+    """Seed 003: a VM is not deleted while any job on it is alive by the reaper's verdict."""
+    from .reaper import alive_on
+
+    ref = args.instance_ref
+    if not ref.strip() or not ref.isprintable():
+        raise BadInput(f"bad instance ref {ref!r}: give it as jobs record it, e.g. local@HOST (see `stado status`)")
+    alive = alive_on(_store(), ref, margin=args.margin)
+    if args.json:
+        _json({"instance_ref": ref, "may_delete": not alive, "alive": [{"id": job_id, "by": why} for job_id, why in alive]})
+    elif not alive:
+        _out(f"{ref} may be deleted: no job is alive on it")
+    else:
+        _out(f"{ref} must not be deleted: {len(alive)} job(s) alive on it")
+        for job_id, why in alive:
+            _out(f"  {job_id}  " + ("its running record is corrupt: cannot tell where it runs" if why == "corrupt"
+                                    else f"alive by its {why}" if why != "unpromised" else "unpromised (kept)"))
+    return 0 if not alive else 1
+
+
 def _print_reap(summary, as_json: bool) -> None:
     if as_json:
         _json(dict(summary.as_json(), lines=summary.lines))

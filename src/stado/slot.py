@@ -37,7 +37,8 @@ class Slot:
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
     delivered: list | None = None       # its inputs, once fetched and verified
     ended: tuple | None = None          # (exit code, signal) once the shell has exited
-    stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown
+    stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown,
+    #                                     or handback (not started: its agent drains)
     stop_sent: float | None = None
     kill_sent: bool = False
     renew_due: float = 0.0
@@ -115,6 +116,8 @@ class SlotRunner:
         a = self.a
         if slot.verify is not None and not self._verified(slot):
             return
+        if a.draining:
+            return self.hand_back(slot)
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
         work = os.path.join(job_dir, "work")
         if slot.delivered is None:
@@ -208,6 +211,8 @@ class SlotRunner:
     def tick(self, slot: Slot) -> None:
         a = self.a
         mono = time.monotonic()
+        if a.draining and not slot.launched and slot.stopping is None and slot.verify is None:
+            self.hand_back(slot)
         if not slot.launched and slot.ended is None:
             if slot.stopping:
                 slot.ended = (None, None)  # cancelled or taken over before its process started
@@ -252,7 +257,7 @@ class SlotRunner:
         """Its artifacts (if it ran to an end of its own) and the rest of its output are up, on the slot's
         JobIO thread: it can be settled. Renewals go on meanwhile."""
         if not slot.closed and time.monotonic() >= slot.close_due:
-            upload = slot.stopping not in ("lost", "cancel", "shutdown") and slot.result is None
+            upload = slot.stopping not in ("lost", "cancel", "shutdown", "handback") and slot.result is None
             state, why = slot.io.close(upload)
             if state == "retry":
                 slot.close_due = time.monotonic() + self.a.cfg.poll_seconds
@@ -332,6 +337,14 @@ class SlotRunner:
               f"while it ran and it was put back in the queue, but {got.why} first; stopping process group "
               f"{slot.pgid}, and nothing is started")
         self.stop(slot, "cancel" if got.cancelled else "lost")
+
+    def hand_back(self, slot: Slot) -> None:
+        """Its agent drains: a job claimed but not started goes back to the queue for another agent (its fetch
+        is given up; what arrived is not kept)."""
+        slot.stopping = "handback"
+        slot.stop_sent = time.monotonic()
+        slot.io.cancel()
+        self.a.log(f"{slot.job_id}: not started; handing it back to the queue (this agent is draining)")
 
     def stop(self, slot: Slot, why: str) -> None:
         slot.stopping = why

@@ -18,6 +18,8 @@ def finish(a, slot) -> None:
         return _settle_cancel(a, slot)
     if slot.stopping == "shutdown":
         return _settle_shutdown(a, slot)
+    if slot.stopping == "handback":
+        return _hand_back(a, slot)
     if slot.result is not None:
         return _settle(a, slot, slot.result)  # decided without a process; an earlier settle failed
     exit_code, sig = slot.ended
@@ -80,6 +82,17 @@ def _settle_shutdown(a, slot) -> None:
     slot.doc, slot.version = moved, version
     jobs.settle(a.store, moved, version, writer=a.id, taken=True)
     a.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled (by this agent's shutdown)")
+    a.drop(slot)
+
+def _hand_back(a, slot) -> None:
+    """A claim whose process never started goes back to the queue, no counter moved (a cancel that reached it
+    first is settled instead)."""
+    try:
+        jobs.give_back(a.store, slot.doc, slot.version, writer=a.id, restore=True)
+    except CorruptDocument as e:
+        a.log(f"{slot.job_id}: could not be handed back: {e}; its claim lapses to the reaper")
+        return a.drop(slot)
+    a.log(f"{slot.job_id}: handed back to the queue (not started; this agent drained)")
     a.drop(slot)
 
 def _settle_cancel(a, slot) -> None:

@@ -1,7 +1,9 @@
 """The agents' work root on a host: each agent's lock file, and each job's directory.
 
     <work-root>/agents/<agent-id>.lock   an exclusive flock held while that agent lives (the kernel lets go
-                                         when it dies, however it dies: a free lock proves it gone)
+                                         when it dies, however it dies: a free lock proves it gone); it names
+                                         the agent's pid and start time
+    <work-root>/agents/<agent-id>.drain  `stado agent --drain` asks that agent to drain (then SIGTERMs it)
     <work-root>/jobs/<job-id>.<attempt>/ job-id, inputs.json, output.log, exit-status, artifacts/, work/ (cwd),
                                          agent (its owner); <attempt> is the attempt's started_at, digits only
 
@@ -13,6 +15,8 @@ record names its directory. (A directory without <attempt> is a stado from befor
 import fcntl
 import json
 import os
+
+from runkit import proc
 
 from .errors import BadInput
 
@@ -97,17 +101,59 @@ class HostLock:
         prepare_work_root(self.work_root)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh id: nobody else can hold it
-        os.write(fd, json.dumps({"agent": self.agent_id, "pid": os.getpid(), "host": self.host}).encode())
+        me = proc.self_identity()
+        os.write(fd, json.dumps({"agent": self.agent_id, "pid": me.pid, "start_time": me.start_time,
+                                 "host": self.host}).encode())
         self._fd = fd
 
     def release(self) -> None:
         if self._fd is not None:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+            for path in (drain_path(self.work_root, self.agent_id), self.path):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
             os.close(self._fd)
             self._fd = None
+
+
+def drain_path(work_root: str, agent_id: str) -> str:
+    return os.path.join(work_root, "agents", f"{agent_id}.drain")
+
+
+def live_agents(work_root: str) -> list[dict]:
+    """What the lock file of each agent alive on this host's work root says of it (agent, pid, start_time, host):
+    those whose lock is held. Reading never takes a live agent's lock."""
+    found = []
+    try:
+        names = sorted(os.listdir(os.path.join(work_root, "agents")))
+    except OSError:
+        return []
+    for name in names:
+        if not name.endswith(".lock"):
+            continue
+        path = os.path.join(work_root, "agents", name)
+        try:
+            with open(path, "rb") as f:
+                # Content first: an agent writes it once it holds the lock, so an empty file is one still being
+                # taken, whose lock a probe here must not contend for.
+                record = json.loads(f.read() or b"null")
+                if not isinstance(record, dict) or _lock_free(f.fileno()):
+                    continue
+        except (OSError, ValueError):
+            continue
+        if isinstance(record.get("pid"), int):
+            found.append(record)
+    return found
+
+
+def _lock_free(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
 
 
 def agent_gone(work_root: str, agent_id: str) -> bool:

@@ -14,38 +14,9 @@ import pytest
 
 from stado import keys
 
-from ..storekit import StoreTarget
-from ..throttle import ThrottledProxy
-from .support import STADO, Agent, machine_status, run_until_idle, stado, submit, wait_for
+from .support import MB, STADO, Agent, machine_status, produce, run_until_idle, stado, submit, wait_for
 
-MB = 1_000_000
 s3_only = pytest.mark.parametrize("store_target", ["s3"], indirect=True)
-
-
-@pytest.fixture
-def slow(store_target, seaweedfs, make_stado_env, tmp_path):
-    """(proxy, env(**options)): a throttling proxy in front of the test's SeaweedFS, and the environment of a
-    `stado` that reaches the same store through it with extra STADO_CONFIG options."""
-    proxy = ThrottledProxy.for_endpoint(seaweedfs.endpoint)
-    made = []
-
-    def env(**options) -> dict:
-        target = StoreTarget("s3", store_target.url, {**store_target.options, "endpoint": proxy.endpoint, **options},
-                             store_target.env)
-        made.append(target)
-        return make_stado_env(target, tmp_path / f"slow-env-{len(made)}")
-
-    yield proxy, env
-    proxy.close()
-
-
-def _produce(env, tmp_path, store, size: int, name: str = "big.bin") -> tuple[str, str]:
-    """A completed job (run straight against the store) that produced one artifact of `size` random bytes."""
-    job = submit(env, f"head -c {size} /dev/urandom > {name} && $STADO_BIN artifact put {name}")
-    agent = run_until_idle(env, tmp_path, name="producer")
-    assert machine_status(env, job)["state"] == "completed", agent.log()
-    [entry] = json.loads(store.get(f"status/{job}/manifest.json").data)["artifacts"]
-    return job, entry["sha256"]
 
 
 def _sha256(path) -> str:
@@ -59,7 +30,7 @@ def _sha256(path) -> str:
 @s3_only
 def test_results_of_50_mb_at_5_mb_per_s_completes_with_a_2_s_request_timeout(stado_env, slow, tmp_path, store):
     proxy, slow_env = slow
-    job, sha = _produce(stado_env, tmp_path, store, 50 * MB)
+    job, sha = produce(stado_env, tmp_path, store, 50 * MB)
     proxy.rate = 5 * MB
     out = tmp_path / "out"
     master, terminal = pty.openpty()  # stderr on a terminal: progress is shown there
@@ -91,7 +62,7 @@ def _drain(fd, into):
 def test_a_results_transfer_that_stops_moving_is_ended_after_the_stall_window_and_resumes(stado_env, slow, tmp_path,
                                                                                          store):
     proxy, slow_env = slow
-    job, sha = _produce(stado_env, tmp_path, store, 20 * MB)
+    job, sha = produce(stado_env, tmp_path, store, 20 * MB)
     proxy.rate = 5 * MB
     env = slow_env(timeout=2, stall_timeout=2)
     out = tmp_path / "out"
@@ -119,7 +90,7 @@ def test_a_results_transfer_that_stops_moving_is_ended_after_the_stall_window_an
 @s3_only
 def test_an_input_download_that_stalls_resumes_where_it_stopped(stado_env, slow, tmp_path, store):
     proxy, slow_env = slow
-    producer, sha = _produce(stado_env, tmp_path, store, 20 * MB)
+    producer, sha = produce(stado_env, tmp_path, store, 20 * MB)
     seen = tmp_path / "seen.txt"
     consumer = submit(stado_env, f"sha256sum big.bin > {seen}", "--input", f"{producer}:big.bin")
     proxy.rate = 2.5 * MB  # 8 s for the whole input: time to catch it half way
@@ -147,7 +118,7 @@ def test_an_input_download_that_stalls_resumes_where_it_stopped(stado_env, slow,
 @s3_only
 def test_the_agent_renews_and_honours_sigterm_while_an_input_arrives(stado_env, slow, tmp_path, store):
     proxy, slow_env = slow
-    producer, sha = _produce(stado_env, tmp_path, store, 12 * MB)
+    producer, sha = produce(stado_env, tmp_path, store, 12 * MB)
     seen = tmp_path / "seen.txt"
     consumer = submit(stado_env, f"sha256sum big.bin > {seen}", "--input", f"{producer}:big.bin")
     proxy.rate = 2 * MB
