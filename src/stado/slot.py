@@ -47,6 +47,7 @@ class Slot:
     close_due: float = 0.0              # when to try closing again after a store error
     upload_error: str | None = None     # why its artifacts could not be uploaded
     adopted: bool = False               # watched, not spawned, by this agent (left by the worker it replaced)
+    exit_watch: object = None           # an adopted shell pinned, to read its exit status (ProcessHost.watch_exit)
     cost_note: str | None = None        # why it was stopped for its cost (admission.past_cap)
 
     @property
@@ -100,6 +101,8 @@ class SlotRunner:
         to its end, not spawned (restart.py)."""
         a = self.a
         slot = Slot(doc, version, job_dir, process=doc.get("process"), launched=True, adopted=True, ended=ended)
+        if ended is None:
+            slot.exit_watch = a.host.watch_exit(slot.process)
         a.slots[doc["id"]] = slot
         now = time.time()
         slot.started_at = d.parse_iso(doc.get("started_at")) or now
@@ -242,10 +245,12 @@ class SlotRunner:
             self.renew(slot)  # a cancelled or taken-over job is no longer ours to renew (nor an unknown claim)
 
     def _adopted_exit(self, slot: Slot) -> tuple[int | None, int | None]:
-        """The exit of a process this agent did not start: what its shell recorded, or unknown."""
+        """The exit of a process this agent did not start: what the agent it replaced recorded as it reaped it,
+        else what the kernel kept of it (its pidfd, pinned at adoption), else unknown."""
         from .workroot import read_exit_status
 
-        got = read_exit_status(slot.job_dir)
+        watched, slot.exit_watch = slot.exit_watch, None
+        got = read_exit_status(slot.job_dir) or self.a.host.exit_of_watched(watched)
         if got is None:
             slot.result = d.result("failed", error_class="internal",
                                    message="left by the worker this one replaced; it ended without recording its exit "

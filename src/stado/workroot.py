@@ -21,7 +21,7 @@ from runkit import proc
 from .errors import BadInput
 
 OWNER_FILE = "agent"  # the id of the agent that claimed the job this directory is for
-EXIT_STATUS_FILE = "exit-status"  # written by the job's own shell when its command ends (see processhost)
+EXIT_STATUS_FILE = "exit-status"  # the job shell's exit status, written by its agent as it reaps it (processhost)
 
 
 def default_work_root() -> str:
@@ -180,13 +180,25 @@ def agent_gone(work_root: str, agent_id: str) -> bool:
         os.close(fd)
 
 
+def write_exit_status(path: str, code: int | None, sig: int | None) -> None:
+    """`exit N` or `signal N`, as the kernel's wait status said (written whole: a reader never sees half)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"signal {sig}\n" if sig is not None else f"exit {code}\n")
+    os.replace(tmp, path)
+
+
 def read_exit_status(directory: str) -> tuple[int | None, int | None] | None:
-    """(exit code, signal) the job's shell recorded when its command ended, or None if it did not."""
+    """(exit code, signal) recorded for the job's shell when it ended, or None if none was. (A bare number was
+    written by the wrapper shell of a stado from before, which folded a signal into 128 + N.)"""
     try:
         with open(os.path.join(directory, EXIT_STATUS_FILE)) as f:
             text = f.read().strip()
     except OSError:
         return None
+    word, _, number = text.partition(" ")
+    if word in ("exit", "signal") and number.isdigit():
+        return (int(number), None) if word == "exit" else (None, int(number))
     if not text.isdigit():
         return None
     code = int(text)

@@ -34,8 +34,8 @@ def test_uploaded_output_is_redacted(stado_env, tmp_path, store):
     script = (f"echo token {SECRET} end; echo key {AWS_SHAPED}; echo 'Authorization: Bearer abcdef1234567890xyz'; "
               "printf -- '-----BEGIN RSA PRIVATE KEY-----\\nMIIEpAIBAAKCAQEA\\n-----END RSA PRIVATE KEY-----\\n'; "
               "echo ghp_abcdefghijklmnopqrstuvwxyz0123456789; echo plain words stay; "
-              # the agent's own environment, read behind its back (the job's shell runs under a wrapper shell)
-              "tr '\\0' '\\n' < /proc/$(cut -d' ' -f4 /proc/$PPID/stat)/environ")
+              # the agent's own environment, read behind its back (the agent is the job shell's parent)
+              "tr '\\0' '\\n' < /proc/$PPID/environ")
     job = submit(stado_env, script)
     run_until_idle(agent_env, tmp_path, extra_env=agent_env)
     watched = stado(stado_env, "job", "watch", job).stdout
