@@ -29,6 +29,7 @@ from . import documents as d
 from .admission import Holdings, live_for, refresh_seconds
 from .agentconfig import AgentConfig
 from .cas import new_nonce
+from .environment import SHIM_NAME, shim_text
 from .claiming import QueueKnowledge, claim_pass
 from .errors import CorruptDocument
 from .jobio import JobIO
@@ -237,7 +238,16 @@ class Agent:
         with open(os.path.join(directory, artifacts.JOB_ID_FILE), "w") as f:
             f.write(job_id + "\n")
         write_owner(directory, self.id)
+        if self.cfg.store_env is not None:
+            # It may name credentials: readable by this user alone, in a directory only this user can enter.
+            fd = os.open(os.path.join(directory, SHIM_NAME), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
+            with os.fdopen(fd, "w") as f:
+                f.write(shim_text(self.cfg.stado_bin, self.cfg.store_env, job_id))
         return directory
+
+    def stado_bin_for(self, directory: str) -> str:
+        """$STADO_BIN of the job in `directory`: its shim (prepare_job_dir), or the agent's program."""
+        return self.cfg.stado_bin if self.cfg.store_env is None else os.path.join(directory, SHIM_NAME)
 
     def write_inputs_file(self, directory: str, inputs_json: str) -> str:
         """WC_ARTIFACT_INPUTS_FILE: the job's inputs, as JSON, in a file of its own directory."""
@@ -255,8 +265,15 @@ class Agent:
         self._freed = True
         # Only a directory still ours: after this agent was stopped past its promise, another agent on this host
         # may run the job's next attempt in it (its owner file says so), and that attempt's files are not ours.
-        if not self.cfg.keep_work and owner_of(slot.job_dir) in (self.id, None):
+        if owner_of(slot.job_dir) not in (self.id, None):
+            return
+        if not self.cfg.keep_work:
             shutil.rmtree(slot.job_dir, ignore_errors=True)
+        elif self.cfg.store_env is not None:
+            try:
+                os.unlink(os.path.join(slot.job_dir, SHIM_NAME))  # kept work keeps no credentials
+            except OSError:
+                pass
 
     def _reap_children(self) -> None:
         leaders = {slot.pgid: slot for slot in self.slots.values()

@@ -77,6 +77,9 @@ def cmd_agent(args, open_store) -> int:
     config = config_from_args(args)
     prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
     store = open_store()
+    from .objectstore.connect import same_store_environment
+
+    config.store_env = same_store_environment()
     config.stall_seconds = store.stall_timeout
     store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
     return run_agent(store, config)

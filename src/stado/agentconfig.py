@@ -47,6 +47,9 @@ class AgentConfig:
     subreaper: bool = False         # become the reaper of jobs' orphans (the CLI agent does; an in-process one need not)
     stall_seconds: float = DEFAULT_STALL_TIMEOUT  # a transfer that moves no bytes this long is ended (and resumed)
     schedules: bool = True          # fire `stado schedule` entries (every agent does; each fire time is one job)
+    # The variables that open this agent's store (connect.same_store_environment): given, each job's $STADO_BIN is
+    # a shim in its directory that sets them for the agent's program. None: $STADO_BIN is stado_bin itself.
+    store_env: dict | None = None
 
     def check(self) -> "AgentConfig":
         """The config unchanged if every setting can work; BadInput naming the first that cannot."""

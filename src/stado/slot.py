@@ -142,7 +142,7 @@ class SlotRunner:
         # The record's own string (a float's round trip can move it a millisecond): it names the attempt in its
         # directory and in every process's environment, and the restart check and orphan pass match the two.
         started_at = doc.get("started_at") or d.iso(slot.started_at)
-        env = job_environment(a.job_env, stado_bin=a.cfg.stado_bin, job_id=job_id, started_at=started_at,
+        env = job_environment(a.job_env, stado_bin=a.stado_bin_for(job_dir), job_id=job_id, started_at=started_at,
                               inputs_json=inputs_json, inputs_file=inputs_file, cores=held.cores,
                               devices=held.devices if a.offer.devices else None)
         try:

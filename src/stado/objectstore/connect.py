@@ -106,6 +106,23 @@ def store_from_environment(env: Mapping[str, str] | None = None) -> ObjectStore:
     return open_store(url, options, env=env)
 
 
+def same_store_environment(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """The variables that make another process open the store `env` opens (None: unset it), whatever its own
+    environment says: STADO_CONFIG as an absolute path, and the credential variables of its backend (those
+    `env` lacks are unset, so another process's own never mix in); for the default directory, no
+    STADO_CONFIG and XDG_DATA_HOME naming the directory's root."""
+    env = os.environ if env is None else env
+    path = env.get("STADO_CONFIG")
+    if not path:
+        return {"STADO_CONFIG": None, "XDG_DATA_HOME": os.path.dirname(os.path.dirname(default_store_dir(env)))}
+    url, _ = load_config(path)
+    out: dict[str, str | None] = {"STADO_CONFIG": os.path.abspath(path)}
+    provider = CLOUD_SCHEMES.get(url.partition("://")[0])
+    for var, _ in CREDENTIAL_ENV.get(provider, ()):
+        out[var] = env.get(var) or None
+    return out
+
+
 def default_store_dir(env: Mapping[str, str]) -> str:
     data_home = env.get("XDG_DATA_HOME", "")
     if not os.path.isabs(data_home):  # the XDG spec says to ignore a relative value
