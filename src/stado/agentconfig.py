@@ -45,7 +45,8 @@ class AgentConfig:
     until_idle: bool = False
     keep_work: bool = False
     subreaper: bool = False         # become the reaper of jobs' orphans (the CLI agent does; an in-process one need not)
-    stall_seconds: float = DEFAULT_STALL_TIMEOUT  # a transfer that moves no bytes this long is ended (and resumed)
+    stall_seconds: float | None = DEFAULT_STALL_TIMEOUT  # a fetch that moves no bytes this long is ended and
+    #                                                     resumed later (None, the default: it goes on, shown stalled)
     schedules: bool = True          # fire `stado schedule` entries (every agent does; each fire time is one job)
     # The variables that open this agent's store (connect.same_store_environment): given, each job's $STADO_BIN is
     # a shim in its directory that sets them for the agent's program. None: $STADO_BIN is stado_bin itself.

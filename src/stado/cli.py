@@ -300,7 +300,9 @@ def cmd_results(args) -> int:
 
     store = _store()
     job_id = find(store, args.id)
-    shown = progress_printer(sys.stderr, f"{PROG}: results of {job_id}") if sys.stderr.isatty() else None
+    shown = progress_printer(sys.stderr, f"{PROG}: results of {job_id}",
+                             stalled_hint=f" (Ctrl-C stops it; `{PROG} results` again resumes from what arrived)"
+                             ) if sys.stderr.isatty() else None
     got, refused = artifacts.results(store, job_id, args.dir, stall_timeout=store.stall_timeout, on_progress=shown)
     for entry in refused:
         sys.stderr.write(f"{PROG}: {entry.get('name')!r} was not uploaded by the agent: {entry.get('reason')}\n")

@@ -20,8 +20,9 @@ STADO_CONFIG names a TOML file with one table::
     allow_http = true                    # only for a plain-HTTP endpoint
     # az:// only: account = "NAME", emulator = true (Azurite's well-known account and key)
     # any cloud: connect_timeout = 5, timeout = 60, max_retries = 4, retry_timeout = 20 (seconds)
-    # any cloud: stall_timeout = 60: a transfer that moves no bytes for this long is ended (seconds);
-    #   large objects move in ranges and parts, so `timeout` bounds one request, never a whole transfer
+    # any cloud: stall_timeout = 600: a transfer that moves no bytes for this long is ended (seconds; off
+    #   unless set: a stalled transfer is shown as stalled and cancelled by name); large objects move in
+    #   ranges and parts, so `timeout` bounds one request, never a whole transfer
 
 Each option's type, and the endpoint's shape (an http(s) URL with a host), is checked at open:
 ConfigError names the option; obstore never sees a value its Rust code could panic on.

@@ -291,3 +291,74 @@ def test_the_agent_uploads_only_names_results_accepts_and_reports_the_rest(stado
     assert "'linked' was not uploaded by the agent" in got.stderr
     output = stado(stado_env, "job", "watch", job).stdout
     assert "[stado] artifact ' padded' not uploaded" in output and "[stado] artifact 'linked' not uploaded" in output
+
+
+@s3_only
+def test_a_results_transfer_that_stops_moving_is_shown_stalled_until_ctrl_c_and_then_resumes(stado_env, slow,
+                                                                                            tmp_path, store):
+    """No stall limit by default: the transfer stays, shown stalled with its bytes and seconds, until the user
+    stops it; what arrived is kept for the next run."""
+    proxy, slow_env = slow
+    job, sha = produce(stado_env, tmp_path, store, 20 * MB)
+    proxy.rate = 5 * MB
+    env = slow_env(timeout=2)
+    out = tmp_path / "out"
+    master, terminal = pty.openpty()
+    shown = []
+    threading.Thread(target=lambda: _drain(master, shown), daemon=True).start()
+    proc = subprocess.Popen([STADO, "results", job, str(out)], env=env, stdout=subprocess.DEVNULL, stderr=terminal)
+    try:
+        wait_for(lambda: proxy.down > 6 * MB, timeout=60, message="6 MB through the proxy")
+        proxy.stall()
+        text = lambda: b"".join(shown).decode(errors="replace")  # noqa: E731
+        found = wait_for(lambda: re.findall(r"stalled at ([\d.]+) MB of 20\.0 MB: no bytes moved for (\d+) s", text()),
+                         timeout=30, message="the stall shown")
+        wait_for(lambda: any(int(s) >= 4 for _, s in re.findall(r"stalled at ([\d.]+) MB of 20\.0 MB: no bytes moved "
+                                                                 r"for (\d+) s", text())),
+                 timeout=30, message="four seconds of it")
+        assert proc.poll() is None, "no clock ended it"
+        assert float(found[0][0]) > 2 and "Ctrl-C stops it" in text()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(terminal)
+    [partial] = [p for p in out.glob(".stado-partial-*") if p.suffix != ".json"]
+    kept = partial.stat().st_size
+    assert kept > 2 * MB
+    proxy.resume()
+    before = proxy.down
+    stado(env, "results", job, str(out))
+    assert _sha256(out / "big.bin") == sha
+    assert proxy.down - before < 20 * MB - kept + 2 * MB, "resumed from what the first run kept"
+
+
+@s3_only
+def test_an_input_fetch_that_stops_moving_is_shown_stalled_in_the_job_output_and_cancelled_by_name(stado_env, slow,
+                                                                                                 tmp_path, store):
+    proxy, slow_env = slow
+    producer, _ = produce(stado_env, tmp_path, store, 12 * MB)
+    seen = tmp_path / "seen"
+    consumer = submit(stado_env, f"echo ran > {seen}", "--input", f"{producer}:big.bin")
+    proxy.rate = 2 * MB
+    agent = Agent(slow_env(timeout=2), tmp_path, name="consumer")
+
+    def output() -> str:
+        return b"".join(store.get(e.key).data for e in store.list(keys.output_prefix(consumer))).decode()
+
+    try:
+        wait_for(lambda: proxy.down > 3 * MB, timeout=60, message="the input arriving")
+        proxy.stall(bulk_over=1 * MB)  # the fetch stops moving; renewals still pass
+        wait_for(lambda: re.search(r"\[stado\] fetching inputs: stalled at [\d.]+ MB of 12\.0 MB: no bytes moved for "
+                                   r"([3-9]|\d\d+) s", output()), timeout=60, message="the stall in the job's output")
+        assert f"`stado cancel {consumer}` stops it" in output()
+        assert machine_status(stado_env, consumer)["state"] == "running"  # claimed, waiting, not given up
+        assert "stopped moving" not in agent.log()
+        stado(stado_env, "cancel", consumer)
+        wait_for(lambda: machine_status(stado_env, consumer)["terminal"], timeout=30, message="the cancel settled")
+        assert machine_status(stado_env, consumer)["state"] == "cancelled"
+        assert agent.proc.poll() is None and not seen.exists()
+    finally:
+        proxy.resume()
+        agent.stop()
