@@ -166,7 +166,7 @@ class Agent:
             return None
 
     def _install_signals(self):
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_r, self._wake_w = proc.wake_pipe()
         old = {sig: signal.signal(sig, self._on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
         old["wakeup"] = signal.set_wakeup_fd(self._wake_w)

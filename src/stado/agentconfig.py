@@ -5,19 +5,13 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from runkit.proc import physical_memory
+
 from .admission import Offer
 from .errors import BadInput
 from .objectstore.base import DEFAULT_STALL_TIMEOUT
 
 MAX_PRICE_PER_HOUR = 1_000_000.0
-
-
-def host_memory() -> int | None:
-    """This host's physical memory in bytes (None where the system does not say)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 @dataclass
@@ -30,7 +24,7 @@ class AgentConfig:
     # The offer: what jobs may reserve. A job is claimed only when its envelope fits what is free.
     capabilities: frozenset[str] = frozenset()
     cores: int | None = None        # None: this host's CPU count, or `slots` if that is more (N one-core jobs at once)
-    memory: int | None = field(default_factory=host_memory)  # None: not counted
+    memory: int | None = field(default_factory=physical_memory)  # None: not counted
     accelerators: int = 0
     accelerator_devices: tuple[str, ...] = ()  # their ids (default 0..accelerators-1), named in CUDA_VISIBLE_DEVICES
     provider: str = "local"

@@ -54,11 +54,11 @@ class ProcessHost:
             return ended
         for pid in pids:
             try:
-                done, status = os.waitpid(pid, os.WNOHANG)
+                status = proc.poll_child(pid)
             except ChildProcessError:
                 ended[pid] = (None, None)
                 continue
-            if done:
+            if status is not None:
                 ended[pid] = self._ended(pid, status)
         return ended
 
@@ -118,11 +118,7 @@ class ProcessHost:
         before it wrote the record: the session leader among them (the job's shell runs in a session of its
         own, its process group id its pid), identity-pinned."""
         for pid in sorted(pids):
-            try:
-                leader = os.getsid(pid) == pid
-            except OSError:
-                continue
-            ident = proc.identity(pid) if leader else None
+            ident = proc.identity(pid) if proc.leads_session(pid) else None
             if ident is not None:
                 return {"pid": pid, "pgid": pid, "start_time": ident.start_time, "boot_id": proc.boot_id(),
                         "job": job_id, "attempt_started": started_at}

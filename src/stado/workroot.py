@@ -12,7 +12,6 @@ attempt has a directory of its own: a stale copy (its agent stopped past its pro
 claimed on the same host never share one. An attempt's started_at survives re-adoption and take-over, so the
 record names its directory. (A directory without <attempt> is a stado from before; it is still read.)
 """
-import fcntl
 import json
 import os
 
@@ -100,7 +99,9 @@ class HostLock:
     def take(self) -> None:
         prepare_work_root(self.work_root)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh id: nobody else can hold it
+        if not proc.lock_file(fd, wait=False):  # a fresh id: nobody else can hold it
+            os.close(fd)
+            raise BlockingIOError(f"{self.path} is locked by another agent")
         me = proc.self_identity()
         os.write(fd, json.dumps({"agent": self.agent_id, "pid": me.pid, "start_time": me.start_time,
                                  "host": self.host}).encode())
@@ -148,11 +149,9 @@ def live_agents(work_root: str) -> list[dict]:
 
 
 def _lock_free(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not proc.lock_file(fd, exclusive=False, wait=False):
         return False
-    fcntl.flock(fd, fcntl.LOCK_UN)
+    proc.unlock_file(fd)
     return True
 
 
@@ -166,11 +165,9 @@ def agent_gone(work_root: str, agent_id: str) -> bool:
     except OSError:
         return False  # cannot tell: treat it as alive (never touch a live sibling's jobs)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        if not proc.lock_file(fd, wait=False):
+            return False
+        proc.unlock_file(fd)
         try:
             os.unlink(path)  # a dead agent's lock: tidy it away
         except OSError:
