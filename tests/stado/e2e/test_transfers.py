@@ -76,10 +76,15 @@ def test_a_results_transfer_that_stops_moving_is_ended_after_the_stall_window_an
     assert proc.returncode == 4, err
     assert len(err.strip().splitlines()) == 1 and "stopped moving" in err and "no bytes moved for 2 s" in err, err
     assert 2 - 0.5 <= ended_after < 10, ended_after  # the window runs from the last range in (1/8 of it)
+    _resumes(proxy, env, job, out, sha)
+
+
+def _resumes(proxy, env, job, out, sha) -> None:
+    """What an interrupted `stado results` of a 20 MB artifact kept in `out` is taken up by the next run, once
+    the link moves again: only the rest crosses it."""
     [partial] = [p for p in out.glob(".stado-partial-*") if p.suffix != ".json"]
     kept = partial.stat().st_size
     assert kept > 2 * MB
-
     proxy.resume()
     before = proxy.down
     stado(env, "results", job, str(out))
@@ -87,14 +92,24 @@ def test_a_results_transfer_that_stops_moving_is_ended_after_the_stall_window_an
     assert proxy.down - before < 20 * MB - kept + 2 * MB, "the second run fetched only what the first had not"
 
 
+def _consumer(stado_env, slow, tmp_path, store, command: str, *, size: int, rate: float, **options):
+    """(consumer job, its input's SHA-256, agent): a job whose input of `size` bytes (big.bin, made by a producer
+    that has run) comes to an agent through the throttled link at `rate` bytes/s; the agent's STADO_CONFIG has
+    `options` too."""
+    proxy, slow_env = slow
+    producer, sha = produce(stado_env, tmp_path, store, size)
+    consumer = submit(stado_env, command, "--input", f"{producer}:big.bin")
+    proxy.rate = rate
+    return consumer, sha, Agent(slow_env(timeout=2, **options), tmp_path, name="consumer")
+
+
 @s3_only
 def test_an_input_download_that_stalls_resumes_where_it_stopped(stado_env, slow, tmp_path, store):
-    proxy, slow_env = slow
-    producer, sha = produce(stado_env, tmp_path, store, 20 * MB)
+    proxy = slow[0]
     seen = tmp_path / "seen.txt"
-    consumer = submit(stado_env, f"sha256sum big.bin > {seen}", "--input", f"{producer}:big.bin")
-    proxy.rate = 2.5 * MB  # 8 s for the whole input: time to catch it half way
-    agent = Agent(slow_env(timeout=2, stall_timeout=1.5), tmp_path, name="consumer")
+    # 8 s for the whole input: time to catch it half way
+    consumer, sha, agent = _consumer(stado_env, slow, tmp_path, store, f"sha256sum big.bin > {seen}", size=20 * MB,
+                                     rate=2.5 * MB, stall_timeout=1.5)
     try:
         wait_for(lambda: proxy.down > 5 * MB, timeout=60, message="5 MB of the input through the proxy")
         # The download stops moving; the agent's small requests (renewals) still pass. (A renewal whose
@@ -117,12 +132,10 @@ def test_an_input_download_that_stalls_resumes_where_it_stopped(stado_env, slow,
 
 @s3_only
 def test_the_agent_renews_and_honours_sigterm_while_an_input_arrives(stado_env, slow, tmp_path, store):
-    proxy, slow_env = slow
-    producer, sha = produce(stado_env, tmp_path, store, 12 * MB)
+    proxy = slow[0]
     seen = tmp_path / "seen.txt"
-    consumer = submit(stado_env, f"sha256sum big.bin > {seen}", "--input", f"{producer}:big.bin")
-    proxy.rate = 2 * MB
-    agent = Agent(slow_env(timeout=2), tmp_path, name="consumer")
+    consumer, sha, agent = _consumer(stado_env, slow, tmp_path, store, f"sha256sum big.bin > {seen}", size=12 * MB,
+                                     rate=2 * MB)
     try:
         wait_for(lambda: proxy.down > 2 * MB, timeout=60, message="the input arriving")
         pulses = set()
@@ -324,25 +337,15 @@ def test_a_results_transfer_that_stops_moving_is_shown_stalled_until_ctrl_c_and_
         if proc.poll() is None:
             proc.kill()
         os.close(terminal)
-    [partial] = [p for p in out.glob(".stado-partial-*") if p.suffix != ".json"]
-    kept = partial.stat().st_size
-    assert kept > 2 * MB
-    proxy.resume()
-    before = proxy.down
-    stado(env, "results", job, str(out))
-    assert _sha256(out / "big.bin") == sha
-    assert proxy.down - before < 20 * MB - kept + 2 * MB, "resumed from what the first run kept"
+    _resumes(proxy, env, job, out, sha)
 
 
 @s3_only
 def test_an_input_fetch_that_stops_moving_is_shown_stalled_in_the_job_output_and_cancelled_by_name(stado_env, slow,
                                                                                                  tmp_path, store):
-    proxy, slow_env = slow
-    producer, _ = produce(stado_env, tmp_path, store, 12 * MB)
+    proxy = slow[0]
     seen = tmp_path / "seen"
-    consumer = submit(stado_env, f"echo ran > {seen}", "--input", f"{producer}:big.bin")
-    proxy.rate = 2 * MB
-    agent = Agent(slow_env(timeout=2), tmp_path, name="consumer")
+    consumer, _, agent = _consumer(stado_env, slow, tmp_path, store, f"echo ran > {seen}", size=12 * MB, rate=2 * MB)
 
     def output() -> str:
         return b"".join(store.get(e.key).data for e in store.list(keys.output_prefix(consumer))).decode()
