@@ -71,7 +71,7 @@ _TEXT, _INT, _NUM, _OBJ, _LIST = (str, type(None)), (int,), (int, float, type(No
 # The fields every reader relies on, by type (absent is fine: older documents lack some).
 _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "submitted_by": _TEXT, "rerun_of": _TEXT,
            "rerun_inputs": _TEXT,
-           "requeues": _INT, "failures": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
+           "requeues": _INT, "failures": _INT, "handbacks": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
            "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
            "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT,
            "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
@@ -165,8 +165,9 @@ def taken_doc(running: dict, *, writer: str, now: float, nonce: str) -> dict:
 
 
 def attempt_of(doc: dict) -> int:
-    """The attempt a claim of this document starts: 1, plus one for every failed attempt and requeue before."""
-    return 1 + int(doc.get("failures") or 0) + int(doc.get("requeues") or 0)
+    """The attempt a claim of this document starts: 1, plus one for every failed attempt, requeue and hand-back
+    before."""
+    return 1 + int(doc.get("failures") or 0) + int(doc.get("requeues") or 0) + int(doc.get("handbacks") or 0)
 
 
 def is_leftover_queue_entry(queued: dict, running: dict) -> bool:
@@ -268,10 +269,12 @@ def requeued_after_loss(doc: dict, *, now: float, nonce: str, writer: str) -> di
     return new
 
 
-def returned_doc(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
+def returned_doc(doc: dict, *, now: float, nonce: str, writer: str, handed_back: bool = False) -> dict:
     """Back to the queue from a claim that never started its process (it could not tell whether its claim
-    was genuine): no counter moves."""
-    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeued_from=doc.get("claim"))
+    was genuine): no counter moves. `handed_back`: its draining agent gave it back (`handbacks` counts those, so
+    the next attempt's output is not written over what this one said)."""
+    fields = {"handbacks": doc.get("handbacks", 0) + 1} if handed_back else {}
+    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeued_from=doc.get("claim"), **fields)
     for name in _ATTEMPT_FIELDS + ("requeue", "reaped"):
         new.pop(name, None)
     return new
@@ -356,7 +359,7 @@ def status_json(view: JobView) -> dict:
         "finished_at": d.get("finished_at") if ended else None,
         "lease_expires_at": d.get("lease_expires_at") if view.state == "running" else None,
         "owner": d.get("owner"), "instance_ref": d.get("instance_ref"),
-        "requeues": d.get("requeues", 0), "failures": d.get("failures", 0),
+        "requeues": d.get("requeues", 0), "failures": d.get("failures", 0), "handbacks": d.get("handbacks", 0),
         "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "rerun_inputs": d.get("rerun_inputs"),
         "command": spec.get("command"),
         "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,

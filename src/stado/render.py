@@ -91,7 +91,7 @@ def offer_text(record: dict) -> str:
 def job_details(data: dict) -> str:
     order = ("id", "name", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
              "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
-             "requeues", "failures", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by", "moving")
+             "requeues", "failures", "handbacks", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by", "moving")
     lines = []
     for key in order:
         value = data.get(key)

@@ -85,10 +85,10 @@ def _settle_shutdown(a, slot) -> None:
     a.drop(slot)
 
 def _hand_back(a, slot) -> None:
-    """A claim whose process never started goes back to the queue, no counter moved (a cancel that reached it
-    first is settled instead)."""
+    """A claim whose process never started goes back to the queue, neither requeues nor failures moved (a cancel
+    that reached it first is settled instead)."""
     try:
-        jobs.give_back(a.store, slot.doc, slot.version, writer=a.id, restore=True)
+        jobs.give_back(a.store, slot.doc, slot.version, writer=a.id, restore=True, handed_back=True)
     except CorruptDocument as e:
         a.log(f"{slot.job_id}: could not be handed back: {e}; its claim lapses to the reaper")
         return a.drop(slot)

@@ -66,7 +66,8 @@ def test_drain_hands_back_what_has_not_started_and_lets_what_runs_finish(stado_e
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: f"{fetching}: handed back to the queue" in agent.log(), timeout=30, message="the hand-back")
         back = machine_status(stado_env, fetching)
-        assert back["state"] == "queued" and back["requeues"] == 0, back  # no lost worker counted
+        # Not a lost worker nor a failure: counted apart, so its next attempt's output is an attempt of its own.
+        assert (back["state"], back["requeues"], back["failures"], back["handbacks"]) == ("queued", 0, 0, 1), back
         assert machine_status(stado_env, running)["state"] == "running" and drain.poll() is None  # it waits
         gate.touch()
         out, err = drain.communicate(timeout=60)
