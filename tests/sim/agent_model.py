@@ -12,6 +12,7 @@ pass and its index check, unchanged. Only what touches the host is the simulator
 import math
 
 from stado.agent import Agent, AgentConfig
+from stado.storecheck import ensure_safe
 
 from . import invariants
 
@@ -73,10 +74,10 @@ class SimHost:
 
 
 class SimAgent(Agent):
-    def __init__(self, sim, actor, *, slots: int, poll_seconds: float, settle_seconds: float):
+    def __init__(self, sim, actor, *, slots: int, poll_seconds: float, settle_seconds: float, schedules: bool):
         config = AgentConfig(work_root="/nonexistent/stado-sim", stado_bin="stado", slots=slots,
                              poll_seconds=poll_seconds, host="sim", cores=4, memory=None, kill_after=2.0,
-                             settle_seconds=settle_seconds, keep_work=True, schedules=False)
+                             settle_seconds=settle_seconds, keep_work=True, schedules=schedules)
         super().__init__(sim.store, config, log=lambda line: sim.trace.event(actor, line.split(": ", 1)[-1]),
                          host=SimHost(sim, actor))
         self.sim, self.actor = sim, actor
@@ -88,7 +89,9 @@ class SimAgent(Agent):
             super().log(message)
 
     def run(self) -> int:
-        """Agent.run minus the lock file, the store probe, signals and the agents/ record."""
+        """Agent.run minus the lock file, signals and the agents/ record: the store probe (its verdict on this
+        agent's own path to the store), then the loop."""
+        ensure_safe(self.store, log=self.log)
         self._cadences()
         self.loop()
         return 0

@@ -7,7 +7,7 @@ import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado import agent, artifacts, claiming, reaper, slot, slotend, submission
+from stado import agent, artifacts, claiming, reaper, schedules, slot, slotend, storecheck, submission
 from stado.objectstore import memory
 
 # The transitions' modules (the package's own names, claim and cancel, are its functions).
@@ -74,6 +74,8 @@ def deterministic(sim):
         (claiming, "random", _SimRandom(sim)),
         (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
+        (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)),
+        (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce),
         (memory, "time", _StoreClock(sim)),  # last_modified by the store's own clock (no host's jumps)
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
