@@ -8,7 +8,8 @@ worker it replaced on this host left behind (restart.py). Transfers (inputs, out
 threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal.
 
 SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
-leases), then exits. A second SIGTERM or SIGINT stops them (SIGTERM to their groups, SIGKILL after
+leases), then exits. Drained (`stado agent --drain`: a request file beside its lock, then SIGTERM), it also
+hands back to the queue the jobs it claimed but has not started. A second SIGTERM or SIGINT stops them (SIGTERM to their groups, SIGKILL after
 --kill-after), records them cancelled by the shutdown, and exits. SIGKILL abandons them: the agent that
 next starts on the host, or the reaper, settles them.
 """
@@ -28,6 +29,7 @@ from . import documents as d
 from .admission import Holdings, live_for, refresh_seconds
 from .agentconfig import AgentConfig
 from .cas import new_nonce
+from .environment import SHIM_NAME, shim_text
 from .claiming import QueueKnowledge, claim_pass
 from .errors import CorruptDocument
 from .jobio import JobIO
@@ -39,7 +41,7 @@ from .restart import settle_left_by_replaced, stop_orphans
 from .slot import Slot, SlotRunner
 from .storecheck import ensure_safe
 from .storeclock import SKEW_BOUND, StoreClock, skew_words
-from .workroot import HostLock, job_dir, owner_of, write_owner
+from .workroot import HostLock, drain_path, job_dir, owner_of, write_owner
 
 __all__ = ["Agent", "AgentConfig", "run_agent"]
 
@@ -58,6 +60,7 @@ class Agent:
         self.runner = SlotRunner(self)
         self.host = host or ProcessHost()
         self.stopping = False
+        self.draining = False       # stopping, and handing back what has not started (`stado agent --drain`)
         self.shutting_down = False  # a second SIGTERM/SIGINT: stop the running jobs too
         self.job_env = dict(os.environ)
         self.secrets = secret_values(self.job_env)
@@ -130,6 +133,11 @@ class Agent:
             self._cadences()
             self.wait(self._next_deadline())
 
+    def claim_backoff(self, seconds: float) -> None:
+        """The next claim pass comes `seconds` from now, not a poll from now (claiming.backoff)."""
+        self._last_claim = time.monotonic() + seconds - self.cfg.poll_seconds
+        self._freed = False
+
     def _may_claim(self) -> bool:
         return not self.stopping and len(self.slots) < self.cfg.slots
 
@@ -160,7 +168,7 @@ class Agent:
             return None
 
     def _install_signals(self):
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_r, self._wake_w = proc.wake_pipe()
         old = {sig: signal.signal(sig, self._on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
         old["wakeup"] = signal.set_wakeup_fd(self._wake_w)
@@ -177,8 +185,15 @@ class Agent:
         name = signal.Signals(signum).name
         if not self.stopping:
             self.stopping = True
-            self.log(f"{name}: not claiming any more; waiting for {len(self.slots)} running job(s) to finish (a "
-                     "second SIGTERM or SIGINT stops them)")
+            self.draining = os.path.exists(drain_path(self.cfg.work_root, self.id))
+            unstarted = sum(1 for slot in self.slots.values() if not slot.launched)
+            if self.draining:
+                self.log(f"{name} (drain): not claiming any more; handing back {unstarted} job(s) not started yet and "
+                         f"waiting for {len(self.slots) - unstarted} running job(s) to finish (a second SIGTERM or "
+                         "SIGINT stops them)")
+            else:
+                self.log(f"{name}: not claiming any more; waiting for {len(self.slots)} running job(s) to finish (a "
+                         "second SIGTERM or SIGINT stops them)")
         elif not self.shutting_down:
             self.shutting_down = True
             self.log(f"second {name}: stopping {len(self.slots)} running job(s) (SIGTERM to their process groups, "
@@ -225,7 +240,16 @@ class Agent:
         with open(os.path.join(directory, artifacts.JOB_ID_FILE), "w") as f:
             f.write(job_id + "\n")
         write_owner(directory, self.id)
+        if self.cfg.store_env is not None:
+            # It may name credentials: readable by this user alone, in a directory only this user can enter.
+            fd = os.open(os.path.join(directory, SHIM_NAME), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
+            with os.fdopen(fd, "w") as f:
+                f.write(shim_text(self.cfg.stado_bin, self.cfg.store_env, job_id))
         return directory
+
+    def stado_bin_for(self, directory: str) -> str:
+        """$STADO_BIN of the job in `directory`: its shim (prepare_job_dir), or the agent's program."""
+        return self.cfg.stado_bin if self.cfg.store_env is None else os.path.join(directory, SHIM_NAME)
 
     def write_inputs_file(self, directory: str, inputs_json: str) -> str:
         """WC_ARTIFACT_INPUTS_FILE: the job's inputs, as JSON, in a file of its own directory."""
@@ -243,8 +267,15 @@ class Agent:
         self._freed = True
         # Only a directory still ours: after this agent was stopped past its promise, another agent on this host
         # may run the job's next attempt in it (its owner file says so), and that attempt's files are not ours.
-        if not self.cfg.keep_work and owner_of(slot.job_dir) in (self.id, None):
+        if owner_of(slot.job_dir) not in (self.id, None):
+            return
+        if not self.cfg.keep_work:
             shutil.rmtree(slot.job_dir, ignore_errors=True)
+        elif self.cfg.store_env is not None:
+            try:
+                os.unlink(os.path.join(slot.job_dir, SHIM_NAME))  # kept work keeps no credentials
+            except OSError:
+                pass
 
     def _reap_children(self) -> None:
         leaders = {slot.pgid: slot for slot in self.slots.values()

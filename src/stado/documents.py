@@ -70,14 +70,15 @@ def decode(key: str, data: bytes, job_id: str | None = None) -> dict:
 _TEXT, _INT, _NUM, _OBJ, _LIST = (str, type(None)), (int,), (int, float, type(None)), (dict, type(None)), (list,)
 # The fields every reader relies on, by type (absent is fine: older documents lack some).
 _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "submitted_by": _TEXT, "rerun_of": _TEXT,
-           "requeues": _INT, "failures": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
+           "rerun_inputs": _TEXT,
+           "requeues": _INT, "failures": _INT, "handbacks": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
            "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
            "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT,
            "last_attempt": _OBJ,
            "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
-         "retries": _INT, "inputs": _LIST}
+         "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,)}
 
 
 def _wrong_field(doc: dict) -> str | None:
@@ -116,11 +117,18 @@ def _next(doc: dict, *, state: str, now: float, nonce: str, writer: str, **field
 
 # -- submission ---------------------------------------------------------------------------------------
 
+RERUN_INPUTS = ("original", "fresh")  # a rerun's inputs: the producers the original read, or resolved again
+
+
 def queued_doc(job_id: str, spec: dict, *, now: float, submitter: str, nonce: str,
-               rerun_of: str | None = None) -> dict:
-    return {"schema": SCHEMA, "id": job_id, "state": "queued", "generation": 1, "nonce": nonce,
-            "written_at": iso(now), "written_by": submitter, "spec": spec, "submitted_at": iso(now),
-            "submitted_by": submitter, "rerun_of": rerun_of, "requeues": 0, "failures": 0}
+               rerun_of: str | None = None, rerun_inputs: str | None = None) -> dict:
+    doc = {"schema": SCHEMA, "id": job_id, "state": "queued", "generation": 1, "nonce": nonce,
+           "written_at": iso(now), "written_by": submitter, "spec": spec, "submitted_at": iso(now),
+           "submitted_by": submitter, "rerun_of": rerun_of, "requeues": 0, "failures": 0}
+    if rerun_of is not None:
+        assert rerun_inputs in RERUN_INPUTS, rerun_inputs
+        doc["rerun_inputs"] = rerun_inputs
+    return doc
 
 
 # -- claim and renewal ---------------------------------------------------------------------------------
@@ -158,8 +166,9 @@ def taken_doc(running: dict, *, writer: str, now: float, nonce: str) -> dict:
 
 
 def attempt_of(doc: dict) -> int:
-    """The attempt a claim of this document starts: 1, plus one for every failed attempt and requeue before."""
-    return 1 + int(doc.get("failures") or 0) + int(doc.get("requeues") or 0)
+    """The attempt a claim of this document starts: 1, plus one for every failed attempt, requeue and hand-back
+    before."""
+    return 1 + int(doc.get("failures") or 0) + int(doc.get("requeues") or 0) + int(doc.get("handbacks") or 0)
 
 
 def is_leftover_queue_entry(queued: dict, running: dict) -> bool:
@@ -271,10 +280,12 @@ def requeued_after_loss(doc: dict, *, now: float, nonce: str, writer: str) -> di
     return new
 
 
-def returned_doc(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
+def returned_doc(doc: dict, *, now: float, nonce: str, writer: str, handed_back: bool = False) -> dict:
     """Back to the queue from a claim that never started its process (it could not tell whether its claim
-    was genuine): no counter moves."""
-    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeued_from=doc.get("claim"))
+    was genuine): no counter moves. `handed_back`: its draining agent gave it back (`handbacks` counts those, so
+    the next attempt's output is not written over what this one said)."""
+    fields = {"handbacks": doc.get("handbacks", 0) + 1} if handed_back else {}
+    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeued_from=doc.get("claim"), **fields)
     for name in _ATTEMPT_FIELDS + ("requeue", "reaped"):
         new.pop(name, None)
     return new
@@ -376,8 +387,9 @@ def status_json(view: JobView) -> dict:
         "finished_at": d.get("finished_at") if ended else None,
         "lease_expires_at": d.get("lease_expires_at") if view.state == "running" else None,
         "owner": d.get("owner"), "instance_ref": d.get("instance_ref"),
-        "requeues": d.get("requeues", 0), "failures": d.get("failures", 0),
-        "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "command": spec.get("command"),
+        "requeues": d.get("requeues", 0), "failures": d.get("failures", 0), "handbacks": d.get("handbacks", 0),
+        "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "rerun_inputs": d.get("rerun_inputs"),
+        "command": spec.get("command"),
         "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,
         "problems": view.problems,
     }

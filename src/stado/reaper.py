@@ -250,11 +250,13 @@ def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, marg
                          f"{doc.get('owner')} on {doc.get('instance_ref')})")
 
 
-def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float | None = None,
-                            margin: float = DEFAULT_MARGIN, clock: StoreClock | None = None) -> tuple[bool, list[str]]:
-    """The verdict a cloud provider's instance clean-up must ask before deleting a VM: False while any
-    job on it is alive by the reaper's rule (its promise holds, a newer pulse or checkpoint, or no promise
-    at all), with the jobs that keep it. (A job being cancelled counts as alive until settled.)"""
+def alive_on(store: ObjectStore, instance_ref: str, *, now: float | None = None, margin: float = DEFAULT_MARGIN,
+             clock: StoreClock | None = None) -> list[tuple[str, str]]:
+    """(job id, why) of every job alive on an instance by the reaper's rule, by the store's clock (`clock`, or
+    `now`, the store's time): its promise holds ("promise"), a newer pulse or checkpoint ("pulse",
+    "checkpoint"), or no promise at all ("unpromised"). A job being cancelled counts until it is settled; a
+    running record that cannot be read counts too ("corrupt": its instance cannot be told). One LIST of
+    running/, a GET per record, more only where a promise has passed."""
     if now is None:
         now = clock.now() if clock is not None else time.time()
     if clock is not None:
@@ -262,12 +264,21 @@ def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float
     keeping = []
     for job_id, found, corrupt, entry in running_records(store):
         if corrupt is not None:
-            keeping.append(f"{job_id} (its running record is corrupt: cannot tell)")
+            keeping.append((job_id, "corrupt"))
             continue
         if found is None or found[0].get("instance_ref") != instance_ref or not d.process_may_run(found[0]):
             continue
         modified = entry.modified if found[1] == entry.version else now
         verdict = judge(store, found[0], now=now, margin=margin, modified=modified)
         if verdict != "expired":
-            keeping.append(f"{job_id} (alive by {verdict})")
+            keeping.append((job_id, verdict))
+    return keeping
+
+
+def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float | None = None,
+                            margin: float = DEFAULT_MARGIN, clock: StoreClock | None = None) -> tuple[bool, list[str]]:
+    """The verdict a cloud provider's instance clean-up must ask before deleting a VM (`stado machine
+    may-delete`): False while any job on it is alive (alive_on), with the jobs that keep it."""
+    keeping = [f"{job_id} ({'its running record is corrupt: cannot tell' if why == 'corrupt' else f'alive by {why}'})"
+               for job_id, why in alive_on(store, instance_ref, now=now, margin=margin, clock=clock)]
     return not keeping, keeping

@@ -37,7 +37,8 @@ class Slot:
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
     delivered: list | None = None       # its inputs, once fetched and verified
     ended: tuple | None = None          # (exit code, signal) once the shell has exited
-    stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown
+    stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown,
+    #                                     or handback (not started: its agent drains)
     stop_sent: float | None = None
     kill_sent: bool = False
     renew_due: float = 0.0              # when its next renewal is due, on the agent's monotonic clock
@@ -46,6 +47,7 @@ class Slot:
     close_due: float = 0.0              # when to try closing again after a store error
     upload_error: str | None = None     # why its artifacts could not be uploaded
     adopted: bool = False               # watched, not spawned, by this agent (left by the worker it replaced)
+    exit_watch: object = None           # an adopted shell pinned, to read its exit status (ProcessHost.watch_exit)
     cost_note: str | None = None        # why it was stopped for its cost (admission.past_cap)
 
     @property
@@ -101,6 +103,8 @@ class SlotRunner:
         to its end, not spawned (restart.py)."""
         a = self.a
         slot = Slot(doc, version, job_dir, process=doc.get("process"), launched=True, adopted=True, ended=ended)
+        if ended is None:
+            slot.exit_watch = a.host.watch_exit(slot.process)
         a.slots[doc["id"]] = slot
         now, mono = a.clock.now(), time.monotonic()
         slot.started_at = d.parse_iso(doc.get("started_at")) or now
@@ -117,6 +121,8 @@ class SlotRunner:
         a = self.a
         if slot.verify is not None and not self._verified(slot):
             return
+        if a.draining:
+            return self.hand_back(slot)
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
         work = os.path.join(job_dir, "work")
         if slot.delivered is None:
@@ -138,7 +144,7 @@ class SlotRunner:
         # The record's own string (a float's round trip can move it a millisecond): it names the attempt in its
         # directory and in every process's environment, and the restart check and orphan pass match the two.
         started_at = doc.get("started_at") or d.iso(slot.started_at)
-        env = job_environment(a.job_env, stado_bin=a.cfg.stado_bin, job_id=job_id, started_at=started_at,
+        env = job_environment(a.job_env, stado_bin=a.stado_bin_for(job_dir), job_id=job_id, started_at=started_at,
                               inputs_json=inputs_json, inputs_file=inputs_file, cores=held.cores,
                               devices=held.devices if a.offer.devices else None)
         try:
@@ -209,6 +215,8 @@ class SlotRunner:
     def tick(self, slot: Slot) -> None:
         a = self.a
         mono = time.monotonic()
+        if a.draining and not slot.launched and slot.stopping is None and slot.verify is None:
+            self.hand_back(slot)
         if not slot.launched and slot.ended is None:
             if slot.stopping:
                 slot.ended = (None, None)  # cancelled or taken over before its process started
@@ -238,10 +246,12 @@ class SlotRunner:
             self.renew(slot)  # a cancelled or taken-over job is no longer ours to renew (nor an unknown claim)
 
     def _adopted_exit(self, slot: Slot) -> tuple[int | None, int | None]:
-        """The exit of a process this agent did not start: what its shell recorded, or unknown."""
+        """The exit of a process this agent did not start: what the agent it replaced recorded as it reaped it,
+        else what the kernel kept of it (its pidfd, pinned at adoption), else unknown."""
         from .workroot import read_exit_status
 
-        got = read_exit_status(slot.job_dir)
+        watched, slot.exit_watch = slot.exit_watch, None
+        got = read_exit_status(slot.job_dir) or self.a.host.exit_of_watched(watched)
         if got is None:
             slot.result = d.result("failed", error_class="internal",
                                    message="left by the worker this one replaced; it ended without recording its exit "
@@ -253,7 +263,7 @@ class SlotRunner:
         """Its artifacts (if it ran to an end of its own) and the rest of its output are up, on the slot's
         JobIO thread: it can be settled. Renewals go on meanwhile."""
         if not slot.closed and time.monotonic() >= slot.close_due:
-            upload = slot.stopping not in ("lost", "cancel", "shutdown") and slot.result is None
+            upload = slot.stopping not in ("lost", "cancel", "shutdown", "handback") and slot.result is None
             state, why = slot.io.close(upload)
             if state == "retry":
                 slot.close_due = time.monotonic() + self.a.cfg.poll_seconds
@@ -333,6 +343,14 @@ class SlotRunner:
               f"while it ran and it was put back in the queue, but {got.why} first; stopping process group "
               f"{slot.pgid}, and nothing is started")
         self.stop(slot, "cancel" if got.cancelled else "lost")
+
+    def hand_back(self, slot: Slot) -> None:
+        """Its agent drains: a job claimed but not started goes back to the queue for another agent (its fetch
+        is given up; what arrived is not kept)."""
+        slot.stopping = "handback"
+        slot.stop_sent = time.monotonic()
+        slot.io.cancel()
+        self.a.log(f"{slot.job_id}: not started; handing it back to the queue (this agent is draining)")
 
     def stop(self, slot: Slot, why: str) -> None:
         slot.stopping = why

@@ -18,6 +18,8 @@ def finish(a, slot) -> None:
         return _settle_cancel(a, slot)
     if slot.stopping == "shutdown":
         return _settle_shutdown(a, slot)
+    if slot.stopping == "handback":
+        return _hand_back(a, slot)
     if slot.result is not None:
         return _settle(a, slot, slot.result)  # decided without a process; an earlier settle failed
     exit_code, sig = slot.ended
@@ -27,7 +29,7 @@ def finish(a, slot) -> None:
         res = d.result("failed", exit_code=exit_code, signal=sig, error_class="cost_cap", message=slot.cost_note)
     if slot.upload_error:
         res = d.result("failed", exit_code=exit_code, error_class="internal", message=slot.upload_error)
-    if a.offer.price_per_hour:  # what the attempt cost, from its start until it was settled
+    if a.offer.price_per_hour is not None:  # what the attempt cost, from its start until it was settled
         res["cost_usd"] = round(cost_of(slot.doc["spec"], a.offer, time.monotonic() - slot.started_mono), 6)
     _settle(a, slot, res)
 
@@ -80,6 +82,17 @@ def _settle_shutdown(a, slot) -> None:
     slot.doc, slot.version = moved, version
     jobs.settle(a.store, moved, version, writer=a.id, taken=True)
     a.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled (by this agent's shutdown)")
+    a.drop(slot)
+
+def _hand_back(a, slot) -> None:
+    """A claim whose process never started goes back to the queue, neither requeues nor failures moved (a cancel
+    that reached it first is settled instead)."""
+    try:
+        jobs.give_back(a.store, slot.doc, slot.version, writer=a.id, restore=True, handed_back=True)
+    except CorruptDocument as e:
+        a.log(f"{slot.job_id}: could not be handed back: {e}; its claim lapses to the reaper")
+        return a.drop(slot)
+    a.log(f"{slot.job_id}: handed back to the queue (not started; this agent drained)")
     a.drop(slot)
 
 def _settle_cancel(a, slot) -> None:

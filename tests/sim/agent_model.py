@@ -7,7 +7,7 @@ pass and its index check, unchanged. Only what touches the host is the simulator
 - a slot's transfers (jobio.JobIO runs them on threads): nothing to move, no output simulated;
 - the job directory (no files), the loop's wait (a simulated sleep, woken early when one of its processes
   exits, as SIGCHLD wakes the real one), and run()'s lock file, signals and agents/ record (left out);
-- the module clocks, shuffle and ids are the simulator's while a run lasts (patches.py).
+- the module clocks, the claim back-off's randomness and ids are the simulator's while a run lasts (patches.py).
 """
 
 from stado.agent import Agent, AgentConfig

@@ -1,6 +1,6 @@
 """What makes the library deterministic in a run, patched from the test side for the run's duration only:
 ids (uuid7), nonces (new_nonce where jobs and submissions make them, the manifest's os.urandom), the clock (time.time and time.monotonic,
-per actor), the agent's shuffle of the queue head, and the agent's process calls (and its reading of the
+per actor), the agent's back-off after a lost claim race, and the agent's process calls (and its reading of the
 environment for secrets to redact: output is not simulated). No product code changes.
 """
 import os
@@ -55,7 +55,7 @@ class _SimOs:
 
 class _SimRandom:
     def __init__(self, sim):
-        self.shuffle = sim.ch.shuffle
+        self.random = lambda: sim.ch.below(1000) / 1000
 
 
 def _no_secrets(env) -> list[str]:

@@ -117,13 +117,13 @@ def stale_claim(store: ObjectStore, queued: dict) -> str | None:
 
 
 def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
-              restore: bool = False) -> None:
+              restore: bool = False, handed_back: bool = False) -> None:
     """Undo a claim (or cancel tombstone) whose process never started: delete running/ at our version.
     With `restore`, a queue entry that is gone meanwhile (a competitor that saw our claim removed it as a
     leftover) is written back first, while we still hold running/, so the job stays queued. If a cancel
     moved running/ first, settle that cancel: nothing ran, so nothing needs stopping."""
     if restore:
-        _return_to_queue(store, doc, writer=writer, now=_now(now))
+        _return_to_queue(store, doc, writer=writer, now=_now(now), handed_back=handed_back)
     if remove(store, keys.running(doc["id"]), version):
         return
     found = read(store, keys.running(doc["id"]), doc["id"])
@@ -131,11 +131,11 @@ def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, n
         settle(store, found[0], found[1], writer=writer, now=now)
 
 
-def _return_to_queue(store: ObjectStore, doc: dict, *, writer: str, now: float) -> None:
+def _return_to_queue(store: ObjectStore, doc: dict, *, writer: str, now: float, handed_back: bool = False) -> None:
     """Before an unstarted claim lets go of running/: make sure the job stands in the queue under an entry
     that is not the one it was claimed from. A competitor that saw the claim may be about to delete that
     entry as a leftover (on its version): it must find it replaced, not gone, nor still there."""
-    back = d.returned_doc(doc, now=now, nonce=new_nonce(), writer=writer)
+    back = d.returned_doc(doc, now=now, nonce=new_nonce(), writer=writer, handed_back=handed_back)
     key = keys.queued(doc["id"])
     for _ in range(CONFLICT_RETRIES):
         found = read(store, key, doc["id"])

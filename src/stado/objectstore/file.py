@@ -21,7 +21,6 @@ therefore never share a version, even with identical bytes or after a delete and
 unless both the lock directory is wiped and the clock steps back. A filesystem that does not
 keep nanosecond mtimes fails every write loudly rather than risking a repeated version.
 """
-import fcntl
 import os
 import stat as stat_mod
 import time
@@ -29,6 +28,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from runkit import proc
 from runkit.durable import fsync_dir, unlink_quietly, write_temp
 
 from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
@@ -260,7 +260,7 @@ class FileStore(ObjectStore):
         bucket = zlib.crc32(key.encode()) % LOCK_BUCKETS
         fd = os.open(os.path.join(self._locks, f"{bucket:03x}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            proc.lock_file(fd)
         except BaseException:
             os.close(fd)
             raise
