@@ -23,6 +23,7 @@ FLAGS = {
     "reconcile": "--json",
     "prune": "--older-than --succeeded --json",
     "completion": "",
+    "ui": "--host --port",
 }
 TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release")
 JOBS_SHOWN = 200  # handles and names offered for a JOB argument

@@ -138,3 +138,22 @@ def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | 
                 out.flush()
             return exit_status(state.outcome, state.exit_code, state.exit_signal)
         time.sleep(FOLLOW_POLL)
+
+
+def since(conn, job_id: str, after: tuple[int, int], *, stderr: bool = False) -> tuple[list, tuple[int, int], bool]:
+    """Output written after `after` ((attempt, logical offset in it); (0, 0): from the start), as (attempt, bytes)
+    pieces in order; the position reached; and whether nothing more will come (the job has finished and all its
+    output was read). The state is read before the output, so output written before the job finished is never
+    missed. What `jobman ui` tails a running job's log with."""
+    state = JobState.from_row(queries.load_state(conn, job_id))
+    attempt, logical = after
+    pieces = []
+    for a in _attempts(conn, job_id):
+        if a.number < attempt:
+            continue
+        if a.number > attempt:
+            attempt, logical = a.number, 0
+        data, logical = _read_from(_stream_path(a, stderr), logical)
+        if data:
+            pieces.append((a.number, data))
+    return pieces, (attempt, logical), state.finished

@@ -1,0 +1,134 @@
+"""The dashboard's routes. Reading: one page of jobs (jobman.board.page), groups, a job as `jobman show` gives
+it, its output as `jobman logs` reads it and then tailed live. Changing: cancel, restart, hold and release, each
+the library call of its command (api.cancel, restart.restart, control.set_held), so each keeps its guarantees
+and its errors (a job that cannot be held is refused, nothing changed, the same one line)."""
+import asyncio
+import os
+import threading
+from codecs import getincrementaldecoder
+from pathlib import Path
+
+from runkit.web.app import body_of, build, event, stream_response
+from runkit.web.server import Launch
+
+from .. import board
+from ..errors import BadInput, JobmanError, NotFound
+
+STATIC = Path(__file__).parent / "static"
+REFRESH = 0.5  # seconds between looks for a change (three indexed queries and the reconcile pass)
+TAIL_EVERY = 0.25  # seconds between looks at a running job's log
+ACTIONS = ("cancel", "restart", "hold", "release")
+
+
+class Homes:
+    """A reading state of the home per worker thread (a SQLite connection stays in the thread that opened it)."""
+
+    def __init__(self, environ):
+        self.environ, self.local = environ, threading.local()
+
+    def __call__(self):
+        st = getattr(self.local, "st", None)
+        if st is None or st.conn is None:
+            st = self.local.st = board.open_home(self.environ)
+        return st
+
+
+def _whole(text: str | None, default: int, what: str) -> int:
+    if text in (None, ""):
+        return default
+    if not text.isdigit():
+        raise BadInput(f"{what} must be a whole number, not {text!r}")
+    return int(text)
+
+
+def create(launch: Launch, environ=os.environ):
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    home = Homes(environ)
+
+    def jobs(request):
+        q = request.query_params
+        states = [w for text in q.getlist("state") for w in text.split(",") if w]
+        return JSONResponse(board.page(home(), states=states, group=q.get("group") or None,
+                                       name=q.get("name") or None, search=q.get("q", ""),
+                                       offset=_whole(q.get("offset"), 0, "offset"),
+                                       limit=_whole(q.get("limit"), 100, "limit")))
+
+    def groups(request):
+        return JSONResponse(board.groups(home()))
+
+    def job(request):
+        from ..showing import show
+
+        return JSONResponse(show(request.path_params["job"], environ))
+
+    async def log(request):
+        """The job's output from its start, then as it is written, until the job has finished (server-sent
+        events: `output` {attempt, text}, then `end`)."""
+        selector, stderr = request.path_params["job"], request.query_params.get("stderr") == "1"
+        stop = request.app.state.stopping.event
+
+        def since(job, after):  # in a worker thread, with that thread's connection
+            return board.output_since(home(), job, after, stderr=stderr)
+
+        first = await run_in_threadpool(since, selector, (0, 0))
+
+        async def stream():
+            got, decoders = first, {}
+            while True:
+                for attempt, data in got["pieces"]:
+                    decoder = decoders.setdefault(attempt, getincrementaldecoder("utf-8")("replace"))
+                    yield event("output", {"attempt": attempt, "text": decoder.decode(data)})
+                if got["done"]:
+                    yield event("end", {"id": got["id"]})
+                    return
+                try:
+                    await asyncio.wait_for(stop.wait(), TAIL_EVERY)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+                got = await run_in_threadpool(since, got["id"], got["after"])
+
+        return stream_response(stream())
+
+    async def act(request):
+        body = await body_of(request)
+        action, selected = body.get("action"), body.get("jobs")
+        if action not in ACTIONS:
+            raise BadInput(f"unknown action {action!r}: use one of {', '.join(ACTIONS)}")
+        if not isinstance(selected, list) or not selected or not all(isinstance(j, str) and j for j in selected):
+            raise BadInput("select at least one job")
+        return JSONResponse(await run_in_threadpool(_act, action, selected, bool(body.get("with_dependents")),
+                                                    environ))
+
+    routes = [Route("/api/jobs", jobs), Route("/api/groups", groups), Route("/api/job/{job}", job),
+              Route("/api/job/{job}/log", log), Route("/api/actions", act, methods=["POST"])]
+    return build(launch, tool_routes=routes, app_static=STATIC, fingerprint=lambda: board.fingerprint(home()),
+                 interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
+
+
+def _act(action: str, selected: list[str], with_dependents: bool, environ) -> dict:
+    """The command's own library call. cancel, hold and release take the whole selection at once (every job is
+    resolved and checked first: one that cannot be changed refuses them all, nothing changed); restart takes one
+    finished job at a time, as `jobman restart` does, and says for each what happened."""
+    if action == "cancel":
+        from .. import api
+
+        return {"results": [{"id": r["id"], "message": r["message"]} for r in api.cancel(selected, environ)]}
+    if action in ("hold", "release"):
+        from .. import control
+
+        return {"results": [{"id": r["id"], "message": r["message"]}
+                            for r in control.set_held(selected, action == "hold", environ)]}
+    from ..restart import restart
+
+    results = []
+    for selector in selected:
+        try:
+            for r in restart(selector, with_dependents=with_dependents, environ=environ):
+                results.append({"id": r["restarts"], "message": f"restarted as job {r['handle']} ({r['id']})"})
+        except JobmanError as e:
+            results.append({"id": selector, "error": str(e)})
+    return {"results": results}

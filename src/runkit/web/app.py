@@ -1,0 +1,130 @@
+"""A dashboard's Starlette application: the page, its static files, the change stream and the tool's own routes.
+
+Live updates: one watcher per server takes a fingerprint of the state (the tool's cheap query: an events counter,
+a listing's versions) every `interval` seconds in a worker thread; when it changes, every open page is told
+through server-sent events (`/api/events`) and fetches again what it shows (one page of a list, never the whole
+list), so the cost of an update does not grow with the number of pages open or jobs stored.
+"""
+import asyncio
+import json
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+from .server import STATIC, Launch, _Stopping
+
+KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies and browsers drop silent ones)
+
+
+class Changes:
+    """The version of what the page shows: it moves on each time the fingerprint differs from the last one."""
+
+    def __init__(self, fingerprint, interval: float):
+        self.fingerprint, self.interval = fingerprint, interval
+        self.version, self.error = 0, None
+        self._last = object()
+        self._moved: asyncio.Event | None = None
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        from starlette.concurrency import run_in_threadpool
+
+        self._moved = asyncio.Event()
+        while not stopping.is_set():
+            try:
+                print_ = await run_in_threadpool(self.fingerprint)
+                self.error = None
+            except Exception as e:  # the page says so and keeps what it had; the next look may work
+                print_, self.error = ("error", str(e)), str(e)
+            if print_ != self._last:
+                self._last = print_
+                self.version += 1
+                moved, self._moved = self._moved, asyncio.Event()
+                moved.set()
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.interval)
+
+    async def wait(self, seen: int, stopping: asyncio.Event, timeout: float) -> None:
+        """Until the version is no longer `seen`, the server stops, or `timeout` passes."""
+        if self.version != seen or self._moved is None:
+            return
+        waits = [asyncio.ensure_future(self._moved.wait()), asyncio.ensure_future(stopping.wait())]
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+
+def event(name: str, data) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def build(launch: Launch, *, tool_routes: list, app_static: Path, fingerprint, interval: float, errors: dict):
+    """The application. errors: exception class -> HTTP status, for the tool's own errors (and bad requests),
+    whose message is shown to the user as it is (one line that names what to do)."""
+    from starlette.applications import Starlette
+    from starlette.responses import FileResponse, JSONResponse, StreamingResponse
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    from .server import Guard
+
+    changes = Changes(fingerprint, interval)
+    stopping = _Stopping()
+
+    @asynccontextmanager
+    async def lifespan(app):
+        stop = stopping.bind_loop()
+        watcher = asyncio.create_task(changes.run(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            watcher.cancel()
+            with suppress(asyncio.CancelledError):
+                await watcher
+
+    async def page(request):
+        return FileResponse(app_static / "index.html", media_type="text/html; charset=utf-8")
+
+    async def events(request):
+        stop = stopping.event
+
+        async def stream():
+            seen = -1
+            while not stop.is_set():
+                if changes.version != seen:
+                    seen = changes.version
+                    yield event("change", {"version": seen, "error": changes.error})
+                else:
+                    yield ": keepalive\n\n"
+                await changes.wait(seen, stop, KEEPALIVE)
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"})
+
+    async def tool_error(request, exc):
+        status = next(errors[cls] for cls in type(exc).__mro__ if cls in errors)
+        return JSONResponse({"error": str(exc)}, status_code=status)
+
+    routes = [Route("/", page), Route("/job/{rest:path}", page), Route("/api/events", events), *tool_routes,
+              Mount("/static", StaticFiles(directory=STATIC)), Mount("/app", StaticFiles(directory=app_static))]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={cls: tool_error for cls in errors})
+    app.state.stopping = stopping
+    app.state.changes = changes
+    return Guard(app, launch), stopping
+
+
+async def body_of(request) -> dict:
+    """The JSON object a POST carries ({} for none); a body that is not one is the caller's error (ValueError)."""
+    raw = await request.body()
+    if not raw:
+        return {}
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("the request body is not a JSON object")
+    return data
+
+
+def stream_response(generator):
+    from starlette.responses import StreamingResponse
+
+    return StreamingResponse(generator, media_type="text/event-stream", headers={"x-accel-buffering": "no"})
