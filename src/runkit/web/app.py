@@ -62,7 +62,7 @@ def build(launch: Launch, *, tool_routes: list, app_static: Path, fingerprint, i
     """The application. errors: exception class -> HTTP status, for the tool's own errors (and bad requests),
     whose message is shown to the user as it is (one line that names what to do)."""
     from starlette.applications import Starlette
-    from starlette.responses import FileResponse, JSONResponse, StreamingResponse
+    from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
@@ -105,7 +105,10 @@ def build(launch: Launch, *, tool_routes: list, app_static: Path, fingerprint, i
         status = next(errors[cls] for cls in type(exc).__mro__ if cls in errors)
         return JSONResponse({"error": str(exc)}, status_code=status)
 
-    routes = [Route("/", page), Route("/job/{rest:path}", page), Route("/api/events", events), *tool_routes,
+    async def no_icon(request):
+        return Response(status_code=204)
+
+    routes = [Route("/", page), Route("/favicon.ico", no_icon), Route("/job/{rest:path}", page), Route("/api/events", events), *tool_routes,
               Mount("/static", StaticFiles(directory=STATIC)), Mount("/app", StaticFiles(directory=app_static))]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={cls: tool_error for cls in errors})
     app.state.stopping = stopping
