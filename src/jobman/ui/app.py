@@ -2,13 +2,11 @@
 it, its output as `jobman logs` reads it and then tailed live. Changing: cancel, restart, hold and release, each
 the library call of its command (api.cancel, restart.restart, control.set_held), so each keeps its guarantees
 and its errors (a job that cannot be held is refused, nothing changed, the same one line)."""
-import asyncio
 import os
 import threading
-from codecs import getincrementaldecoder
 from pathlib import Path
 
-from runkit.web.app import body_of, build, event, stream_response
+from runkit.web.app import body_of, build, stream_response, tail
 from runkit.web.server import Launch
 
 from .. import board
@@ -68,30 +66,12 @@ def create(launch: Launch, environ=os.environ):
         """The job's output from its start, then as it is written, until the job has finished (server-sent
         events: `output` {attempt, text}, then `end`)."""
         selector, stderr = request.path_params["job"], request.query_params.get("stderr") == "1"
-        stop = request.app.state.stopping.event
+        job_id = await run_in_threadpool(lambda: home().resolve(selector))
 
-        def since(job, after):  # in a worker thread, with that thread's connection
-            return board.output_since(home(), job, after, stderr=stderr)
+        def since(after):  # in a worker thread, with that thread's connection
+            return board.output_since(home(), job_id, after, stderr=stderr)
 
-        first = await run_in_threadpool(since, selector, (0, 0))
-
-        async def stream():
-            got, decoders = first, {}
-            while True:
-                for attempt, data in got["pieces"]:
-                    decoder = decoders.setdefault(attempt, getincrementaldecoder("utf-8")("replace"))
-                    yield event("output", {"attempt": attempt, "text": decoder.decode(data)})
-                if got["done"]:
-                    yield event("end", {"id": got["id"]})
-                    return
-                try:
-                    await asyncio.wait_for(stop.wait(), TAIL_EVERY)
-                    return
-                except asyncio.TimeoutError:
-                    pass
-                got = await run_in_threadpool(since, got["id"], got["after"])
-
-        return stream_response(stream())
+        return stream_response(tail(since, (0, 0), request.app.state.stopping.event, TAIL_EVERY))
 
     async def act(request):
         body = await body_of(request)

@@ -131,3 +131,26 @@ def stream_response(generator):
     from starlette.responses import StreamingResponse
 
     return StreamingResponse(generator, media_type="text/event-stream", headers={"x-accel-buffering": "no"})
+
+
+async def tail(since, start, stop: asyncio.Event, every: float):
+    """Server-sent events of a job's output: `output` {attempt, text} for each piece, then `end` once nothing more
+    will come. since(position) -> {"pieces": [(attempt, bytes)], "after": position, "done": bool}, called in a
+    worker thread every `every` seconds from `start`; each attempt's bytes are decoded as UTF-8 across pieces (a
+    character cut between two reads is whole in the page)."""
+    from codecs import getincrementaldecoder
+
+    from starlette.concurrency import run_in_threadpool
+
+    got, decoders = await run_in_threadpool(since, start), {}
+    while True:
+        for attempt, data in got["pieces"]:
+            decoder = decoders.setdefault(attempt, getincrementaldecoder("utf-8")("replace"))
+            yield event("output", {"attempt": attempt, "text": decoder.decode(data)})
+        if got["done"]:
+            yield event("end", {})
+            return
+        with suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+            return
+        got = await run_in_threadpool(since, got["after"])
