@@ -154,3 +154,52 @@ def test_platform_calls_live_in_runkit_proc_alone():
     violations = [f"{path.relative_to(SRC)}:{where}" for path in sorted(SRC.rglob("*.py")) if path != PLATFORM_MODULE
                   for where in platform_calls(path)]
     assert violations == []
+
+
+# The dashboards (`jobman ui`, `stado ui`): their packages and the web framework are loaded by that command alone.
+UI_PACKAGES = ("jobman.ui", "stado.ui", "runkit.web")
+WEB_FRAMEWORK = {"starlette", "uvicorn", "anyio", "h11", "playwright"}
+UI_LAUNCHERS = {"jobman.cli_control", "stado.clifleet"}  # they import the dashboard inside `cmd_ui` only
+START_PATHS = ("jobman.cli", "jobman.supervisor", "stado.cli", "stado.agentcli", "stado.agent")
+
+
+def _is_ui(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in UI_PACKAGES)
+
+
+def test_only_the_ui_commands_import_the_dashboards_or_the_web_framework():
+    violations = []
+    for path in sorted(SRC.rglob("*.py")):
+        name = _module_name(path)
+        if _is_ui(name):
+            continue
+        found = {m for m in imported_modules(path) if _is_ui(m) or m.split(".")[0] in WEB_FRAMEWORK}
+        if name in UI_LAUNCHERS:
+            found &= _load_time_imports(name)  # a lazy import in the command is what launches it
+        if found:
+            violations.append(f"{path.relative_to(SRC)} imports {', '.join(sorted(found))}")
+    assert violations == []
+    assert any(_is_ui(m) for m in imported_modules(SRC / "jobman" / "cli_control.py"))  # the check sees the launch
+
+
+def test_start_up_paths_never_load_the_dashboards():
+    """What `jobman run`, the supervisor, `stado submit` and an agent load at start (followed through every module
+    of this tree they reach) holds no dashboard module and no web framework; and so it is at run time."""
+    import subprocess
+    import sys
+
+    for start in START_PATHS:
+        seen, pending = set(), [start]
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for imported in _load_time_imports(name):
+                assert not _is_ui(imported) and imported.split(".")[0] not in WEB_FRAMEWORK, (start, name, imported)
+                if imported.split(".")[0] in ("jobman", "runkit", "stado") and _module_path(imported):
+                    pending.append(imported)
+    code = ("import sys, jobman.cli, jobman.supervisor, stado.cli, stado.agent; print(sorted(m for m in sys.modules "
+            f"if m.split('.')[0] in {sorted(WEB_FRAMEWORK)!r} or m.startswith({UI_PACKAGES!r})))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"

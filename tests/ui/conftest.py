@@ -108,6 +108,8 @@ class Dashboard:
     def stop(self, sig=signal.SIGTERM) -> int:
         """Stops it as Ctrl-C (SIGINT) or a service manager (SIGTERM) would; it must exit 0 within a few seconds
         even while a page holds its event streams open."""
+        if self.proc.stdout.closed:  # stopped already
+            return self.proc.returncode
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
