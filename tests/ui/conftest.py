@@ -4,26 +4,17 @@ Python package (never a browser of its own: `playwright install` cannot work her
 /usr/bin/chromium is a failure, not a skip: `make test` installs it (mk/ui-browser.mk).
 
 Screenshots of the main views go to .cache/ui-screenshots/ (ignored by git): the test run's artifacts."""
-import json
 import os
-import select
-import signal
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import kill_all, pids_with_env
-from tests.jobman.conftest import JOBMAN, Jobman
+from tests.jobman.conftest import Jobman
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+from .dashboard import CHROMIUM, CHROMIUM_ARGS, JOBMAN, STADO, Dashboard
+
 SCREENSHOTS = Path(__file__).resolve().parents[2] / ".cache" / "ui-screenshots"
-STADO = str(Path(JOBMAN).with_name("stado"))
 WAIT_MS = 15_000  # a page's bound for what it must show (Playwright polls the condition until then)
 
 
@@ -58,69 +49,6 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
-
-
-class Dashboard:
-    """A `jobman ui` or `stado ui` subprocess: the URL it printed, requests to it, and a stop that must be clean."""
-
-    def __init__(self, argv: list[str], env: dict, timeout: float = 20.0):
-        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        self.url = self._printed_url(timeout)
-        self.base = self.url.split("/?", 1)[0]
-        self.token = self.url.split("token=", 1)[1]
-        self.port = int(self.base.rsplit(":", 1)[1])
-
-    def _printed_url(self, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if ready:
-                line = self.proc.stdout.readline()
-                if "http://" in line:
-                    return line.split()[-1]
-            if self.proc.poll() is not None:
-                break
-        self.proc.kill()
-        self.proc.wait()
-        error = self.proc.stderr.read()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        raise AssertionError(f"the dashboard printed no URL: {error}")
-
-    def request(self, method: str, path: str, body=None, headers=None, token: bool = True):
-        """(status, JSON answer) of a request made as a script would (urllib: no browser, no cookie)."""
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"content-type": "application/json", **(headers or {})})
-        if token:
-            request.add_header("cookie", f"{self.cookie_name}={self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, json.loads(response.read() or b"null"), response.headers
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null"), e.headers
-
-    @property
-    def cookie_name(self) -> str:
-        return f"{Path(self.proc.args[0]).name}_ui_{self.port}"
-
-    def stop(self, sig=signal.SIGTERM) -> int:
-        """Stops it as Ctrl-C (SIGINT) or a service manager (SIGTERM) would; it must exit 0 within a few seconds
-        even while a page holds its event streams open."""
-        if self.proc.stdout.closed:  # stopped already
-            return self.proc.returncode
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(15)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self.stderr = self.proc.stderr.read()
-            self.proc.stdout.close()
-            self.proc.stderr.close()
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import threading
 from playwright.sync_api import expect
 
 from tests.helpers import wait_for
-from tests.jobman.conftest import JOBMAN
 from tests.stado.e2e.support import Agent, machine_status, stado, submit
 
-from .conftest import STADO, WAIT_MS, screenshot
+from .conftest import WAIT_MS, screenshot
+from .dashboard import JOBMAN, STADO
 
 HOSTILE_NAME = "<script>alert(1)</script>"
 HOSTILE_OUTPUT = "<img src=x onerror=alert(2)> \x1b[31mred\x1b[0m <b>bold</b>"

@@ -13,7 +13,7 @@ from .. import board
 from ..errors import BadInput, JobmanError, NotFound
 
 STATIC = Path(__file__).parent / "static"
-REFRESH = 0.5  # seconds between looks for a change (three indexed queries and the reconcile pass)
+REFRESH = 0.5  # seconds between looks for a change while a page is open (three indexed queries, the reconcile pass)
 TAIL_EVERY = 0.25  # seconds between looks at a running job's log
 ACTIONS = ("cancel", "restart", "hold", "release")
 

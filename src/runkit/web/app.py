@@ -16,19 +16,25 @@ KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies and brow
 
 
 class Changes:
-    """The version of what the page shows: it moves on each time the fingerprint differs from the last one."""
+    """The version of what the page shows: it moves on each time the fingerprint differs from the last one. Looked
+    for only while a page is open (an event stream is connected): an idle server costs nothing."""
 
     def __init__(self, fingerprint, interval: float):
         self.fingerprint, self.interval = fingerprint, interval
-        self.version, self.error = 0, None
+        self.version, self.error, self.watchers = 0, None, 0
         self._last = object()
         self._moved: asyncio.Event | None = None
+        self._wanted: asyncio.Event | None = None
 
     async def run(self, stopping: asyncio.Event) -> None:
         from starlette.concurrency import run_in_threadpool
 
-        self._moved = asyncio.Event()
+        self._moved, self._wanted = asyncio.Event(), asyncio.Event()
         while not stopping.is_set():
+            if not self.watchers:
+                await _first(self._wanted.wait(), stopping.wait())
+                self._wanted.clear()
+                continue
             try:
                 print_ = await run_in_threadpool(self.fingerprint)
                 self.error = None
@@ -42,16 +48,29 @@ class Changes:
             with suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stopping.wait(), self.interval)
 
+    def watch(self) -> None:
+        """A page opened its stream: look from now on (at once, if nobody was looking)."""
+        self.watchers += 1
+        if self._wanted is not None:
+            self._wanted.set()
+
+    def unwatch(self) -> None:
+        self.watchers -= 1
+
     async def wait(self, seen: int, stopping: asyncio.Event, timeout: float) -> None:
         """Until the version is no longer `seen`, the server stops, or `timeout` passes."""
         if self.version != seen or self._moved is None:
             return
-        waits = [asyncio.ensure_future(self._moved.wait()), asyncio.ensure_future(stopping.wait())]
-        try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
+        await _first(self._moved.wait(), stopping.wait(), timeout=timeout)
+
+
+async def _first(*waits, timeout: float | None = None) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def event(name: str, data) -> str:
@@ -90,14 +109,19 @@ def build(launch: Launch, *, tool_routes: list, app_static: Path, fingerprint, i
         stop = stopping.event
 
         async def stream():
+            # The page fetches what it shows on the first event: a version taken while nobody watched may be old.
             seen = -1
-            while not stop.is_set():
-                if changes.version != seen:
-                    seen = changes.version
-                    yield event("change", {"version": seen, "error": changes.error})
-                else:
-                    yield ": keepalive\n\n"
-                await changes.wait(seen, stop, KEEPALIVE)
+            changes.watch()
+            try:
+                while not stop.is_set():
+                    if changes.version != seen:
+                        seen = changes.version
+                        yield event("change", {"version": seen, "error": changes.error})
+                    else:
+                        yield ": keepalive\n\n"
+                    await changes.wait(seen, stop, KEEPALIVE)
+            finally:
+                changes.unwatch()
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
