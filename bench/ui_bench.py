@@ -46,6 +46,28 @@ def _first_load(browser, url: str, rows: str, count: int) -> float:
     return took
 
 
+def _until(page, condition: str, arg) -> float:
+    """Seconds from now until the page's `condition` (a JS function of [arg]) holds, polled every 10 ms."""
+    start = time.perf_counter()
+    page.wait_for_function(condition, arg=[arg], timeout=TIMEOUT_MS, polling=10)
+    return time.perf_counter() - start
+
+
+def _open(browser, dash: Dashboard, rows: str):
+    """A page on the dashboard with its first 100 rows drawn, and its context (to close)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.goto(dash.url)
+    page.locator(rows).nth(99).wait_for(timeout=TIMEOUT_MS)
+    return context, page
+
+
+def _summary(jobs: int, filled: float, loads: list[float], updates: list[float], api_ms: float) -> dict:
+    return {"jobs": jobs, "fill_seconds": round(filled, 1), "first_load_ms": _median_ms(loads),
+            "first_load_max_ms": round(max(loads) * 1000, 1), "live_update_ms": _median_ms(updates),
+            "live_update_max_ms": round(max(updates) * 1000, 1), "api_page_ms": api_ms}
+
+
 def _api_ms(dash: Dashboard, path: str, rounds: int) -> float:
     samples = []
     for _ in range(rounds):
@@ -68,26 +90,17 @@ def bench_jobman(browser, root: Path, jobs: int, rounds: int) -> dict:
     dash = Dashboard([JOBMAN, "ui"], env)
     try:
         loads = [_first_load(browser, dash.url, "[data-testid=job-row]", 100) for _ in range(rounds)]
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        page = context.new_page()
-        page.goto(dash.url)
-        page.locator("[data-testid=job-row]").nth(99).wait_for(timeout=TIMEOUT_MS)
+        context, page = _open(browser, dash, "[data-testid=job-row]")
         updates = []
         for job in waiting:
-            state = page.locator(f"tr[data-job-id='{job}'] [data-testid=state]")
-            state.wait_for(timeout=TIMEOUT_MS)
             subprocess.run([JOBMAN, "cancel", job], env=env, capture_output=True, check=True)
-            start = time.perf_counter()
-            page.wait_for_function("([id]) => document.querySelector(`tr[data-job-id='${id}'] [data-testid=state]`)"
-                                   ".textContent === 'cancelled'", arg=[job], timeout=TIMEOUT_MS, polling=10)
-            updates.append(time.perf_counter() - start)
+            updates.append(_until(page, "([id]) => document.querySelector(`tr[data-job-id='${id}'] "
+                                        "[data-testid=state]`).textContent === 'cancelled'", job))
         context.close()
         api = _api_ms(dash, "/api/jobs", rounds)
     finally:
         assert dash.stop() == 0, dash.stderr
-    return {"jobs": jobs + rounds, "fill_seconds": round(filled, 1), "first_load_ms": _median_ms(loads),
-            "first_load_max_ms": round(max(loads) * 1000, 1), "live_update_ms": _median_ms(updates),
-            "live_update_max_ms": round(max(updates) * 1000, 1), "api_page_ms": api}
+    return _summary(jobs + rounds, filled, loads, updates, api)
 
 
 def bench_stado(browser, root: Path, jobs: int, rounds: int) -> dict:
@@ -108,27 +121,19 @@ def bench_stado(browser, root: Path, jobs: int, rounds: int) -> dict:
     dash = Dashboard([STADO, "ui"], env)
     try:
         loads = [_first_load(browser, dash.url, "[data-testid=queue-row]", 100) for _ in range(rounds)]
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        page = context.new_page()
-        page.goto(dash.url)
-        page.locator("[data-testid=queue-row]").nth(99).wait_for(timeout=TIMEOUT_MS)
+        context, page = _open(browser, dash, "[data-testid=queue-row]")
         updates = []
         for n in range(rounds):
             job = subprocess.run([STADO, "submit", "--priority", str(10 + n), "--name", f"urgent-{n}", "true"],
                                  env=env, capture_output=True, text=True, check=True).stdout.strip()
-            start = time.perf_counter()
-            page.wait_for_function("([id]) => { const row = document.querySelector('[data-testid=queue-row]');"
-                                   " return row && row.dataset.jobId === id; }", arg=[job], timeout=TIMEOUT_MS,
-                                   polling=10)
-            updates.append(time.perf_counter() - start)
+            updates.append(_until(page, "([id]) => document.querySelector('[data-testid=queue-row]')?.dataset.jobId"
+                                        " === id", job))
         context.close()
         api = _api_ms(dash, "/api/board", rounds)
     finally:
         assert dash.stop() == 0, dash.stderr
         store.close()
-    return {"jobs": jobs + rounds, "fill_seconds": round(filled, 1), "first_load_ms": _median_ms(loads),
-            "first_load_max_ms": round(max(loads) * 1000, 1), "live_update_ms": _median_ms(updates),
-            "live_update_max_ms": round(max(updates) * 1000, 1), "api_page_ms": api}
+    return _summary(jobs + rounds, filled, loads, updates, api)
 
 
 def render(report: dict) -> str:

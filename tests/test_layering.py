@@ -75,6 +75,24 @@ def _module_path(name: str) -> Path | None:
     return None
 
 
+def _load_closure(start: str, packages: tuple) -> tuple[set[str], set[tuple[str, str]]]:
+    """(the modules of `packages` that loading `start` loads, following load-time imports; (module, import) of
+    every load-time import of those modules that lies outside `packages`)."""
+    seen, pending, outside = set(), [start], set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for imported in _load_time_imports(name):
+            if imported.split(".")[0] in packages:
+                if _module_path(imported):
+                    pending.append(imported)
+            else:
+                outside.add((name, imported))
+    return seen, outside
+
+
 def _load_time_imports(name: str) -> set[str]:
     """What importing module `name` imports at once: its module-level imports, those inside a
     module-level try or if included (a lazy import inside a function is not taken at load time)."""
@@ -103,18 +121,8 @@ SUPERVISOR_STDLIB = {"errno", "os", "select", "sqlite3", "sys", "time", "_json"}
 def test_supervisor_start_path_imports_only_what_it_uses():
     """Follows the load-time imports from jobman.supervisor through every jobman and runkit module it
     reaches; what lies outside them must be exactly SUPERVISOR_STDLIB."""
-    seen, pending, outside = set(), ["jobman.supervisor"], set()
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for imported in _load_time_imports(name):
-            if imported.split(".")[0] in ("jobman", "runkit"):
-                if _module_path(imported):
-                    pending.append(imported)
-            else:
-                outside.add(imported.split(".")[0])
+    seen, outside = _load_closure("jobman.supervisor", ("jobman", "runkit"))
+    outside = {imported.split(".")[0] for _, imported in outside}
     assert {"jobman.eligibility", "jobman.attempt", "jobman.store.transitions"} <= seen  # the walk follows
     assert outside == SUPERVISOR_STDLIB, (sorted(outside - SUPERVISOR_STDLIB), sorted(SUPERVISOR_STDLIB - outside))
 
@@ -189,16 +197,9 @@ def test_start_up_paths_never_load_the_dashboards():
     import sys
 
     for start in START_PATHS:
-        seen, pending = set(), [start]
-        while pending:
-            name = pending.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            for imported in _load_time_imports(name):
-                assert not _is_ui(imported) and imported.split(".")[0] not in WEB_FRAMEWORK, (start, name, imported)
-                if imported.split(".")[0] in ("jobman", "runkit", "stado") and _module_path(imported):
-                    pending.append(imported)
+        seen, outside = _load_closure(start, ("jobman", "runkit", "stado"))
+        assert not [m for m in seen if _is_ui(m)], start
+        assert not [i for _, i in outside if i.split(".")[0] in WEB_FRAMEWORK], start
     code = ("import sys, jobman.cli, jobman.supervisor, stado.cli, stado.agent; print(sorted(m for m in sys.modules "
             f"if m.split('.')[0] in {sorted(WEB_FRAMEWORK)!r} or m.startswith({UI_PACKAGES!r})))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

@@ -14,7 +14,7 @@ from .admission import cost_of, offer_of, unschedulable
 from .errors import ArtifactError, BadInput
 from .lookup import find, view
 from .objectstore.base import NotFound, ObjectStore, StoreError
-from .overview import Overview, _agents, _listed, _records, output_since
+from .overview import Overview, _agents, _records, listed, output_since
 from .pause import pause_record
 
 PAGE_MAX = 500
@@ -83,10 +83,7 @@ def board(store: ObjectStore, *, offset: int = 0, limit: int = 100, search: str 
         raise BadInput(f"a page starts at 0 or later and holds 1 to {PAGE_MAX} jobs")
     now = time.time() if now is None else now
     out = Overview()
-    present = _listed(store, out)
-    by_state: dict[str, list[str]] = {}
-    for job_id, states in present.items():
-        by_state.setdefault(states[0], []).append(job_id)
+    present, by_state = listed(store, out)
     _agents(store, out, now)
     agents = {a.get("agent"): a for a in out.agents}
     wanted = _matching(store, search)

@@ -6,7 +6,7 @@ import os
 import threading
 from pathlib import Path
 
-from runkit.web.app import body_of, build, stream_response, tail
+from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
 from runkit.web.server import Launch
 
 from .. import board
@@ -31,14 +31,6 @@ class Homes:
         return st
 
 
-def _whole(text: str | None, default: int, what: str) -> int:
-    if text in (None, ""):
-        return default
-    if not text.isdigit():
-        raise BadInput(f"{what} must be a whole number, not {text!r}")
-    return int(text)
-
-
 def create(launch: Launch, environ=os.environ):
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
@@ -51,8 +43,8 @@ def create(launch: Launch, environ=os.environ):
         states = [w for text in q.getlist("state") for w in text.split(",") if w]
         return JSONResponse(board.page(home(), states=states, group=q.get("group") or None,
                                        name=q.get("name") or None, search=q.get("q", ""),
-                                       offset=_whole(q.get("offset"), 0, "offset"),
-                                       limit=_whole(q.get("limit"), 100, "limit")))
+                                       offset=whole(q.get("offset"), 0, "offset"),
+                                       limit=whole(q.get("limit"), 100, "limit")))
 
     def groups(request):
         return JSONResponse(board.groups(home()))
@@ -75,17 +67,17 @@ def create(launch: Launch, environ=os.environ):
 
     async def act(request):
         body = await body_of(request)
-        action, selected = body.get("action"), body.get("jobs")
-        if action not in ACTIONS:
-            raise BadInput(f"unknown action {action!r}: use one of {', '.join(ACTIONS)}")
-        if not isinstance(selected, list) or not selected or not all(isinstance(j, str) and j for j in selected):
-            raise BadInput("select at least one job")
+        action, selected = selection(body, ACTIONS)
         return JSONResponse(await run_in_threadpool(_act, action, selected, bool(body.get("with_dependents")),
                                                     environ))
 
     routes = [Route("/api/jobs", jobs), Route("/api/groups", groups), Route("/api/job/{job}", job),
               Route("/api/job/{job}/log", log), Route("/api/actions", act, methods=["POST"])]
-    return build(launch, tool_routes=routes, app_static=STATIC, fingerprint=lambda: board.fingerprint(home()),
+    page = shell("jobman", ["/static/vendor/dagre/dagre.min.js", "/app/jobman.js"], ["/app/jobman.css"],
+                 [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),
+                  ("#/groups", "groups", "Groups")])
+    return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
+                 fingerprint=lambda: board.fingerprint(home()),
                  interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
 
 

@@ -77,11 +77,46 @@ def event(name: str, data) -> str:
     return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def build(launch: Launch, *, tool_routes: list, app_static: Path, fingerprint, interval: float, errors: dict):
-    """The application. errors: exception class -> HTTP status, for the tool's own errors (and bad requests),
-    whose message is shown to the user as it is (one line that names what to do)."""
+SHELL = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<link rel="stylesheet" href="/static/common.css">
+{head}
+</head>
+<body>
+<header class="top">
+  <h1><a href="#/">{title}</a></h1>
+  <nav id="tabs">{tabs}</nav>
+  <span id="live" class="live bad">connecting…</span>
+</header>
+<main id="main"></main>
+<div id="notices"></div>
+</body>
+</html>
+"""
+
+
+def shell(title: str, scripts: list[str], styles: list[str], tabs: list[tuple[str, str, str]]) -> str:
+    """The page every route of the tool serves (its code draws the rest): the tool's scripts (after common.js)
+    and styles, and its tabs as (hash, name, label)."""
+    from html import escape
+
+    head = [f'<link rel="stylesheet" href="{escape(href)}">' for href in styles]
+    head += [f'<script src="{escape(src)}" defer></script>' for src in ["/static/common.js", *scripts]]
+    links = "".join(f'<a href="{escape(href)}" data-tab="{escape(name)}">{escape(label)}</a>'
+                    for href, name, label in tabs)
+    return SHELL.format(title=escape(title), head="\n".join(head), tabs=links)
+
+
+def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path, fingerprint, interval: float,
+          errors: dict):
+    """The application. page_html: shell()'s page. errors: exception class -> HTTP status, for the tool's own errors
+    (and bad requests), whose message is shown to the user as it is (one line that names what to do)."""
     from starlette.applications import Starlette
-    from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+    from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
@@ -103,7 +138,7 @@ def build(launch: Launch, *, tool_routes: list, app_static: Path, fingerprint, i
                 await watcher
 
     async def page(request):
-        return FileResponse(app_static / "index.html", media_type="text/html; charset=utf-8")
+        return HTMLResponse(page_html)
 
     async def events(request):
         stop = stopping.event
@@ -149,6 +184,25 @@ async def body_of(request) -> dict:
     if not isinstance(data, dict):
         raise ValueError("the request body is not a JSON object")
     return data
+
+
+def whole(text: str | None, default: int, what: str) -> int:
+    """A whole number from a query parameter (absent: `default`); ValueError (a 400) otherwise."""
+    if text in (None, ""):
+        return default
+    if not text.isdigit():
+        raise ValueError(f"{what} must be a whole number, not {text!r}")
+    return int(text)
+
+
+def selection(body: dict, actions: tuple) -> tuple[str, list[str]]:
+    """(action, the jobs selected) of an action request; ValueError (the user's one line, a 400) otherwise."""
+    action, selected = body.get("action"), body.get("jobs")
+    if action not in actions:
+        raise ValueError(f"unknown action {action!r}: use one of {', '.join(actions)}")
+    if not isinstance(selected, list) or not selected or not all(isinstance(j, str) and j for j in selected):
+        raise ValueError("select at least one job")
+    return action, selected
 
 
 def stream_response(generator):

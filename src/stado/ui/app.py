@@ -4,7 +4,7 @@ stored output, tailed while it runs. Changing: cancel, rerun, pause and resume, 
 command, so each keeps its guarantees and its one-line errors."""
 from pathlib import Path
 
-from runkit.web.app import body_of, build, stream_response, tail
+from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
 from runkit.web.server import Launch
 
 from .. import board
@@ -16,14 +16,6 @@ TAIL_EVERY = 0.5  # seconds between looks at a running job's output (agents uplo
 ACTIONS = ("cancel", "rerun")
 
 
-def _whole(text: str | None, default: int, what: str) -> int:
-    if text in (None, ""):
-        return default
-    if not text.isdigit():
-        raise BadInput(f"{what} must be a whole number, not {text!r}")
-    return int(text)
-
-
 def create(launch: Launch, store):
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
@@ -33,8 +25,8 @@ def create(launch: Launch, store):
 
     def main(request):
         q = request.query_params
-        return JSONResponse(board.board(store, offset=_whole(q.get("offset"), 0, "offset"),
-                                        limit=_whole(q.get("limit"), 100, "limit"), search=q.get("q", "")))
+        return JSONResponse(board.board(store, offset=whole(q.get("offset"), 0, "offset"),
+                                        limit=whole(q.get("limit"), 100, "limit"), search=q.get("q", "")))
 
     def job(request):
         return JSONResponse(board.job(store, request.path_params["job"]))
@@ -48,11 +40,7 @@ def create(launch: Launch, store):
 
     async def act(request):
         body = await body_of(request)
-        action, selected = body.get("action"), body.get("jobs")
-        if action not in ACTIONS:
-            raise BadInput(f"unknown action {action!r}: use one of {', '.join(ACTIONS)}")
-        if not isinstance(selected, list) or not selected or not all(isinstance(j, str) and j for j in selected):
-            raise BadInput("select at least one job")
+        action, selected = selection(body, ACTIONS)
         return JSONResponse(await run_in_threadpool(_act, store, action, selected))
 
     async def queue(request):
@@ -66,7 +54,9 @@ def create(launch: Launch, store):
 
     routes = [Route("/api/board", main), Route("/api/job/{job}", job), Route("/api/job/{job}/output", output),
               Route("/api/actions", act, methods=["POST"]), Route("/api/queue", queue, methods=["POST"])]
-    return build(launch, tool_routes=routes, app_static=STATIC, fingerprint=lambda: board.fingerprint(store),
+    page = shell("stado", ["/app/stado.js"], [], [("#/", "main", "Fleet")])
+    return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
+                 fingerprint=lambda: board.fingerprint(store),
                  interval=REFRESH, errors={BadInput: 400, JobNotFound: 404, StadoError: 409, ValueError: 400,
                                            StoreUnavailable: 503, AccessDenied: 503, StoreError: 502})
 

@@ -28,7 +28,9 @@
     if (hash.startsWith("job/")) return { tab: "job", job: decodeURIComponent(hash.slice(4)) };
     return { tab: ["graph", "timeline", "groups"].includes(hash) ? hash : "jobs" };
   }
+  let nav = 0;  // moves on each navigation: an answer to a request made before it is dropped, not drawn
   async function go() {
+    nav += 1;
     route = parseRoute();
     for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.tab === route.tab);
     if (logSource) { logSource.close(); logSource = null; }
@@ -37,11 +39,18 @@
     await refresh(true);
   }
   async function refresh(first) {
+    const mine = nav;
     try {
-      if (route.tab === "job") await showJob(first);
-      else if (route.tab === "groups") { groups = await get("/api/groups"); renderGroups(); }
-      else { data = await get("/api/jobs", params()); renderJobs(); }
+      if (route.tab === "job") await showJob(first, mine);
+      else if (route.tab === "groups") {
+        const got = await get("/api/groups");
+        if (mine === nav) { groups = got; renderGroups(); }
+      } else {
+        const got = await get("/api/jobs", params());
+        if (mine === nav) { data = got; renderJobs(); }
+      }
     } catch (e) {
+      if (mine !== nav) return;
       if (first) clear(main(), el("div", { class: "banner", "data-testid": "error", text: e.message }));
       else UI.notice(e.message, "error");
     }
@@ -79,11 +88,11 @@
       size);
   }
 
-  function actionBar(ids, describe) {
+  function actionBar(ids, describe, counted = true) {
     const deps = el("input", { type: "checkbox", id: "with-deps" });
     const button = (action, verb) => el("button", { disabled: ids.length === 0, "data-action": action,
       onclick: () => act(action, verb, ids, describe, deps.checked) }, verb);
-    return el("div", { class: "actions" }, el("span", { class: "muted", text: `${ids.length} selected` }),
+    return el("div", { class: "actions" }, counted ? el("span", { class: "muted", text: `${ids.length} selected` }) : null,
       button("cancel", "Cancel"), button("restart", "Restart"), el("label", { class: "muted" }, deps, " with dependents"),
       button("hold", "Hold"), button("release", "Release"));
   }
@@ -233,8 +242,9 @@
   }
 
   // --- one job ------------------------------------------------------------------------------------------------------
-  async function showJob(first) {
+  async function showJob(first, mine) {
     const job = await get(`/api/job/${encodeURIComponent(route.job)}`);
+    if (mine !== nav) return;
     jobView = job;
     const describe = () => `job ${label(job)} (${stateWord(job)})`;
     let log = document.getElementById("log");
@@ -268,12 +278,12 @@
     })));
     clear(main(),
       el("section", { class: "panel" }, el("h2", { "data-testid": "job-title", text: `job ${label(job)}` }),
-        actionBar([job.id], describe), facts),
+        actionBar([job.id], describe, false), facts),
       processes,
       el("div", { class: "grid2" },
         el("section", { class: "panel" }, el("h2", { text: "Attempts" }), attempts, el("h2", { text: "Dependencies" }), deps),
         el("section", { class: "panel" }, el("h2", { text: "Spec" }), specView(job))),
-      el("section", { class: "panel" }, el("h2", {}, "Log ", el("span", { class: "muted", id: "log-state", text: logSource || !first ? "" : "" })), log),
+      el("section", { class: "panel" }, el("h2", { text: "Log" }), log),
       el("section", { class: "panel" }, el("h2", { text: "Events" }), events));
     if (first) tail(job.id, log);
   }
@@ -289,26 +299,9 @@
   }
 
   function tail(id, log) {
-    log.textContent = "";
-    let attempt = null;
+    // A header before each attempt once the job has, or may have, more than one.
     const several = () => jobView && (jobView.attempts > 1 || (jobView.spec.retry && jobView.spec.retry.retries));
-    logSource = new EventSource(`/api/job/${encodeURIComponent(id)}/log`);
-    logSource.addEventListener("output", (e) => {
-      const piece = JSON.parse(e.data);
-      if (piece.attempt !== attempt) {
-        attempt = piece.attempt;
-        if (several() || attempt > 1) log.append(el("span", { class: "attempt", text: `==> attempt ${attempt} <==\n` }));
-      }
-      const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-      log.append(document.createTextNode(UI.visible(piece.text)));
-      if (atEnd) log.scrollTop = log.scrollHeight;
-    });
-    logSource.addEventListener("end", () => {
-      logSource.close();
-      logSource = null;
-      log.dataset.ended = "1";
-      if (!log.textContent) log.append(el("span", { class: "muted", text: "(no output)" }));
-    });
+    logSource = UI.tail(`/api/job/${encodeURIComponent(id)}/log`, log, (attempt) => several() || attempt > 1);
   }
 
   window.addEventListener("hashchange", go);

@@ -97,6 +97,30 @@ const UI = (() => {
     });
   }
 
+  // A job's output as the server streams it (`output` {attempt, text} events, then `end`), appended to `out` as
+  // text; a header before each attempt when header(attempt, first) says so. Returns the EventSource.
+  function tail(url, out, header) {
+    out.textContent = "";
+    let attempt = null;
+    const source = new EventSource(url);
+    source.addEventListener("output", (e) => {
+      const piece = JSON.parse(e.data);
+      if (piece.attempt !== attempt) {
+        if (header(piece.attempt, attempt === null)) out.append(el("span", { class: "attempt", text: `==> attempt ${piece.attempt} <==\n` }));
+        attempt = piece.attempt;
+      }
+      const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+      out.append(document.createTextNode(visible(piece.text)));
+      if (atEnd) out.scrollTop = out.scrollHeight;
+    });
+    source.addEventListener("end", () => {
+      source.close();
+      out.dataset.ended = "1";
+      if (!out.textContent) out.append(el("span", { class: "muted", text: "(no output)" }));
+    });
+    return source;
+  }
+
   function notice(text, kind) {
     const area = document.getElementById("notices");
     const item = el("div", { class: `notice ${kind || ""}`, "data-testid": "notice" }, el("span", { text }),
@@ -129,5 +153,5 @@ const UI = (() => {
     node.className = ok ? "live ok" : "live bad";
   }
 
-  return { el, clear, get, post, live, confirm, notice, when, duration, iso, visible, setStatus };
+  return { el, clear, get, post, live, confirm, tail, notice, when, duration, iso, visible, setStatus };
 })();

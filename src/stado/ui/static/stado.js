@@ -19,17 +19,24 @@
     const hash = location.hash.replace(/^#\/?/, "");
     return hash.startsWith("job/") ? { tab: "job", job: decodeURIComponent(hash.slice(4)) } : { tab: "main" };
   }
+  let nav = 0;  // moves on each navigation: an answer to a request made before it is dropped, not drawn
   async function go() {
+    nav += 1;
     route = parseRoute();
     if (outputSource) { outputSource.close(); outputSource = null; }
     clear(main());
     await refresh(true);
   }
   async function refresh(first) {
+    const mine = nav;
     try {
-      if (route.tab === "job") await showJob(first);
-      else renderMain(await get("/api/board", { offset: view.offset, limit: view.limit, q: view.q }));
+      if (route.tab === "job") await showJob(first, mine);
+      else {
+        const got = await get("/api/board", { offset: view.offset, limit: view.limit, q: view.q });
+        if (mine === nav) renderMain(got);
+      }
     } catch (e) {
+      if (mine !== nav) return;
       if (first) clear(main(), el("div", { class: "banner", "data-testid": "error", text: e.message }));
       else UI.notice(e.message, "error");
     }
@@ -171,8 +178,9 @@
   }
 
   // --- one job -------------------------------------------------------------------------------------------------------
-  async function showJob(first) {
+  async function showJob(first, mine) {
     const job = await get(`/api/job/${encodeURIComponent(route.job)}`);
+    if (mine !== nav) return;
     const describe = () => `${short(job.id)} ${job.name || ""} (${job.state})`;
     let out = document.getElementById("output");
     if (!out) out = el("pre", { class: "log", id: "output", "data-testid": "output" });
@@ -208,23 +216,7 @@
   }
 
   function tail(id, out) {
-    out.textContent = "";
-    let attempt = null;
-    outputSource = new EventSource(`/api/job/${encodeURIComponent(id)}/output`);
-    outputSource.addEventListener("output", (e) => {
-      const piece = JSON.parse(e.data);
-      if (piece.attempt !== attempt) {
-        if (attempt !== null || piece.attempt > 1) out.append(el("span", { class: "attempt", text: `==> attempt ${piece.attempt} <==\n` }));
-        attempt = piece.attempt;
-      }
-      out.append(document.createTextNode(UI.visible(piece.text)));
-    });
-    outputSource.addEventListener("end", () => {
-      outputSource.close();
-      outputSource = null;
-      out.dataset.ended = "1";
-      if (!out.textContent) out.append(el("span", { class: "muted", text: "(no output)" }));
-    });
+    outputSource = UI.tail(`/api/job/${encodeURIComponent(id)}/output`, out, (attempt, first) => !first || attempt > 1);
   }
 
   window.addEventListener("hashchange", go);
