@@ -12,6 +12,8 @@ record read, with the store's own client) and from the jobs' ledger, once the qu
 - every requeue, `worker_lease_expired` failure, cancel and other outcome the plan does not give is explained
   by a recorded fault: a cancel of that job; a kill or stop of an agent that ran it (an attempt that never
   started a process: any agent fault in its lifetime); a store fault in its lifetime;
+- what each `stado cancel` said holds: a job it said is cancelled ends cancelled, one it said had already
+  finished ends as it said, and no run of either starts after the answer;
 - every agent exited 0 on SIGTERM (those the chaos killed aside); no process of the soak left running; no
   traceback in any agent's log or CLI's output; `stado status` and `stado reap` agree nothing is left.
 """
@@ -74,7 +76,39 @@ def check(soak, store, batches, fleet) -> None:
     _ends_of_killed_orphans(runs, soak.faults, fleet)
     _runs(r, final, runs, soak.faults)
     _explained(r, planned, key_of, final, runs, soak.faults)
+    _cancels_kept(r, final, runs, soak.faults)
     _leftovers(soak, r, fleet, runs)
+
+
+_CANCELLED = ("cancelled_queued", "cancelled_running", "cancelled_finishing", "already_cancelling")
+_ENDED = re.compile(r"already (?:finished \((\w+)\)|(\w+)(?: \((\w+)\))?)")
+
+
+def _cancels_kept(r, final, runs, faults) -> None:
+    """Issue 19: a cancel that answered is kept to its word (see the module's docstring)."""
+    kept = 0
+    for f in faults.of("cancel"):
+        kind, _, message = (f.detail or "").partition(": ")
+        doc = final.get(f.job)
+        if doc is None or kind.startswith("exit "):
+            continue
+        if kind in _CANCELLED or (kind == "already_terminal" and "already cancelled" in message):
+            want = "cancelled"
+        elif kind in ("finishing", "already_terminal"):
+            m = _ENDED.search(message)
+            outcome = m and (m.group(1) or m.group(3))
+            want = {"succeeded": "completed", "failed": "failed", "timed_out": "failed"}.get(outcome, doc["state"])
+        else:
+            continue
+        kept += 1
+        if doc["state"] != want:
+            r.violate("cancel kept", f"{f.job}: `stado cancel` answered {kind!r} ({message[:120]}) but the job ended "
+                                     f"{doc['state']}")
+        for run in runs.get(f.job, []):
+            if run.start > f.t1 + SLACK:
+                r.violate("cancel kept", f"{f.job}: a run started {run.start - f.t1:.2f} s after `stado cancel` "
+                                         f"answered {kind!r}")
+    r.checks["cancels kept to their word"] = kept
 
 
 def _outcome(doc: dict) -> str:

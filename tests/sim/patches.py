@@ -44,10 +44,15 @@ class _StoreClock:
 
 
 class _SimOs:
-    """The `os` module as stado.artifacts sees it: its nonces come from the run's counter."""
+    """The `os` module as stado.artifacts, storecheck and agent see it: nonces from the run's counter, and one pid
+    for every simulated agent (an agents/ record names its pid; a run must not depend on the process it runs in)."""
 
     def __init__(self, sim):
         self.urandom = sim.urandom
+
+    @staticmethod
+    def getpid() -> int:
+        return 4242
 
     def __getattr__(self, name):
         return getattr(os, name)
@@ -74,7 +79,7 @@ def deterministic(sim):
         (claiming, "random", _SimRandom(sim)),
         (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
-        (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)),
+        (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)), (agent, "os", _SimOs(sim)),
         (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce), (storeclock, "time", clock),
         (memory, "time", _StoreClock(sim)),  # last_modified by the store's own clock (no host's jumps)
     ]
