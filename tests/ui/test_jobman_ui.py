@@ -145,7 +145,8 @@ def test_a_lost_job_names_the_processes_it_left(jobman, jobman_ui, page, tmp_pat
     import signal
 
     job = jobman.run("sh", "-c", "echo started; exec sleep 300", opts=["--name", "orphan"])
-    wait_for(lambda: (s := jobman.state(job)) and s["phase"] == "running" and s["supervisor_pid"], message="running")
+    # its target runs (it has printed), so killing the supervisor leaves a process behind
+    wait_for(lambda: jobman("logs", job).stdout == "started\n", message="the target to run")
     os.kill(jobman.state(job)["supervisor_pid"], signal.SIGKILL)
     dash = jobman_ui()
     page.goto(f"{dash.url}#/job/{job}")
