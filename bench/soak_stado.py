@@ -128,7 +128,7 @@ class StadoSoak:
         (self.dir / "markers").mkdir()
         batches = plan(self.rng, self.n, job_sh, self.ledger, self.dir / "markers")
         self.retrying = {j.key for batch in batches for j in batch if j.entry.get("retries")}
-        fleet = Fleet(self.dir, self.env)
+        fleet = Fleet(self.dir, self.env, self.backend)
         fleet.start_all()
         chaos = StadoChaos(self.rng, fleet, self.faults, self.chaos_gap, self._cancel_one, self.proxy)
         started = time.time()

@@ -76,7 +76,7 @@ class Agent:
         self._schedules = None
 
     def log(self, message: str) -> None:
-        self._log(f"{d.iso(time.time())} agent {self.id[-12:]}: {message}")
+        self._log(f"{d.iso(self.clock.now())} agent {self.id[-12:]}: {message}")
 
     def log_once(self, key: str, value, message: str) -> None:
         if self.said.get(key) != value:

@@ -86,6 +86,8 @@ def _parser():
                         help="resolve inputs given by a job name again (the newest job with it), instead of reading "
                              "the producers the original read")
     inputs.add_argument("--same-inputs", action="store_true", help=SUPPRESS)  # the default now: accepted, changes nothing
+    r.add_argument("--beside", action="store_true",
+                   help="rerun a job that has not finished yet (both then run); refused without it")
     _json_flag(r)
 
     c = sub.add_parser("cancel", help="cancel a queued or running job (exit 0: it will not run again; exit 1: it had "
@@ -292,7 +294,7 @@ def cmd_watch(args) -> int:
 def cmd_rerun(args) -> int:
     from . import submission
 
-    original, new = submission.rerun(_store(), args.id, fresh_inputs=args.fresh_inputs)
+    original, new = submission.rerun(_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside)
     if args.json:
         _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"],
                "rerun_inputs": new["rerun_inputs"], "inputs": new["spec"]["inputs"]})

@@ -184,7 +184,7 @@ class SlotRunner:
         process already runs (a re-adoption whose answer was lost): if the claim is not ours, it is stopped."""
         a = self.a
         try:
-            genuine = jobs.verify_claim(a.store, slot.doc, slot.version, *slot.verify, writer=a.id)
+            genuine = jobs.verify_claim(a.store, slot.doc, slot.version, *slot.verify, writer=a.id, now=a.clock.now())
         except StoreError as e:
             slot.launch_due = time.monotonic() + a.cfg.poll_seconds
             a.log(f"{slot.job_id}: still cannot tell whether its claim is genuine ({type(e).__name__}: "
@@ -298,7 +298,7 @@ class SlotRunner:
 
     def _pulse(self, slot: Slot, *, renewed: bool) -> None:
         try:
-            jobs.pulse(self.a.store, slot.doc, renewed=renewed)
+            jobs.pulse(self.a.store, slot.doc, renewed=renewed, now=self.a.clock.now())
         except StoreError:
             pass  # the next renewal attempt writes the next pulse
 

@@ -38,7 +38,7 @@ def _settle(a, slot, res: dict) -> None:
     if slot.process is not None:
         doc["process"] = slot.process
     try:
-        got = jobs.finish(a.store, doc, slot.version, res)
+        got = jobs.finish(a.store, doc, slot.version, res, now=a.clock.now())
     except CorruptDocument as e:
         a.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
               f"(`stado repair {slot.job_id}`)")
@@ -60,7 +60,7 @@ def _settle_fenced(a, slot, doc: dict, current: dict | None) -> None:
         try:
             found = read(a.store, keys.running(slot.job_id), slot.job_id)
             ours = found is not None and found[0].get("claim") == doc.get("claim")
-            got = jobs.settle(a.store, *found, writer=a.id) if ours else None
+            got = jobs.settle(a.store, *found, writer=a.id, now=a.clock.now()) if ours else None
         except CorruptDocument as e:
             a.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
                   f"(`stado repair {slot.job_id}`)")
@@ -80,7 +80,7 @@ def _settle_shutdown(a, slot) -> None:
     if version is None:
         return _settle_fenced(a, slot, slot.doc, current)
     slot.doc, slot.version = moved, version
-    jobs.settle(a.store, moved, version, writer=a.id, taken=True)
+    jobs.settle(a.store, moved, version, writer=a.id, taken=True, now=a.clock.now())
     a.log(f"{slot.job_id}: process group {slot.pgid} stopped; job cancelled (by this agent's shutdown)")
     a.drop(slot)
 
@@ -88,7 +88,8 @@ def _hand_back(a, slot) -> None:
     """A claim whose process never started goes back to the queue, neither requeues nor failures moved (a cancel
     that reached it first is settled instead)."""
     try:
-        jobs.give_back(a.store, slot.doc, slot.version, writer=a.id, restore=True, handed_back=True)
+        jobs.give_back(a.store, slot.doc, slot.version, writer=a.id, restore=True, handed_back=True,
+                       now=a.clock.now())
     except CorruptDocument as e:
         a.log(f"{slot.job_id}: could not be handed back: {e}; its claim lapses to the reaper")
         return a.drop(slot)
@@ -99,7 +100,7 @@ def _settle_cancel(a, slot) -> None:
     try:
         found = read(a.store, keys.running(slot.job_id), slot.job_id)
         if found is not None and found[0].get("phase") == "cancelling" and found[0].get("claim") == slot.doc["claim"]:
-            jobs.settle(a.store, *found, writer=a.id)
+            jobs.settle(a.store, *found, writer=a.id, now=a.clock.now())
     except CorruptDocument as e:
         a.log(f"{slot.job_id}: process group {slot.pgid} stopped; the cancel could not be settled: {e}; left for an "
               f"operator (`stado repair {slot.job_id}`)")

@@ -5,14 +5,15 @@ jump. The store stamps every write it takes with its own time (`Last-Modified`, 
 promises, reaper verdicts and cron fire times are judged by that clock: a process writes an object, reads back
 its `modified`, and from then on counts on its own monotonic clock, which no wall-clock jump moves:
 
-    store now = modified + (monotonic now - monotonic at the write)
+    store now = offset + monotonic now
 
-A measurement is good to `uncertainty`: half the write's round trip (the write landed somewhere within it),
-and half a second more where the store stamps whole seconds (taken as the middle of that second).
-Judgements that must never come early (reaping a job, firing a schedule) add it to their margin. The store's
-own resolution (whole seconds on S3) makes `modified` up to a second early, for the documents judged as for the
-measurement, so it cancels out of a promise's judgement but for that second, which the reaper's margin covers.
-A measurement is repeated every `every` seconds (monotonic clocks drift a little).
+Each measurement bounds the offset: the write landed between the request's start and its answer, and the store
+stamped it `modified` (or, where it stamps whole seconds, as S3 does, some time within the second after that).
+The bounds of successive measurements are intersected, so they narrow towards the round trip whatever the
+store's resolution; `uncertainty` is half their width. Judgements that must never come early (reaping a job,
+firing a schedule) add it to their margin. Bounds that no longer meet (the store's clock was set, or a monotonic
+clock drifted) start again from the latest measurement. Until they are narrow, every record write measures
+again (one HEAD); then every `every` seconds.
 """
 import time
 
@@ -21,53 +22,51 @@ from .objectstore.base import ObjectStore
 # An agent whose wall clock is further than this from the store's refuses to fire schedules (its clock, or the
 # store's, is wrong: people must look), and `stado doctor` fails.
 SKEW_BOUND = 300.0
-# A measurement whose write took longer than twice this is made again (up to TRIES times): it says too little.
-GOOD_ENOUGH = 0.5
-TRIES = 3
+NARROW = 0.05  # bounds this close together need no more measuring for a while
 
 
 class StoreClock:
     def __init__(self, every: float = 600.0):
         self.every = every
-        self.uncertainty = 0.0
-        self._at: tuple[float, float] | None = None  # (store seconds, monotonic seconds) of the last measurement
-        self._wall: float | None = None  # this host's wall clock at that moment
+        self._bounds: tuple[float, float] | None = None  # the offset (store seconds - monotonic seconds): lo, hi
         self._due = float("-inf")
 
     @property
     def measured(self) -> bool:
-        return self._at is not None
+        return self._bounds is not None
+
+    @property
+    def uncertainty(self) -> float:
+        return 0.0 if self._bounds is None else (self._bounds[1] - self._bounds[0]) / 2
 
     def due(self) -> bool:
         return time.monotonic() >= self._due
 
     def measure(self, store: ObjectStore, key: str, write) -> None:
         """`write()` puts `key` (an object this process owns); its `modified` is read back with one HEAD.
-        StoreError if either request fails (the last measurement, if any, stays)."""
-        for attempt in range(TRIES):
-            wall, began = time.time(), time.monotonic()
-            write()
-            ended = time.monotonic()
-            half = (ended - began) / 2
-            if half <= GOOD_ENOUGH or attempt == TRIES - 1:
-                break
+        StoreError if either request fails (what was measured before stays)."""
+        began = time.monotonic()
+        write()
+        ended = time.monotonic()
         modified = store.head(key).modified
-        if modified == int(modified):  # whole seconds (S3's Last-Modified): the write landed within the next one
-            modified, half = modified + 0.5, half + 0.5
-        self._at, self._wall = (modified, began + half), wall + half
-        self.uncertainty = half
-        self._due = ended + self.every
+        stamp = 1.0 if modified == int(modified) else 0.0  # whole seconds: it landed within the next one
+        lo, hi = modified - ended, modified + stamp - began
+        if self._bounds is not None and max(lo, self._bounds[0]) <= min(hi, self._bounds[1]):
+            lo, hi = max(lo, self._bounds[0]), min(hi, self._bounds[1])
+        self._bounds = (lo, hi)
+        self._due = ended + (self.every if hi - lo <= 2 * NARROW else 0.0)
 
     def now(self) -> float:
-        """The store's time now, by the last measurement; this host's wall clock until there is one."""
-        if self._at is None:
+        """The store's time now (the middle of what the measurements allow); this host's wall clock until the
+        first measurement."""
+        if self._bounds is None:
             return time.time()
-        return self._at[0] + (time.monotonic() - self._at[1])
+        return (self._bounds[0] + self._bounds[1]) / 2 + time.monotonic()
 
     def skew(self) -> float | None:
         """How far this host's wall clock is from the store's (positive: the store is ahead), None before the
         first measurement. Read now, so a wall-clock jump since the measurement shows at once."""
-        if self._at is None:
+        if self._bounds is None:
             return None
         return self.now() - time.time()
 

@@ -110,16 +110,22 @@ def _send_uploads(store: ObjectStore, planned: list) -> list:
     return out
 
 
-def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None,
-          fresh_inputs: bool = False) -> tuple[dict, dict]:
+def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fresh_inputs: bool = False,
+          beside: bool = False) -> tuple[dict, dict]:
     """Resubmit a job's exact spec under a new id (seed 003): its inputs are the very producers the original
     read. With fresh_inputs, an input given by a name is resolved by that name again (the newest job that has
     it: a fixed and re-run producer is used); one given by id, and an upload, stay as they were. The new
-    record says which (`rerun_inputs`). Returns (original view doc, new queued doc)."""
+    record says which (`rerun_inputs`). A job that has not finished is refused (BadInput) unless `beside`: the
+    rerun would run beside it. Returns (original view doc, new queued doc)."""
+    from .errors import BadInput
     from .spec import spec_from_json
 
     job_id = find(store, selector)
-    original = view(store, job_id).doc
+    seen = view(store, job_id)
+    if not seen.terminal and not beside:
+        raise BadInput(f"job {job_id} is still {seen.state}: a rerun would run it a second time beside it; wait for it "
+                       f"to end (`stado job watch {selector}`), or pass --beside to run both")
+    original = seen.doc
     spec = spec_from_json(original["spec"])
     inputs = tuple((ref.given or ref.job, ref.name) if fresh_inputs and not ref.upload else ref for ref in spec.inputs)
     new = submit(store, [Submission(with_inputs(spec, ()), inputs)], submitter=submitter, rerun_of=job_id,

@@ -114,6 +114,10 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None) ->
         return AccessDenied(f"no credentials found for {where}: with none in the environment, the client asked the "
                             f"cloud's metadata service, which answers only on a cloud machine with a role ({detail}); "
                             f"set {CREDENTIAL_HINTS[provider]}")
+    if "RequestTimeTooSkewed" in text or "AuthenticationFailed" in text and "time" in text.lower():
+        return AccessDenied(f"{where} refused the request's time ({detail}): requests are signed with this host's "
+                            "clock, and the store accepts them only within 15 minutes of its own; fix this host's "
+                            "time (NTP)")
     if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)) or re.search(
             r"status code: 40[13]\b", text):
         return AccessDenied(f"{where} refused the request ({detail}): check {CREDENTIAL_HINTS[provider]} and "
