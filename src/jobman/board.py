@@ -16,6 +16,7 @@ from .store import board as sql
 from .store import queries
 
 PAGE_MAX = 500  # jobs in one page; the graph and timeline show the page
+LOG_FIRST = 1 << 20  # of each attempt, a page opened on a job shows its newest MiB (jobman logs shows all)
 
 
 def open_home(environ=os.environ) -> State:
@@ -119,9 +120,10 @@ def fingerprint(st: State) -> tuple:
 
 def output_since(st: State, selector: str, after: tuple[int, int], *, stderr: bool = False) -> dict:
     """A job's output after `after` ((attempt, offset in it)): {"id", "pieces": [(attempt, bytes)], "after": the
-    position reached, "done": whether nothing more will come}. The live tail of the job's page."""
+    position reached, "done": whether nothing more will come}. The live tail of the job's page; an attempt read
+    from its start gives its newest LOG_FIRST bytes (a browser is no place for a gigabyte of log)."""
     from . import logs
 
     job_id = st.resolve(selector)
-    pieces, reached, done = logs.since(st.conn, job_id, after, stderr=stderr)
+    pieces, reached, done = logs.since(st.conn, job_id, after, stderr=stderr, first_max=LOG_FIRST)
     return {"id": job_id, "pieces": pieces, "after": reached, "done": done}

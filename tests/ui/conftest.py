@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import kill_all, pids_with_env
+from tests.helpers import kill_all, pids_with_env, pids_with_marker
 from tests.jobman.conftest import Jobman
 
 from .dashboard import CHROMIUM, CHROMIUM_ARGS, JOBMAN, STADO, Dashboard
@@ -92,4 +92,4 @@ def stado_ui(stado_env, tmp_path):
     yield start
     for dash in started:
         assert dash.stop() == 0, dash.stderr
-    kill_all(pids_with_env("STADO_CONFIG", stado_env["STADO_CONFIG"]))
+    kill_all(pids_with_env("STADO_CONFIG", stado_env["STADO_CONFIG"]) + pids_with_marker(str(tmp_path)))

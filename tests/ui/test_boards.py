@@ -49,6 +49,21 @@ def test_jobman_pages_filter_search_and_carry_their_graph_and_attempts(jobman):
     assert [g["name"] for g in jobman_board.groups(st)] == ["default", "gpu"]
 
 
+def test_a_jobs_page_opens_on_the_newest_mib_of_a_long_log(jobman):
+    job = jobman.run("sh", "-c", "head -c 1500000 /dev/zero | tr '\\0' x; echo; echo last line",
+                     opts=["--name", "chatty"])
+    jobman.wait_finished(job)
+    st = jobman_board.open_home(jobman.env)
+    got = jobman_board.output_since(st, job, (0, 0))
+    text = b"".join(data for _, data in got["pieces"])
+    skipped = 1_500_011 - jobman_board.LOG_FIRST
+    assert text.startswith(f"[jobman: {skipped} bytes of earlier output not shown here; jobman logs {job} "
+                           "shows them]\n".encode())
+    assert text.endswith(b"x\nlast line\n") and len(text) < jobman_board.LOG_FIRST + 200
+    assert got["done"] and got["after"] == (1, 1_500_011)
+    assert jobman_board.output_since(st, job, got["after"])["pieces"] == []  # nothing new: nothing again
+
+
 def test_stado_queue_in_claim_order_with_reasons_search_and_paging(tmp_path):
     store = open_store(f"file://{tmp_path / 'store'}", {})
     try:

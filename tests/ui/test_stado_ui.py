@@ -84,3 +84,27 @@ def test_job_page_output_artifacts_and_rerun(stado_env, stado_ui, page, tmp_path
             stado(stado_env, "status", "--json", "--all").stdout)["jobs"]) == 1, message="the rerun")
     finally:
         agent.stop()
+
+
+def test_a_running_job_past_its_promise_is_marked(stado_env, stado_ui, page, tmp_path):
+    import signal
+
+    gate = tmp_path / "gate"
+    job = submit(stado_env, f"while [ ! -e {gate} ]; do sleep 0.05; done", "--name", "stalled")
+    agent = Agent(stado_env, tmp_path)
+    try:
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "running", timeout=30, message="stalled to run")
+        dash = stado_ui()
+        page.goto(dash.url)
+        promise = page.locator(f"tr[data-testid=running-row][data-job-id='{job}'] [data-testid=promise]")
+        expect(promise).not_to_contain_text("passed", timeout=WAIT_MS)
+        agent.proc.send_signal(signal.SIGSTOP)  # its renewals stop: the promise it made runs out
+        expect(promise).to_contain_text("passed", timeout=WAIT_MS)
+        expect(promise).to_have_class("bad")
+        screenshot(page, "stado-past-promise")
+        agent.proc.send_signal(signal.SIGCONT)
+        expect(promise).not_to_contain_text("passed", timeout=WAIT_MS)  # it speaks again: renewed
+        gate.touch()
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="stalled")
+    finally:
+        agent.stop()

@@ -59,12 +59,14 @@
     offset: filter.offset, limit: filter.limit });
 
   // --- the filters, the actions and the pager (jobs, graph and timeline share them) -------------------------
+  // The filters are built once and kept: a refresh (a change, or the periodic one) never takes the focus from the
+  // search box or what is typed in it; only the counts on the state chips move.
+  let bar = null;
   function filters() {
-    const counts = data.counts || {};
+    if (bar) return bar;
     const chips = el("div", { class: "chips", "data-testid": "state-filter" }, STATE_WORDS.map((word) => el("button", {
-      class: `chip ${filter.states.includes(word) ? "on" : ""}`, "data-state": word,
-      onclick: () => { toggle(filter.states, word); filter.offset = 0; refresh(); },
-    }, `${word} ${counts[word] || 0}`)));
+      class: "chip", "data-state": word, onclick: () => { toggle(filter.states, word); filter.offset = 0; refresh(); },
+    })));
     const search = el("input", { type: "search", placeholder: "search: name, command, id or #handle", size: 34,
       value: filter.q, "data-testid": "search" });
     search.addEventListener("change", () => { filter.q = search.value; filter.offset = 0; refresh(); });
@@ -72,7 +74,16 @@
     group.addEventListener("change", () => { filter.group = group.value.trim(); filter.offset = 0; refresh(); });
     const name = el("input", { type: "text", placeholder: "name glob (a*)", size: 14, value: filter.name });
     name.addEventListener("change", () => { filter.name = name.value.trim(); filter.offset = 0; refresh(); });
-    return el("div", { class: "filters" }, chips, search, group, name);
+    bar = el("div", { class: "filters" }, chips, search, group, name);
+    return bar;
+  }
+  function countChips() {
+    const counts = data.counts || {};
+    for (const chip of filters().querySelectorAll(".chip")) {
+      const word = chip.dataset.state;
+      chip.textContent = `${word} ${counts[word] || 0}`;
+      chip.classList.toggle("on", filter.states.includes(word));
+    }
   }
   function toggle(list, word) { const i = list.indexOf(word); if (i >= 0) list.splice(i, 1); else list.push(word); }
 
@@ -124,8 +135,13 @@
     if (route.tab === "graph") body = graphPanel();
     else if (route.tab === "timeline") body = timelinePanel();
     else body = jobTable();
-    clear(main(), el("section", { class: "panel" }, filters(),
-      el("div", { class: "actions" }, actionBar(ids, describe), pager()), body));
+    countChips();
+    let rest = document.getElementById("jobs-rest");
+    if (!rest || !main().contains(bar)) {
+      rest = el("div", { id: "jobs-rest" });
+      clear(main(), el("section", { class: "panel" }, filters(), rest));
+    }
+    clear(rest, el("div", { class: "actions" }, actionBar(ids, describe), pager()), body);
   }
 
   function jobTable() {

@@ -60,7 +60,9 @@ const UI = (() => {
 
   // The change stream: `onChange` runs once per change, never twice at once (a change that comes while it runs
   // makes it run once more afterwards).
-  function live(onChange, onStatus) {
+  // Also every `every` seconds without a change: what a page shows can age without any write (a running job's
+  // time, a promise that passes while its agent is silent, an agent's last sight).
+  function live(onChange, onStatus, every = 5) {
     let running = false, again = false;
     async function refresh() {
       if (running) { again = true; return; }
@@ -76,6 +78,7 @@ const UI = (() => {
       refresh();
     });
     source.addEventListener("error", () => onStatus("disconnected: reconnecting…", false));
+    setInterval(() => { if (!document.hidden) refresh(); }, every * 1000);
     return { refresh, source };
   }
 

@@ -66,29 +66,41 @@
   }
 
   // --- the main page -----------------------------------------------------------------------------------------------
+  // The inputs (search, a pause's reason) are built once and kept: a refresh never takes the focus or the text
+  // being typed; what is around them is drawn again.
+  let top = null;
+  function controls() {
+    if (top) return top;
+    const reason = el("input", { type: "text", placeholder: "why (optional)", size: 28, "data-testid": "pause-reason" });
+    const search = el("input", { type: "search", placeholder: "search: name or id prefix", size: 30, value: view.q, "data-testid": "search" });
+    search.addEventListener("change", () => { view.q = search.value; view.offset = 0; refresh(); });
+    top = {
+      reason, search, pause: el("button", { "data-action": "pause", onclick: () => queueAction("pause", reason.value) }, "Pause queue"),
+      state: el("div"), counts: el("span", { "data-testid": "counts" }), actions: el("div", { class: "actions" }), rest: el("div"),
+    };
+    top.node = el("div", {}, top.state, el("div", { class: "actions" }, top.reason, top.pause),
+      el("div", { class: "filters" }, top.counts, search, top.actions), top.rest);
+    return top;
+  }
+
   function renderMain(b) {
     const all = [...b.queue.jobs, ...b.running, ...b.recent];
     const byId = new Map(all.map((r) => [r.id, r]));
     const describe = (id) => { const r = byId.get(id); return r ? `${short(id)} ${r.name || ""} (${r.state})` : id; };
     const ids = [...selected];
-    const reason = el("input", { type: "text", placeholder: "why (optional)", size: 28, "data-testid": "pause-reason" });
-    const pause = b.paused
+    const c = controls();
+    if (!main().contains(c.node)) clear(main(), c.node);
+    clear(c.state, b.paused
       ? el("div", { class: "banner paused", "data-testid": "paused" },
         el("strong", { text: "Queue paused" }), ` by ${b.paused.by || "?"} at ${b.paused.at || "?"}${b.paused.reason ? `: ${b.paused.reason}` : ""} (agents do not claim; submissions are accepted) `,
         el("button", { "data-action": "resume", onclick: () => queueAction("resume") }, "Resume"))
-      : el("div", { class: "actions", "data-testid": "not-paused" }, el("span", { class: "muted", text: "Queue is claiming." }), reason,
-        el("button", { "data-action": "pause", onclick: () => queueAction("pause", reason.value) }, "Pause queue"));
-    const search = el("input", { type: "search", placeholder: "search: name or id prefix", size: 30, value: view.q, "data-testid": "search" });
-    search.addEventListener("change", () => { view.q = search.value; view.offset = 0; refresh(); });
-    const counts = ["queued", "running", "completed", "failed", "cancelled"].map((s) => `${b.counts[s] || 0} ${s}`).join(", ");
-    clear(main(),
-      pause,
-      el("div", { class: "filters" }, el("span", { "data-testid": "counts", text: counts }), search,
-        el("div", { class: "actions" }, el("span", { class: "muted", text: `${ids.length} selected` }),
-          el("button", { disabled: !ids.length, "data-action": "cancel", onclick: () => act("cancel", "Cancel", ids, describe) }, "Cancel"),
-          el("button", { disabled: !ids.length, "data-action": "rerun", onclick: () => act("rerun", "Rerun", ids, describe) }, "Rerun"))),
-      queuePanel(b), runningPanel(b),
-      el("div", { class: "grid2" }, agentsPanel(b), schedulesPanel(b)),
+      : el("div", { class: "muted", "data-testid": "not-paused", text: "Queue is claiming." }));
+    c.pause.disabled = Boolean(b.paused);
+    c.counts.textContent = ["queued", "running", "completed", "failed", "cancelled"].map((s) => `${b.counts[s] || 0} ${s}`).join(", ");
+    clear(c.actions, el("span", { class: "muted", text: `${ids.length} selected` }),
+      el("button", { disabled: !ids.length, "data-action": "cancel", onclick: () => act("cancel", "Cancel", ids, describe) }, "Cancel"),
+      el("button", { disabled: !ids.length, "data-action": "rerun", onclick: () => act("rerun", "Rerun", ids, describe) }, "Rerun"));
+    clear(c.rest, queuePanel(b), runningPanel(b), el("div", { class: "grid2" }, agentsPanel(b), schedulesPanel(b)),
       recentPanel(b), costPanel(b), problemsPanel(b));
   }
 
