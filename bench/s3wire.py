@@ -201,8 +201,9 @@ class WireCounter:
             server.settimeout(None)
             self._sockets += [client, server]
             pending: deque[Request] = deque()  # requests sent on this connection, not answered yet (in order)
-            up = _Framing(lambda head: self._request(head, role, pending))
-            down = _Framing(lambda head: self._answer(head, pending))
+            # Bound now (default arguments): a closure would see the next connection's deque once it is accepted.
+            up = _Framing(lambda head, pending=pending: self._request(head, role, pending))
+            down = _Framing(lambda head, pending=pending: self._answer(head, pending))
             threading.Thread(target=self._pump, args=(client, server, up), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, down), daemon=True).start()
 
