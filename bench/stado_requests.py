@@ -87,6 +87,7 @@ class Scenario:
         self.t0 = self.t1 = None
         self.job_ids: list[str] = []
         self.job_keys: set[str] = set()  # other keys counted as the job's (the schedule a cron job fired from)
+        self.keys_until: float | None = None  # ... until then (default: the window's end)
         self.notes: dict = {}
         self.agents: dict[str, subprocess.Popen] = {}
 
@@ -247,7 +248,7 @@ def scenario_reaped(s: Scenario, args) -> None:
 
 
 def scenario_cron(s: Scenario, args) -> None:
-    name = "every-5s"
+    name = "tick"
     s.run("schedule", "schedule", "add", name, args.cron, "--", "true")
     s.job_keys.add(keys.schedule(name))
     s.start_agent("agent", "host-a")
@@ -259,7 +260,10 @@ def scenario_cron(s: Scenario, args) -> None:
     read_status(s, job, "completed")
     s.t1 = time.monotonic()
     # The window opens with the fire (the agent may fire while it is still starting): its first request.
-    s.t0 = min(r.at for r, _, key in s.requests() if job in key) - 1e-6
+    mine = [(r.at, kind, key) for r, kind, key in s.requests() if job in key]
+    s.t0 = min(at for at, _, _ in mine) - 1e-6
+    # The schedule's own requests count as this job's from its fire to its claim: a later fire is another job's.
+    s.keys_until = min(at for at, kind, key in mine if kind == "PUT" and key.startswith(keys.RUNNING))
     s.run("schedule", "schedule", "rm", name)
     s.stop_agent("agent")
     s.notes["cron"] = args.cron
@@ -478,7 +482,7 @@ def categorise(rows: list[dict], s: Scenario) -> None:
         agent = row["role"].startswith("agent")
         if not agent:
             row["whose"] = "command" if row["role"] == "schedule" else "job"
-        elif names_job and (row["key"] not in s.job_keys or s.t0 <= row["at"] <= s.t1):
+        elif names_job and (row["key"] not in s.job_keys or s.t0 <= row["at"] <= (s.keys_until or s.t1)):
             row["whose"] = "job"
         elif row["at"] < s.t0:
             row["whose"] = "start-up"

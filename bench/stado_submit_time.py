@@ -50,18 +50,21 @@ def phases_of(stdout: str) -> dict[str, float]:
 
 
 def importtime(env: dict) -> dict[str, float]:
-    """ms of each top-level import of `stado submit true` (cumulative: with what it imports), by package."""
+    """ms of each import of `stado submit true`, cumulative (with what it imports), keyed "module" for a
+    top-level import and "module < importer" for one made inside another's."""
     done = subprocess.run([sys.executable, "-X", "importtime", STADO, "submit", "true"], env=env, capture_output=True,
                           text=True, check=True)
-    out: dict[str, float] = {}
+    lines = []
     for line in done.stderr.splitlines():
-        if not line.startswith("import time:") or "imported package" in line:
-            continue
-        _, cumulative, name = (part for part in line[len("import time:"):].split("|"))
-        if name.startswith("  "):
-            continue  # imported by another module: inside that one's cumulative time
-        root = name.strip().split(".")[0]
-        out[root] = out.get(root, 0.0) + int(cumulative) / 1000
+        if line.startswith("import time:") and "imported package" not in line:
+            _, cumulative, name = line[len("import time:"):].split("|")
+            lines.append((len(name) - len(name.lstrip()), name.strip(), int(cumulative) / 1000))
+    out: dict[str, float] = {}
+    for i, (depth, name, ms) in enumerate(lines):
+        # -X importtime prints a module after everything it imported, one level shallower: its importer.
+        importer = next((n for d, n, _ in lines[i + 1:] if d < depth), None)
+        key = name if importer is None else f"{name} < {importer}"
+        out[key] = out.get(key, 0.0) + ms
     return out
 
 
@@ -105,9 +108,8 @@ def report(result: dict) -> str:
     rows = [head, tuple("---" for _ in head)]
     rows.append(("`python -c pass` (the interpreter's start; measured alone)", *(f"{base:.1f}" for _ in names),
                  *("1.00x" for _ in names)))
-    phase_names = []
-    for n in names:
-        phase_names += [p for p in b[n]["phases_ms"] if p not in phase_names]
+    longest = max(names, key=lambda n: len(b[n]["phases_ms"]))  # its order: a phase only one backend has in place
+    phase_names = list(b[longest]["phases_ms"])
     for p in phase_names:
         cells = [b[n]["phases_ms"].get(p) for n in names]
         rows.append((p.strip() if not p.startswith("  ") else f"- {p.strip()}",
@@ -123,15 +125,19 @@ def report(result: dict) -> str:
                  *(f"{b[n]['submit_p95_ms'] / base:.2f}x" for n in names)))
     out = [f"{result['rounds']} interleaved rounds; medians. `python -c pass`: {base:.1f} ms.", "",
            "\n".join("| " + " | ".join(row) + " |" for row in rows)]
-    pkgs = sorted({p for n in names for p in b[n]["imports_ms"]},
-                  key=lambda p: -max(b[n]["imports_ms"].get(p, 0.0) for n in names))
-    head = ("top-level import (`python -X importtime`, cumulative)", *(f"{n} ms" for n in names))
+    imports = {n: b[n]["imports_ms"] for n in names}
+    top = [p for p in {p for n in names for p in imports[n]} if " < " not in p]
+    inner = [p for p in {p for n in names for p in imports[n]} if " < " in p]
+    head = ("import (`python -X importtime`, cumulative: with what it imports)", *(f"{n} ms" for n in names))
     rows = [head, tuple("---" for _ in head)]
-    for p in pkgs:
-        cells = [b[n]["imports_ms"].get(p, 0.0) for n in names]
-        if max(cells) >= 0.3:
-            rows.append((f"`{p}`", *(f"{c:.1f}" for c in cells)))
-    rows.append(("all imports", *(f"{sum(b[n]['imports_ms'].values()):.1f}" for n in names)))
+    for group, least in ((top, 0.3), (inner, 1.0)):  # top-level imports, then the large ones inside them
+        for p in sorted(group, key=lambda p: -max(imports[n].get(p, 0.0) for n in names)):
+            cells = [imports[n].get(p, 0.0) for n in names]
+            if max(cells) >= least:
+                rows.append((f"`{p}`" if group is top else f"- `{p.split(' < ')[0]}` (imported by "
+                             f"`{p.split(' < ')[1]}`)", *(f"{c:.1f}" for c in cells)))
+    rows.append(("all top-level imports", *(f"{sum(v for k, v in imports[n].items() if ' < ' not in k):.1f}"
+                                            for n in names)))
     out += ["", "\n".join("| " + " | ".join(row) + " |" for row in rows)]
     if len(names) == 2:
         rtt = b[names[1]]["phases_ms"].get("  of which: write 2, the ready/ index entry")
