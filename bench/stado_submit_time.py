@@ -117,6 +117,9 @@ def report(result: dict) -> str:
                      *("-" if c is None else f"{c / base:.2f}x" for c in cells)))
     sums = [base + sum(v for k, v in b[n]["phases_ms"].items() if not k.startswith("  ")) for n in names]
     rows.append(("start + the phases above", *(f"{s:.1f}" for s in sums), *(f"{s / base:.2f}x" for s in sums)))
+    rest = [b[n]["submit_ms"] - s for n, s in zip(names, sums)]
+    rows.append(("the rest: the entry script, and exit with every module loaded (wall - the above)",
+                 *(f"{r:.1f}" for r in rest), *(f"{r / base:.2f}x" for r in rest)))
     rows.append(("bench/submit_phases.py, wall (its process)", *(f"{b[n]['harness_ms']:.1f}" for n in names),
                  *(f"{b[n]['harness_ms'] / base:.2f}x" for n in names)))
     rows.append(("**`stado submit true`, wall (median)**", *(f"**{b[n]['submit_ms']:.1f}**" for n in names),
