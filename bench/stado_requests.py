@@ -225,7 +225,7 @@ def scenario_cancel_running(s: Scenario, args) -> None:
     wait_for(lambda: s.settled(job, "cancelled"), 60, f"{job} cancelled")
     read_status(s, job, "cancelled")
     s.t1 = time.monotonic()
-    s.notes["ran_about_s"] = args.run_seconds
+    s.notes["ran for"] = f"{args.run_seconds:g} s"
     s.stop_agent("agent")
 
 
@@ -243,7 +243,7 @@ def scenario_reaped(s: Scenario, args) -> None:
     read_status(s, job, "completed")
     s.t1 = time.monotonic()
     done = s.doc(keys.terminal("completed", job))
-    s.notes.update(requeues=done.get("requeues"), killed_to_terminal_s=round(s.t1 - killed, 1))
+    s.notes.update({"requeues": done.get("requeues"), "from the kill to the reader": f"{s.t1 - killed:.1f} s"})
     s.stop_agent("agent-b")
 
 
@@ -266,7 +266,7 @@ def scenario_cron(s: Scenario, args) -> None:
     s.keys_until = min(at for at, kind, key in mine if kind == "PUT" and key.startswith(keys.RUNNING))
     s.run("schedule", "schedule", "rm", name)
     s.stop_agent("agent")
-    s.notes["cron"] = args.cron
+    s.notes["cron"] = f"`{args.cron}`"
 
 
 def scenario_idle(s: Scenario, args) -> None:
@@ -610,7 +610,8 @@ def report(results: list[dict], args) -> str:
                          idle_rows(by["idle"], args.poll_seconds))]
     for r in singles:
         notes = {k: v for k, v in r["notes"].items() if k != "calls_without_request"}
-        out += ["", f"Scenario {r['scenario']}: the job's requests" + (f" ({notes})" if notes else ""), "",
+        said = "; ".join(f"{k} {v}" for k, v in notes.items())
+        out += ["", f"Scenario {r['scenario']}: the job's requests" + (f" ({said})" if said else ""), "",
                 md_table(DETAIL_HEAD, detail_rows(r))]
     if "batch" in by:
         out += ["", "Scenario batch: every request, per job (the submitter's and the agent's divided by the jobs):", "",
