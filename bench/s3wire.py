@@ -12,19 +12,23 @@ for the proxy's host:port, and the server checks that signature), and parsed on 
 headers, the body's framing (Content-Length or chunked) to find where the next request on a kept-alive
 connection starts, and the answer's status line. Nothing is mocked: the server answers every request.
 
-`classify` names what an S3 request is: PUT, GET, HEAD, LIST (a GET of the bucket with list-type), DELETE or
-POST (multipart), and the key (or the listed prefix) relative to a store prefix.
+`classify` names what an S3 request is: PUT, GET, HEAD, LIST (a GET of the bucket with list-type), DELETE (a
+bulk delete, POST ?delete, included) or POST (multipart), and the key (or the listed prefix) relative to a store
+prefix. The forwarding itself is tests/stado/throttle.py's proxy, unthrottled, with a tap that parses.
 """
 import re
-import socket
+import sys
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from html import unescape
+from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-PIECE = 64 * 1024
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.stado.throttle import ThrottledProxy  # noqa: E402  (the forwarding; this module parses what passes)
+
 # The headers that say what a request is for (its conditions, its range); the rest is signing and framing.
 KEPT_HEADERS = ("if-match", "if-none-match", "range", "content-length")
 
@@ -151,10 +155,9 @@ class WireCounter:
     def __init__(self, target: tuple[str, int]):
         self.target = target
         self.requests: list[Request] = []
+        self.unparsed = 0  # connections whose bytes could not be parsed (then only forwarded)
         self._lock = threading.Lock()
-        self._listeners: dict[str, socket.socket] = {}
-        self._sockets: list[socket.socket] = []
-        self._closed = False
+        self._proxies: dict[str, ThrottledProxy] = {}
 
     @classmethod
     def for_endpoint(cls, endpoint: str) -> "WireCounter":
@@ -163,23 +166,14 @@ class WireCounter:
 
     def listen(self, role: str) -> str:
         """The endpoint (http://127.0.0.1:PORT) whose requests are counted as `role`'s (one listener per role)."""
-        if role not in self._listeners:
-            listener = socket.create_server(("127.0.0.1", 0))
-            self._listeners[role] = listener
-            threading.Thread(target=self._accept, args=(listener, role), daemon=True, name=f"wire-{role}").start()
-        return f"http://127.0.0.1:{self._listeners[role].getsockname()[1]}"
-
-    def since(self, at: float) -> list[Request]:
-        with self._lock:
-            return [r for r in self.requests if r.at >= at]
+        if role not in self._proxies:
+            self._proxies[role] = ThrottledProxy(self.target, tap=lambda direction, data, carried, role=role:
+                                                 self._tap(role, direction, data, carried))
+        return self._proxies[role].endpoint
 
     def close(self) -> None:
-        self._closed = True
-        for sock in [*self._listeners.values(), *self._sockets]:
-            try:
-                sock.close()
-            except OSError:
-                pass
+        for proxy in self._proxies.values():
+            proxy.close()
 
     def __enter__(self):
         return self
@@ -187,25 +181,25 @@ class WireCounter:
     def __exit__(self, *exc):
         self.close()
 
-    def _accept(self, listener: socket.socket, role: str) -> None:
-        while not self._closed:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.target, timeout=10)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            self._sockets += [client, server]
-            pending: deque[Request] = deque()  # requests sent on this connection, not answered yet (in order)
-            # Bound now (default arguments): a closure would see the next connection's deque once it is accepted.
-            up = _Framing(lambda head, pending=pending: self._request(head, role, pending))
-            down = _Framing(lambda head, pending=pending: self._answer(head, pending))
-            threading.Thread(target=self._pump, args=(client, server, up), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, down), daemon=True).start()
+    def _tap(self, role: str, direction: str, data: bytes, carried: dict) -> None:
+        """Every piece a connection carries, before it is forwarded: a request is recorded before its answer
+        can come back. The connection's parsers live in its own dict (both directions share its deque of
+        requests not answered yet)."""
+        with self._lock:
+            wire = carried.get("wire")
+            if wire is None:
+                pending: deque[Request] = deque()
+                wire = carried["wire"] = {
+                    "up": _Framing(lambda head: self._request(head, role, pending)),
+                    "down": _Framing(lambda head: self._answer(head, pending))}
+        if wire.get("broken"):
+            return
+        try:
+            wire[direction].feed(data)
+        except (ValueError, IndexError):
+            wire["broken"] = True  # not HTTP as expected: forwarded all the same, no longer counted
+            with self._lock:
+                self.unparsed += 1
 
     def _request(self, head: bytes, role: str, pending: deque) -> tuple:
         line, headers = _headers(head)
@@ -234,20 +228,3 @@ class WireCounter:
         if (request is not None and request.method == "HEAD") or status in (204, 304):
             return ("none",)
         return _body_framing(headers) or ("close",)
-
-    def _pump(self, src: socket.socket, dst: socket.socket, framing: _Framing) -> None:
-        try:
-            while True:
-                data = src.recv(PIECE)
-                if not data:
-                    break
-                framing.feed(data)  # before forwarding: a request is recorded before its answer can come back
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (src, dst):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass

@@ -621,7 +621,7 @@ def report(results: list[dict], args) -> str:
                 if r["notes"].get("calls_without_request")}
     unknown = sum(1 for r in results for row in r["rows"] if row["stack"] is None)
     out += ["", f"Requests on the wire with no stado call paired: {unknown}; stado calls with no request on the "
-            f"wire: {unpaired or 0}."]
+            f"wire: {unpaired or 0}; connections the proxy could not parse: {args.unparsed}."]
     return "\n".join(out)
 
 
@@ -672,6 +672,7 @@ def main(argv=None) -> int:
     finally:
         lab.wire.close()
         server.stop()
+    args.unparsed = lab.wire.unparsed
     text = report(results, args)
     print(text)
     if args.json:
