@@ -102,13 +102,18 @@ def _version() -> str:
 
 
 def _storage_trouble(error: Exception) -> str | None:
-    """One line for a database that cannot be used now (busy, full, read-only, failing), or None."""
-    if "sqlite3" not in sys.modules:
+    """One line for a database that cannot be used (busy, full, read-only, failing, damaged, a table missing),
+    or None for any other error."""
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None or not isinstance(error, sqlite3.DatabaseError):
         return None
     from .dbretry import trouble
+    from .home import db_path, home_dir
+    from .store.schema import explain
 
-    reason = trouble(error)
-    return None if reason is None else f"the jobman database cannot be used now: {reason} ({error})"
+    if getattr(error, "sqlite_errorcode", 0) & 0xFF in (5, 6):  # busy, locked: someone else holds it, for now
+        return f"the jobman database cannot be used now: {trouble(error)} ({error}); run the command again"
+    return str(explain(db_path(home_dir()), error))
 
 
 def _error(message: str) -> None:
