@@ -116,15 +116,17 @@ def cmd_group(args: list[str]) -> int:
 
 
 def cmd_prune(args: list[str]) -> int:
-    p = _parser("jobman prune", "Remove finished jobs and their logs. Never touches an unfinished job, one an\n"
-                "unfinished job depends on, or a lost job whose processes still run.", json=True)
+    p = _parser("jobman prune", "Remove finished jobs and their logs (the JOBs named, or every finished one).\n"
+                "Never touches an unfinished job, one an unfinished job depends on, or a lost job whose\n"
+                "processes still run; JOBs that include one of those are refused whole.", json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (handles, names, ids, id prefixes)")
     p.add_argument("--older-than", type=_duration("--older-than"), default=0.0, metavar="D",
                    help="only jobs that finished more than D ago")
     p.add_argument("--succeeded", action="store_true", help="only jobs that succeeded (keep the others to look at)")
     ns = p.parse_args(args)
     from . import admin
 
-    removed = admin.prune(older_than=ns.older_than, only_succeeded=ns.succeeded)
+    removed = admin.prune(older_than=ns.older_than, only_succeeded=ns.succeeded, jobs=ns.jobs)
     if ns.json:
         _print_json(removed)
     else:
