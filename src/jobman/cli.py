@@ -22,6 +22,7 @@ commands:
   restart JOB [--with-dependents]     submit a finished job again (and its dependency_failed dependents)
   signal JOB SIG                      send a signal to every process of a running job
   hold JOB... / release JOB...        keep jobs that have not started from starting / let them go
+  priority JOB N                      move a job that has not started to priority N in its group's line
   group set NAME --limit N | list | rm NAME
                                       concurrency groups
   reconcile                           explain abandoned jobs (every command also does this)
@@ -363,4 +364,5 @@ COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, 
             "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": _elsewhere("cmd_group"),
             "prune": _elsewhere("cmd_prune"), "restart": _elsewhere("cmd_restart"), "signal": _elsewhere("cmd_signal"),
             "hold": _elsewhere("cmd_hold"), "release": _elsewhere("cmd_release"),
+            "priority": _elsewhere("cmd_priority"),
             "completion": _elsewhere("cmd_completion"), "__jobs": _elsewhere("cmd_jobs_words")}

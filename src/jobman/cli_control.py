@@ -62,6 +62,29 @@ def cmd_release(args: list[str]) -> int:
     return _cmd_hold_or_release(args, False)
 
 
+def cmd_priority(args: list[str]) -> int:
+    p = _parser("jobman priority", "Move a job that has not started to priority N: within its group, jobs of a\n"
+                "higher priority take a free slot first, and it keeps its place by submission order within\n"
+                "its new priority (as tsp -u and pueue's switch move jobs in their queues).", json=True)
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("priority", metavar="N", type=_priority)
+    ns = p.parse_args(args)
+    from . import control
+
+    result = control.set_priority(ns.job, ns.priority)
+    if ns.json:
+        _print_json(result)
+    else:
+        sys.stdout.write(f"{ns.job}: {result['message']}\n")
+    return 0
+
+
+def _priority(text: str) -> int:
+    from .run_args import INT32, whole_number
+
+    return whole_number("N", *INT32)(text)
+
+
 def cmd_completion(args: list[str]) -> int:
     p = _parser("jobman completion", "Print a shell completion script. bash: eval \"$(jobman completion bash)\" in\n"
                 "~/.bashrc; zsh: the same in ~/.zshrc; fish: jobman completion fish | source.")

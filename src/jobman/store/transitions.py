@@ -317,6 +317,27 @@ def set_held(conn, job_id: str, held: bool, now: float) -> tuple[str, sqlite3.Ro
             continue
 
 
+def set_priority(conn, job_id: str, priority: int, now: float) -> tuple[str, sqlite3.Row]:
+    """Move a job that has not started to another priority: its place in its group's line (job_state) and its
+    row's priority together, in submission order within the new priority. Returns ("changed" | "unchanged" |
+    "not_waiting", state); the caller rings the line."""
+    while True:
+        state = load_state(conn, job_id)
+        if state["phase"] not in HOLDABLE:
+            return "not_waiting", state
+        before = conn.execute("SELECT priority FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+        if before == priority:
+            return "unchanged", state
+        try:
+            with Transaction(conn):
+                _update(conn, job_id, state["revision"], HOLDABLE, {"line_priority": priority})
+                conn.execute("UPDATE jobs SET priority = ? WHERE id = ?", (priority, job_id))
+                add_event(conn, job_id, "priority_changed", now, before=before, after=priority)
+            return "changed", load_state(conn, job_id)
+        except Conflict:
+            continue
+
+
 def remove_group(conn, name: str) -> bool:
     """Remove a group no job belongs to (finished ones included: their rows name it). Whether it was removed."""
     with Transaction(conn):
