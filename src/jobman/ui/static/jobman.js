@@ -28,33 +28,19 @@
     if (hash.startsWith("job/")) return { tab: "job", job: decodeURIComponent(hash.slice(4)) };
     return { tab: ["graph", "timeline", "groups"].includes(hash) ? hash : "jobs" };
   }
-  let nav = 0;  // moves on each navigation: an answer to a request made before it is dropped, not drawn
-  async function go() {
-    nav += 1;
-    route = parseRoute();
-    for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.tab === route.tab);
-    if (logSource) { logSource.close(); logSource = null; }
-    jobView = null;
-    clear(main());
-    await refresh(true);
-  }
-  async function refresh(first) {
-    const mine = nav;
-    try {
-      if (route.tab === "job") await showJob(first, mine);
-      else if (route.tab === "groups") {
-        const got = await get("/api/groups");
-        if (mine === nav) { groups = got; renderGroups(); }
-      } else {
-        const got = await get("/api/jobs", params());
-        if (mine === nav) { data = got; renderJobs(); }
-      }
-    } catch (e) {
-      if (mine !== nav) return;
-      if (first) clear(main(), el("div", { class: "banner", "data-testid": "error", text: e.message }));
-      else UI.notice(e.message, "error");
+  async function draw(to, first, current) {
+    route = to;
+    if (route.tab === "job") await showJob(first, current);
+    else if (route.tab === "groups") {
+      const got = await get("/api/groups");
+      if (current()) { groups = got; renderGroups(); }
+    } else {
+      const got = await get("/api/jobs", params());
+      if (current()) { data = got; renderJobs(); }
     }
   }
+  const leave = () => { if (logSource) { logSource.close(); logSource = null; } jobView = null; };
+  const { refresh } = UI.pages(parseRoute, leave, draw);
   const params = () => ({ state: filter.states.join(","), group: filter.group, name: filter.name, q: filter.q,
     offset: filter.offset, limit: filter.limit });
 
@@ -258,9 +244,9 @@
   }
 
   // --- one job ------------------------------------------------------------------------------------------------------
-  async function showJob(first, mine) {
+  async function showJob(first, current) {
     const job = await get(`/api/job/${encodeURIComponent(route.job)}`);
-    if (mine !== nav) return;
+    if (!current()) return;
     jobView = job;
     const describe = () => `job ${label(job)} (${stateWord(job)})`;
     let log = document.getElementById("log");
@@ -320,9 +306,4 @@
     logSource = UI.tail(`/api/job/${encodeURIComponent(id)}/log`, log, (attempt) => several() || attempt > 1);
   }
 
-  window.addEventListener("hashchange", go);
-  document.addEventListener("DOMContentLoaded", () => {
-    UI.live(() => refresh(false), UI.setStatus);
-    go();
-  });
 })();

@@ -82,6 +82,35 @@ const UI = (() => {
     return { refresh, source };
   }
 
+  // Navigation by the address's hash. draw(route, first, current) draws what the route shows (first: just navigated
+  // to); current() says whether that drawing is still the one asked for: an answer to a request made before a
+  // later navigation is dropped, never drawn. leave(route) closes what the page left holds open. A failure is shown
+  // in place of the page when navigating, as a notice on a refresh. Returns {refresh, route()}.
+  function pages(parse, leave, draw) {
+    let nav = 0, route = parse();
+    async function show(first) {
+      const mine = nav, current = () => mine === nav;
+      try {
+        await draw(route, first, current);
+      } catch (e) {
+        if (!current()) return;
+        if (first) clear(document.getElementById("main"), el("div", { class: "banner", "data-testid": "error", text: e.message }));
+        else notice(e.message, "error");
+      }
+    }
+    async function go() {
+      nav += 1;
+      route = parse();
+      for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.tab === route.tab);
+      leave();
+      clear(document.getElementById("main"));
+      await show(true);
+    }
+    window.addEventListener("hashchange", go);
+    document.addEventListener("DOMContentLoaded", () => { live(() => show(false), setStatus); go(); });
+    return { refresh: () => show(false), route: () => route };
+  }
+
   // A confirmation in the page (not window.confirm: it names every job the action will touch).
   function confirm(title, lines, verb) {
     return new Promise((resolve) => {
@@ -156,5 +185,5 @@ const UI = (() => {
     node.className = ok ? "live ok" : "live bad";
   }
 
-  return { el, clear, get, post, live, confirm, tail, notice, when, duration, iso, visible, setStatus };
+  return { el, clear, get, post, live, pages, confirm, tail, notice, when, duration, iso, visible, setStatus };
 })();

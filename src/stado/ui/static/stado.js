@@ -19,28 +19,16 @@
     const hash = location.hash.replace(/^#\/?/, "");
     return hash.startsWith("job/") ? { tab: "job", job: decodeURIComponent(hash.slice(4)) } : { tab: "main" };
   }
-  let nav = 0;  // moves on each navigation: an answer to a request made before it is dropped, not drawn
-  async function go() {
-    nav += 1;
-    route = parseRoute();
-    if (outputSource) { outputSource.close(); outputSource = null; }
-    clear(main());
-    await refresh(true);
-  }
-  async function refresh(first) {
-    const mine = nav;
-    try {
-      if (route.tab === "job") await showJob(first, mine);
-      else {
-        const got = await get("/api/board", { offset: view.offset, limit: view.limit, q: view.q });
-        if (mine === nav) renderMain(got);
-      }
-    } catch (e) {
-      if (mine !== nav) return;
-      if (first) clear(main(), el("div", { class: "banner", "data-testid": "error", text: e.message }));
-      else UI.notice(e.message, "error");
+  async function draw(to, first, current) {
+    route = to;
+    if (route.tab === "job") await showJob(first, current);
+    else {
+      const got = await get("/api/board", { offset: view.offset, limit: view.limit, q: view.q });
+      if (current()) renderMain(got);
     }
   }
+  const leave = () => { if (outputSource) { outputSource.close(); outputSource = null; } };
+  const { refresh } = UI.pages(parseRoute, leave, draw);
 
   // --- actions ---------------------------------------------------------------------------------------------------
   async function act(action, verb, ids, describe) {
@@ -190,9 +178,9 @@
   }
 
   // --- one job -------------------------------------------------------------------------------------------------------
-  async function showJob(first, mine) {
+  async function showJob(first, current) {
     const job = await get(`/api/job/${encodeURIComponent(route.job)}`);
-    if (mine !== nav) return;
+    if (!current()) return;
     const describe = () => `${short(job.id)} ${job.name || ""} (${job.state})`;
     let out = document.getElementById("output");
     if (!out) out = el("pre", { class: "log", id: "output", "data-testid": "output" });
@@ -231,9 +219,4 @@
     outputSource = UI.tail(`/api/job/${encodeURIComponent(id)}/output`, out, (attempt, first) => !first || attempt > 1);
   }
 
-  window.addEventListener("hashchange", go);
-  document.addEventListener("DOMContentLoaded", () => {
-    UI.live(() => refresh(false), UI.setStatus);
-    go();
-  });
 })();
