@@ -166,10 +166,12 @@ def main() -> int:
             print(json.dumps(report["stado"]), file=sys.stderr, flush=True)
         finally:
             browser.close()
+    report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     (results / "ui.json").write_text(json.dumps(report, indent=2) + "\n")
     print(render(report))
+    print(f"load average at the end: {report['load_average_at_end']}")
     return 0
 
 

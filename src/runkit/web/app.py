@@ -34,6 +34,8 @@ class Changes:
             if not self.watchers:
                 await _first(self._wanted.wait(), stopping.wait())
                 self._wanted.clear()
+                # A page that just connected is fetching what it shows: look after it, not beside it.
+                await _first(stopping.wait(), timeout=self.interval)
                 continue
             try:
                 print_ = await run_in_threadpool(self.fingerprint)

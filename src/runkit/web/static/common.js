@@ -86,20 +86,29 @@ const UI = (() => {
   // to); current() says whether that drawing is still the one asked for: an answer to a request made before a
   // later navigation is dropped, never drawn. leave(route) closes what the page left holds open. A failure is shown
   // in place of the page when navigating, as a notice on a refresh. Returns {refresh, route()}.
+  // One drawing at a time: a refresh asked for while one runs (the change stream's first event comes while the
+  // page's first answer is on its way) runs once after it, never beside it on the server.
   function pages(parse, leave, draw) {
-    let nav = 0, route = parse();
+    let nav = 0, route = parse(), running = false, again = false;
     async function show(first) {
+      if (running && !first) { again = true; return; }
+      running = true;
       const mine = nav, current = () => mine === nav;
       try {
         await draw(route, first, current);
       } catch (e) {
-        if (!current()) return;
-        if (first) clear(document.getElementById("main"), el("div", { class: "banner", "data-testid": "error", text: e.message }));
-        else notice(e.message, "error");
+        if (current()) {
+          if (first) clear(document.getElementById("main"), el("div", { class: "banner", "data-testid": "error", text: e.message }));
+          else notice(e.message, "error");
+        }
+      } finally {
+        if (mine === nav) running = false;
       }
+      if (again && !running) { again = false; await show(false); }
     }
     async function go() {
       nav += 1;
+      again = false;
       route = parse();
       for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.tab === route.tab);
       leave();
