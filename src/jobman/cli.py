@@ -17,7 +17,7 @@ commands:
                                       jobs, newest first, and why waiting jobs wait
   show JOB [--env]                    spec, state, outcome, attempts and events of one job
   logs [JOB]                          a job's output, the newest job's without JOB (--follow streams it)
-  wait JOB...                         wait for jobs to end; the exit status mirrors them
+  wait JOB... | --all | --group G     wait for jobs to end; the exit status mirrors them
   cancel JOB...                       stop waiting or running jobs
   restart JOB [--with-dependents]     submit a finished job again (and its dependency_failed dependents)
   signal JOB SIG                      send a signal to every process of a running job
@@ -270,19 +270,28 @@ def cmd_logs(args: list[str]) -> int:
 
 
 def cmd_wait(args: list[str]) -> int:
-    p = _parser("jobman wait", "Wait until every JOB has ended. Exit status: 0 if all succeeded, else that of\n"
-                "the first job (in argument order) that did not (see jobman --help for the codes).", json=True)
-    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p = _parser("jobman wait", "Wait until every JOB has ended (with --all: every job unfinished now; with --group\n"
+                "G: every job of group G unfinished now). Exit status: 0 if all succeeded, else that of\n"
+                "the first job (in argument order, then submission order) that did not (see jobman --help).",
+                json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB")
+    p.add_argument("--all", action="store_true", help="also every job unfinished now")
+    p.add_argument("--group", metavar="G", help="also every job of group G unfinished now")
     p.add_argument("--timeout", type=_duration("--timeout"), metavar="D",
                    help="give up after D (exit 120 with a message; the jobs go on)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     ns = p.parse_args(args)
     from . import api
+    from .errors import BadInput
 
+    if not ns.jobs and not ns.all and ns.group is None:
+        raise BadInput("jobman wait: name the jobs to wait for, or give --all or --group G (see jobman wait --help)")
+    if ns.group is not None and not ns.group:
+        raise BadInput("jobman wait: --group needs a group's name (see jobman group list)")
     progress = None
     if not ns.quiet and sys.stderr.isatty():
         progress = _progress_line
-    result = api.wait(ns.jobs, timeout=ns.timeout, progress=progress)
+    result = api.wait(ns.jobs, timeout=ns.timeout, progress=progress, every=ns.all, group=ns.group)
     if progress:
         sys.stderr.write("\r\033[K")
     if ns.json:

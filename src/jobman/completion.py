@@ -13,7 +13,7 @@ FLAGS = {
     "ls": "--active --all --limit --state --group --name --json",
     "show": "--env --json",
     "logs": "--attempt --stderr --follow --tail --json",
-    "wait": "--timeout --json --quiet",
+    "wait": "--all --group --timeout --json --quiet",
     "cancel": "--json",
     "restart": "--with-dependents --json",
     "signal": "--json",
