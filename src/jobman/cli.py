@@ -374,4 +374,5 @@ COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, 
             "prune": _elsewhere("cmd_prune"), "restart": _elsewhere("cmd_restart"), "signal": _elsewhere("cmd_signal"),
             "hold": _elsewhere("cmd_hold"), "release": _elsewhere("cmd_release"),
             "priority": _elsewhere("cmd_priority"),
-            "completion": _elsewhere("cmd_completion"), "__jobs": _elsewhere("cmd_jobs_words")}
+            "completion": _elsewhere("cmd_completion"), "__jobs": _elsewhere("cmd_jobs_words"),
+            "__groups": _elsewhere("cmd_group_words")}

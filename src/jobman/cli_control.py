@@ -104,6 +104,14 @@ def cmd_jobs_words(args: list[str]) -> int:
     return 0
 
 
+def cmd_group_words(args: list[str]) -> int:
+    """Private: the group names --group completes to (for the completion scripts)."""
+    from .completion import group_words
+
+    sys.stdout.write("".join(f"{word}\n" for word in group_words()))
+    return 0
+
+
 def cmd_group(args: list[str]) -> int:
     p = _parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once; 0 pauses it.\n"
                 "The default group's limit starts at the number of CPUs.")

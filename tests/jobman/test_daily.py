@@ -63,6 +63,13 @@ def test_bash_completion_completes_commands_flags_and_jobs(jobman):
     assert sorted(_bash_complete(jobman, "jobman show ")) == ["1", "nightly-build"]
     assert _bash_complete(jobman, "jobman logs night") == ["nightly-build"]
     assert _bash_complete(jobman, "jobman completion f") == ["fish"]
+    # Issue 23: values of --after*, --group and --state too.
+    jobman("group", "set", "gpu", "--limit", "1", check=True)
+    assert sorted(_bash_complete(jobman, "jobman run --after-success ")) == ["1", "nightly-build"]
+    assert _bash_complete(jobman, "jobman run --after nigh") == ["nightly-build"]
+    assert sorted(_bash_complete(jobman, "jobman run --group ")) == ["default", "gpu"]
+    assert _bash_complete(jobman, "jobman list --state succ") == ["succeeded"]
+    assert "held" in _bash_complete(jobman, "jobman list --state ")
     for shell, needle in (("zsh", "bashcompinit"), ("fish", "complete -c jobman")):
         text = jobman("completion", shell, check=True).stdout
         assert needle in text and "restart" in text and "with-dependents" in text
