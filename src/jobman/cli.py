@@ -164,6 +164,22 @@ def _whole(flag: str, low: int, high: int):
     return argparse_type(whole_number(flag, low, high))
 
 
+def _text(flag: str):
+    """An argparse type for a word that must mean something: not empty, valid UTF-8 (names are stored as text)."""
+    from runkit.cliargs import argparse_type
+
+    def convert(value: str) -> str:
+        if not value:
+            raise ValueError(f"{flag} needs a value (an empty one matches nothing)")
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValueError(f"{flag} {value.encode(errors='surrogateescape')!r} is not valid UTF-8") from None
+        return value
+
+    return argparse_type(convert)
+
+
 # --- run -----------------------------------------------------------------------------------------
 
 def cmd_run(args: list[str]) -> int:
@@ -197,8 +213,8 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
     p.add_argument("--state", action="append", default=[], metavar="STATE",
                    help="only jobs in STATE: a phase (waiting, running, ...), an outcome (failed, ...) or held; "
                         "repeatable or comma-separated")
-    p.add_argument("--group", metavar="NAME", help="only jobs of group NAME")
-    p.add_argument("--name", metavar="GLOB", help="only jobs whose name matches GLOB (*, ?, [...])")
+    p.add_argument("--group", metavar="NAME", type=_text("--group"), help="only jobs of group NAME")
+    p.add_argument("--name", metavar="GLOB", type=_text("--name"), help="only jobs whose name matches GLOB (*, ?, [...])")
     ns = p.parse_args(args)
     from . import api
     from .store import queries
@@ -276,7 +292,7 @@ def cmd_wait(args: list[str]) -> int:
                 json=True)
     p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("--all", action="store_true", help="also every job unfinished now")
-    p.add_argument("--group", metavar="G", help="also every job of group G unfinished now")
+    p.add_argument("--group", metavar="G", type=_text("--group"), help="also every job of group G unfinished now")
     p.add_argument("--timeout", type=_duration("--timeout"), metavar="D",
                    help="give up after D (exit 120 with a message; the jobs go on)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
@@ -286,8 +302,6 @@ def cmd_wait(args: list[str]) -> int:
 
     if not ns.jobs and not ns.all and ns.group is None:
         raise BadInput("jobman wait: name the jobs to wait for, or give --all or --group G (see jobman wait --help)")
-    if ns.group is not None and not ns.group:
-        raise BadInput("jobman wait: --group needs a group's name (see jobman group list)")
     progress = None
     if not ns.quiet and sys.stderr.isatty():
         progress = _progress_line
