@@ -2,13 +2,13 @@
 read-only home, a database file deleted, replaced or truncated. Real SQLite files, real filesystems
 (a small tmpfs, a read-only bind mount), real supervisors."""
 import json
-
-import pytest
 import os
 import sqlite3
 import subprocess
 import sys
 import time
+
+import pytest
 
 from tests.helpers import alive, kill_all, wait_for
 from tests.jobman.conftest import Jobman
