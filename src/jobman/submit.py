@@ -88,7 +88,7 @@ def _launch(job_id: str, credential: bytes, deadline: float) -> str:
         argv = _supervisor_argv(job_id)
         # A supervisor started from inside a job must not look like part of that job's processes.
         env = {k: v for k, v in os.environ.items() if k not in ("JOBMAN_JOB_ID", "JOBMAN_ATTEMPT")}
-        pid = proc.spawn(argv[0], argv, env, stdin=cred_r, stdout=ack_w, stderr=null)
+        pid = proc.spawn(argv[0], argv, env, stdin=cred_r, stdout=ack_w, stderr=null, only_std_fds=True)
     except OSError as e:
         for fd in (cred_r, cred_w, ack_r, ack_w):
             os.close(fd)
