@@ -54,6 +54,11 @@ def line(conn, group: str) -> list[str]:
     return [r[0] for r in conn.execute(f"SELECT job_id {_LINE}", (group,))]
 
 
+def waiting_count(conn) -> int:
+    """How many jobs wait (an index over unfinished jobs)."""
+    return conn.execute("SELECT count(*) FROM job_state WHERE phase != 'finished' AND phase = 'waiting'").fetchone()[0]
+
+
 def spec_json(conn, job_id: str) -> str:
     return conn.execute("SELECT spec FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
 
