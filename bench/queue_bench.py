@@ -33,6 +33,30 @@ BIN = Path(sys.executable).parent
 JOBMAN = str(BIN / "jobman")
 ROOT = Path(__file__).resolve().parent.parent
 SETTLE = 10.0  # seconds between the last submission and an idle window
+# The memory guard: no submission starts while the machine has less than this available, so that a heavy
+# waiting form (4.4 MiB per job before the lean form) can never take the machine down.
+MEMORY_FLOOR_MIB = 2048
+
+
+class OutOfMemory(Exception):
+    """Submitting stopped: the machine's available memory fell under MEMORY_FLOOR_MIB."""
+
+
+def mem_available_mib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
+def guard(done: int, total: int, what: str) -> None:
+    """Raise OutOfMemory (after one clear line) if submitting more could exhaust the machine's memory."""
+    available = mem_available_mib()
+    if available < MEMORY_FLOOR_MIB:
+        message = (f"bench: stopped submitting {what} at {done} of {total}: MemAvailable is {available} MiB, under"
+                   f" the {MEMORY_FLOOR_MIB} MiB floor")
+        print(message, file=sys.stderr, flush=True)
+        raise OutOfMemory(message)
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -78,15 +102,24 @@ def idle_cost(tag: str, seconds: float) -> dict:
             "loadavg_1m": round(max(loadavg_before, os.getloadavg()[0]), 2)}
 
 
-def _pool(argv_list, width: int, env: dict) -> list[subprocess.CompletedProcess]:
-    """Run the commands `width` at a time; every result, in order."""
+def _pool(argv_list, width: int, env: dict, what: str = "jobs") -> list[subprocess.CompletedProcess]:
+    """Run the commands `width` at a time; every result, in order (those never started, after the memory guard
+    stopped submitting, are missing from the end)."""
     results = [None] * len(argv_list)
     running = {}
     pending = list(enumerate(argv_list))
     while pending or running:
         while pending and len(running) < width:
+            if pending[0][0] % 20 == 0:
+                try:
+                    guard(pending[0][0], len(argv_list), what)
+                except OutOfMemory:
+                    pending = []
+                    break
             i, argv = pending.pop(0)
             running[i] = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not running:
+            break
         done = next(iter(running))
         p = running.pop(done)
         out, err = p.communicate()
@@ -121,11 +154,13 @@ class JobmanQueue:
         start = time.monotonic()
         results = _pool([[JOBMAN, "run", "--group", "q", "--", "true"] for _ in range(size)], 2, self.env)
         took = time.monotonic() - start
+        never = sum(1 for r in results if r is None)
+        results = [r for r in results if r is not None]
         failed = [r.stderr.strip() for r in results if r.returncode != 0]
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and self.counts().get("waiting:slot", 0) < size - len(failed):
+        while time.monotonic() < deadline and self.counts().get("waiting:slot", 0) < len(results) - len(failed):
             time.sleep(0.5)
-        return {"submitted": size - len(failed), "submit_failures": len(failed),
+        return {"submitted": len(results) - len(failed), "submit_failures": len(failed), "not_submitted": never,
                 "first_failure": failed[0] if failed else None, "submit_seconds_per_job": round(took / size, 4)}
 
     def drain(self, size: int) -> dict:

@@ -87,6 +87,22 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> 
     return submit(st.conn, st.db_file, spec, dependencies)
 
 
+def run_batch(jobs: list[tuple[dict, list]], emit, environ=os.environ) -> dict:
+    """Submit a batch (jobman.submit.submit_batch); emit(result) for each job handed over, in order."""
+    from .submit import submit_batch
+
+    st = State(environ, create=False, notify=lambda message: None)
+    if st.conn is None:
+        spec, dependencies = jobs[0]
+        if spec["group"] != schema.DEFAULT_GROUP:
+            raise transitions.no_such_group(spec["group"])
+        for selector, _ in dependencies:
+            st.resolve(selector)
+    st.create()
+    st.reconcile()
+    return submit_batch(st.conn, st.db_file, jobs, emit)
+
+
 # --- reading --------------------------------------------------------------------------------------
 
 def jobs_of(rows) -> list:

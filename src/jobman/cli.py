@@ -166,6 +166,8 @@ def cmd_run(args: list[str]) -> int:
     ns, command = run_args.parse(args, _parser)
     from . import api, spec
 
+    if ns.array is not None or ns.from_file is not None:
+        return _run_batch(ns, spec.batch_from_options(ns, command, os.environ))
     job_spec, deps = spec.from_options(ns, command, os.environ)
 
     result = api.run(job_spec, deps)
@@ -175,6 +177,45 @@ def cmd_run(args: list[str]) -> int:
         sys.stdout.write(result["id"] + "\n")
     sys.stdout.flush()
     return 0
+
+
+def _run_batch(ns, jobs: list) -> int:
+    """`jobman run --array/--from`: each id printed as its job is handed over; a batch stopped part way says
+    which jobs were submitted."""
+    from . import api
+
+    keys = ("id", "handle", "name", "supervisor_id", "index")
+    listed = []
+
+    def emit(result: dict) -> None:
+        result["index"] = jobs[result["index"]][0]["batch_index"]  # its array index, or its line's command number
+        if ns.json:
+            listed.append({k: result[k] for k in keys})
+            return
+        try:  # each id as soon as its job is handed over: a batch killed part way has named what it submitted
+            sys.stdout.write(result["id"] + "\n")
+            sys.stdout.flush()
+        except OSError:
+            pass  # the terminal is gone: the jobs are not
+
+    outcome = api.run_batch(jobs, emit)
+    try:
+        if ns.json:
+            _print_json(listed)
+        sys.stdout.flush()
+    except OSError:
+        pass
+    done, total = outcome["submitted"], len(jobs)
+    if done == total:
+        return 0
+    what = "--array index" if ns.array is not None else "command"
+    label = lambda i: f"{what} {jobs[i][0]['batch_index']}"  # noqa: E731
+    for index, job_id, message in outcome["failures"]:
+        _error(f"the job of {label(index)} ({job_id or 'not committed'}) was not submitted: {message}")
+    why = "interrupted" if outcome["interrupted"] else "stopped"
+    rest = f"; from {label(outcome['stopped_at'])} on, nothing was" if outcome["stopped_at"] is not None else ""
+    _error(f"{why}: submitted {done} of {total} jobs (their ids are printed){rest}")
+    return 130 if outcome["interrupted"] else 1
 
 
 # --- reading -------------------------------------------------------------------------------------
