@@ -51,6 +51,7 @@ def main(args: list[str]) -> int:
     supervisor_id = uuid7()
     me = proc.self_identity()
     faults.hit("supervisor:before_claim")
+    faults.hit_once("supervisor:one_dies_before_claim")
     if faults.active("supervisor:late_claim"):
         _sleep_past_deadline(conn, job_id)
     try:
