@@ -17,6 +17,7 @@ from .errors import Conflict
 from .lease_keeping import LeaseKeeping
 from .model import JobSpec, JobState, Snapshot
 from .store import queries, transitions
+from .supervisor_log import log
 
 
 # How the lean form execs back into the supervisor (jobman.supervisor.resume), as `jobman run` starts it.
@@ -26,15 +27,6 @@ RESUME = ("import sys; sys.path.insert(0, {path!r}); from jobman.supervisor impo
 
 class Fenced(Exception):
     """This supervisor no longer owns the job (finished by someone else, or another owner)."""
-
-
-def log(message: str) -> None:
-    """A line in the job's supervisor log (the supervisor's stderr, once it has detached)."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
-    try:
-        os.write(2, f"{stamp} {message}\n".encode(errors="replace"))
-    except OSError:
-        pass
 
 
 class Supervisor(LeaseKeeping):
@@ -334,12 +326,11 @@ class Supervisor(LeaseKeeping):
 
         if not lean.enabled():
             return None
-        ok, waiting = self.db.try_once("count the waiting jobs", queries.waiting_count)
-        if not ok:
-            return None
         # The fallback poll of a lean waiter. It wakes to look at its job and at the lease round (it takes
-        # the round up if its holder died): spread so that all lean waiters together wake about once per
-        # renewal interval, since a wake-up costs a Python start (~20 ms of CPU).
+        # the round up if its holder died): spread by the number of waiting jobs the round counted last, so
+        # that all lean waiters together wake about once per renewal interval however many they are, since
+        # a wake-up costs a Python start (~20 ms of CPU).
+        waiting = (self.snap.round_waiting if self.snap is not None else 0) or 0
         fallback = now + jitter(max(self.poll_every, waiting * self.renew_every), 1.0, 1.5)
         return fallback if until is None else min(until, fallback)
 

@@ -37,8 +37,8 @@ def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float
         return None  # before reading every waiting job: whoever looks while the round is held pays nothing
     renewals, period, own_revision, gone, settle = [], None, None, set(), False
     awake = set()
-    for (waiting_id, revision, owner, pid, start_time, boot, lease, renew_every, expires, is_gone) in \
-            lease_round.waiting(conn, now):
+    rows = lease_round.waiting(conn, now)
+    for (waiting_id, revision, owner, pid, start_time, boot, lease, renew_every, expires, is_gone) in rows:
         if not proc.verify(pid, start_time, boot, awake=True):
             if expires is not None and expires < now and not proc.verify(pid, start_time, boot):
                 settle = True  # dead, and its lease has run out: the pass finds it lost and wakes who it blocked
@@ -55,6 +55,6 @@ def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float
     others, lost_slots = lease_round.others_due(conn, now)
     # Held for two rounds: a holder that stops or dies is replaced by the first waiter to wake after
     # that, while the leases it renewed last still have a renewal interval to run.
-    if not lease_round.hold_and_renew(conn, supervisor_id, now, now + 2 * period, renewals):
+    if not lease_round.hold_and_renew(conn, supervisor_id, now, now + 2 * period, renewals, len(rows)):
         return None
     return period, own_revision, Look(gone, settle or others, lost_slots)

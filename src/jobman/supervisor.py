@@ -16,10 +16,9 @@ from runkit.ids import is_uuid, uuid7
 
 from . import faults, home as homes
 from .dbretry import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, Retrier, file_identity, jitter
-from .eligibility import Supervisor, log as _log
 from .errors import JobmanError
-from .model import JobState, Snapshot
 from .store import queries, schema, transitions
+from .supervisor_log import log as _log
 
 CREDENTIAL_BYTES = 32
 EXIT_REFUSED = 3
@@ -63,7 +62,11 @@ def main(args: list[str]) -> int:
     faults.hit("supervisor:after_claim")
     _acknowledge(job_id, supervisor_id)
     _detach(home, job_id)
+    # What the owner needs from here on is loaded once `jobman run` has its answer: not on its clock.
     import gc
+
+    from .eligibility import Supervisor
+    from .model import JobState
 
     gc.freeze()  # what start-up made lives as long as we do: no collection need ever walk it again
     return Supervisor(store, home, job_id, supervisor_id, JobState.from_row(state)).run()
@@ -93,6 +96,9 @@ def resume(args: list[str]) -> int:
         return 0
     store = Retrier(conn, path, _log)
     store.identity = identity
+    from .eligibility import Supervisor
+    from .model import Snapshot
+
     me = proc.self_identity()
     snap = Snapshot.from_row(store.call("read the job's state", queries.snapshot, job_id, time.time()))
     mine = snap is not None and (snap.supervisor_id, snap.supervisor_pid, snap.supervisor_start_time,

@@ -188,4 +188,9 @@ MIGRATIONS = [
         expires_at    REAL NOT NULL
     );
     """,
+    # 5: the lease round counts the jobs waiting at its last round, so that a waiter about to turn lean
+    # (jobman.lean) spreads its fallback poll by the size of the queue without counting it itself.
+    """
+    ALTER TABLE lease_round ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+    """,
 ]

@@ -28,7 +28,8 @@ SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1) AS slots_held,
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1
       AND (h.phase = 'finished' OR h.lease_expires_at < :now)) AS holders_stale,
-  (SELECT supervisor_id FROM lease_round) AS round_holder, (SELECT expires_at FROM lease_round) AS round_until
+  (SELECT supervisor_id FROM lease_round) AS round_holder, (SELECT expires_at FROM lease_round) AS round_until,
+  (SELECT waiting FROM lease_round) AS round_waiting
 FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = :id
 """
 
@@ -52,11 +53,6 @@ def front_of_line(conn, group: str, count: int) -> list:
 def line(conn, group: str) -> list[str]:
     """The whole line of a group (what `jobman list` shows positions from)."""
     return [r[0] for r in conn.execute(f"SELECT job_id {_LINE}", (group,))]
-
-
-def waiting_count(conn) -> int:
-    """How many jobs wait (an index over unfinished jobs)."""
-    return conn.execute("SELECT count(*) FROM job_state WHERE phase != 'finished' AND phase = 'waiting'").fetchone()[0]
 
 
 def spec_json(conn, job_id: str) -> str:

@@ -4,7 +4,7 @@ Mutable rows carry a revision. Each update names the expected revision (and phas
 clause; "no row updated" raises Conflict, and the caller reloads before deciding again. Events are
 appended in the same transaction as the change they record.
 """
-import sqlite3
+from .sqlite import sqlite3
 
 from runkit.durations import format_time
 from runkit.jsonfast import dumps
