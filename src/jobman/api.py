@@ -12,7 +12,8 @@ from .errors import BadInput, JobmanError, NotFound
 from runkit.outcomes import exit_status
 
 READING_BUSY_TIMEOUT_MS = 2_000  # a reading command's reconcile pass waits this long for the write lock
-LIST_FINISHED = 100  # finished jobs `jobman list` shows by default (every unfinished one is shown)
+LIST_FINISHED = 100  # finished jobs `jobman list` shows by default
+LIST_WAITING = 100  # ... and waiting ones (a sweep keeps thousands waiting); every other unfinished one is shown
 
 
 def _note(message: str) -> None:
@@ -155,18 +156,20 @@ def spec_of(job) -> tuple[dict, str | None]:
 
 def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None,
               everything: bool = False, states=(), group: str | None = None, name: str | None = None) -> dict:
-    """{"jobs": views newest first, "not_shown": older finished jobs left out}. By default every
-    unfinished job and the newest LIST_FINISHED finished ones; `limit`: the newest `limit` jobs;
+    """{"jobs": views newest first, "not_shown": {"waiting": n, "finished": n} older jobs left out}. By
+    default every unfinished job but waiting ones, the newest LIST_WAITING waiting ones and the newest
+    LIST_FINISHED finished ones; `active_only`: every unfinished job; `limit`: the newest `limit` jobs;
     `everything`: all of them. states / group / name (a glob): only the jobs that match."""
     st = State(environ, create=False, reading=True)
     if st.conn is None:
-        return {"jobs": [], "not_shown": 0}
+        return {"jobs": [], "not_shown": {"waiting": 0, "finished": 0}}
     st.reconcile()
     from . import listing
 
+    capped = not (limit or active_only or everything)
     return listing.read(st.conn, active_only=active_only, limit=limit, finished=None if everything else LIST_FINISHED,
-                        where=queries.list_filter(states, group, name),
-                        count_rest=not (limit or active_only or everything))
+                        waiting=LIST_WAITING if capped else None, where=queries.list_filter(states, group, name),
+                        count_rest=capped)
 
 
 def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None) -> dict:

@@ -222,8 +222,9 @@ def _run_batch(ns, jobs: list) -> int:
 
 def cmd_list(args: list[str]) -> int:
     p = _parser("jobman list", """\
-Jobs, newest first: every unfinished job and the newest 100 finished ones
-(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.
+Jobs, newest first: every running job, the newest 100 waiting and the newest 100 finished ones
+(--active: every unfinished job; --all: every job; --limit N: the newest N). Waiting jobs say what
+they wait for, and where they stand in their group's line.
 The table fits the terminal (or COLUMNS), cutting the command; outcomes are coloured on a
 terminal (not with NO_COLOR). # is the job's handle, which any command takes as JOB.""", json=True)
     p.add_argument("--active", action="store_true", help="only jobs that have not finished")
@@ -254,8 +255,9 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
         out.write(listing.job_table(views, listing.terminal_width(out), listing.use_colour(out)) + "\n")
     else:
         sys.stdout.write("no jobs\n" if not (states or ns.group or ns.name) else "no jobs match\n")
-    if result["not_shown"]:
-        sys.stderr.write(f"jobman: {result['not_shown']} older finished job(s) not shown (jobman list --all)\n")
+    left_out = [f"{n} older {what}" for what, n in result["not_shown"].items() if n]
+    if left_out:
+        sys.stderr.write(f"jobman: {' and '.join(left_out)} job(s) not shown (jobman list --all)\n")
     return 0
 
 
