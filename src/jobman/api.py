@@ -1,12 +1,12 @@
-"""One function per command. Each opens the state, runs a cheap reconcile pass, does its work and
-returns plain data; jobman.cli parses arguments and renders what comes back."""
+"""One function per command. Each opens the state, runs a cheap reconcile pass (but `run`: see run()), does
+its work and returns plain data; jobman.cli parses arguments and renders what comes back."""
 from runkit.jsonfast import loads as json_loads
 import os
 import time
 
 from runkit import proc
 
-from . import doorbell, home as homes, reconcile, selectors
+from . import doorbell, home as homes, selectors
 from .store import queries, schema, transitions
 from .errors import BadInput, JobmanError, NotFound
 from runkit.outcomes import exit_status
@@ -50,6 +50,8 @@ class State:
         """The cheap reconcile pass; skipped (once noted) when the database cannot be written now."""
         if self.conn is None:
             return []
+        from . import reconcile  # (not on the path of `jobman run`, which runs no pass)
+
         try:
             return reconcile.run(self.conn, self.home, time.time())
         except Exception as e:
@@ -70,11 +72,13 @@ class State:
         return selectors.resolve(self.conn, selector)
 
 
-def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> dict:
+def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, launch=None) -> dict:
+    """Submit one job (jobman.submit). launch: its supervisor, started already (jobman.launch)."""
     from .submit import submit
 
-    # The reconcile pass here is a courtesy to other jobs: if storage trouble skips it, the submission's own
-    # outcome is all `jobman run` says (one line), not a note about the pass before it.
+    # No reconcile pass here: it would be a courtesy to other jobs, on the clock of every submission of a
+    # sweep, and while any job waits, the holder of its lease round runs the pass when something is due
+    # (jobman.renewal_round); reading commands run it too.
     st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
         # No database yet: refuse what cannot be accepted before anything is created. Only the default
@@ -84,8 +88,7 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> 
         for selector, _ in dependencies:
             st.resolve(selector)
     st.create()
-    st.reconcile()
-    return submit(st.conn, st.db_file, spec, dependencies)
+    return submit(st.conn, st.db_file, spec, dependencies, launch)
 
 
 def run_batch(jobs: list[tuple[dict, list]], emit, environ=os.environ) -> dict:
@@ -219,7 +222,9 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
         if what == "requested":
             doorbell.ring(st.home, job_id)
         elif what == "cancelled":
-            reconcile._wake_after(st.conn, st.home, job_id)
+            from .reconcile import _wake_after
+
+            _wake_after(st.conn, st.home, job_id)
         results.append({"id": job_id, "result": what, "state": state})
     out = []
     for r in results:

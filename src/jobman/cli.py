@@ -164,13 +164,24 @@ def cmd_run(args: list[str]) -> int:
     from . import run_args
 
     ns, command = run_args.parse(args, _parser)
-    from . import api, spec
-
     if ns.array is not None or ns.from_file is not None:
-        return _run_batch(ns, spec.batch_from_options(ns, command, os.environ))
-    job_spec, deps = spec.from_options(ns, command, os.environ)
+        from . import spec
 
-    result = api.run(job_spec, deps)
+        return _run_batch(ns, spec.batch_from_options(ns, command, os.environ))
+    # The supervisor's interpreter starts now, while this process loads the rest and commits the job; it
+    # claims nothing before the commit has handed it its credential (jobman.launch).
+    from runkit.ids import uuid7
+
+    from .launch import Launch
+
+    launch = Launch(uuid7())
+    try:
+        from . import api, spec
+
+        job_spec, deps = spec.from_options(ns, command, os.environ)
+        result = api.run(job_spec, deps, launch=launch)
+    finally:
+        launch.abandon()  # (nothing, once the credential is handed: bad input before the commit ends it here)
     if ns.json:
         _print_json({k: result[k] for k in ("id", "handle", "name", "supervisor_id")})
     else:

@@ -3,27 +3,27 @@
     resolve spec -> one transaction (job, state, edges, job_submitted) -> launch `jobman __supervise ID`
     (credential on its stdin) -> read one acknowledgement -> print the id
 
-No lock is held across the launch. If the acknowledgement does not arrive intact, the database is
+`jobman run` starts the supervisor's process before the transaction (jobman.launch): it waits for its
+credential, written only after the commit, so the launch the seed orders after the commit, the handing of
+the credential that lets it claim, still comes after it. No lock is held across the launch. If the acknowledgement does not arrive intact, the database is
 read again on a fresh connection before any failure is reported: a committed claim means success.
 If no claim is found, a guarded update makes a late claim impossible, and only then is the launch
 error reported.
 """
 import os
 import select
-import sys
 import time
 
-from runkit import proc
 from runkit.hashing import sha256
 from runkit.ids import uuid7
 
 from . import ack, faults
+from .launch import Launch
 from .store import queries, schema, transitions
 from .dbretry import trouble
 from .errors import Conflict, JobmanError, LaunchError
 
 CREDENTIAL_BYTES = 32
-ACK_GRACE = 2.0  # seconds past the claim deadline to wait for an acknowledgement already on its way
 CLAIM_SETTLES = 2.0  # past the claim deadline, no claim can commit (a claim may wait out its 1 s busy timeout)
 _HANDOFF_SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM", "SIGQUIT")
 
@@ -38,17 +38,22 @@ def _ignore_interrupts() -> None:
         _signal.signal(getattr(_signal, name), _signal.SIG_IGN)
 
 
-def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) -> dict:
-    """Submit a job and hand it to its supervisor. Returns {"id", "handle", "name", "supervisor_id", "reconciled"}."""
+def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]], launch: Launch | None = None) -> dict:
+    """Submit a job and hand it to its supervisor. launch: a supervisor started already for the job's id
+    (jobman.launch), waiting for its credential. Returns {"id", "handle", "name", "supervisor_id",
+    "reconciled"}."""
     credential = os.urandom(CREDENTIAL_BYTES)
-    job_id = uuid7()
+    if launch is None:
+        launch = Launch(uuid7())
+    job_id = launch.job_id
     now = time.time()
     faults.pause("cli:before_commit")
     try:
         spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
                                   credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
-    except Exception as e:
-        reason = trouble(e)
+    except BaseException as e:
+        launch.abandon()
+        reason = trouble(e) if isinstance(e, Exception) else None
         if reason is None:
             raise
         schema.rollback(conn)
@@ -57,7 +62,8 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) 
     faults.linger("cli:slow_after_commit")
     deadline = now + spec["windows"]["claim"]
     try:
-        supervisor_id = _launch(job_id, credential, deadline)
+        launch.hand(credential, deadline)
+        supervisor_id = launch.wait_for_ack()
         reconciled = False
     except (LaunchError, ack.BadAck, OSError) as e:
         supervisor_id = _reconcile_launch(db_file, job_id, str(e))
@@ -110,8 +116,9 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
                 continue
             faults.hit("cli:after_commit")
             for offset, ((job_id, cred, _, _), spec) in enumerate(zip(jobs, stored)):
+                launch = Launch(job_id)
                 try:
-                    launch = Launch(job_id, cred, now + spec["windows"]["claim"])
+                    launch.hand(cred, now + spec["windows"]["claim"])
                 except LaunchError as e:
                     launch = e
                 inflight.append([next_item + offset, job_id, spec, launch])
@@ -178,106 +185,6 @@ def _hand_over(db_file: str, job_id: str, spec: dict, launch) -> dict | str:
             return str(refused)
     return {"id": job_id, "handle": spec["handle"], "name": spec["name"], "supervisor_id": supervisor_id,
             "reconciled": reconciled}
-
-
-_SUPERVISE = "import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import main; sys.exit(main(sys.argv[2:]))"
-
-
-def _supervisor_argv(job_id: str) -> list[str]:
-    """`python -I -S -c ... __supervise JOB_ID`: isolated from PYTHON* variables and the current
-    directory, without site (the supervisor needs only the standard library and this package, whose
-    directory is passed explicitly), which saves a fifth of its start-up."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return [sys.executable, "-I", "-S", "-c", _SUPERVISE.format(path=package_root), "__supervise", job_id]
-
-
-def _launch(job_id: str, credential: bytes, deadline: float) -> str:
-    """Start the supervisor, hand it the credential, and return the supervisor id it acknowledges."""
-    launch = Launch(job_id, credential, deadline)
-    try:
-        while not launch.done:
-            launch.wait()
-    finally:
-        launch.close()
-    return launch.supervisor_id()
-
-
-class Launch:
-    """One supervisor started and handed its credential; its acknowledgement read as it arrives (a batch
-    reads many at once). Raises LaunchError if the supervisor cannot be started."""
-
-    def __init__(self, job_id: str, credential: bytes, deadline: float):
-        self.job_id, self.give_up_at = job_id, deadline + ACK_GRACE
-        proc.ensure_std_fds()
-        cred_r, cred_w = os.pipe()
-        ack_r, ack_w = os.pipe()
-        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            argv = _supervisor_argv(job_id)
-            # A supervisor started from inside a job must not look like part of that job's processes.
-            env = {k: v for k, v in os.environ.items() if k not in ("JOBMAN_JOB_ID", "JOBMAN_ATTEMPT")}
-            self.pid = proc.spawn(argv[0], argv, env, stdin=cred_r, stdout=ack_w, stderr=null, only_std_fds=True)
-        except OSError as e:
-            for fd in (cred_r, cred_w, ack_r, ack_w):
-                os.close(fd)
-            raise LaunchError(f"cannot start the supervisor: {e.strerror or e}") from None
-        finally:
-            os.close(null)
-        os.close(cred_r)
-        os.close(ack_w)
-        try:
-            os.write(cred_w, credential)  # 32 bytes into an empty pipe: never blocks
-        except OSError:
-            pass  # it died already: the acknowledgement read below finds out how far it got
-        finally:
-            os.close(cred_w)
-        self.fd, self.raw, self.done, self.error = ack_r, b"", False, None
-
-    def wait(self) -> None:
-        """Wait for more of the acknowledgement (one read), or for its deadline."""
-        remaining = self.give_up_at - time.time()
-        if remaining > 0:
-            poller = select.poll()
-            poller.register(self.fd, select.POLLIN)
-            if not poller.poll(int(remaining * 1000) + 1):
-                return
-        self.read()
-
-    def read(self) -> None:
-        """Read what has arrived (the descriptor is readable, or the deadline passed)."""
-        if time.time() >= self.give_up_at:
-            self.error = LaunchError("the supervisor did not acknowledge its claim before the claim deadline")
-            self.done = True
-            return
-        chunk = os.read(self.fd, ack.ACK_MAX_BYTES + 1 - len(self.raw))
-        self.raw += chunk
-        if not chunk or len(self.raw) > ack.ACK_MAX_BYTES:
-            self.done = True
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def supervisor_id(self) -> str:
-        """The acknowledged supervisor id; LaunchError or ack.BadAck if there is none."""
-        if self.error is not None:
-            raise self.error
-        try:
-            return ack.decode(self.raw, self.job_id)
-        except ack.BadAck as e:
-            raise ack.BadAck(f"{e}{_exit_note(self.pid)}") from None
-
-
-def _exit_note(pid: int) -> str:
-    try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return ""
-    if not done:
-        return ""
-    code, sig = proc.describe_status(status)
-    return f" (the supervisor exited with {'code ' + str(code) if sig is None else proc.signal_name(sig)})"
 
 
 def _record_reconciled(conn, job_id: str, reason: str) -> None:

@@ -35,20 +35,29 @@ def main(args: list[str]) -> int:
         sys.stderr.write("jobman __supervise: private command; it takes exactly one job id and nothing else\n")
         return 2
     job_id = args[0]
+    home = homes.home_dir()
+    path = homes.db_path(home)
+    # `jobman run` starts us before it commits the job (jobman.launch): open the database meanwhile if it is
+    # there (the first job of a home creates it), and claim nothing before the credential has come.
+    conn = None
+    if os.path.exists(path):
+        try:
+            conn = _connect(path)
+        except JobmanError:
+            conn = None
+    supervisor_id = uuid7()
+    me = proc.self_identity()
     credential = _read_credential()
     if len(credential) != CREDENTIAL_BYTES:
         sys.stderr.write("jobman __supervise: refused: no launch credential on stdin\n")
         return EXIT_REFUSED
-    home = homes.home_dir()
-    path = homes.db_path(home)
-    try:
-        conn = _connect(path)
-    except JobmanError as e:
-        sys.stderr.write(f"jobman __supervise: refused: {e}\n")
-        return EXIT_REFUSED
+    if conn is None:
+        try:
+            conn = _connect(path)
+        except JobmanError as e:
+            sys.stderr.write(f"jobman __supervise: refused: {e}\n")
+            return EXIT_REFUSED
     store = Retrier(conn, path, _log)
-    supervisor_id = uuid7()
-    me = proc.self_identity()
     faults.hit("supervisor:before_claim")
     faults.hit_once("supervisor:one_dies_before_claim")
     if faults.active("supervisor:late_claim"):
