@@ -87,11 +87,12 @@ def hold_and_renew(conn, supervisor_id: str, now: float, hold_until: float, rene
 
 
 def release(conn, supervisor_id: str, job_id: str) -> list:
-    """Give the round up (if it is still ours); returns a few waiting jobs whose supervisors may take it on,
-    the most lately renewed first (the round passes over dead and stopped ones, so theirs are the oldest):
-    [(job_id, pid, start_time, boot_id)]."""
+    """Give the round up (if it is still ours); returns a few waiting jobs whose supervisors may take it on:
+    the newest, which tend to wait longest (a holder whose job starts hands the round on again), from the
+    index of waiting jobs by submission time. [(job_id, pid, start_time, boot_id)]; the caller rings the
+    first whose supervisor is alive and awake."""
     with Transaction(conn, durable=False):
         conn.execute("DELETE FROM lease_round WHERE supervisor_id = ?", (supervisor_id,))
         return conn.execute("SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id FROM job_state"
-                            " WHERE phase != 'finished' AND phase = 'waiting' AND job_id != ?"
-                            " ORDER BY lease_expires_at DESC LIMIT 8", (job_id,)).fetchall()
+                            " WHERE phase = 'waiting' AND job_id != ? ORDER BY line_at DESC, job_id DESC LIMIT 8",
+                            (job_id,)).fetchall()
