@@ -327,10 +327,13 @@ class Supervisor(LeaseKeeping):
         if not lean.enabled():
             return None
         # The fallback poll of a lean waiter. It wakes to look at its job and at the lease round (it takes
-        # the round up if its holder died): spread by the number of waiting jobs the round counted last, so
-        # that all lean waiters together wake about once per renewal interval however many they are, since
-        # a wake-up costs a Python start (~20 ms of CPU).
-        waiting = (self.snap.round_waiting if self.snap is not None else 0) or 0
+        # the round up if its holder died): spread by the number of waiting jobs, so that all lean waiters
+        # together wake about once per renewal interval however many they are, since a wake-up costs a
+        # Python start (~20 ms of CPU). Counted here, not by the round: a count a round old would give the
+        # first jobs of a burst of submissions short timers, and their wake-ups would all come together.
+        ok, waiting = self.db.try_once("count the waiting jobs", queries.waiting_count)
+        if not ok:
+            return None
         fallback = now + jitter(max(self.poll_every, waiting * self.renew_every), 1.0, 1.5)
         return fallback if until is None else min(until, fallback)
 

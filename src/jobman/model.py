@@ -71,8 +71,7 @@ class Snapshot(JobState):
     """What a waiting supervisor reads to decide (store.queries.snapshot): its state, its dependencies
     as [(job_id, condition, phase, outcome, name)], and its group's slots."""
 
-    __slots__ = ("deps", "deps_stale", "slot_limit", "slots_held", "holders_stale", "round_holder", "round_until",
-                 "round_waiting")
+    __slots__ = ("deps", "deps_stale", "slot_limit", "slots_held", "holders_stale", "round_holder", "round_until")
 
     @classmethod
     def from_row(cls, row, **extra):

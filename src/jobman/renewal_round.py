@@ -55,6 +55,6 @@ def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float
     others, lost_slots = lease_round.others_due(conn, now)
     # Held for two rounds: a holder that stops or dies is replaced by the first waiter to wake after
     # that, while the leases it renewed last still have a renewal interval to run.
-    if not lease_round.hold_and_renew(conn, supervisor_id, now, now + 2 * period, renewals, len(rows)):
+    if not lease_round.hold_and_renew(conn, supervisor_id, now, now + 2 * period, renewals):
         return None
     return period, own_revision, Look(gone, settle or others, lost_slots)

@@ -9,9 +9,8 @@ the round read it is left alone. None of these writes is synced on its own: a le
 from .schema import Transaction
 
 # Take the round if nobody holds it or its holder let it expire; keep it if it is ours.
-_HOLD = ("INSERT INTO lease_round (one, supervisor_id, expires_at, waiting) VALUES (1, ?, ?, ?)"
-         " ON CONFLICT (one) DO UPDATE SET supervisor_id = excluded.supervisor_id, expires_at = excluded.expires_at,"
-         " waiting = excluded.waiting"
+_HOLD = ("INSERT INTO lease_round (one, supervisor_id, expires_at) VALUES (1, ?, ?)"
+         " ON CONFLICT (one) DO UPDATE SET supervisor_id = excluded.supervisor_id, expires_at = excluded.expires_at"
          " WHERE lease_round.supervisor_id = excluded.supervisor_id OR lease_round.expires_at < ?")
 
 _RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
@@ -75,12 +74,11 @@ def others_due(conn, now: float) -> tuple[bool, bool]:
     return bool(row[0]), bool(row[1])
 
 
-def hold_and_renew(conn, supervisor_id: str, now: float, hold_until: float, renewals: list, waiting: int) -> bool:
+def hold_and_renew(conn, supervisor_id: str, now: float, hold_until: float, renewals: list) -> bool:
     """Hold the round until hold_until and write its renewals [(expires_at, job_id, revision,
-    supervisor_id)], and how many jobs wait, in one transaction. False (and nothing written): another
-    supervisor holds it."""
+    supervisor_id)], in one transaction. False (and nothing written): another supervisor holds it."""
     with Transaction(conn, durable=False):
-        if conn.execute(_HOLD, (supervisor_id, hold_until, waiting, now)).rowcount != 1:
+        if conn.execute(_HOLD, (supervisor_id, hold_until, now)).rowcount != 1:
             return False
         conn.executemany(_RENEW, [(*r, r[0]) for r in renewals])
     return True

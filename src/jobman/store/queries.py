@@ -28,8 +28,7 @@ SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1) AS slots_held,
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1
       AND (h.phase = 'finished' OR h.lease_expires_at < :now)) AS holders_stale,
-  (SELECT supervisor_id FROM lease_round) AS round_holder, (SELECT expires_at FROM lease_round) AS round_until,
-  (SELECT waiting FROM lease_round) AS round_waiting
+  (SELECT supervisor_id FROM lease_round) AS round_holder, (SELECT expires_at FROM lease_round) AS round_until
 FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = :id
 """
 
@@ -56,6 +55,12 @@ def line(conn, group: str) -> list[str]:
     cursor = conn.cursor()
     cursor.row_factory = None
     return [r[0] for r in cursor.execute(f"SELECT job_id {_LINE}", (group,))]
+
+
+def waiting_count(conn) -> int:
+    """How many jobs wait (from the index of unfinished jobs: a fraction of a millisecond at 10,000)."""
+    return conn.execute("SELECT count(*) FROM job_state WHERE phase != 'finished' AND phase = 'waiting'"
+                        ).fetchone()[0]
 
 
 def spec_json(conn, job_id: str) -> str:
