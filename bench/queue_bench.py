@@ -254,7 +254,8 @@ def bench_loop_submission(root: Path, size: int) -> dict:
         for first in range(0, size, LOOP_PART):
             guard(first, size, "jobman (shell loop)")
             count = min(LOOP_PART, size - first)
-            script = f'i=0; while [ $i -lt {count} ]; do "{JOBMAN}" run --group q -- true > /dev/null || exit 1; i=$((i+1)); done'
+            script = (f'i=0; while [ $i -lt {count} ]; do "{JOBMAN}" run --group q -- true > /dev/null || exit 1;'
+                      f' i=$((i+1)); done')
             started = time.monotonic()
             result = subprocess.run(["/bin/sh", "-c", script], env=q.env, capture_output=True, text=True)
             took += time.monotonic() - started
@@ -287,7 +288,8 @@ def bench_reading_waiting(root: Path, q: JobmanQueue, rounds: int = 15) -> dict:
     q.jobman("wait", done_big)
     waiting_big = q.jobman("list", "--limit", "2", "--state", "waiting", "--json").stdout
     waiting_big = json.loads(waiting_big)[0]["id"]
-    commands = {"jobman list": lambda done, waiting: ["list"], "jobman show JOB": lambda done, waiting: ["show", waiting],
+    commands = {"jobman list": lambda done, waiting: ["list"],
+                "jobman show JOB": lambda done, waiting: ["show", waiting],
                 "jobman wait JOB (finished)": lambda done, waiting: ["wait", done]}
     homes = {"one waiting": (small, done_small, small.jobman("list", "--json").stdout),
              "the queue": (q, done_big, None)}
@@ -311,7 +313,8 @@ def bench_reading_waiting(root: Path, q: JobmanQueue, rounds: int = 15) -> dict:
     for name in commands:
         one = statistics.median(samples[("one waiting", name)])
         many = statistics.median(samples[("the queue", name)])
-        report[name] = {"one ms": round(one * 1000, 1), "queue ms": round(many * 1000, 1), "ratio": round(many / one, 2)}
+        report[name] = {"one ms": round(one * 1000, 1), "queue ms": round(many * 1000, 1),
+                        "ratio": round(many / one, 2)}
     return report
 
 

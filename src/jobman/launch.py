@@ -20,7 +20,8 @@ from runkit import proc
 from .errors import LaunchError
 
 ACK_GRACE = 2.0  # seconds past the claim deadline to wait for an acknowledgement already on its way
-_SUPERVISE = "import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import main; sys.exit(main(sys.argv[2:]))"
+_SUPERVISE = ("import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import main;"
+              " sys.exit(main(sys.argv[2:]))")
 
 
 def supervisor_argv(job_id: str) -> list[str]:

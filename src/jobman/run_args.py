@@ -47,7 +47,8 @@ def array_indices(text: str) -> tuple[int, ...]:
             raise ValueError(f"--array takes indices and ranges such as 1-5000, 0-99:10 or 1,5,7; got {text[:40]!r}") \
                 from None
         if low < 0 or high < low or stride < 1 or (colon and not dash):
-            raise ValueError(f"--array: {part.strip()[:40]!r} is no range of indices from 0 up (A-B, A-B:STEP, with A <= B)")
+            raise ValueError(f"--array: {part.strip()[:40]!r} is no range of indices from 0 up"
+                             f" (A-B, A-B:STEP, with A <= B)")
         if len(indices) + (high - low) // stride + 1 > MAX_BATCH:
             raise ValueError(f"--array {text[:40]!r} makes more than {MAX_BATCH} jobs; submit them in parts")
         indices.extend(range(low, high + 1, stride))

@@ -5,10 +5,10 @@
 
 `jobman run` starts the supervisor's process before the transaction (jobman.launch): it waits for its
 credential, written only after the commit, so the launch the seed orders after the commit, the handing of
-the credential that lets it claim, still comes after it. No lock is held across the launch. If the acknowledgement does not arrive intact, the database is
-read again on a fresh connection before any failure is reported: a committed claim means success.
-If no claim is found, a guarded update makes a late claim impossible, and only then is the launch
-error reported.
+the credential that lets it claim, still comes after it. No lock is held across the launch. If the
+acknowledgement does not arrive intact, the database is read again on a fresh connection before any
+failure is reported: a committed claim means success. If no claim is found, a guarded update makes a
+late claim impossible, and only then is the launch error reported.
 """
 import os
 import select

@@ -55,8 +55,8 @@ def slot_waiters_to_wake(conn) -> list[str]:
     from .queries import free_slots, slot_waiters
 
     wake = []
-    for (group,) in conn.execute("SELECT DISTINCT line_group FROM job_state"
-                                 " WHERE phase != 'finished' AND phase = 'waiting' AND waiting_for = 'slot'").fetchall():
+    for (group,) in conn.execute("SELECT DISTINCT line_group FROM job_state WHERE phase != 'finished'"
+                                 " AND phase = 'waiting' AND waiting_for = 'slot'").fetchall():
         free = free_slots(conn, group)
         if free:
             wake += slot_waiters(conn, group, free)

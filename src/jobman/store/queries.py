@@ -257,8 +257,8 @@ def count_waiting_and_finished(conn, where: tuple[str, list] = ("", [])) -> tupl
             "SELECT count(*) FILTER (WHERE phase = 'waiting'), count(*) FROM job_state WHERE phase != 'finished'"
         ).fetchone()
         return waiting, count_jobs(conn) - unfinished
-    row = conn.execute(f"SELECT count(*) FILTER (WHERE s.phase = 'waiting'), count(*) FILTER (WHERE s.phase = 'finished')"
-                       f" FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE 1{cond}", args).fetchone()
+    row = conn.execute(f"SELECT count(*) FILTER (WHERE s.phase = 'waiting'),"
+                       f" count(*) FILTER (WHERE s.phase = 'finished') FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE 1{cond}", args).fetchone()
     return row[0], row[1]
 
 
