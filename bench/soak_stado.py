@@ -83,6 +83,7 @@ class StadoSoak:
         self.accepted: dict[str, str] = {}       # job id -> plan key (from what the submitting CLIs printed)
         self.cli_failures: list[str] = []
         self.cancels: list[tuple[float, float, str, str]] = []   # t0, t1, job id, what the CLI said
+        self.retrying: set[str] = set()                           # plan keys of jobs that fail first and retry
         self._lock = threading.Lock()
         self.skipped = 0
         self.server = self.proxy = None
@@ -126,7 +127,8 @@ class StadoSoak:
         job_sh = write_job_script(self.dir)
         (self.dir / "markers").mkdir()
         batches = plan(self.rng, self.n, job_sh, self.ledger, self.dir / "markers")
-        fleet = Fleet(self.dir, self.env)
+        self.retrying = {j.key for batch in batches for j in batch if j.entry.get("retries")}
+        fleet = Fleet(self.dir, self.env, self.backend)
         fleet.start_all()
         chaos = StadoChaos(self.rng, fleet, self.faults, self.chaos_gap, self._cancel_one, self.proxy)
         started = time.time()
@@ -189,10 +191,14 @@ class StadoSoak:
                                              f"{done.stderr.strip()}")
 
     def _cancel_one(self) -> bool:
-        """Cancel one of the newest jobs (most likely still queued or running), now and then any job."""
+        """Cancel one of the newest jobs (most likely still queued or running), now and then any job; a third of
+        the time one that fails first and retries (a cancel landing while its retry is written is issue 19's)."""
         with self._lock:
             ids = list(self.accepted)
-        if self.rng.random() < 0.8:
+            retrying = [i for i in ids[-60:] if self.accepted[i] in self.retrying]
+        if retrying and self.rng.random() < 0.33:
+            ids = retrying
+        elif self.rng.random() < 0.8:
             ids = ids[-40:]
         if not ids:
             return False
@@ -200,7 +206,12 @@ class StadoSoak:
         t0 = time.time()
         done = self.stado("cancel", job_id, "--reason", "soak", "--json")
         t1 = time.time()
-        said = json.loads(done.stdout)["result"] if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()}"
+        try:  # exit 1 with its answer: the job had already ended otherwise
+            answer = json.loads(done.stdout) if done.returncode in (0, 1) else None
+            said = f"{answer['result']}: {answer['message']}" if answer else None
+        except (ValueError, KeyError, TypeError):
+            said = None
+        said = said or f"exit {done.returncode}: {done.stderr.strip()}"
         self.cancels.append((t0, t1, job_id, said))
         self.faults.add("cancel", t0, t1, job=job_id, detail=said)
         return True

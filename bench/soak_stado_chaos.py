@@ -1,9 +1,14 @@
 """The stado soak's agents and the faults it injects, each recorded in the FaultLog:
 
+- two of the six agents run with a wall clock that is wrong (libfaketime, from the `libfaketime` wheel the test
+  extra installs): one ahead of the store's by an hour on the local directory and by 10 minutes on SeaweedFS
+  (S3 refuses a request signed more than 15 minutes off its clock), which refuses to fire schedules and judges
+  everything else by the store's clock, and one 90 s behind; their jobs' processes get the true time;
 - agent_kill: SIGKILL of a random running agent, and a new agent on the same host a moment later (0-3 s);
 - agent_stop: SIGSTOP of a random agent for 1 to 6 s (its promise is a poll, 0.25 s, plus what it measured;
   the reaper's margin is 2 s, its pass every second), then SIGCONT;
-- cancel: `stado cancel` of a random accepted job, queued, running or already ended;
+- cancel: `stado cancel` of a random accepted job, queued, running or already ended; a third of them aimed at a
+  job that fails and retries (its cancel may land while the retry is being written);
 - store_slow, store_stall, conn_drop (SeaweedFS only, through a proxy in front of it): the link throttled to
   50-300 KB/s, or stalled (no byte moves) for a moment; every open connection closed at once.
 """
@@ -16,9 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from soak_common import BIN, Chaos, ChaosUser, FaultLog, signal_quietly
+from tests.stado.fakeclock import faked_clock
 from tests.stado.throttle import ThrottledProxy
 
 POLL, SETTLE, KILL_AFTER, SLOTS = 0.25, 1.0, 2.0, 2
+# (host, index) -> libfaketime's FAKETIME offset, s, on the local directory and on S3 (signed within 15 minutes).
+SKEWED = {"file": {("soak-c", 1): "+3600", ("soak-b", 1): "-90"}, "s3": {("soak-c", 1): "+600", ("soak-b", 1): "-90"}}
+
 
 
 class ChaosProxy(ThrottledProxy):
@@ -62,6 +71,7 @@ class Fleet:
     """Six agents on three hosts (two per host, sharing the host's work root)."""
     directory: Path
     env: dict
+    backend: str = "file"
     hosts: tuple = ("soak-a", "soak-b", "soak-c")
     per_host: int = 2
     agents: list = field(default_factory=list)
@@ -96,8 +106,10 @@ class Fleet:
             argv = [str(BIN / "stado"), "agent", "--slots", str(SLOTS), "--poll-seconds", str(POLL),
                     "--settle-seconds", str(SETTLE), "--kill-after", str(KILL_AFTER), "--host", host,
                     "--work-root", str(self.directory / f"work-{host}")]
+            skewed = SKEWED[self.backend].get((host, index))
+            env = dict(self.env, **faked_clock(skewed)) if skewed else self.env
             with open(log, "wb") as out:
-                proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
             agent = AgentProc(host, index, incarnation, proc, log)
             self.agents.append(agent)
             return agent

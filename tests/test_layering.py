@@ -133,3 +133,40 @@ def test_what_the_supervisor_owns_a_job_with_is_loaded_after_its_acknowledgement
         pending += [m for m in _load_time_imports(name) if m.split(".")[0] in ("jobman", "runkit") and _module_path(m)]
     assert "jobman.store.transitions" in seen
     assert not seen & {"jobman.eligibility", "jobman.attempt", "jobman.lease_keeping", "jobman.model"}, sorted(seen)
+
+
+# What only runkit.proc may ask of the OS: calls that are Linux's alone or differ between systems (processes,
+# sessions, pidfds, subreapers, file locks, the host's memory, /proc). A port to another system is that module.
+PLATFORM_MODULE = SRC / "runkit" / "proc.py"
+PLATFORM_IMPORTS = {"fcntl", "ctypes", "termios", "msvcrt", "_winapi", "resource"}
+PLATFORM_OS_CALLS = {"pidfd_open", "pipe2", "getsid", "killpg", "setsid", "getpgid", "setpgid", "sysconf", "waitpid",
+                     "wait", "wait3", "wait4", "waitid", "fork", "forkpty", "posix_spawn", "posix_spawnp"}
+
+
+def platform_calls(path: Path) -> list[str]:
+    """Where `path` reaches the OS past runkit.proc: an import of a platform module, one of PLATFORM_OS_CALLS,
+    signal.pidfd_send_signal, or a /proc path in code (a docstring may name it)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)
+                  and isinstance(node.value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] in PLATFORM_IMPORTS]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in PLATFORM_IMPORTS:
+            found.append(f"{node.lineno}: from {node.module} import")
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and ((node.value.id == "os" and node.attr in PLATFORM_OS_CALLS)
+                   or (node.value.id == "signal" and node.attr == "pidfd_send_signal"))):
+            found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+              and node.value.startswith("/proc")):
+            found.append(f"{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_platform_calls_live_in_runkit_proc_alone():
+    assert platform_calls(PLATFORM_MODULE)  # the check sees them where they are
+    violations = [f"{path.relative_to(SRC)}:{where}" for path in sorted(SRC.rglob("*.py")) if path != PLATFORM_MODULE
+                  for where in platform_calls(path)]
+    assert violations == []

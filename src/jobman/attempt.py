@@ -310,7 +310,4 @@ def _filesystem_full(path: str) -> bool:
 
 
 def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
+    return proc.exit_fd(pid)

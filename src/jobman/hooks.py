@@ -71,10 +71,10 @@ def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
     delay = 0.01
     while True:
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            status = proc.poll_child(pid)
         except ChildProcessError:
             return None, timed_out
-        if done == pid:
+        if status is not None:
             return status, timed_out
         now = time.time()
         if not timed_out and now >= deadline:
@@ -88,7 +88,4 @@ def _wait(pid: int, deadline: float) -> tuple[int | None, bool]:
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)  # the hook leads its own session and group (proc.spawn); it is our unreaped child
-    except OSError:
-        pass
+    proc.signal_group(pid, sig)  # the hook leads its own session and group (proc.spawn); it is our unreaped child

@@ -132,10 +132,10 @@ class Launch:
 
 def _exit_note(pid: int) -> str:
     try:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        status = proc.poll_child(pid)
     except ChildProcessError:
         return ""
-    if not done:
+    if status is None:
         return ""
     code, sig = proc.describe_status(status)
     return f" (the supervisor exited with {'code ' + str(code) if sig is None else proc.signal_name(sig)})"

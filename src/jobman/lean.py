@@ -42,8 +42,7 @@ def argv(timeout: float, bell_fd: int, python_argv: list[str]) -> list[str]:
 
 def is_lean(pid: int) -> bool | None:
     """Whether that process is a supervisor in its lean form (None: it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0", 1)[0] == NAME.encode()
-    except OSError:
-        return None
+    from runkit import proc
+
+    command = proc.command_line(pid)
+    return None if command is None else command.split(" ", 1)[0] == NAME

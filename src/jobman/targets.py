@@ -46,10 +46,6 @@ def describe(stats) -> list[dict]:
     """pid and command of each process, for show."""
     out = []
     for st in stats:
-        try:
-            with open(f"/proc/{st.pid}/cmdline", "rb") as f:
-                command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            command = "?"
-        out.append({"pid": st.pid, "command": command})
+        command = proc.command_line(st.pid)
+        out.append({"pid": st.pid, "command": "?" if command is None else command})
     return out

@@ -5,39 +5,31 @@ The variable is the way to a job's processes when its supervisor died before rec
 descendant double-forked and started a session of its own: every target starts with its job's id in
 its environment (JOBMAN_JOB_ID) and its descendants inherit it, whatever they do with sessions.
 
-Linux reads /proc/PID/environ (the environment a process was started with) and /proc/PID/cwd, fd/; only
-this user's processes are looked at.
+What a process shows of itself comes from runkit.proc (on Linux, /proc/PID/environ, the environment it was
+started with, and /proc/PID/cwd, fd/); only this user's processes are looked at.
 """
 import os
 
-from .proc import Stat, stat
+from .proc import Stat, environ_of, owner_uid, paths_held, pids, stat
 
 
 def processes_with(name: str, values=None) -> dict[str, list[Stat]]:
     """Live processes of this user (this process excepted) whose environment has `name`, grouped by
     its value; only the values in `values` when given. One scan of the process table."""
     found: dict[str, list[Stat]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
     prefix = name.encode() + b"="
     wanted = None if values is None else {v.encode() for v in values}
     me, uid = os.getpid(), os.getuid()
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == me:
+    for pid in pids():
+        if pid == me or owner_uid(pid) != uid:
             continue
-        try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read()
-        except OSError:
+        environ = environ_of(pid)
+        if environ is None:
             continue  # gone meanwhile, or not readable (another user, a kernel thread)
         value = _value_of(environ, prefix)
         if value is None or (wanted is not None and value not in wanted):
             continue
-        st = stat(int(entry))
+        st = stat(pid)
         if st is not None and st.alive:
             found.setdefault(value.decode(errors="replace"), []).append(st)
     return found
@@ -45,11 +37,8 @@ def processes_with(name: str, values=None) -> dict[str, list[Stat]]:
 
 def environ_value(pid: int, name: str) -> str | None:
     """The value of `name` in the environment process `pid` was started with; None if absent or unreadable."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            value = _value_of(f.read(), name.encode() + b"=")
-    except OSError:
-        return None
+    environ = environ_of(pid)
+    value = None if environ is None else _value_of(environ, name.encode() + b"=")
     return None if value is None else value.decode(errors="replace")
 
 
@@ -67,28 +56,17 @@ def _value_of(environ: bytes, prefix: bytes) -> bytes | None:
 
 def using_path(directory: str) -> list[int]:
     """Pids of live processes (of this user: others' cannot be read) whose working directory or an open
-    file lies in `directory` or below it: what `lsof +D` would list. Linux only (an empty list elsewhere)."""
-    if not os.path.isdir("/proc/self"):
-        return []
+    file lies in `directory` or below it: what `lsof +D` would list (empty where the process table cannot be
+    read)."""
     root = os.path.realpath(directory)
     inside = root.rstrip("/") + "/"
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+    for pid in pids():
+        paths = paths_held(pid)
+        if paths is None:  # gone meanwhile, or another user's
             continue
-        base = f"/proc/{name}"
-        try:
-            paths = [os.readlink(f"{base}/cwd")]
-            fds = os.listdir(f"{base}/fd")
-        except OSError:  # gone meanwhile, or another user's
-            continue
-        for fd in fds:
-            try:
-                paths.append(os.readlink(f"{base}/fd/{fd}"))
-            except OSError:  # closed meanwhile
-                continue
         if any(p == root or p.startswith(inside) for p in paths):
-            st = stat(int(name))
+            st = stat(pid)
             if st is not None and st.alive:
-                found.append(int(name))
+                found.append(pid)
     return found

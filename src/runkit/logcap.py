@@ -20,9 +20,8 @@ newline): if not, readers skip the partial line, so what follows their marker st
 """
 import os
 
-FALLOC_FL_KEEP_SIZE = 0x01
-FALLOC_FL_PUNCH_HOLE = 0x02
-FALLOC_FL_COLLAPSE_RANGE = 0x08
+from . import proc
+
 # After a cut, keep the newest 92% of the cap: a reader is promised at least 90% of it, even after
 # it skips the partial line where the cut fell. (A cut costs a write-back of what is not on disk yet,
 # so cutting a little each time costs more cuts, not more bytes written.)
@@ -67,7 +66,7 @@ class LogCap:
                 if length <= 0:
                     return 0  # a cap under two blocks holds to the block: copying would risk the newest bytes
                 boundary = self._line_starts_at(length)
-                if self._fallocate(FALLOC_FL_COLLAPSE_RANGE, 0, length):
+                if proc.collapse_range(self.fd, 0, length):
                     self.at_line_start = boundary
                     self._settle("collapse")
                     return self._moved(length)
@@ -76,8 +75,7 @@ class LogCap:
                 # Start at a block boundary: the partial block the last punch ended in is freed now.
                 start = self.dropped - self.dropped % self._block
                 boundary = self._line_starts_at(cut_to) if self.shift == 0 else True
-                if self.shift == 0 and self._fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start,
-                                                       cut_to - start):
+                if self.shift == 0 and proc.punch_hole(self.fd, start, cut_to - start):
                     self.at_line_start = boundary
                     self._settle("punch")
                     done, self.dropped = cut_to - self.dropped, cut_to
@@ -108,14 +106,6 @@ class LogCap:
         self.dropped += length
         self.shift += length
         return length
-
-    def _fallocate(self, flags: int, offset: int, length: int) -> bool:
-        from runkit.proc import _libc_handle
-        import ctypes
-
-        libc = _libc_handle()
-        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
-        return libc.fallocate(self.fd, flags, offset, length) == 0
 
     def _copy_truncate(self, cut: int) -> int:
         """Move the file's bytes from `cut` on to the front and truncate after them. Returns how many went.

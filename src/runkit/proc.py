@@ -1,6 +1,8 @@
-"""Platform process control: identity, liveness, spawning and signalling.
+"""Platform process control: identity, liveness, spawning and signalling, and the rest of what jobman and
+stado ask of the OS (file locks, the process table, the host's memory, log hole punching).
 
-All OS-specific code lives here. Linux is the platform (/proc, prctl): elsewhere the first look at a
+All OS-specific code lives here, so a port is this module (docs/porting.md lists what it must provide;
+tests/test_layering.py keeps such calls out of every other module). Linux is the platform (/proc, prctl): elsewhere the first look at a
 process raises UnsupportedPlatform rather than judging every process gone. A remembered pid never
 authorises a signal: a process is identified by pid + start time + boot id, and a zombie is not alive.
 """
@@ -402,6 +404,67 @@ def wait_child(pid: int) -> int | None:
             return status
 
 
+# --- the exit status of a process that is not our child -------------------------------------------
+
+# struct pidfd_info (linux/pidfd.h, Linux 6.15+): mask u64 @0 ... exit_code s32 @60; 64 bytes in all.
+_PIDFD_GET_INFO = 0xC040FF0B  # _IOWR(0xFF, 11, struct pidfd_info)
+_PIDFD_INFO_EXIT = 1 << 3
+_STAT_EXIT_CODE = 49  # /proc/PID/stat field 52 (Linux 3.5+), counted from the field after the command name's ')'
+
+
+def exit_watch(pid: int, start_time: int) -> int | None:
+    """A pidfd pinned to that exact process (an identity check right after opening it), from which
+    exit_status_of() can later read how it ended though another process reaps it; None if it is gone or is
+    someone else now. Close it with os.close."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+    st = stat(pid)
+    if st is None or st.start_time != start_time:
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
+def exit_status_of(pidfd: int, pid: int, start_time: int) -> int | None:
+    """The wait status of the process exit_watch() pinned, once it has ended: from its pidfd once its parent
+    has reaped it (Linux 6.15+), or from /proc while it is still a zombie. None while it runs, or where the
+    kernel keeps neither."""
+    # Zombie, then pidfd again: reaped between the first two looks, it has left /proc for the pidfd.
+    for look in (_pidfd_exit, _zombie_exit, _pidfd_exit):
+        status = look(pidfd, pid, start_time)
+        if status is not None:
+            return status
+    return None
+
+
+def _pidfd_exit(pidfd: int, pid: int, start_time: int) -> int | None:
+    import fcntl
+    import struct
+
+    info = bytearray(64)
+    struct.pack_into("<Q", info, 0, _PIDFD_INFO_EXIT)
+    try:
+        fcntl.ioctl(pidfd, _PIDFD_GET_INFO, info, True)
+    except OSError:
+        return None  # an older kernel: no exit information on pidfds
+    if struct.unpack_from("<Q", info, 0)[0] & _PIDFD_INFO_EXIT:
+        return struct.unpack_from("<i", info, 60)[0]
+    return None
+
+
+def _zombie_exit(pidfd: int, pid: int, start_time: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    if rest[0] != b"Z" or int(rest[19]) != start_time or len(rest) <= _STAT_EXIT_CODE:
+        return None
+    return int(rest[_STAT_EXIT_CODE])
+
+
 def describe_status(status: int) -> tuple[int | None, int | None]:
     """(exit code, signal number) from a wait status."""
     if os.WIFSIGNALED(status):
@@ -420,3 +483,150 @@ def signal_name(sig: int | None) -> str | None:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
+
+
+# --- the rest of what jobman and stado ask of the OS (see docs/porting.md) ---------------------------
+
+def pids() -> list[int]:
+    """Every process id on this host (empty where the process table cannot be read)."""
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def owner_uid(pid: int) -> int | None:
+    """The user id a process runs as, or None if it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def environ_of(pid: int) -> bytes | None:
+    """The environment the process was started with (NUL-separated NAME=value), or None if it is gone or not
+    this user's."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def paths_held(pid: int) -> list[str] | None:
+    """The process's working directory and the paths of its open files (what lsof lists), or None if it is
+    gone or not this user's."""
+    base = f"/proc/{pid}"
+    try:
+        paths = [os.readlink(f"{base}/cwd")]
+        fds = os.listdir(f"{base}/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            paths.append(os.readlink(f"{base}/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            continue
+    return paths
+
+
+def command_line(pid: int) -> str | None:
+    """The process's command line, its arguments joined by spaces, or None if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def leads_session(pid: int) -> bool:
+    """Whether the process leads a session of its own (False if it is gone)."""
+    try:
+        return os.getsid(pid) == pid
+    except OSError:
+        return False
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send sig to a process group that our own unreaped child leads (its id cannot have been reused):
+    whether it was delivered."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except OSError:
+        return False
+
+
+def poll_child(pid: int) -> int | None:
+    """Our child's wait status if it has ended (it is reaped), else None; ChildProcessError if it is not (or
+    no longer) our child."""
+    done, status = os.waitpid(pid, os.WNOHANG)
+    return status if done == pid else None
+
+
+def exit_fd(pid: int) -> int | None:
+    """A descriptor that polls readable once the process has exited (a pidfd), for a waiter that sleeps on
+    several things at once; None where the system has none (then poll the process)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def wake_pipe() -> tuple[int, int]:
+    """A non-blocking, close-on-exec pipe (read end, write end): how signals and threads wake a waiting loop."""
+    return os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def lock_file(fd: int, *, exclusive: bool = True, wait: bool = True) -> bool:
+    """Lock the open file for this process until unlock_file or close (the kernel lets go when the holder dies,
+    however it dies). Without wait, False at once if another holds it."""
+    import fcntl
+
+    mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB)
+    try:
+        fcntl.flock(fd, mode)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def unlock_file(fd: int) -> None:
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def physical_memory() -> int | None:
+    """This host's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+# Linux fallocate(2) modes (linux/falloc.h).
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE, _FALLOC_FL_COLLAPSE_RANGE = 0x01, 0x02, 0x08
+
+
+def collapse_range(fd: int, offset: int, length: int) -> bool:
+    """Remove `length` bytes at `offset` from the file, moving what follows down (whole blocks; ext4, xfs):
+    whether it was done (False where the filesystem or the system cannot)."""
+    return _fallocate(fd, _FALLOC_FL_COLLAPSE_RANGE, offset, length)
+
+
+def punch_hole(fd: int, offset: int, length: int) -> bool:
+    """Free the file's bytes from `offset` for `length` in place, its size and offsets unchanged (tmpfs, btrfs,
+    ext4, ...): whether it was done."""
+    return _fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length)
+
+
+def _fallocate(fd: int, flags: int, offset: int, length: int) -> bool:
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = _libc_handle()
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    return libc.fallocate(fd, flags, offset, length) == 0

@@ -20,7 +20,8 @@ LIVE_FLOOR = 10.0
 class Offer:
     """What an agent brings. memory None: not counted (an agent that does not declare it admits any size).
     devices: the accelerators' ids, named to a job in CUDA_VISIBLE_DEVICES and its siblings; an agent that
-    declares none does not manage accelerator variables. price_per_hour: US dollars for the whole agent."""
+    declares none does not manage accelerator variables. price_per_hour: US dollars for the whole agent, or
+    None when it declares none."""
 
     capabilities: frozenset[str]
     cores: int
@@ -29,7 +30,7 @@ class Offer:
     provider: str = "local"
     spot: bool = False
     devices: tuple[str, ...] = ()
-    price_per_hour: float = 0.0
+    price_per_hour: float | None = None  # None: the agent declares no price (0 is a price: it costs nothing)
     slots: int = 1
 
 
@@ -47,7 +48,11 @@ def why_not(spec: dict, offer: Offer) -> str | None:
         return "requires a spot machine, this agent is not spot"
     if spot == "never" and offer.spot:
         return "refuses spot machines, this agent is spot"
-    if spec.get("cost_cap") == 0 and offer.price_per_hour > 0:
+    cap = spec.get("cost_cap")
+    if cap is not None and offer.price_per_hour is None and not spec.get("cost_cap_advisory"):
+        return (f"has a cost cap of ${cap:g}, this agent declares no price (--price-per-hour), so its cost cannot be "
+                "judged")
+    if cap == 0 and (offer.price_per_hour or 0) > 0:
         return f"has a cost cap of $0, this agent costs ${offer.price_per_hour:g}/hour"
     if _cores(spec) > offer.cores:
         return f"needs {_cores(spec)} cores, this agent has {offer.cores}"
@@ -173,14 +178,15 @@ def share_of(spec: dict, offer: Offer) -> float:
 
 
 def cost_of(spec: dict, offer: Offer, seconds: float) -> float:
-    """US dollars a job has cost after running `seconds`: the agent's price per hour, pro-rated by its share."""
-    return offer.price_per_hour * share_of(spec, offer) * max(seconds, 0.0) / 3600.0
+    """US dollars a job has cost after running `seconds`: the agent's price per hour (declared), pro-rated by its
+    share."""
+    return (offer.price_per_hour or 0.0) * share_of(spec, offer) * max(seconds, 0.0) / 3600.0
 
 
 def past_cap(spec: dict, offer: Offer, seconds: float) -> str | None:
     """Why the job must be stopped for its cost (its error message), or None while it is within its cap."""
     cap = spec.get("cost_cap")
-    if cap is None or offer.price_per_hour <= 0:
+    if cap is None or not offer.price_per_hour:  # no price (an advisory cap), or free: it never passes
         return None
     cost = cost_of(spec, offer, seconds)
     if cost <= cap:
@@ -200,9 +206,13 @@ def offer_of(record: dict) -> Offer | None:
                      None if memory is None else int(memory), int(record.get("accelerators") or 0),
                      str(record.get("provider") or "local"), bool(record.get("spot")),
                      tuple(str(x) for x in record.get("accelerator_devices") or ()),
-                     float(record.get("price_per_hour") or 0.0), max(1, int(record.get("slots") or 1)))
+                     _price(record.get("price_per_hour")), max(1, int(record.get("slots") or 1)))
     except (TypeError, ValueError):
         return None
+
+
+def _price(value) -> float | None:
+    return None if value is None else float(value)
 
 
 def refresh_seconds(poll_seconds: float) -> float:

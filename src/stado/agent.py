@@ -8,7 +8,8 @@ worker it replaced on this host left behind (restart.py). Transfers (inputs, out
 threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal.
 
 SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
-leases), then exits. A second SIGTERM or SIGINT stops them (SIGTERM to their groups, SIGKILL after
+leases), then exits. Drained (`stado agent --drain`: a request file beside its lock, then SIGTERM), it also
+hands back to the queue the jobs it claimed but has not started. A second SIGTERM or SIGINT stops them (SIGTERM to their groups, SIGKILL after
 --kill-after), records them cancelled by the shutdown, and exits. SIGKILL abandons them: the agent that
 next starts on the host, or the reaper, settles them.
 """
@@ -28,6 +29,7 @@ from . import documents as d
 from .admission import Holdings, live_for, refresh_seconds
 from .agentconfig import AgentConfig
 from .cas import new_nonce
+from .environment import SHIM_NAME, shim_text
 from .claiming import QueueKnowledge, claim_pass
 from .errors import CorruptDocument
 from .jobio import JobIO
@@ -38,7 +40,8 @@ from .reaper import Watch, reap
 from .restart import settle_left_by_replaced, stop_orphans
 from .slot import Slot, SlotRunner
 from .storecheck import ensure_safe
-from .workroot import HostLock, job_dir, owner_of, write_owner
+from .storeclock import SKEW_BOUND, StoreClock, skew_words
+from .workroot import HostLock, drain_path, job_dir, owner_of, write_owner
 
 __all__ = ["Agent", "AgentConfig", "run_agent"]
 
@@ -51,11 +54,13 @@ class Agent:
         self.offer = config.offer()
         self.holdings = Holdings(self.offer)  # what its slots reserve of the offer
         self.lease = LeaseClock(config.poll_seconds, config.late_cap)
+        self.clock = StoreClock()  # the store's time: what every time this agent writes or judges is read on
         self.slots: dict[str, Slot] = {}
         self.queue = QueueKnowledge(store)
         self.runner = SlotRunner(self)
         self.host = host or ProcessHost()
         self.stopping = False
+        self.draining = False       # stopping, and handing back what has not started (`stado agent --drain`)
         self.shutting_down = False  # a second SIGTERM/SIGINT: stop the running jobs too
         self.job_env = dict(os.environ)
         self.secrets = secret_values(self.job_env)
@@ -71,7 +76,7 @@ class Agent:
         self._schedules = None
 
     def log(self, message: str) -> None:
-        self._log(f"{d.iso(time.time())} agent {self.id[-12:]}: {message}")
+        self._log(f"{d.iso(self.clock.now())} agent {self.id[-12:]}: {message}")
 
     def log_once(self, key: str, value, message: str) -> None:
         if self.said.get(key) != value:
@@ -128,6 +133,11 @@ class Agent:
             self._cadences()
             self.wait(self._next_deadline())
 
+    def claim_backoff(self, seconds: float) -> None:
+        """The next claim pass comes `seconds` from now, not a poll from now (claiming.backoff)."""
+        self._last_claim = time.monotonic() + seconds - self.cfg.poll_seconds
+        self._freed = False
+
     def _may_claim(self) -> bool:
         return not self.stopping and len(self.slots) < self.cfg.slots
 
@@ -158,7 +168,7 @@ class Agent:
             return None
 
     def _install_signals(self):
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_r, self._wake_w = proc.wake_pipe()
         old = {sig: signal.signal(sig, self._on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
         old["wakeup"] = signal.set_wakeup_fd(self._wake_w)
@@ -175,8 +185,15 @@ class Agent:
         name = signal.Signals(signum).name
         if not self.stopping:
             self.stopping = True
-            self.log(f"{name}: not claiming any more; waiting for {len(self.slots)} running job(s) to finish (a "
-                     "second SIGTERM or SIGINT stops them)")
+            self.draining = os.path.exists(drain_path(self.cfg.work_root, self.id))
+            unstarted = sum(1 for slot in self.slots.values() if not slot.launched)
+            if self.draining:
+                self.log(f"{name} (drain): not claiming any more; handing back {unstarted} job(s) not started yet and "
+                         f"waiting for {len(self.slots) - unstarted} running job(s) to finish (a second SIGTERM or "
+                         "SIGINT stops them)")
+            else:
+                self.log(f"{name}: not claiming any more; waiting for {len(self.slots)} running job(s) to finish (a "
+                         "second SIGTERM or SIGINT stops them)")
         elif not self.shutting_down:
             self.shutting_down = True
             self.log(f"second {name}: stopping {len(self.slots)} running job(s) (SIGTERM to their process groups, "
@@ -223,7 +240,16 @@ class Agent:
         with open(os.path.join(directory, artifacts.JOB_ID_FILE), "w") as f:
             f.write(job_id + "\n")
         write_owner(directory, self.id)
+        if self.cfg.store_env is not None:
+            # It may name credentials: readable by this user alone, in a directory only this user can enter.
+            fd = os.open(os.path.join(directory, SHIM_NAME), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
+            with os.fdopen(fd, "w") as f:
+                f.write(shim_text(self.cfg.stado_bin, self.cfg.store_env, job_id))
         return directory
+
+    def stado_bin_for(self, directory: str) -> str:
+        """$STADO_BIN of the job in `directory`: its shim (prepare_job_dir), or the agent's program."""
+        return self.cfg.stado_bin if self.cfg.store_env is None else os.path.join(directory, SHIM_NAME)
 
     def write_inputs_file(self, directory: str, inputs_json: str) -> str:
         """WC_ARTIFACT_INPUTS_FILE: the job's inputs, as JSON, in a file of its own directory."""
@@ -241,8 +267,15 @@ class Agent:
         self._freed = True
         # Only a directory still ours: after this agent was stopped past its promise, another agent on this host
         # may run the job's next attempt in it (its owner file says so), and that attempt's files are not ours.
-        if not self.cfg.keep_work and owner_of(slot.job_dir) in (self.id, None):
+        if owner_of(slot.job_dir) not in (self.id, None):
+            return
+        if not self.cfg.keep_work:
             shutil.rmtree(slot.job_dir, ignore_errors=True)
+        elif self.cfg.store_env is not None:
+            try:
+                os.unlink(os.path.join(slot.job_dir, SHIM_NAME))  # kept work keeps no credentials
+            except OSError:
+                pass
 
     def _reap_children(self) -> None:
         leaders = {slot.pgid: slot for slot in self.slots.values()
@@ -263,12 +296,23 @@ class Agent:
                   "accelerator_devices": list(offer.devices), "provider": offer.provider, "spot": offer.spot,
                   "price_per_hour": offer.price_per_hour,
                   "free": {"cores": free.cores, "memory": free.memory, "accelerators": free.accelerators},
-                  "last_seen": d.iso(time.time()), "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds,
+                  "last_seen": d.iso(self.clock.now()), "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds,
                   "refresh_seconds": refresh, "live_for": live_for(refresh), "generation": self._record_generation + 1,
                   "nonce": new_nonce()}
-        self.store.put(keys.agent(self.id), d.encode(record))  # only this agent writes its record
+        key = keys.agent(self.id)
+        if self.clock.due():  # its write time, read back, tells where the store's clock stands
+            self.clock.measure(self.store, key, lambda: self.store.put(key, d.encode(record)))
+            self._said_skew()
+        else:
+            self.store.put(key, d.encode(record))  # only this agent writes its record
         self._record_generation += 1
         self._record_due = time.monotonic() + refresh
+
+    def _said_skew(self) -> None:
+        skew = self.clock.skew()
+        if skew is not None and abs(skew) > 1.0:
+            self.log_once("clock", round(skew), f"this host's clock is {skew_words(skew)}: promises, the reaper's "
+                                                f"verdicts and schedules go by the store's")
 
     def _settle_pass(self) -> None:
         """The reaper's pass (one LIST of running/, never of a terminal prefix): finish moves crashed agents
@@ -276,7 +320,7 @@ class Agent:
         renewals speak for them."""
         self._settle_due = time.monotonic() + self.cfg.settle_seconds
         summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
-                             skip=frozenset(self.slots), watch=self._watch)
+                             skip=frozenset(self.slots), watch=self._watch, clock=self.clock)
         self.guard(stop_orphans, self)
         for line in summary.lines if summary else ():
             if "corrupt document" in line or "cannot finish" in line:
@@ -293,13 +337,23 @@ class Agent:
 
         if self._schedules is None:
             self._schedules = ScheduleKnowledge(self.store, submitter=f"schedule via agent {self.id}")
-        now = time.time()
-        try:
-            for line in self._schedules.tick(now):
-                self.log(line)
-        finally:
-            self._schedules_due = time.monotonic() + max(0.05, min(self._schedules.due_at(now) - now,
-                                                                    self._schedules.refresh))
+        skew = self.clock.skew()
+        if skew is None or abs(skew) > SKEW_BOUND:
+            # Not measured yet: the next agents/ record measures it (at once if the last one failed).
+            self._schedules_due = time.monotonic() + (self._schedules.refresh if skew is not None else
+                                                      min(self.cfg.poll_seconds, self._schedules.refresh))
+            why = ("the store's clock is not measured yet" if skew is None else
+                   f"this host's clock is {skew_words(skew)}, more than {SKEW_BOUND:.0f} s: fix the time of this host "
+                   "(NTP) or of the store; the other agents fire them")
+            return self.log_once("schedules", why, f"not firing schedules: {why}")
+        self.said.pop("schedules", None)
+        # Fire times go by the store's clock, and never before it (less what the measurement cannot tell).
+        now = self.clock.now() - self.clock.uncertainty
+        self._schedules_due = time.monotonic() + self.cfg.poll_seconds  # if the store fails: try again next poll
+        for line in self._schedules.tick(now):
+            self.log(line)
+        self._schedules_due = time.monotonic() + max(0.05, min(self._schedules.due_at(now) - now,
+                                                                self._schedules.refresh))
 
 
 def run_agent(store: ObjectStore, config: AgentConfig) -> int:

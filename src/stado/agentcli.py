@@ -27,8 +27,9 @@ def add_agent_parser(sub) -> None:
                         "(default 0..N-1)")
     o.add_argument("--provider", default="local", help="the provider jobs' --provider fences name (default local)")
     o.add_argument("--spot", action="store_true", help="this is a spot (preemptible) machine")
-    o.add_argument("--price-per-hour", type=_number, default=0.0, metavar="USD",
-                   help="what this agent costs per hour; a job's --cost-cap is judged by its share of it")
+    o.add_argument("--price-per-hour", type=_number, metavar="USD",
+                   help="what this agent costs per hour (0: nothing); a job's --cost-cap is judged by its share of "
+                        "it. Without a price, jobs with a cost cap are not run here (unless their cap is advisory)")
     a.add_argument("--window", type=_whole, default=1000,
                    help="claim-order index entries one poll lists (one page; default 1000): the queue beyond it "
                         "costs nothing per poll")
@@ -40,6 +41,9 @@ def add_agent_parser(sub) -> None:
     a.add_argument("--until-idle", action="store_true",
                    help="exit once nothing runs and nothing in the queue can be claimed")
     a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
+    a.add_argument("--drain", action="store_true",
+                   help="run no agent: tell the agents running on this host (--work-root) to claim nothing new, hand "
+                        "back what they have not started and finish what runs, and wait until they have exited")
 
 
 def config_from_args(args):
@@ -68,12 +72,29 @@ def cmd_agent(args, open_store) -> int:
     from .keys import READY
     from .workroot import prepare_work_root
 
+    if args.drain:
+        return _drain(args)
     config = config_from_args(args)
     prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
     store = open_store()
+    from .objectstore.connect import same_store_environment
+
+    config.store_env = same_store_environment()
     config.stall_seconds = store.stall_timeout
     store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
     return run_agent(store, config)
+
+
+def _drain(args) -> int:
+    from .drain import drain
+    from .workroot import default_work_root
+
+    def say(line: str) -> None:
+        sys.stdout.write(f"stado: {line}\n")
+        sys.stdout.flush()
+
+    drain(os.path.abspath(args.work_root or default_work_root()), say=say)
+    return 0
 
 
 def own_program() -> str:

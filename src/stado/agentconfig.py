@@ -5,19 +5,13 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from runkit.proc import physical_memory
+
 from .admission import Offer
 from .errors import BadInput
 from .objectstore.base import DEFAULT_STALL_TIMEOUT
 
 MAX_PRICE_PER_HOUR = 1_000_000.0
-
-
-def host_memory() -> int | None:
-    """This host's physical memory in bytes (None where the system does not say)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 @dataclass
@@ -30,12 +24,12 @@ class AgentConfig:
     # The offer: what jobs may reserve. A job is claimed only when its envelope fits what is free.
     capabilities: frozenset[str] = frozenset()
     cores: int | None = None        # None: this host's CPU count, or `slots` if that is more (N one-core jobs at once)
-    memory: int | None = field(default_factory=host_memory)  # None: not counted
+    memory: int | None = field(default_factory=physical_memory)  # None: not counted
     accelerators: int = 0
     accelerator_devices: tuple[str, ...] = ()  # their ids (default 0..accelerators-1), named in CUDA_VISIBLE_DEVICES
     provider: str = "local"
     spot: bool = False
-    price_per_hour: float = 0.0     # US dollars for the whole agent; jobs' cost caps are judged by it
+    price_per_hour: float | None = None  # US dollars for the whole agent (None: declares none); caps are judged by it
     kill_after: float = 10.0
     late_cap: float = 60.0          # the longest measured late renewal a promise carries (a laptop asleep)
     settle_seconds: float = 30.0    # the reaper's pass: finish half-done moves, reap jobs whose worker is gone
@@ -45,8 +39,12 @@ class AgentConfig:
     until_idle: bool = False
     keep_work: bool = False
     subreaper: bool = False         # become the reaper of jobs' orphans (the CLI agent does; an in-process one need not)
-    stall_seconds: float = DEFAULT_STALL_TIMEOUT  # a transfer that moves no bytes this long is ended (and resumed)
+    stall_seconds: float | None = DEFAULT_STALL_TIMEOUT  # a fetch that moves no bytes this long is ended and
+    #                                                     resumed later (None, the default: it goes on, shown stalled)
     schedules: bool = True          # fire `stado schedule` entries (every agent does; each fire time is one job)
+    # The variables that open this agent's store (connect.same_store_environment): given, each job's $STADO_BIN is
+    # a shim in its directory that sets them for the agent's program. None: $STADO_BIN is stado_bin itself.
+    store_env: dict | None = None
 
     def check(self) -> "AgentConfig":
         """The config unchanged if every setting can work; BadInput naming the first that cannot."""
@@ -69,8 +67,9 @@ class AgentConfig:
             check_token(cap, "capability")  # the same rule as a job's --capabilities, so the two can match
         check_token(self.provider, "provider")
         self._check_devices()
-        if (isinstance(self.price_per_hour, bool) or not isinstance(self.price_per_hour, (int, float))
-                or not math.isfinite(self.price_per_hour) or not 0 <= self.price_per_hour <= MAX_PRICE_PER_HOUR):
+        price = self.price_per_hour
+        if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
+                                  or not math.isfinite(price) or not 0 <= price <= MAX_PRICE_PER_HOUR):
             raise BadInput(f"--price-per-hour must be a number of US dollars from 0 to {MAX_PRICE_PER_HOUR:.0f}, "
                            f"not {self.price_per_hour!r}")
         return self
@@ -94,4 +93,4 @@ class AgentConfig:
         devices = self.accelerator_devices or tuple(str(i) for i in range(self.accelerators))
         cores = self.cores if self.cores is not None else max(os.cpu_count() or 1, self.slots)
         return Offer(frozenset(self.capabilities), cores, self.memory, len(devices), self.provider, self.spot,
-                     devices, float(self.price_per_hour), self.slots)
+                     devices, None if self.price_per_hour is None else float(self.price_per_hour), self.slots)

@@ -17,7 +17,7 @@ from .errors import (ArtifactError, BadInput, ChecksumMismatch, NotFinished, Sta
                      UnsafeArtifactName)
 from .objectstore.base import NotFound, ObjectStore
 from .spec import check_artifact_name
-from .transfer import DEFAULT_STALL_SECONDS, Progress, Worker
+from .transfer import Progress, Worker
 
 STAGING = "artifacts"
 WORK = "work"  # the job's working directory, beside its staging area
@@ -156,7 +156,7 @@ def _inside(directory: str, name: str) -> str:
 
 
 def download(store: ObjectStore, job_id: str, entries: list[dict], directory: str, *, progress: Progress,
-             stall_seconds: float, partial_dir: str | None = None, key_of=None) -> list[dict]:
+             stall_seconds: float | None, partial_dir: str | None = None, key_of=None) -> list[dict]:
     """Download and verify each entry into `directory`, in ranges that resume (transfer.download). Every
     name is checked before anything is written; a file whose size or SHA-256 differs from the manifest is
     not kept, and ChecksumMismatch names it after the others are in place. Bytes fetched before a stall
@@ -200,11 +200,12 @@ def download(store: ObjectStore, job_id: str, entries: list[dict], directory: st
     return done
 
 
-def results(store: ObjectStore, job_id: str, directory: str, *, stall_timeout: float = DEFAULT_STALL_SECONDS,
+def results(store: ObjectStore, job_id: str, directory: str, *, stall_timeout: float | None = None,
             on_progress=None) -> tuple[list[dict], list[dict]]:
     """(the artifacts downloaded and verified into `directory`, those the agent refused to upload).
     NotFinished when the job has not finished (no manifest yet); the download runs on a worker thread
-    watched from here, so progress is reported and a stall ends it."""
+    watched from here, so progress (a stall included) is reported, and Ctrl-C (KeyboardInterrupt) or a
+    stall_timeout, if one is set, ends it with what arrived kept."""
     manifest = read_manifest(store, job_id)
     if manifest is None:
         from .documents import status_json
@@ -229,7 +230,7 @@ def results(store: ObjectStore, job_id: str, directory: str, *, stall_timeout: f
 
 
 def fetch_inputs(store: ObjectStore, inputs: list[dict], work_dir: str, *, progress: Progress,
-                 stall_seconds: float, partial_dir: str) -> list[dict]:
+                 stall_seconds: float | None, partial_dir: str) -> list[dict]:
     """Download and verify a job's declared inputs into its work directory (before it starts); bytes
     fetched by an attempt that stalled stay in `partial_dir` for the next one."""
     wanted = []

@@ -6,7 +6,7 @@ from .submission import Submission
 from .spec import (JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate)
 
 FIELDS = ("command", "name", "cores", "memory", "accelerators", "priority", "capabilities", "providers", "provider",
-          "spot", "cost_cap", "timeout", "retries", "inputs")
+          "spot", "cost_cap", "cost_cap_advisory", "timeout", "retries", "inputs")
 
 
 def submission_from_args(args, command: str) -> Submission:
@@ -15,7 +15,8 @@ def submission_from_args(args, command: str) -> Submission:
         capabilities=tuple(c for v in args.capabilities for c in parse_list(v)), cores=args.cores,
         memory=parse_memory(args.memory) if args.memory else None, accelerators=args.accelerators,
         providers=tuple(p for v in args.provider for p in parse_list(v)), spot=args.spot, cost_cap=args.cost_cap,
-        timeout=parse_timeout(args.timeout) if args.timeout else None, retries=args.retries)
+        timeout=parse_timeout(args.timeout) if args.timeout else None, retries=args.retries,
+        cost_cap_advisory=bool(getattr(args, "cost_cap_advisory", False)))
     if spec.name is not None:
         check_name(spec.name)
     inputs = tuple(parse_input(text) for text in args.input)
@@ -140,7 +141,8 @@ def _entry(entry, defaults: Submission) -> Submission:
         if key in entry and entry[key] is not None and not isinstance(entry[key], str) and not _number(entry[key]):
             raise BadInput(f"{key} must be text such as \"4G\" / \"30m\" or a number, not {entry[key]!r}"[:200])
     changes = {}
-    for key in ("command", "name", "cores", "accelerators", "priority", "spot", "cost_cap", "retries"):
+    for key in ("command", "name", "cores", "accelerators", "priority", "spot", "cost_cap", "cost_cap_advisory",
+                "retries"):
         if key in entry:
             changes[key] = entry[key]
     if "memory" in entry:

@@ -7,6 +7,10 @@ changes. A job waiting for another job's artifacts costs nothing per waiting job
 up once per poll whatever number of jobs wait on them, a producer still listed in queue/ or running/
 needs no read at all (running/ is listed at most once per poll, and only while something waits), and a
 producer's terminal record, final once written, is remembered for good.
+
+One agent starts what it claims in claim order, strictly. Agents polling together race for the same head
+of the queue; the create-if-absent write gives each job one winner, and a loser backs off for a random
+part of a poll before its next pass (`backoff`), so agents drift apart instead of racing for every job.
 """
 import random
 import time
@@ -134,7 +138,7 @@ def claim_pass(agent) -> int:
     paused = None
     room = agent.room()
     seen = claimed = 0
-    for job_id, entry in spread(entries, max(4 * room.slots, 8)):
+    for job_id, entry in entries:
         if room.slots < 1:
             agent.queue.head_blocked(False)
             return seen + 1
@@ -160,7 +164,7 @@ def claim_pass(agent) -> int:
             if ledger is None:
                 continue
             seen += 1
-            now = time.time()
+            now, mono = agent.clock.now(), time.monotonic()
             got = jobs.claim(agent.store, ledger[0], agent_id=agent.id, instance_ref=agent.instance_ref,
                              lease_expires_at=agent.lease.promise(now), now=now, queued_version=ledger[1])
         except jobs.Unverified as unsure:
@@ -172,11 +176,15 @@ def claim_pass(agent) -> int:
             continue
         agent.queue.forget(entry.key)
         if got is None:
-            continue
+            # Lost to another claimant (or the entry read was stale). Going on down the queue now would race
+            # the winner again for the next job: back off instead, so agents polling together drift apart.
+            agent.claim_backoff(backoff(agent.cfg.poll_seconds))
+            break
         _hold(agent, room, job_id, spec)
-        agent.runner.start(*got, inputs_missing=inputs if inputs != READY else None)
+        agent.runner.start(*got, inputs_missing=inputs if inputs != READY else None, claimed_mono=mono)
         claimed += 1
-    agent.queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
+    else:
+        agent.queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
     return seen
 
 
@@ -253,13 +261,7 @@ def _paused(agent) -> bool:
     return True
 
 
-def spread(entries: list, head: int) -> list:
-    """Claim order (priority, then creation time), with the first `head` entries shuffled among those of
-    equal priority, so that agents polling together do not all race for the same first job."""
-    first, rest = entries[:head], entries[head:]
-    runs: dict[str, list] = {}
-    for item in first:
-        runs.setdefault(item[1].key[len(keys.READY):][:4], []).append(item)
-    for run in runs.values():
-        random.shuffle(run)
-    return [item for rank in sorted(runs) for item in runs[rank]] + rest
+def backoff(poll_seconds: float) -> float:
+    """Seconds to wait after a lost claim race before the next pass: a random part of a poll (at least a
+    tenth), so that agents which lost to each other do not poll in step again."""
+    return poll_seconds * (0.1 + 0.9 * random.random())

@@ -2,8 +2,8 @@
 
 Exit codes: 0 done; 1 a failure while doing it; 2 bad input (nothing written); 3 no such job;
 4 the object store is unreachable, refused the credentials, does not honour conditional writes (`stado
-doctor` says which), or a transfer stopped moving; 5 artifacts failed verification; 6 `results` of a job
-that has not finished.
+doctor` says which), or a transfer stopped moving past a stall_timeout set in STADO_CONFIG; 5 artifacts failed
+verification; 6 `results` of a job that has not finished.
 `stado job watch` exits with the job's own status (see docs/stado.md).
 """
 import os
@@ -32,7 +32,11 @@ SUBMIT_OPTIONS = [
     Option("--provider", "provider", "append", metavar="NAME[,NAME]",
            help="providers allowed to run it (the provider fence; repeatable; default any)"),
     Option("--spot", "spot", default="allow", choices=("allow", "require", "never"), help="spot policy"),
-    Option("--cost-cap", "cost_cap", convert=_number, help="cost cap in US dollars"),
+    Option("--cost-cap", "cost_cap", convert=_number,
+           help="cost cap in US dollars: stopped once its share of its agent's --price-per-hour passes it; not run "
+                "on an agent that declares no price (unless --cost-cap-advisory)"),
+    Option("--cost-cap-advisory", "cost_cap_advisory", "flag", default=False,
+           help="an agent with no price may run it anyway (its cost is not judged there)"),
     Option("--timeout", "timeout", help="stop the job after this long, e.g. 30m"),
     Option("--retries", "retries", convert=_whole, default=0, help="more attempts after a failed one"),
     Option("--input", "input", "append", metavar="JOB:NAME",
@@ -53,6 +57,8 @@ def _json_flag(parser, help: str = JSON_HELP):
 
 
 def _parser():
+    from argparse import SUPPRESS
+
     Parser = parser_class(BadInput, "{message}; see `{prog} --help`")  # one line, not argparse's usage block
     p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).",
                epilog="`stado COMMAND --help` explains each command; `stado --version` prints the version.")
@@ -73,14 +79,19 @@ def _parser():
     w.add_argument("id", metavar="ID")
     w.add_argument("--interval", type=_float, default=1.0, help="seconds between looks (default 1)")
     _json_flag(w, "one JSON event per line")
-    r = jsub.add_parser("rerun", help="submit the job's spec again under a new id (inputs named by a job name "
-                                      "are resolved again)")
+    r = jsub.add_parser("rerun", help="submit the job's exact spec again under a new id (the same input artifacts)")
     r.add_argument("id", metavar="ID")
-    r.add_argument("--same-inputs", action="store_true",
-                   help="keep the exact producer ids the job's inputs were resolved to")
+    inputs = r.add_mutually_exclusive_group()
+    inputs.add_argument("--fresh-inputs", action="store_true",
+                        help="resolve inputs given by a job name again (the newest job with it), instead of reading "
+                             "the producers the original read")
+    inputs.add_argument("--same-inputs", action="store_true", help=SUPPRESS)  # the default now: accepted, changes nothing
+    r.add_argument("--beside", action="store_true",
+                   help="rerun a job that has not finished yet (both then run); refused without it")
     _json_flag(r)
 
-    c = sub.add_parser("cancel", help="cancel a queued or running job")
+    c = sub.add_parser("cancel", help="cancel a queued or running job (exit 0: it will not run again; exit 1: it had "
+                                      "already ended otherwise, and nothing was written)")
     c.add_argument("id", metavar="ID|NAME")
     c.add_argument("--reason")
     _json_flag(c)
@@ -93,9 +104,15 @@ def _parser():
     _json_flag(qsub.add_parser("resume", help="agents claim again"))
 
     m = sub.add_parser("machine", help="machine-readable views")
-    msub = m.add_subparsers(dest="machine_command", metavar="status", parser_class=Parser)
+    msub = m.add_subparsers(dest="machine_command", metavar="status|may-delete", parser_class=Parser)
     ms = msub.add_parser("status", help="JSON: state, terminal, outcome, exit code, timestamps")
     ms.add_argument("id", metavar="ID")
+    md = msub.add_parser("may-delete", help="exit 0 if no job is alive on the instance (its VM may be deleted), 1 "
+                                            "naming the jobs that are")
+    md.add_argument("instance_ref", metavar="INSTANCE_REF", help="as jobs record it, e.g. local@HOST")
+    md.add_argument("--margin", type=_float, default=2.0,
+                    help="seconds past a promise before it counts as passed (clocks disagree a little; default 2)")
+    _json_flag(md)
 
     res = sub.add_parser("results", help="download and verify a job's artifacts")
     res.add_argument("id", metavar="ID")
@@ -259,9 +276,10 @@ def cmd_watch(args) -> int:
 def cmd_rerun(args) -> int:
     from . import submission
 
-    original, new = submission.rerun(_store(), args.id, same_inputs=args.same_inputs)
+    original, new = submission.rerun(_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside)
     if args.json:
-        _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"]})
+        _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"],
+               "rerun_inputs": new["rerun_inputs"], "inputs": new["spec"]["inputs"]})
     else:
         _out(new["id"])
     return 0
@@ -272,10 +290,11 @@ def cmd_cancel(args) -> int:
 
     report = jobs.cancel(_store(), args.id, reason=args.reason)
     if args.json:
-        _json({"id": report.job_id, "result": report.kind, "message": report.message, "state_before": report.view.state})
+        _json({"id": report.job_id, "result": report.kind, "honoured": report.honoured, "message": report.message,
+               "state_before": report.view.state})
     else:
         _out(report.message)
-    return 0
+    return 0 if report.honoured else 1  # 1: it had already ended otherwise; nothing was written
 
 
 def cmd_results(args) -> int:
@@ -285,7 +304,9 @@ def cmd_results(args) -> int:
 
     store = _store()
     job_id = find(store, args.id)
-    shown = progress_printer(sys.stderr, f"{PROG}: results of {job_id}") if sys.stderr.isatty() else None
+    shown = progress_printer(sys.stderr, f"{PROG}: results of {job_id}",
+                             stalled_hint=f" (Ctrl-C stops it; `{PROG} results` again resumes from what arrived)"
+                             ) if sys.stderr.isatty() else None
     got, refused = artifacts.results(store, job_id, args.dir, stall_timeout=store.stall_timeout, on_progress=shown)
     for entry in refused:
         sys.stderr.write(f"{PROG}: {entry.get('name')!r} was not uploaded by the agent: {entry.get('reason')}\n")
@@ -314,13 +335,14 @@ def cmd_artifact_put(args) -> int:
     return 0
 
 
-from .clifleet import (cmd_agent, cmd_doctor, cmd_pause, cmd_reap, cmd_repair, cmd_resume,  # noqa: E402
-                       cmd_schedule_add, cmd_schedule_change, cmd_schedule_list)
+from .clifleet import (cmd_agent, cmd_doctor, cmd_may_delete, cmd_pause, cmd_reap, cmd_repair,  # noqa: E402
+                       cmd_resume, cmd_schedule_add, cmd_schedule_change, cmd_schedule_list)
 
 COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
     ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
-    ("machine", "status"): cmd_machine_status, ("results",): cmd_results, ("agent",): cmd_agent,
+    ("machine", "status"): cmd_machine_status, ("machine", "may-delete"): cmd_may_delete, ("results",): cmd_results,
+    ("agent",): cmd_agent,
     ("artifact", "put"): cmd_artifact_put, ("checkpoint", "put"): cmd_checkpoint_put, ("repair",): cmd_repair, ("reap",): cmd_reap,
     ("schedule", "add"): cmd_schedule_add, ("schedule", "list"): cmd_schedule_list,
     ("schedule", "rm"): cmd_schedule_change, ("schedule", "pause"): cmd_schedule_change,

@@ -110,8 +110,9 @@ def cmd_reap(args) -> int:
     if every <= 0 or (args.passes is not None and args.passes < 1):
         raise BadInput("--every takes seconds above 0 and --passes a count of 1 or more")
     store, writer = _store(), f"reaper {whoami()}"
+    clock = _store_clock(store)
     if not args.watch:
-        _print_reap(reap(store, writer=writer, margin=args.margin), args.json)
+        _print_reap(reap(store, writer=writer, margin=args.margin, clock=clock), args.json)
         return 0
     import signal
     import time
@@ -120,13 +121,46 @@ def cmd_reap(args) -> int:
     watch, done = Watch(), 0
     try:
         while True:
-            _print_reap(reap(store, writer=writer, margin=args.margin, watch=watch), args.json)
+            if clock.due():
+                clock = _store_clock(store)
+            _print_reap(reap(store, writer=writer, margin=args.margin, watch=watch, clock=clock), args.json)
             done += 1
             if args.passes is not None and done >= args.passes:
                 return 0
             time.sleep(every)
     except KeyboardInterrupt:
         return 0
+
+
+def cmd_may_delete(args) -> int:
+    """Seed 003: a VM is not deleted while any job on it is alive by the reaper's verdict."""
+    from .reaper import alive_on
+
+    ref = args.instance_ref
+    if not ref.strip() or not ref.isprintable():
+        raise BadInput(f"bad instance ref {ref!r}: give it as jobs record it, e.g. local@HOST (see `stado status`)")
+    store = _store()
+    alive = alive_on(store, ref, margin=args.margin, clock=_store_clock(store))
+    if args.json:
+        _json({"instance_ref": ref, "may_delete": not alive, "alive": [{"id": job_id, "by": why} for job_id, why in alive]})
+    elif not alive:
+        _out(f"{ref} may be deleted: no job is alive on it")
+    else:
+        _out(f"{ref} must not be deleted: {len(alive)} job(s) alive on it")
+        for job_id, why in alive:
+            _out(f"  {job_id}  " + ("its running record is corrupt: cannot tell where it runs" if why == "corrupt"
+                                    else f"alive by its {why}" if why != "unpromised" else "unpromised (kept)"))
+    return 0 if not alive else 1
+
+
+def _store_clock(store):
+    """The store's clock, measured with a scratch object of this command's own (promises are judged by it, never
+    by this host's clock)."""
+    import os
+
+    from .storeclock import measured
+
+    return measured(store, f"control/clock/{os.urandom(8).hex()}")
 
 
 def _print_reap(summary, as_json: bool) -> None:

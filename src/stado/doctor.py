@@ -5,8 +5,9 @@ import time
 from . import keys
 from .objectstore.base import AccessDenied, NotFound, ObjectStore, StoreError, StoreUnavailable
 from .storecheck import missing_guarantees
+from .storeclock import SKEW_BOUND, skew_words
 
-SKEW_WARN = 2.0  # seconds: lease promises are judged in seconds, and S3's Last-Modified has 1 s resolution
+SKEW_WARN = 2.0  # seconds: beyond this, worth fixing (S3's Last-Modified has 1 s resolution)
 QUEUE_WARN = 10_000
 
 
@@ -60,11 +61,14 @@ def _clock(store: ObjectStore) -> dict:
     if entry is None:
         return _check("clock skew", None, "the store did not list the object just written")
     skew = entry.modified - (before + after) / 2
-    detail = (f"the store's clock is {abs(skew):.1f} s {'ahead of' if skew > 0 else 'behind'} this host's "
-              f"(the write took {1000 * (after - before):.0f} ms)")
-    return _check("clock skew", True if abs(skew) <= SKEW_WARN else None,
-                  detail + ("" if abs(skew) <= SKEW_WARN else "; lease promises and pulses are judged by these "
-                            "clocks: run NTP on every host"))
+    detail = f"this host's clock is {skew_words(skew)} (the write took {1000 * (after - before):.0f} ms)"
+    if abs(skew) <= SKEW_WARN:
+        return _check("clock skew", True, detail)
+    if abs(skew) <= SKEW_BOUND:
+        return _check("clock skew", None, detail + "; promises and fire times go by the store's clock, but run NTP on "
+                                                   "every host")
+    return _check("clock skew", False, detail + f", more than {SKEW_BOUND:.0f} s: an agent here refuses to fire "
+                                                "schedules; fix this host's time (NTP), or the store's")
 
 
 def _queue_listing(store: ObjectStore) -> dict:

@@ -70,13 +70,15 @@ def decode(key: str, data: bytes, job_id: str | None = None) -> dict:
 _TEXT, _INT, _NUM, _OBJ, _LIST = (str, type(None)), (int,), (int, float, type(None)), (dict, type(None)), (list,)
 # The fields every reader relies on, by type (absent is fine: older documents lack some).
 _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "submitted_by": _TEXT, "rerun_of": _TEXT,
-           "requeues": _INT, "failures": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
+           "rerun_inputs": _TEXT,
+           "requeues": _INT, "failures": _INT, "handbacks": _INT, "phase": _TEXT, "owner": _TEXT, "instance_ref": _TEXT, "claim": _TEXT,
            "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
            "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT,
+           "last_attempt": _OBJ,
            "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
-         "retries": _INT, "inputs": _LIST}
+         "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,)}
 
 
 def _wrong_field(doc: dict) -> str | None:
@@ -115,11 +117,18 @@ def _next(doc: dict, *, state: str, now: float, nonce: str, writer: str, **field
 
 # -- submission ---------------------------------------------------------------------------------------
 
+RERUN_INPUTS = ("original", "fresh")  # a rerun's inputs: the producers the original read, or resolved again
+
+
 def queued_doc(job_id: str, spec: dict, *, now: float, submitter: str, nonce: str,
-               rerun_of: str | None = None) -> dict:
-    return {"schema": SCHEMA, "id": job_id, "state": "queued", "generation": 1, "nonce": nonce,
-            "written_at": iso(now), "written_by": submitter, "spec": spec, "submitted_at": iso(now),
-            "submitted_by": submitter, "rerun_of": rerun_of, "requeues": 0, "failures": 0}
+               rerun_of: str | None = None, rerun_inputs: str | None = None) -> dict:
+    doc = {"schema": SCHEMA, "id": job_id, "state": "queued", "generation": 1, "nonce": nonce,
+           "written_at": iso(now), "written_by": submitter, "spec": spec, "submitted_at": iso(now),
+           "submitted_by": submitter, "rerun_of": rerun_of, "requeues": 0, "failures": 0}
+    if rerun_of is not None:
+        assert rerun_inputs in RERUN_INPUTS, rerun_inputs
+        doc["rerun_inputs"] = rerun_inputs
+    return doc
 
 
 # -- claim and renewal ---------------------------------------------------------------------------------
@@ -157,8 +166,9 @@ def taken_doc(running: dict, *, writer: str, now: float, nonce: str) -> dict:
 
 
 def attempt_of(doc: dict) -> int:
-    """The attempt a claim of this document starts: 1, plus one for every failed attempt and requeue before."""
-    return 1 + int(doc.get("failures") or 0) + int(doc.get("requeues") or 0)
+    """The attempt a claim of this document starts: 1, plus one for every failed attempt, requeue and hand-back
+    before."""
+    return 1 + int(doc.get("failures") or 0) + int(doc.get("requeues") or 0) + int(doc.get("handbacks") or 0)
 
 
 def is_leftover_queue_entry(queued: dict, running: dict) -> bool:
@@ -216,8 +226,12 @@ def finishing_doc(running: dict, res: dict, *, now: float, nonce: str) -> dict:
 
 
 def cancelling_doc(running: dict, *, by: str, reason: str | None, now: float, nonce: str) -> dict:
+    """A cancel of a claimed job. Over a running attempt, its owner stops the process group and settles it; over
+    a finishing move that would send the job back to the queue (its attempt had ended: the decided `result`
+    stays), nothing runs, and any writer settles it. `cancel.id` lets the canceller know its own cancel in the
+    terminal record, whoever wrote that."""
     return _next(running, state="running", now=now, nonce=nonce, writer=by, phase="cancelling",
-                 cancel={"by": by, "at": iso(now), "reason": reason})
+                 cancel={"by": by, "at": iso(now), "reason": reason, "id": nonce})
 
 
 def cancel_tombstone(queued: dict, *, by: str, reason: str | None, now: float, nonce: str) -> dict:
@@ -225,7 +239,8 @@ def cancel_tombstone(queued: dict, *, by: str, reason: str | None, now: float, n
     claim it afterwards: the one-winner primitive is what makes 'a queued job never starts' hold."""
     return _next(queued, state="running", now=now, nonce=nonce, writer=by, phase="cancelling", owner=None,
                  instance_ref=None, claim=nonce, claimed_from=queued["nonce"], claimed_at=None, started_at=None,
-                 lease_expires_at=None, process=None, result=None, cancel={"by": by, "at": iso(now), "reason": reason})
+                 lease_expires_at=None, process=None, result=None,
+                 cancel={"by": by, "at": iso(now), "reason": reason, "id": nonce})
 
 
 def terminal_doc(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
@@ -250,20 +265,27 @@ def reaped_doc(running: dict, *, now: float, nonce: str, writer: str, reason: st
                  finished_at=iso(now), requeue=requeue, reaped={"by": writer, "at": iso(now), "reason": reason})
 
 
+def _last_attempt(doc: dict) -> dict:
+    """Where and when the attempt that just ended ran (what a later reader, a cancel say, can tell its user)."""
+    return {"owner": doc.get("owner"), "instance_ref": doc.get("instance_ref"), "started_at": doc.get("started_at")}
+
+
 def requeued_after_loss(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
     """Back to the queue after a lost worker: the requeues counter moves, the failed-attempts one does not."""
     new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeues=doc.get("requeues", 0) + 1,
-                last_result=doc.get("result"), requeued_from=doc.get("claim"),
+                last_result=doc.get("result"), requeued_from=doc.get("claim"), last_attempt=_last_attempt(doc),
                 requeue_reason=(doc.get("reaped") or {}).get("reason"))
     for name in _ATTEMPT_FIELDS + ("requeue", "reaped"):
         new.pop(name, None)
     return new
 
 
-def returned_doc(doc: dict, *, now: float, nonce: str, writer: str) -> dict:
+def returned_doc(doc: dict, *, now: float, nonce: str, writer: str, handed_back: bool = False) -> dict:
     """Back to the queue from a claim that never started its process (it could not tell whether its claim
-    was genuine): no counter moves."""
-    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeued_from=doc.get("claim"))
+    was genuine): no counter moves. `handed_back`: its draining agent gave it back (`handbacks` counts those, so
+    the next attempt's output is not written over what this one said)."""
+    fields = {"handbacks": doc.get("handbacks", 0) + 1} if handed_back else {}
+    new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, requeued_from=doc.get("claim"), **fields)
     for name in _ATTEMPT_FIELDS + ("requeue", "reaped"):
         new.pop(name, None)
     return new
@@ -277,7 +299,7 @@ def requeued_after_failure(doc: dict, *, now: float, nonce: str, writer: str) ->
     """Back to the queue for another attempt: the failed-attempts counter moves, the lost-worker
     counter (requeues) does not."""
     new = _next(doc, state="queued", now=now, nonce=nonce, writer=writer, failures=doc.get("failures", 0) + 1,
-                last_result=doc.get("result"), requeued_from=doc.get("claim"))
+                last_result=doc.get("result"), requeued_from=doc.get("claim"), last_attempt=_last_attempt(doc))
     for name in _ATTEMPT_FIELDS + ("requeue", "reaped", "requeue_reason"):
         new.pop(name, None)
     return new
@@ -318,9 +340,26 @@ class JobView:
 
 def process_may_run(running: dict) -> bool:
     """Whether a running document still stands for a process its agent has not seen gone: it has an owner
-    (a cancel tombstone has none: nothing ever started) and its outcome is not decided yet ('finishing' is
-    written only after the process group is gone)."""
-    return running.get("owner") is not None and running.get("phase") != "finishing"
+    (a cancel tombstone has none: nothing ever started) and no outcome decided yet (a `result` is written
+    only once the process group is gone: 'finishing', or a cancel that overtook a finishing move)."""
+    return (running.get("owner") is not None and running.get("phase") != "finishing"
+            and running.get("result") is None)
+
+
+def decided(running: dict) -> bool:
+    """Whether the running document's move is decided, so that any writer may finish it (settle): an outcome
+    ('finishing'), or a cancel that no process of the job can outlive (a tombstone, or a cancel of a job whose
+    attempt had ended). A cancel of a running process is its owner's to finish once it has seen the group gone
+    (or the reaper's, once the owner's promise has passed)."""
+    phase = running.get("phase")
+    return phase == "finishing" or (phase == "cancelling" and not process_may_run(running))
+
+
+def goes_back_to_queue(running: dict) -> bool:
+    """Whether a finishing document's decision sends the job back to the queue (a requeue after a lost worker, or
+    a retry the spec allows), rather than to a terminal record."""
+    return running.get("phase") == "finishing" and bool(
+        running.get("requeue") or (running.get("result") and retry_earned(running, running["result"])))
 
 
 def resolve(job_id: str, records: dict[str, dict]) -> JobView | None:
@@ -348,8 +387,9 @@ def status_json(view: JobView) -> dict:
         "finished_at": d.get("finished_at") if ended else None,
         "lease_expires_at": d.get("lease_expires_at") if view.state == "running" else None,
         "owner": d.get("owner"), "instance_ref": d.get("instance_ref"),
-        "requeues": d.get("requeues", 0), "failures": d.get("failures", 0),
-        "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "command": spec.get("command"),
+        "requeues": d.get("requeues", 0), "failures": d.get("failures", 0), "handbacks": d.get("handbacks", 0),
+        "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "rerun_inputs": d.get("rerun_inputs"),
+        "command": spec.get("command"),
         "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,
         "problems": view.problems,
     }

@@ -15,6 +15,29 @@ JOB_NAMES = ("STADO_BIN", "WC_JOB_ID", "WC_JOB_STARTED_AT", "WC_ARTIFACT_INPUTS_
              "CARGO_BUILD_JOBS", "GIT_TERMINAL_PROMPT", "CARGO_NET_GIT_FETCH_WITH_CLI")
 
 
+SHIM_NAME = "stado"  # in the job's directory: what $STADO_BIN names when its agent serves a store of its own
+
+
+def shim_text(stado_bin: str, store_env: dict[str, str | None], job_id: str) -> str:
+    """A shell script that runs the agent's own program on the agent's store (`store_env`: the variables that
+    open it, None for one to unset), so that a job calling `$STADO_BIN` reaches the store its agent serves
+    while its own environment holds neither STADO_CONFIG nor the store's credentials."""
+    unset = sorted(k for k, v in store_env.items() if v is None)
+    sets = sorted((k, v) for k, v in store_env.items() if v is not None)
+    lines = ["#!/bin/sh", f"# $STADO_BIN of job {job_id}: its agent's stado, on its agent's store (removed when the "
+             "job ends)"]
+    if unset:
+        lines.append("unset " + " ".join(unset))
+    if sets:
+        lines.append("export " + " ".join(f"{k}={_quoted(v)}" for k, v in sets))
+    lines.append(f'exec {_quoted(stado_bin)} "$@"')
+    return "\n".join(lines) + "\n"
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
 def is_runtime_name(name: str) -> bool:
     return name in RUNTIME_NAMES or name.startswith(RUNTIME_PREFIXES)
 

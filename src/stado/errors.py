@@ -50,8 +50,8 @@ class ChecksumMismatch(ArtifactError):
 
 
 class TransferStalled(StadoError):
-    """A transfer moved no bytes for the stall window (STADO_CONFIG stall_timeout) and was ended. What it
-    fetched is kept, so the next attempt resumes there."""
+    """A transfer moved no bytes for the stall window (STADO_CONFIG stall_timeout, when set) and was ended.
+    What it fetched is kept, so the next attempt resumes there."""
 
     exit_code = 4
 

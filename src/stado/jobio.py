@@ -3,8 +3,8 @@
 its output while it runs, its artifacts and the rest of its output once it has ended.
 
 What the agent does about its inputs is also written into the job's output, as `[stado] ...` lines
-before the job's own: a fetch that stops moving stays visible there (`stado job watch`), and the job
-can be cancelled by name meanwhile.
+before the job's own: a fetch that stops moving stays visible there as stalled, with the bytes so far and
+how long nothing has moved (`stado job watch`), and the job can be cancelled by name meanwhile.
 """
 import os
 import time
@@ -16,14 +16,16 @@ from .checkpoints import CheckpointPump
 from .output import OutputPump, OutputUploader
 from .transfer import Progress, Worker, human
 
-PROGRESS_EVERY = 5.0  # seconds between progress lines while inputs arrive
+PROGRESS_EVERY = 5.0  # seconds between progress lines while inputs arrive (at most: a fast-polling agent says more)
+STALLED_EVERY = 60.0  # at most this long between lines while a fetch stays stalled (hours of them stay readable)
 
 
 class JobIO:
     def __init__(self, store: ObjectStore, job_id: str, job_dir: str, secrets: list[str], *, poll_seconds: float,
-                 stall_seconds: float, log, notify, attempt: int = 1):
+                 stall_seconds: float | None, log, notify, attempt: int = 1):
         self.store, self.job_id, self.job_dir = store, job_id, job_dir
         self.stall_seconds, self.log, self.notify = stall_seconds, log, notify
+        self.progress_every = min(PROGRESS_EVERY, max(0.5, 5 * poll_seconds))
         self.output_path = os.path.join(job_dir, "output.log")
         self.out = OutputPump(OutputUploader(store, job_id, self.output_path, secrets, attempt=attempt), poll_seconds,
                               log).start()
@@ -61,10 +63,14 @@ class JobIO:
         state = self._fetch.check()
         progress = self._fetch.progress
         if state == "running":
-            if time.monotonic() - self._told >= PROGRESS_EVERY:
+            stalled = progress.stalled_for()
+            # While stalled, lines come further apart as the stall lasts (half its length, within bounds).
+            every = self.progress_every if stalled is None else max(self.progress_every, min(STALLED_EVERY, stalled / 2))
+            if time.monotonic() - self._told >= every:
                 self._told = time.monotonic()
                 resumed = f", resumed at {human(progress.resumed)}" if progress.resumed else ""
-                self.tell(f"fetching inputs: {progress.describe()}{resumed}")
+                hint = f" (`stado cancel {self.job_id}` stops it; it goes on if bytes move again)" if stalled else ""
+                self.tell(f"fetching inputs: {progress.describe()}{resumed}{hint}")
             return "running", None
         worker, self._fetch = self._fetch, None
         error = worker.error

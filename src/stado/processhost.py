@@ -1,28 +1,21 @@
 """Starting a job's shell and stopping what it started, on this host: the platform primitives are runkit.proc's,
 with the same identity checks jobman uses (a remembered pid never authorises a signal by itself).
 
-The job's command runs under a shell of its own that writes the command's exit status into the job's
-directory when it ends: an agent that replaces one that died can then record what the job did, which
-its wait status would have said had it been the parent. Exit statuses above 128 are read as the signal
-that ended the command (128 + N), as shells report them.
+The job's shell is `/bin/sh -c CMD` itself, started by the agent with no wrapper between them: its $PPID is
+the agent, it leads its own session and process group (the pid recorded), and its exit status is the kernel's
+wait status, so an exit is recorded as an exit (`exit 130` is exit code 130) and a signal as a signal. The
+agent writes that status into the job's directory as it reaps the shell, so an agent that replaces it after a
+crash records what the job did. A shell still running when its agent died is re-parented elsewhere: the new
+agent pins it with a pidfd (exit_watch) and reads its exit status from there once it ends.
 """
 import os
 import signal
 
 from runkit import proc
 
-from .workroot import EXIT_STATUS_FILE, attempt_tag
+from .workroot import EXIT_STATUS_FILE, attempt_tag, write_exit_status
 
 TERM, KILL = signal.SIGTERM, signal.SIGKILL
-# $1: the command; $2: where its exit status goes. The status is written before the wrapper exits with it.
-_WRAPPER = '/bin/sh -c "$1"; s=$?; printf "%s" "$s" > "$2"; exit "$s"'
-
-
-def exit_of(code: int | None, sig: int | None) -> tuple[int | None, int | None]:
-    """(exit code, signal) of the job's command from the wrapper's own wait status."""
-    if sig is None and code is not None and 128 < code <= 128 + 64:
-        return None, code - 128
-    return code, sig
 
 
 class ProcessHost:
@@ -30,42 +23,71 @@ class ProcessHost:
 
     def __init__(self, reap_all: bool = False):
         self.reap_all = reap_all  # this agent is a subreaper: every orphan comes back to it to be reaped
+        self._status_paths: dict[int, str] = {}  # a job shell's pid -> where its exit status is written
 
     def spawn(self, command: str, env: dict[str, str], job_dir: str, cwd: str, output_path: str) -> dict:
         """Start the job in its own session (its process group id is its pid), stdin from /dev/null, stdout
         and stderr appended straight to `output_path`, every signal at its default. Returns the process
         record kept in the running document. Raises OSError."""
-        status_path = os.path.join(job_dir, EXIT_STATUS_FILE)
         out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            pid = proc.spawn("/bin/sh", ["/bin/sh", "-c", _WRAPPER, "stado-job", command, status_path], env,
-                             stdin=null, stdout=out, stderr=out, new_session=True, cwd=cwd)
+            pid = proc.spawn("/bin/sh", ["/bin/sh", "-c", command], env, stdin=null, stdout=out, stderr=out,
+                             new_session=True, cwd=cwd)
         finally:
             os.close(null)
             os.close(out)
+        self._status_paths[pid] = os.path.join(job_dir, EXIT_STATUS_FILE)
         ident = proc.identity(pid)
         return {"pid": pid, "pgid": pid, "start_time": ident.start_time if ident else None, "boot_id": proc.boot_id(),
                 "work_dir": cwd, "job": env.get("WC_JOB_ID"), "attempt_started": env.get("WC_JOB_STARTED_AT")}
 
     def reap(self, pids) -> dict[int, tuple[int | None, int | None]]:
-        """(exit code, signal) of each of `pids` that has ended, without blocking; with reap_all, every
-        other ended child is collected too (orphans of jobs, re-parented to this agent)."""
+        """(exit code, signal) of each of `pids` that has ended, without blocking, each written into its job's
+        directory first; with reap_all, every other ended child is collected too (orphans of jobs, re-parented
+        to this agent)."""
         ended = {}
         if self.reap_all:
             for pid, status in proc.reap_children():
                 if pid in pids:
-                    ended[pid] = exit_of(*proc.describe_status(status))
+                    ended[pid] = self._ended(pid, status)
             return ended
         for pid in pids:
             try:
-                done, status = os.waitpid(pid, os.WNOHANG)
+                status = proc.poll_child(pid)
             except ChildProcessError:
                 ended[pid] = (None, None)
                 continue
-            if done:
-                ended[pid] = exit_of(*proc.describe_status(status))
+            if status is not None:
+                ended[pid] = self._ended(pid, status)
         return ended
+
+    def _ended(self, pid: int, status: int) -> tuple[int | None, int | None]:
+        got = proc.describe_status(status)
+        path = self._status_paths.pop(pid, None)
+        if path is not None:
+            try:
+                write_exit_status(path, *got)
+            except OSError:
+                pass  # its directory is gone (removed by hand): this agent records the status all the same
+        return got
+
+    def watch_exit(self, process: dict | None):
+        """A handle on a job shell this agent did not start (left by the agent it replaced), from which
+        exit_of_watched() reads its exit status once it ends; None if it cannot be pinned."""
+        if not process or process.get("boot_id") != proc.boot_id() or process.get("start_time") is None:
+            return None
+        pidfd = proc.exit_watch(process["pid"], process["start_time"])
+        return None if pidfd is None else (pidfd, process["pid"], process["start_time"])
+
+    def exit_of_watched(self, handle) -> tuple[int | None, int | None] | None:
+        """(exit code, signal) of the shell watch_exit() pinned once it has ended (the handle is closed then),
+        or None if the kernel does not say."""
+        if handle is None:
+            return None
+        status = proc.exit_status_of(*handle)
+        os.close(handle[0])
+        return None if status is None else proc.describe_status(status)
 
     def members(self, process: dict | None) -> list:
         """What is left of the job's tree: its session and process group, what they started, and whatever
@@ -96,11 +118,7 @@ class ProcessHost:
         before it wrote the record: the session leader among them (the job's shell runs in a session of its
         own, its process group id its pid), identity-pinned."""
         for pid in sorted(pids):
-            try:
-                leader = os.getsid(pid) == pid
-            except OSError:
-                continue
-            ident = proc.identity(pid) if leader else None
+            ident = proc.identity(pid) if proc.leads_session(pid) else None
             if ident is not None:
                 return {"pid": pid, "pgid": pid, "start_time": ident.start_time, "boot_id": proc.boot_id(),
                         "job": job_id, "attempt_started": started_at}

@@ -1,12 +1,17 @@
 """Telling a dead worker from a live one (seed 003, "Who observes it"), and recovering what dead ones left.
 
-A running job is alive while the promise its worker wrote holds (`lease_expires_at`). Once the promise
-has passed, two writes still prove it alive, each judged by the store's own last_modified: the pulse at
+A running job is alive while the promise its worker wrote holds. The promise is judged by the store's clock,
+the one clock the fleet shares (storeclock.py): the running document's own write time (`modified`, the store's)
+plus the lease its worker promised (`lease_seconds`, a duration the worker measured on one clock), against the
+store's time now. So no host's wall clock decides: a worker whose clock runs an hour ahead is reaped as soon
+as any other, and a reaper whose clock is off reaps no sooner nor later. (A document with a promise but no
+`lease_seconds` is judged by its `lease_expires_at`, a time on its writer's clock.) Once the promise has passed,
+two writes still prove it alive, each judged by the store's own `modified`: the pulse at
 status/<id>/heartbeat newer than the promise (the renewal is failing, not the worker), or a blob under
-status/<id>/checkpoints/ newer than the promise (a big checkpoint upload starves the renewal while the
-job demonstrably works). Only a job whose promise passed with neither write after it is reaped: requeued
-once with `worker lease expired`, failed on the second expiry. A job with no promise (written by a stado
-from before promises) is kept and counted as unpromised: nothing says when it should have spoken.
+status/<id>/checkpoints/ newer than the promise (a big checkpoint upload starves the renewal while the job
+demonstrably works). Only a job whose promise passed with neither write after it is reaped: requeued once
+with `worker lease expired`, failed on the second expiry. A job with no promise (written by a stado from before
+promises) is kept and counted as unpromised: nothing says when it should have spoken.
 
 The reaper's move is a move like any other (jobs.py): a put-if-match of its decision on the version it
 read, so a renewal that lands first wins and the reaper's move is refused.
@@ -21,11 +26,15 @@ from .errors import CorruptDocument
 from .jobs import settle
 from .jobs.common import running_records
 from .objectstore.base import NotFound, ObjectStore
+from .storeclock import StoreClock
 
 REQUEUE_BUDGET = 1          # requeued once after a lost worker, failed on the second loss
 LEASE_EXPIRED = "worker lease expired"
-# Promises are written by workers' clocks and judged by the reaper's: a little slack for clocks that disagree.
+# Slack on a promise: the store stamps writes in whole seconds on S3, and a measurement of its clock is good to
+# half a round trip (added to this: StoreClock.uncertainty).
 DEFAULT_MARGIN = 2.0
+# A pulse or a checkpoint proves its worker alive for at least this long from its own time (evidence_window).
+EVIDENCE_FLOOR = 30.0
 
 ALIVE = ("promise", "pulse", "checkpoint", "watch", "unpromised")
 
@@ -33,21 +42,23 @@ ALIVE = ("promise", "pulse", "checkpoint", "watch", "unpromised")
 class Watch:
     """How long this reaper has seen each running document unchanged, on its own monotonic clock.
 
-    A promise is a time on the worker's wall clock, judged on the reaper's: a reaper whose clock runs ahead
-    (a jump, a host that lost NTP) finds promises passed early and would requeue a live job. An agent's
-    reaper keeps a watch, and an expired verdict then also needs the document seen unchanged for its
-    promised lease (`lease_seconds`, a duration both of whose ends the worker read from one clock) plus the
-    margin. A reaper that has just started therefore waits one lease before it reaps anything."""
+    A second guard beside the store's clock: an expired verdict also needs the document seen unchanged for its
+    promised lease (`lease_seconds`) plus the margin, so that a measurement of the store's clock gone wrong
+    never requeues a live job on its own. A reaper that has just started therefore waits one lease before it
+    reaps anything. Each sighting is timed around its own read: first seen when the read answered, seen again
+    when the next read was asked, so a reaper stalled mid-pass never counts its stall as time watched."""
 
     def __init__(self):
         self._seen: dict[str, tuple[object, float]] = {}
 
-    def unchanged_for(self, job_id: str, version, mono: float) -> float:
+    def unchanged_for(self, job_id: str, version, asked: float, answered: float | None = None) -> float:
+        """Seconds the document has certainly been at `version`: from the first read that returned it (when it
+        answered) to this read (when it was asked)."""
         seen = self._seen.get(job_id)
         if seen is None or seen[0] != version:
-            self._seen[job_id] = (version, mono)
+            self._seen[job_id] = (version, asked if answered is None else answered)
             return 0.0
-        return mono - seen[1]
+        return max(0.0, asked - seen[1])
 
     def keep(self, job_ids) -> None:
         """Forget documents no longer in running/ (their next one starts a new watch)."""
@@ -55,23 +66,47 @@ class Watch:
             del self._seen[job_id]
 
 
-def liveness(doc: dict, *, now: float, pulse_at: float | None = None, checkpoint_at: float | None = None,
-             margin: float = DEFAULT_MARGIN) -> str:
-    """The verdict on a running document (pure): 'promise' (it holds), 'pulse' or 'checkpoint' (passed, but
-    that write came after it), 'unpromised' (no promise to judge), or 'expired'."""
+def promise_of(doc: dict, modified: float | None = None) -> float | None:
+    """When the job's worker said it would speak again, by the store's clock where the document's write time
+    (`modified`) and promised lease are known; None if it carries no promise."""
     try:
-        promise = d.parse_iso(doc.get("lease_expires_at"))
+        written = d.parse_iso(doc.get("lease_expires_at"))
     except (TypeError, ValueError):
-        promise = None
+        written = None
+    if written is None:
+        return None
+    lease = doc.get("lease_seconds")
+    if modified is not None and isinstance(lease, (int, float)) and not isinstance(lease, bool):
+        return modified + lease
+    return written
+
+
+def liveness(doc: dict, *, now: float, pulse_at: float | None = None, checkpoint_at: float | None = None,
+             margin: float = DEFAULT_MARGIN, modified: float | None = None) -> str:
+    """The verdict on a running document (pure): 'promise' (it holds), 'pulse' or 'checkpoint' (passed, but
+    that write came after it), 'unpromised' (no promise to judge), or 'expired'. `now`, `modified` (the
+    document's write time), `pulse_at` and `checkpoint_at` are all the store's time."""
+    promise = promise_of(doc, modified)
     if promise is None:
         return "unpromised"
     if now <= promise + margin:
         return "promise"
-    if pulse_at is not None and pulse_at > promise:
+    window = evidence_window(doc)
+    if pulse_at is not None and pulse_at > promise and now <= pulse_at + window + margin:
         return "pulse"
-    if checkpoint_at is not None and checkpoint_at > promise:
+    if checkpoint_at is not None and checkpoint_at > promise and now <= checkpoint_at + window + margin:
         return "checkpoint"
     return "expired"
+
+
+def evidence_window(doc: dict) -> float:
+    """How long a pulse or a checkpoint newer than the passed promise keeps the job alive from its own time: the
+    lease its worker promised, and never less than EVIDENCE_FLOOR. A live worker whose renewals fail pulses
+    again at every attempt; a worker that died right after its last pulse is reaped once that window is past
+    too (the seed's rule read literally, "a pulse newer than the passed promise", would keep it forever)."""
+    lease = doc.get("lease_seconds")
+    lease = lease if isinstance(lease, (int, float)) and not isinstance(lease, bool) else 0.0
+    return max(lease, EVIDENCE_FLOOR)
 
 
 def evidence(store: ObjectStore, job_id: str) -> tuple[float | None, float | None]:
@@ -85,18 +120,18 @@ def evidence(store: ObjectStore, job_id: str) -> tuple[float | None, float | Non
 
 
 def judge(store: ObjectStore, doc: dict, *, now: float, margin: float = DEFAULT_MARGIN,
-          watched: float | None = None) -> str:
+          watched: float | None = None, modified: float | None = None) -> str:
     """liveness() with the evidence read from the store, only when the promise has passed (a job whose
     promise holds costs no request). `watched`: how long the caller's Watch has seen this very version;
     'watch' (alive) while that is shorter than the promised lease plus the margin."""
-    verdict = liveness(doc, now=now, margin=margin)
+    verdict = liveness(doc, now=now, margin=margin, modified=modified)
     if verdict != "expired":
         return verdict
     lease = doc.get("lease_seconds")
     if watched is not None and isinstance(lease, (int, float)) and watched <= lease + margin:
         return "watch"
     pulse_at, checkpoint_at = evidence(store, doc["id"])
-    return liveness(doc, now=now, pulse_at=pulse_at, checkpoint_at=checkpoint_at, margin=margin)
+    return liveness(doc, now=now, pulse_at=pulse_at, checkpoint_at=checkpoint_at, margin=margin, modified=modified)
 
 
 def lapse(store: ObjectStore, doc: dict, version, *, writer: str, reason: str, now: float) -> dict | None:
@@ -142,15 +177,25 @@ class ReapSummary:
 
 
 def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,
-         skip: frozenset = frozenset(), watch: Watch | None = None) -> ReapSummary:
-    """One pass over running/: finish decided moves, reap jobs whose worker is gone. `skip`: job ids the
-    caller itself runs (an agent never reaps its own slots: its renewal speaks for them). `watch`: kept by a
-    caller that reaps again and again (an agent), so that its own clock alone never decides (Watch)."""
-    t = time.time() if now is None else now
-    mono = time.monotonic()
+         skip: frozenset = frozenset(), watch: Watch | None = None, clock: StoreClock | None = None) -> ReapSummary:
+    """One pass over running/: finish decided moves, reap jobs whose worker is gone. `clock`: the store's clock as
+    the caller measured it (its uncertainty widens the margin); `now` overrides it (the store's time). `skip`: job
+    ids the caller itself runs (an agent never reaps its own slots: its renewal speaks for them). `watch`: kept by
+    a caller that reaps again and again (an agent), so that no clock alone ever decides (Watch)."""
+    if now is None:
+        now = clock.now() if clock is not None else time.time()
+    if clock is not None:
+        margin += clock.uncertainty
     out = ReapSummary()
     listed = []
-    for job_id, found, corrupt in running_records(store):
+    records = running_records(store)
+    while True:
+        asked = time.monotonic()
+        item = next(records, None)
+        if item is None:
+            break
+        job_id, found, corrupt, entry = item
+        answered = time.monotonic()
         listed.append(job_id)
         if job_id in skip:
             continue
@@ -159,8 +204,11 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
             continue
         try:
             if found is not None:
-                watched = None if watch is None else watch.unchanged_for(job_id, found[1], mono)
-                _one(store, *found, out=out, writer=writer, now=t, margin=margin, watched=watched)
+                watched = None if watch is None else watch.unchanged_for(job_id, found[1], asked, answered)
+                # A version other than the one listed was written after the LIST: its promise is fresh.
+                modified = entry.modified if found[1] == entry.version else now
+                _one(store, *found, out=out, writer=writer, now=now, margin=margin, watched=watched,
+                     modified=modified)
         except CorruptDocument as e:  # a record its move meets (a terminal record, a queue entry)
             out.lines.append(f"{e}: skipped (`stado repair {job_id}` clears it)")
     if watch is not None:
@@ -169,15 +217,15 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
 
 
 def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, margin: float,
-         watched: float | None) -> None:
-    job_id, phase = doc["id"], doc.get("phase")
-    if phase == "finishing" or (phase == "cancelling" and doc.get("owner") is None):
+         watched: float | None, modified: float | None) -> None:
+    job_id = doc["id"]
+    if d.decided(doc):
         term = settle(store, doc, version, writer=writer, now=now)
         if term is not None:
             out.settled += 1
             out.lines.append(f"{job_id}: finished an interrupted move to {term['state']}")
         return
-    verdict = judge(store, doc, now=now, margin=margin, watched=watched)
+    verdict = judge(store, doc, now=now, margin=margin, watched=watched, modified=modified)
     if verdict != "expired":
         out.alive[verdict] += 1
         return
@@ -190,29 +238,47 @@ def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, marg
         out.requeued += 1
         out.lines.append(f"{job_id}: requeued ({LEASE_EXPIRED}: promised by {promised}, owner {doc.get('owner')} on "
                          f"{doc.get('instance_ref')}; requeue {new.get('requeues')})")
-    elif new["state"] == "cancelled":
+    elif new["state"] == "cancelled" and doc.get("phase") == "cancelling":
         out.cancelled += 1
         out.lines.append(f"{job_id}: cancelled (its agent {doc.get('owner')} stopped speaking before it saw the cancel)")
+    elif new["state"] == "cancelled":
+        out.cancelled += 1
+        out.lines.append(f"{job_id}: cancelled (a cancel landed while its requeue was being written)")
     else:
         out.failed += 1
         out.lines.append(f"{job_id}: failed ({LEASE_EXPIRED} again: promised by {promised}, owner "
                          f"{doc.get('owner')} on {doc.get('instance_ref')})")
 
 
-def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float | None = None,
-                            margin: float = DEFAULT_MARGIN) -> tuple[bool, list[str]]:
-    """The verdict a cloud provider's instance clean-up must ask before deleting a VM: False while any
-    job on it is alive by the reaper's rule (its promise holds, a newer pulse or checkpoint, or no promise
-    at all), with the jobs that keep it. (A job being cancelled counts as alive until settled.)"""
-    t = time.time() if now is None else now
+def alive_on(store: ObjectStore, instance_ref: str, *, now: float | None = None, margin: float = DEFAULT_MARGIN,
+             clock: StoreClock | None = None) -> list[tuple[str, str]]:
+    """(job id, why) of every job alive on an instance by the reaper's rule, by the store's clock (`clock`, or
+    `now`, the store's time): its promise holds ("promise"), a newer pulse or checkpoint ("pulse",
+    "checkpoint"), or no promise at all ("unpromised"). A job being cancelled counts until it is settled; a
+    running record that cannot be read counts too ("corrupt": its instance cannot be told). One LIST of
+    running/, a GET per record, more only where a promise has passed."""
+    if now is None:
+        now = clock.now() if clock is not None else time.time()
+    if clock is not None:
+        margin += clock.uncertainty
     keeping = []
-    for job_id, found, corrupt in running_records(store):
+    for job_id, found, corrupt, entry in running_records(store):
         if corrupt is not None:
-            keeping.append(f"{job_id} (its running record is corrupt: cannot tell)")
+            keeping.append((job_id, "corrupt"))
             continue
         if found is None or found[0].get("instance_ref") != instance_ref or not d.process_may_run(found[0]):
             continue
-        verdict = judge(store, found[0], now=t, margin=margin)
+        modified = entry.modified if found[1] == entry.version else now
+        verdict = judge(store, found[0], now=now, margin=margin, modified=modified)
         if verdict != "expired":
-            keeping.append(f"{job_id} (alive by {verdict})")
+            keeping.append((job_id, verdict))
+    return keeping
+
+
+def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float | None = None,
+                            margin: float = DEFAULT_MARGIN, clock: StoreClock | None = None) -> tuple[bool, list[str]]:
+    """The verdict a cloud provider's instance clean-up must ask before deleting a VM (`stado machine
+    may-delete`): False while any job on it is alive (alive_on), with the jobs that keep it."""
+    keeping = [f"{job_id} ({'its running record is corrupt: cannot tell' if why == 'corrupt' else f'alive by {why}'})"
+               for job_id, why in alive_on(store, instance_ref, now=now, margin=margin, clock=clock)]
     return not keeping, keeping

@@ -83,7 +83,7 @@ def offer_text(record: dict) -> str:
     if offer.capabilities:
         words.append("capabilities " + ",".join(sorted(offer.capabilities)))
     words.append(f"provider {offer.provider}" + (" (spot)" if offer.spot else ""))
-    if offer.price_per_hour:
+    if offer.price_per_hour is not None:
         words.append(f"${offer.price_per_hour:g}/hour")
     return ", ".join(words)
 
@@ -91,7 +91,7 @@ def offer_text(record: dict) -> str:
 def job_details(data: dict) -> str:
     order = ("id", "name", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
              "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
-             "requeues", "failures", "cost_usd", "rerun_of", "cancelled_by", "moving")
+             "requeues", "failures", "handbacks", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by", "moving")
     lines = []
     for key in order:
         value = data.get(key)

@@ -31,7 +31,7 @@ REPLACED = "its worker was replaced while it ran"
 
 def settle_left_by_replaced(agent) -> None:
     """Run once by `agent` before its first tick (one LIST of running/)."""
-    for job_id, found, corrupt in running_records(agent.store):
+    for job_id, found, corrupt, _ in running_records(agent.store):
         if corrupt is not None:
             agent.log(f"init: {corrupt}: skipped (`stado repair {job_id}` clears it)")
             continue
@@ -65,7 +65,7 @@ def _settle_one(agent, doc: dict, version) -> None:
     status = read_exit_status(directory)
     if doc.get("phase") == "cancelling" or status is not None:
         return _take_over(agent, doc, version, directory, ended=status or (None, None))
-    now = time.time()
+    now = agent.clock.now()
     new = lapse(agent.store, doc, version, writer=agent.id, reason=REPLACED, now=now)
     if new is None:
         return  # moved meanwhile (a cancel, the reaper): theirs stands
@@ -78,7 +78,7 @@ def _settle_one(agent, doc: dict, version) -> None:
 def _take_over(agent, doc: dict, version, directory: str, *, ended) -> None:
     """Become the job's owner (a compare-and-swap on its running document) and give it a slot that watches
     (or has seen) its process rather than starting one."""
-    now = time.time()
+    now = agent.clock.now()
     got = jobs.take_over(agent.store, doc, version, agent_id=agent.id, lease_expires_at=agent.lease.promise(now),
                          now=now)
     if got is None:

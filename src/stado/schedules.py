@@ -13,7 +13,10 @@ runs the firing step, whatever their number, and each fire time still produces e
    removes without running it (a claim starts nothing beside a running or terminal record).
 
 Missed fire times (no agent ran at the time) are skipped, as Slurm's scrontab and Nomad's periodic jobs
-do: a fire time is submitted only within `grace` seconds of it; older ones are counted as skipped.
+do: a fire time is submitted only within `grace` seconds of it; older ones are counted as skipped. Fire times
+within grace are each submitted, in order (an agent that stalled past two of them submits both). Agents judge
+fire times by the store's clock (storeclock.py), never their own: one whose clock runs ahead would fire early
+and move `last_fired` past the times the others were about to fire.
 The firing step takes the time as an argument (tests drive it across minute boundaries).
 """
 import time
@@ -31,6 +34,7 @@ from .spec import check_name
 
 DEFAULT_GRACE = 120.0  # seconds after a fire time within which it is still submitted
 REFRESH_SECONDS = 30.0  # how often an agent lists schedules/ to learn of new, changed or removed ones
+FIRES_PER_TICK = 20     # fire times dealt with in one tick (the rest in the next: an agent never stalls on one)
 
 
 class NoSuchSchedule(StadoError):
@@ -148,30 +152,56 @@ def list_schedules(store: ObjectStore, *, now: float | None = None) -> list[dict
 
 # -- firing --------------------------------------------------------------------------------------------
 
-def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float = DEFAULT_GRACE,
-             submitter: str) -> str | None:
-    """Fire the schedule if a fire time is due; a line saying what was done, or None."""
+def due_fire(doc: dict, now: float, grace: float = DEFAULT_GRACE) -> float | None:
+    """The earliest fire time after `last_fired` that is due at `now` and still within `grace` of it, or None."""
     if doc.get("paused"):
         return None
-    fire = latest_fire(doc, now)
     last = float(doc.get("last_fired") or 0)
-    if fire is None or fire <= last:
+    fire = next_fire(doc, max(last, now - grace))
+    return fire if fire <= now else None
+
+
+def _missed(doc: dict, last: float, until: float, cap: int = 100_000) -> tuple[int, float | None]:
+    """How many fire times fall in (last, until], and the latest of them (counting stops at `cap`)."""
+    count, latest, t = 0, None, last
+    while count < cap:
+        t = next_fire(doc, t)
+        if t > until:
+            break
+        count, latest = count + 1, t
+    return count, latest
+
+
+def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float = DEFAULT_GRACE,
+             submitter: str) -> str | None:
+    """Deal with the earliest fire time not dealt with yet: submit it if it is due and within `grace` (fire
+    times older than that, missed while no agent ran, are counted as skipped on the way), then move `last_fired`
+    on to it. A line saying what was done, or None. Called again while something is due, each fire time is
+    submitted once and in order, even after an agent stalled past several of them."""
+    if doc.get("paused"):
         return None
-    skipped = 0
-    if now - fire > grace:
-        skipped, line = 1, f"schedule {doc['name']}: skipped the fire time {d.iso(fire)} (no agent ran then)"
-    else:
+    last = float(doc.get("last_fired") or 0)
+    skipped, latest_skipped = _missed(doc, last, now - grace) if now - grace > last else (0, None)
+    fire = due_fire(doc, now, grace)
+    if fire is None and not skipped:
+        return None
+    lines = []
+    if skipped:
+        lines.append(f"schedule {doc['name']}: skipped {skipped} fire time(s) up to {d.iso(latest_skipped)} (no agent "
+                     f"ran within {grace:g} s of them)")
+    if fire is not None:
         job_id = fire_job_id(doc, fire)
         queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce())
         queued["schedule"] = {"name": doc["name"], "fire_time": d.iso(fire)}
         made = create(store, keys.queued(job_id), queued)
         if made is not None:
             index(store, queued)
-        line = (f"schedule {doc['name']}: fired {d.iso(fire)} as job {job_id}" if made is not None else None)
-    new = dict(doc, last_fired=fire, fired=doc.get("fired", 0) + (0 if skipped else 1),
-               skipped=doc.get("skipped", 0) + skipped, generation=doc.get("generation", 0) + 1, nonce=new_nonce())
+            lines.append(f"schedule {doc['name']}: fired {d.iso(fire)} as job {job_id}")
+    new = dict(doc, last_fired=fire if fire is not None else latest_skipped,
+               fired=doc.get("fired", 0) + (fire is not None), skipped=doc.get("skipped", 0) + skipped,
+               generation=doc.get("generation", 0) + 1, nonce=new_nonce())
     replace_json(store, keys.schedule(doc["name"]), new, version)  # lost: another agent moved it on first
-    return line
+    return "; ".join(lines) or None
 
 
 class ScheduleKnowledge:
@@ -199,24 +229,29 @@ class ScheduleKnowledge:
     def tick(self, now: float) -> list[str]:
         lines = []
         if now - self._listed_at >= self.refresh:
-            self._listed_at = now
             listed = {e.key: e.version for e in self.store.list(keys.SCHEDULES)}
             self._docs = {k: v for k, v in self._docs.items() if listed.get(k) == v[0]}
             for key in listed.keys() - self._docs.keys():
                 self._read(key)
-        for key, (version, doc) in list(self._docs.items()):
-            try:
-                fire = None if doc.get("paused") else latest_fire(doc, now)
-                if fire is None or fire <= float(doc.get("last_fired") or 0):
-                    continue  # nothing due: no request
-                line = fire_one(self.store, doc, version, now=now, grace=self.grace, submitter=self.submitter)
-            except (StadoError, KeyError, TypeError, ValueError, AttributeError) as e:
-                lines.append(f"{key}: cannot fire it ({e}); skipped until it changes")
-                self._docs[key] = (version, dict(doc, paused=True))
-                continue
-            self._read(key)  # its last_fired moved on (ours or another agent's write)
-            if line:
-                lines.append(line)
+            self._listed_at = now  # only once every schedule listed is known: a failed read lists again next time
+        for key in list(self._docs):
+            for _ in range(FIRES_PER_TICK):  # each fire time in turn, while any is due
+                if key not in self._docs:
+                    break
+                version, doc = self._docs[key]
+                try:
+                    last = float(doc.get("last_fired") or 0)
+                    if due_fire(doc, now, self.grace) is None and not (now - self.grace > last
+                                                                       and next_fire(doc, last) <= now - self.grace):
+                        break  # nothing due: no request
+                    line = fire_one(self.store, doc, version, now=now, grace=self.grace, submitter=self.submitter)
+                except (StadoError, KeyError, TypeError, ValueError, AttributeError) as e:
+                    lines.append(f"{key}: cannot fire it ({e}); skipped until it changes")
+                    self._docs[key] = (version, dict(doc, paused=True))
+                    break
+                self._read(key)  # its last_fired moved on (ours or another agent's write)
+                if line:
+                    lines.append(line)
         return lines
 
     def _read(self, key: str) -> None:

@@ -37,15 +37,17 @@ class Slot:
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
     delivered: list | None = None       # its inputs, once fetched and verified
     ended: tuple | None = None          # (exit code, signal) once the shell has exited
-    stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown
+    stopping: str | None = None         # why its group is stopped: cancel | timeout | lost | leftover | shutdown,
+    #                                     or handback (not started: its agent drains)
     stop_sent: float | None = None
     kill_sent: bool = False
-    renew_due: float = 0.0
-    renew_due_wall: float = 0.0
+    renew_due: float = 0.0              # when its next renewal is due, on the agent's monotonic clock
+    promised_until: float = 0.0         # when its current promise runs out, on the agent's monotonic clock
     closed: bool = False                # its artifacts and output are up (JobIO.close): ready to settle
     close_due: float = 0.0              # when to try closing again after a store error
     upload_error: str | None = None     # why its artifacts could not be uploaded
     adopted: bool = False               # watched, not spawned, by this agent (left by the worker it replaced)
+    exit_watch: object = None           # an adopted shell pinned, to read its exit status (ProcessHost.watch_exit)
     cost_note: str | None = None        # why it was stopped for its cost (admission.past_cap)
 
     @property
@@ -76,17 +78,19 @@ class SlotRunner:
 
     # -- start ----------------------------------------------------------------------------------------------
 
-    def start(self, doc: dict, version, *, inputs_missing: str | None = None, verify=None) -> Slot:
+    def start(self, doc: dict, version, *, inputs_missing: str | None = None, verify=None,
+              claimed_mono: float | None = None) -> Slot:
+        """`claimed_mono`: when the claim's write began, on the agent's monotonic clock (its promise runs from
+        then)."""
         a = self.a
         job_id = doc["id"]
         slot = Slot(doc, version, a.prepare_job_dir(job_id, doc.get("started_at")), verify=verify)
         a.slots[job_id] = slot
         a.log(f"{job_id}: claimed ({doc['spec']['command'][:80]!r})")
-        now = time.time()
-        slot.started_at = d.parse_iso(doc.get("started_at")) or now
+        slot.started_at = d.parse_iso(doc.get("started_at")) or a.clock.now()
         slot.started_mono = time.monotonic()
         slot.renew_due = slot.started_mono + a.cfg.poll_seconds
-        slot.renew_due_wall = now + a.cfg.poll_seconds
+        slot.promised_until = _promised_until(doc, slot.started_mono if claimed_mono is None else claimed_mono)
         slot.io = a.new_io(job_id, slot.job_dir, d.attempt_of(doc))
         if inputs_missing:
             self.fail_before_start(slot, "input_unavailable", inputs_missing)
@@ -99,12 +103,14 @@ class SlotRunner:
         to its end, not spawned (restart.py)."""
         a = self.a
         slot = Slot(doc, version, job_dir, process=doc.get("process"), launched=True, adopted=True, ended=ended)
+        if ended is None:
+            slot.exit_watch = a.host.watch_exit(slot.process)
         a.slots[doc["id"]] = slot
-        now = time.time()
+        now, mono = a.clock.now(), time.monotonic()
         slot.started_at = d.parse_iso(doc.get("started_at")) or now
-        slot.started_mono = time.monotonic() - max(0.0, now - slot.started_at)
-        slot.renew_due = time.monotonic() + a.cfg.poll_seconds
-        slot.renew_due_wall = now + a.cfg.poll_seconds
+        slot.started_mono = mono - max(0.0, now - slot.started_at)
+        slot.renew_due = mono + a.cfg.poll_seconds
+        slot.promised_until = _promised_until(doc, mono)
         slot.io = a.new_io(doc["id"], job_dir, d.attempt_of(doc))
         return slot
 
@@ -115,6 +121,8 @@ class SlotRunner:
         a = self.a
         if slot.verify is not None and not self._verified(slot):
             return
+        if a.draining:
+            return self.hand_back(slot)
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
         work = os.path.join(job_dir, "work")
         if slot.delivered is None:
@@ -136,7 +144,7 @@ class SlotRunner:
         # The record's own string (a float's round trip can move it a millisecond): it names the attempt in its
         # directory and in every process's environment, and the restart check and orphan pass match the two.
         started_at = doc.get("started_at") or d.iso(slot.started_at)
-        env = job_environment(a.job_env, stado_bin=a.cfg.stado_bin, job_id=job_id, started_at=started_at,
+        env = job_environment(a.job_env, stado_bin=a.stado_bin_for(job_dir), job_id=job_id, started_at=started_at,
                               inputs_json=inputs_json, inputs_file=inputs_file, cores=held.cores,
                               devices=held.devices if a.offer.devices else None)
         try:
@@ -144,7 +152,7 @@ class SlotRunner:
         except OSError as e:
             return self.fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
         slot.started_mono = time.monotonic()
-        slot.process["started_at"] = d.iso(time.time())  # the claim's started_at stays the attempt's start
+        slot.process["started_at"] = d.iso(a.clock.now())  # the claim's started_at stays the attempt's start
         faults.point("spawned")
         a.log(f"{job_id}: started as process group {slot.pgid}")
 
@@ -169,15 +177,14 @@ class SlotRunner:
 
     @staticmethod
     def _promise_left(slot: Slot) -> float:
-        promise = d.parse_iso(slot.doc.get("lease_expires_at"))
-        return float("-inf") if promise is None else promise - time.time()
+        return slot.promised_until - time.monotonic()
 
     def _verified(self, slot: Slot, running: bool = False) -> bool:
         """A claim held while its check failed: check again. True once it is known genuine. `running`: its
         process already runs (a re-adoption whose answer was lost): if the claim is not ours, it is stopped."""
         a = self.a
         try:
-            genuine = jobs.verify_claim(a.store, slot.doc, slot.version, *slot.verify, writer=a.id)
+            genuine = jobs.verify_claim(a.store, slot.doc, slot.version, *slot.verify, writer=a.id, now=a.clock.now())
         except StoreError as e:
             slot.launch_due = time.monotonic() + a.cfg.poll_seconds
             a.log(f"{slot.job_id}: still cannot tell whether its claim is genuine ({type(e).__name__}: "
@@ -208,6 +215,8 @@ class SlotRunner:
     def tick(self, slot: Slot) -> None:
         a = self.a
         mono = time.monotonic()
+        if a.draining and not slot.launched and slot.stopping is None and slot.verify is None:
+            self.hand_back(slot)
         if not slot.launched and slot.ended is None:
             if slot.stopping:
                 slot.ended = (None, None)  # cancelled or taken over before its process started
@@ -237,10 +246,12 @@ class SlotRunner:
             self.renew(slot)  # a cancelled or taken-over job is no longer ours to renew (nor an unknown claim)
 
     def _adopted_exit(self, slot: Slot) -> tuple[int | None, int | None]:
-        """The exit of a process this agent did not start: what its shell recorded, or unknown."""
+        """The exit of a process this agent did not start: what the agent it replaced recorded as it reaped it,
+        else what the kernel kept of it (its pidfd, pinned at adoption), else unknown."""
         from .workroot import read_exit_status
 
-        got = read_exit_status(slot.job_dir)
+        watched, slot.exit_watch = slot.exit_watch, None
+        got = read_exit_status(slot.job_dir) or self.a.host.exit_of_watched(watched)
         if got is None:
             slot.result = d.result("failed", error_class="internal",
                                    message="left by the worker this one replaced; it ended without recording its exit "
@@ -252,7 +263,7 @@ class SlotRunner:
         """Its artifacts (if it ran to an end of its own) and the rest of its output are up, on the slot's
         JobIO thread: it can be settled. Renewals go on meanwhile."""
         if not slot.closed and time.monotonic() >= slot.close_due:
-            upload = slot.stopping not in ("lost", "cancel", "shutdown") and slot.result is None
+            upload = slot.stopping not in ("lost", "cancel", "shutdown", "handback") and slot.result is None
             state, why = slot.io.close(upload)
             if state == "retry":
                 slot.close_due = time.monotonic() + self.a.cfg.poll_seconds
@@ -261,9 +272,9 @@ class SlotRunner:
 
     def renew(self, slot: Slot) -> None:
         a = self.a
-        began = time.time()
+        began, now = time.monotonic(), a.clock.now()
         try:
-            got = jobs.renew(a.store, slot.doc, slot.version, lease_expires_at=a.lease.promise(began), now=began,
+            got = jobs.renew(a.store, slot.doc, slot.version, lease_expires_at=a.lease.promise(now), now=now,
                              process=slot.process if slot.doc.get("process") is None else None)
         except CorruptDocument as e:
             # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
@@ -275,27 +286,27 @@ class SlotRunner:
             slot.renew_due = time.monotonic() + a.cfg.poll_seconds
             self._pulse(slot, renewed=False)  # the renewal is failing, not the worker: say so
             raise
-        ended = time.time()
-        a.lease.observed(slot.renew_due_wall, began, ended)
-        slot.renew_due = time.monotonic() + a.cfg.poll_seconds
-        slot.renew_due_wall = ended + a.cfg.poll_seconds
+        ended = time.monotonic()
+        a.lease.observed(slot.renew_due, began, ended)  # monotonic: a wall-clock jump is no late renewal
+        slot.renew_due = ended + a.cfg.poll_seconds
         if isinstance(got, jobs.Fenced):
             self._pulse(slot, renewed=False)
             return self._fenced(slot, got.current)
         slot.doc, slot.version = got
+        slot.promised_until = _promised_until(slot.doc, began)
         self._pulse(slot, renewed=True)
 
     def _pulse(self, slot: Slot, *, renewed: bool) -> None:
         try:
-            jobs.pulse(self.a.store, slot.doc, renewed=renewed)
+            jobs.pulse(self.a.store, slot.doc, renewed=renewed, now=self.a.clock.now())
         except StoreError:
             pass  # the next renewal attempt writes the next pulse
 
     def _fenced(self, slot: Slot, current: dict | None) -> None:
         """Another writer moved the running document: a cancel, or the reaper (then the job may be ours to
         take back: re-adoption)."""
-        if current is not None and current.get("phase") == "cancelling":
-            slot.doc = current
+        if current is not None and current.get("phase") == "cancelling" and current.get("claim") == slot.doc.get("claim"):
+            slot.doc = current  # a cancel of this very attempt (another claim's cancel is that claim's owner's)
             return self.stop(slot, "cancel")
         if current is not None and current.get("reaped") and current.get("claim") == slot.doc.get("claim"):
             return  # the reaper's move is under way: look again on the next tick
@@ -313,7 +324,7 @@ class SlotRunner:
     def _readopt(self, slot: Slot) -> None:
         """Seed 003: a job requeued while this worker still runs its process is not started a second time."""
         a = self.a
-        now = time.time()
+        began, now = time.monotonic(), a.clock.now()
         try:
             got = jobs.readopt(a.store, slot.doc, agent_id=a.id, instance_ref=a.instance_ref,
                                lease_expires_at=a.lease.promise(now), now=now)
@@ -323,7 +334,7 @@ class SlotRunner:
         ran = time.monotonic() - slot.started_mono
         if got.doc is not None:
             slot.doc, slot.version = got.doc, got.version
-            slot.renew_due_wall = now + a.cfg.poll_seconds
+            slot.promised_until = _promised_until(got.doc, began)
             a.log(f"{slot.job_id}: already running here as process group {slot.pgid} for {ran:.0f} s: its lease lapsed "
                   "while it ran and it was put back in the queue; the running process took the job back and no "
                   "second process was started")
@@ -332,6 +343,14 @@ class SlotRunner:
               f"while it ran and it was put back in the queue, but {got.why} first; stopping process group "
               f"{slot.pgid}, and nothing is started")
         self.stop(slot, "cancel" if got.cancelled else "lost")
+
+    def hand_back(self, slot: Slot) -> None:
+        """Its agent drains: a job claimed but not started goes back to the queue for another agent (its fetch
+        is given up; what arrived is not kept)."""
+        slot.stopping = "handback"
+        slot.stop_sent = time.monotonic()
+        slot.io.cancel()
+        self.a.log(f"{slot.job_id}: not started; handing it back to the queue (this agent is draining)")
 
     def stop(self, slot: Slot, why: str) -> None:
         slot.stopping = why
@@ -349,3 +368,10 @@ class SlotRunner:
                 and self.a.host.alive(slot.process)):
             self.a.host.signal(slot.process, KILL)
             slot.kill_sent = True
+
+
+def _promised_until(doc: dict, written_mono: float) -> float:
+    """When the promise in `doc` runs out on this agent's monotonic clock: from when its write began (the
+    store's stamp, by which the reaper judges it, is no earlier)."""
+    lease = doc.get("lease_seconds")
+    return written_mono + (lease if isinstance(lease, (int, float)) else 0.0)

@@ -40,7 +40,7 @@ class InputRef(namedtuple("InputRef", "job name given upload size sha256 mode",
                           defaults=(None, False, None, None, None))):
     """A file delivered into this job's work directory before it starts, under `name`: either an
     artifact another job produced (`job` is the producer's canonical id; `given` the name it was given
-    by at submission, if it was a name rather than an id: what `stado job rerun` resolves again), or
+    by at submission, if it was a name rather than an id: what `stado job rerun --fresh-inputs` resolves again), or
     (`upload`) a local file `stado submit --upload` stored under job `job`'s status prefix, with its
     `size`, `sha256` and `mode` (permission bits). (collections.namedtuple: typing.NamedTuple costs a
     submission ~7 ms to import.)"""
@@ -62,13 +62,14 @@ def input_from_json(data: dict) -> InputRef:
 
 
 class JobSpec(namedtuple("JobSpec", "command name priority capabilities cores memory accelerators providers spot "
-                                    "cost_cap timeout retries inputs",
-                          defaults=(None, 0, (), 1, None, 0, (), "allow", None, None, 0, ()))):
+                                    "cost_cap timeout retries inputs cost_cap_advisory",
+                          defaults=(None, 0, (), 1, None, 0, (), "allow", None, None, 0, (), False))):
     """What to run and what it needs. command: str; name: str | None; priority: int; capabilities:
     tuple[str]; cores: int; memory: bytes or None; accelerators: int; providers: tuple[str] (the
     provider fence: empty allows any); spot: allow | require | never; cost_cap: US dollars for the
     whole job or None; timeout: seconds or None; retries: more attempts after a failed one; inputs:
-    tuple[InputRef]."""
+    tuple[InputRef]; cost_cap_advisory: an agent that declares no price may run it anyway (its cost is not
+    judged there; an agent with a price still stops it at its cap)."""
 
     __slots__ = ()
 
@@ -77,7 +78,7 @@ class JobSpec(namedtuple("JobSpec", "command name priority capabilities cores me
                 "capabilities": list(self.capabilities), "cores": self.cores, "memory": self.memory,
                 "accelerators": self.accelerators, "providers": list(self.providers), "spot": self.spot,
                 "cost_cap": self.cost_cap, "timeout": self.timeout, "retries": self.retries,
-                "inputs": [i.to_json() for i in self.inputs]}
+                "inputs": [i.to_json() for i in self.inputs], "cost_cap_advisory": self.cost_cap_advisory}
 
 
 def spec_from_json(data: dict) -> JobSpec:
@@ -93,7 +94,7 @@ def spec_from_json(data: dict) -> JobSpec:
         memory=data.get("memory"), accelerators=data.get("accelerators", 0),
         providers=tuple(data.get("providers") or ()), spot=data.get("spot", "allow"),
         cost_cap=data.get("cost_cap"), timeout=data.get("timeout"), retries=data.get("retries", 0),
-        inputs=tuple(input_from_json(i) for i in inputs)))
+        inputs=tuple(input_from_json(i) for i in inputs), cost_cap_advisory=data.get("cost_cap_advisory", False)))
 
 
 def validate(spec: JobSpec) -> JobSpec:
@@ -118,7 +119,11 @@ def validate(spec: JobSpec) -> JobSpec:
     if spec.spot not in SPOT_POLICIES:
         raise BadInput(f"bad spot policy {spec.spot!r}: use one of {', '.join(SPOT_POLICIES)}")
     if spec.cost_cap is not None:
-        _number(spec.cost_cap, "cost cap", " (US dollars for the job; 0 runs it only on agents without a price)")
+        _number(spec.cost_cap, "cost cap", " (US dollars for the job; 0 runs it only on agents priced at $0)")
+    if not isinstance(spec.cost_cap_advisory, bool):
+        raise BadInput(f"bad cost_cap_advisory {spec.cost_cap_advisory!r}: use true or false")
+    if spec.cost_cap_advisory and spec.cost_cap is None:
+        raise BadInput("--cost-cap-advisory needs a --cost-cap: say what the cap is (e.g. --cost-cap 5)")
     if spec.timeout is not None:
         _number(spec.timeout, "timeout")
         if spec.timeout <= 0:

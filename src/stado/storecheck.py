@@ -1,10 +1,13 @@
 """Whether a store keeps the promises stado's exactly-once rests on, and `stado doctor`'s other checks.
 
 A store that ignores conditions (an S3-compatible server that accepts If-None-Match and If-Match and
-writes anyway) would let two agents claim one job. Every agent probes its store before it claims
-anything: a create-if-absent on a key that exists, a put-if-match and a delete-if-match with a stale
-version must each be refused. A store that passes is remembered for a day under control/ (one GET at
-the next start); one that fails is refused, and probed again at every start.
+writes anyway, or a proxy in front of an honest one that drops the headers) would let two agents claim
+one job. Every agent probes its own path to the store each time it starts, before it claims anything: a
+create-if-absent on a key that exists, a put-if-match and a delete-if-match with a stale version must each
+be refused. No verdict is taken from another process: the answer depends on the whole path (endpoint,
+proxies, the client's settings), and two agents with the same store URL may reach it by different paths.
+The probe costs seven requests, and agents start rarely. The latest verdict is kept under control/, with
+what was probed, for `stado doctor` and people to read; nothing decides on it.
 """
 import json
 import os
@@ -15,7 +18,6 @@ from .errors import StadoError
 from .objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError
 
 VERDICT_KEY = "control/store-check.json"
-VERDICT_SECONDS = 24 * 3600
 
 
 class UnsafeStore(StadoError):
@@ -77,21 +79,32 @@ def _probe_body(n: int) -> bytes:
 
 
 def ensure_safe(store: ObjectStore, *, now: float | None = None, log=None) -> None:
-    """Refuse (UnsafeStore, one line) a store that ignores conditions; remember a safe verdict for a day."""
+    """Refuse (UnsafeStore, one line) a store that, along this process's own path to it, ignores a condition."""
     t = time.time() if now is None else now
-    try:
-        cached = json.loads(store.get(VERDICT_KEY).data)
-        if cached.get("safe") is True and 0 <= t - float(cached.get("checked", 0)) < VERDICT_SECONDS:
-            return
-    except (NotFound, ValueError, TypeError, AttributeError):
-        pass
     missing = missing_guarantees(store)
     if missing:
-        raise UnsafeStore(f"the store {store.url} does not honour {'; nor '.join(missing)}: two agents could run one "
-                          "job; use a server that enforces If-None-Match, If-Match and conditional deletes "
-                          "(see `stado doctor`)")
-    record = {"safe": True, "checked": t, "checked_at": d.iso(t), "store": store.url, "generation": 1,
-              "nonce": os.urandom(12).hex()}
-    store.put(VERDICT_KEY, d.encode(record))
+        raise UnsafeStore(f"the store {_where(store)} does not honour {'; nor '.join(missing)}: two agents could run "
+                          "one job; use a server (and a path to it: no proxy that drops headers) that enforces "
+                          "If-None-Match, If-Match and conditional deletes (see `stado doctor`)")
+    record = {"safe": True, "checked": t, "checked_at": d.iso(t), "store": store.url, "path": probed_path(store),
+              "generation": 1, "nonce": os.urandom(12).hex()}
+    try:
+        store.put(VERDICT_KEY, d.encode(record))
+    except StoreError:
+        pass  # only a record for people to read: the probe itself has passed
     if log is not None:
-        log(f"store {store.url} honours create-if-absent, compare-and-swap and conditional delete")
+        log(f"store {_where(store)} honours create-if-absent, compare-and-swap and conditional delete")
+
+
+def _where(store: ObjectStore) -> str:
+    return getattr(store, "where", None) or store.url
+
+
+def probed_path(store: ObjectStore) -> dict:
+    """What the probe went through: the endpoint, and the proxy settings the client reads from the environment."""
+    path = {"where": _where(store), "host": os.uname().nodename}
+    for name in ("https_proxy", "http_proxy", "all_proxy", "no_proxy"):
+        value = os.environ.get(name) or os.environ.get(name.upper())
+        if value:
+            path[name] = value.split("@")[-1]  # never a proxy's credentials
+    return path

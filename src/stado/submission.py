@@ -48,10 +48,10 @@ def _producer(store: ObjectStore, selector: str, name: str) -> str:
 
 
 def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,
-           rerun_of: str | None = None, now: float | None = None) -> list[dict]:
+           rerun_of: str | None = None, rerun_inputs: str | None = None, now: float | None = None) -> list[dict]:
     """Queue jobs, all or nothing as far as validation goes: every spec and every input is checked (inputs
     resolved to ids, uploads checked) before the first write. Inputs may name a job earlier in the same
-    batch. An input given by a name records it (`given`), for `stado job rerun` to resolve again. Uploads
+    batch. An input given by a name records it (`given`), for `stado job rerun --fresh-inputs`. Uploads
     are written first (each file once, under the first job that sends it), then the jobs."""
     submitter = submitter or whoami()
     planned: list[tuple[str, JobSpec, list]] = []
@@ -80,7 +80,8 @@ def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None
     docs = []
     for job_id, spec, _ in planned:
         t = time.time() if now is None else now
-        doc = d.queued_doc(job_id, spec.to_json(), now=t, submitter=submitter, nonce=new_nonce(), rerun_of=rerun_of)
+        doc = d.queued_doc(job_id, spec.to_json(), now=t, submitter=submitter, nonce=new_nonce(), rerun_of=rerun_of,
+                           rerun_inputs=rerun_inputs)
         if spec.name:
             # The name index is written first: a crash between the two writes leaves a name that points at
             # no job (lookups skip it), never a job its name cannot find.
@@ -109,16 +110,24 @@ def _send_uploads(store: ObjectStore, planned: list) -> list:
     return out
 
 
-def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None,
-          same_inputs: bool = False) -> tuple[dict, dict]:
-    """Resubmit a job's spec under a new id. An input given by a name is resolved by that name again (the
-    newest job that has it: a fixed and re-run producer is used), unless same_inputs; one given by id,
-    and an upload, stay as they were. Returns (original view doc, new queued doc)."""
+def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fresh_inputs: bool = False,
+          beside: bool = False) -> tuple[dict, dict]:
+    """Resubmit a job's exact spec under a new id (seed 003): its inputs are the very producers the original
+    read. With fresh_inputs, an input given by a name is resolved by that name again (the newest job that has
+    it: a fixed and re-run producer is used); one given by id, and an upload, stay as they were. The new
+    record says which (`rerun_inputs`). A job that has not finished is refused (BadInput) unless `beside`: the
+    rerun would run beside it. Returns (original view doc, new queued doc)."""
+    from .errors import BadInput
     from .spec import spec_from_json
 
     job_id = find(store, selector)
-    original = view(store, job_id).doc
+    seen = view(store, job_id)
+    if not seen.terminal and not beside:
+        raise BadInput(f"job {job_id} is still {seen.state}: a rerun would run it a second time beside it; wait for it "
+                       f"to end (`stado job watch {selector}`), or pass --beside to run both")
+    original = seen.doc
     spec = spec_from_json(original["spec"])
-    inputs = tuple(ref if ref.upload or same_inputs else (ref.given or ref.job, ref.name) for ref in spec.inputs)
-    new = submit(store, [Submission(with_inputs(spec, ()), inputs)], submitter=submitter, rerun_of=job_id)[0]
+    inputs = tuple((ref.given or ref.job, ref.name) if fresh_inputs and not ref.upload else ref for ref in spec.inputs)
+    new = submit(store, [Submission(with_inputs(spec, ()), inputs)], submitter=submitter, rerun_of=job_id,
+                 rerun_inputs="fresh" if fresh_inputs else "original")[0]
     return original, new

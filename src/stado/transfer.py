@@ -6,7 +6,9 @@ carries, so no single request has to carry the whole object within the store cli
 Each range is appended to a partial file; a range that fails is tried again, smaller, from where the
 transfer stopped, and a later attempt resumes from the partial file (a sidecar names the object and the
 version its bytes came from; another version starts again at zero). A transfer ends only when it is
-done, cancelled, or has moved no bytes for `stall_seconds` (TransferStalled).
+done or cancelled (the job cancelled by name, Ctrl-C of `stado results`), or, where a stall limit is set
+(STADO_CONFIG stall_timeout; off by default), once it has moved no bytes for that long (TransferStalled).
+One that stops moving is shown stalled, with the bytes so far and how long it has not moved (Progress).
 
 Work runs on a Worker thread so that its owner stays responsive: the agent's loop keeps renewing
 leases and honours SIGTERM, the CLI prints progress. A worker blocked in a request that stopped moving
@@ -22,14 +24,14 @@ import time
 from runkit.durable import fsync_dir
 
 from .errors import ChecksumMismatch, TransferStalled
-from .objectstore.base import (DEFAULT_STALL_TIMEOUT, AccessDenied, ConfigError, InvalidKey, NotFound, ObjectStore,
-                               StoreError, Version)
+from .objectstore.base import AccessDenied, ConfigError, InvalidKey, NotFound, ObjectStore, StoreError, Version
 
-DEFAULT_STALL_SECONDS = DEFAULT_STALL_TIMEOUT
 FIRST_RANGE = 1 << 20
 MIN_RANGE = 64 << 10
 MAX_RANGE = 64 << 20
 RANGE_SECONDS = 1.0  # aim: one range per second of what the link carries (less with a short stall window)
+# Ranges are sized to a second of the link: two seconds without a byte is a transfer that has stopped moving.
+STALLED_AFTER = 2 * RANGE_SECONDS
 PERMANENT = (NotFound, AccessDenied, ConfigError, InvalidKey)  # trying again cannot help
 
 _path_locks: dict[str, threading.Lock] = {}
@@ -60,16 +62,25 @@ class Progress:
         if self.cancelled.is_set():
             raise Cancelled()
 
+    def stalled_for(self) -> float | None:
+        """Seconds without a byte moved, once that is long enough to call the transfer stalled; else None."""
+        idle = self.idle_for()
+        return idle if idle >= STALLED_AFTER else None
+
     def describe(self) -> str:
+        stalled = self.stalled_for()
+        if stalled is not None:
+            return f"stalled at {human(self.done)} of {human(self.total)}: no bytes moved for {stalled:.0f} s"
         rate = (self.done - self.resumed) / max(time.monotonic() - self.started, 1e-3)
         return f"{human(self.done)} of {human(self.total)} ({human(rate)}/s)"
 
 
 class Worker:
-    """Runs fn(progress) on a daemon thread. check() -> 'running' | 'done' | 'failed' | 'stalled'; a
-    worker whose progress has not moved for stall_seconds is abandoned and reported stalled."""
+    """Runs fn(progress) on a daemon thread. check() -> 'running' | 'done' | 'failed' | 'stalled'; with a
+    stall limit, a worker whose progress has not moved for stall_seconds is abandoned and reported stalled
+    (without one it runs until it is done, fails or is cancelled)."""
 
-    def __init__(self, fn, progress: Progress, *, stall_seconds: float, name: str, notify=None):
+    def __init__(self, fn, progress: Progress, *, stall_seconds: float | None, name: str, notify=None):
         self.progress, self.stall_seconds, self.notify = progress, stall_seconds, notify
         self.result = self.error = None
         self._fn = fn
@@ -101,7 +112,7 @@ class Worker:
             if self.error is None:
                 return "done"
             return "stalled" if isinstance(self.error, (TransferStalled, Cancelled)) else "failed"
-        if self.progress.idle_for() > self.stall_seconds:
+        if self.stall_seconds is not None and self.progress.idle_for() > self.stall_seconds:
             self.cancel()
             self.error = TransferStalled(f"no bytes moved for {self.stall_seconds:g} s after "
                                          f"{human(self.progress.done)} of {human(self.progress.total)}")
@@ -123,8 +134,9 @@ def watch(worker: Worker, on_progress=None, every: float = 0.25):
         worker.wait(every)
 
 
-def progress_printer(stream, label: str, every: float = 0.25):
-    """An on_progress for watch() that keeps one line on a terminal up to date: bytes so far, of how many."""
+def progress_printer(stream, label: str, every: float = 0.25, stalled_hint: str = ""):
+    """An on_progress for watch() that keeps one line on a terminal up to date: bytes so far, of how many, or
+    that it has stopped moving and for how long (then `stalled_hint`: what the user can do)."""
     last = [0.0]
 
     def show(progress: Progress, state: str) -> None:
@@ -132,16 +144,18 @@ def progress_printer(stream, label: str, every: float = 0.25):
         if state == "running" and now - last[0] < every:
             return
         last[0] = now
-        stream.write(f"\r{label}: {progress.describe()}" + ("" if state == "running" else f" {state}\n"))
+        hint = stalled_hint if state == "running" and progress.stalled_for() is not None else ""
+        stream.write(f"\r\x1b[K{label}: {progress.describe()}{hint}" + ("" if state == "running" else f" {state}\n"))
         stream.flush()
     return show
 
 
 def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: str | None,
-             progress: Progress, stall_seconds: float) -> str:
+             progress: Progress, stall_seconds: float | None) -> str:
     """Fetch `key` into the file `partial` (resuming what an earlier attempt left there) and check it
     against `size` and `sha256`. Returns `partial`, complete; ChecksumMismatch (and no file kept) when
-    the bytes differ, TransferStalled when nothing moved for stall_seconds, NotFound, AccessDenied."""
+    the bytes differ, TransferStalled when nothing moved for stall_seconds (if set: else a failing store is
+    tried again until it answers or the owner cancels), NotFound, AccessDenied."""
     with _lock_for(partial):
         offset, version = _resume_point(partial, key, size, sha256)
     hasher = _hash_of(partial, offset)
@@ -151,7 +165,7 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
     length, failures = FIRST_RANGE, 0
     # Progress is seen range by range: ranges short beside the stall window keep a slow link from looking
     # stalled while a range is on its way.
-    range_seconds = min(RANGE_SECONDS, stall_seconds / 8)
+    range_seconds = RANGE_SECONDS if stall_seconds is None else min(RANGE_SECONDS, stall_seconds / 8)
     while offset < size:
         progress.check()
         began = time.monotonic()
@@ -160,12 +174,12 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
         except PERMANENT:
             raise
         except StoreError as e:
-            if progress.idle_for() > stall_seconds:
+            if stall_seconds is not None and progress.idle_for() > stall_seconds:
                 raise TransferStalled(f"no bytes moved for {stall_seconds:g} s after {human(offset)} of "
                                       f"{human(size)} (last error: {str(e)[:160]})") from None
             failures += 1
             length = max(MIN_RANGE, length // 4)
-            progress.cancelled.wait(min(0.1 * 2 ** failures, 2.0))
+            progress.cancelled.wait(min(0.1 * 2 ** min(failures, 5), 2.0))
             continue
         if version is not None and blob.version != version:
             offset, hasher = _start_again(partial, progress, offset)  # the object was replaced: old bytes are void

@@ -1,7 +1,9 @@
 """The agents' work root on a host: each agent's lock file, and each job's directory.
 
     <work-root>/agents/<agent-id>.lock   an exclusive flock held while that agent lives (the kernel lets go
-                                         when it dies, however it dies: a free lock proves it gone)
+                                         when it dies, however it dies: a free lock proves it gone); it names
+                                         the agent's pid and start time
+    <work-root>/agents/<agent-id>.drain  `stado agent --drain` asks that agent to drain (then SIGTERMs it)
     <work-root>/jobs/<job-id>.<attempt>/ job-id, inputs.json, output.log, exit-status, artifacts/, work/ (cwd),
                                          agent (its owner); <attempt> is the attempt's started_at, digits only
 
@@ -10,14 +12,15 @@ attempt has a directory of its own: a stale copy (its agent stopped past its pro
 claimed on the same host never share one. An attempt's started_at survives re-adoption and take-over, so the
 record names its directory. (A directory without <attempt> is a stado from before; it is still read.)
 """
-import fcntl
 import json
 import os
+
+from runkit import proc
 
 from .errors import BadInput
 
 OWNER_FILE = "agent"  # the id of the agent that claimed the job this directory is for
-EXIT_STATUS_FILE = "exit-status"  # written by the job's own shell when its command ends (see processhost)
+EXIT_STATUS_FILE = "exit-status"  # the job shell's exit status, written by its agent as it reaps it (processhost)
 
 
 def default_work_root() -> str:
@@ -96,18 +99,60 @@ class HostLock:
     def take(self) -> None:
         prepare_work_root(self.work_root)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh id: nobody else can hold it
-        os.write(fd, json.dumps({"agent": self.agent_id, "pid": os.getpid(), "host": self.host}).encode())
+        if not proc.lock_file(fd, wait=False):  # a fresh id: nobody else can hold it
+            os.close(fd)
+            raise BlockingIOError(f"{self.path} is locked by another agent")
+        me = proc.self_identity()
+        os.write(fd, json.dumps({"agent": self.agent_id, "pid": me.pid, "start_time": me.start_time,
+                                 "host": self.host}).encode())
         self._fd = fd
 
     def release(self) -> None:
         if self._fd is not None:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+            for path in (drain_path(self.work_root, self.agent_id), self.path):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
             os.close(self._fd)
             self._fd = None
+
+
+def drain_path(work_root: str, agent_id: str) -> str:
+    return os.path.join(work_root, "agents", f"{agent_id}.drain")
+
+
+def live_agents(work_root: str) -> list[dict]:
+    """What the lock file of each agent alive on this host's work root says of it (agent, pid, start_time, host):
+    those whose lock is held. Reading never takes a live agent's lock."""
+    found = []
+    try:
+        names = sorted(os.listdir(os.path.join(work_root, "agents")))
+    except OSError:
+        return []
+    for name in names:
+        if not name.endswith(".lock"):
+            continue
+        path = os.path.join(work_root, "agents", name)
+        try:
+            with open(path, "rb") as f:
+                # Content first: an agent writes it once it holds the lock, so an empty file is one still being
+                # taken, whose lock a probe here must not contend for.
+                record = json.loads(f.read() or b"null")
+                if not isinstance(record, dict) or _lock_free(f.fileno()):
+                    continue
+        except (OSError, ValueError):
+            continue
+        if isinstance(record.get("pid"), int):
+            found.append(record)
+    return found
+
+
+def _lock_free(fd: int) -> bool:
+    if not proc.lock_file(fd, exclusive=False, wait=False):
+        return False
+    proc.unlock_file(fd)
+    return True
 
 
 def agent_gone(work_root: str, agent_id: str) -> bool:
@@ -120,11 +165,9 @@ def agent_gone(work_root: str, agent_id: str) -> bool:
     except OSError:
         return False  # cannot tell: treat it as alive (never touch a live sibling's jobs)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        if not proc.lock_file(fd, wait=False):
+            return False
+        proc.unlock_file(fd)
         try:
             os.unlink(path)  # a dead agent's lock: tidy it away
         except OSError:
@@ -134,13 +177,25 @@ def agent_gone(work_root: str, agent_id: str) -> bool:
         os.close(fd)
 
 
+def write_exit_status(path: str, code: int | None, sig: int | None) -> None:
+    """`exit N` or `signal N`, as the kernel's wait status said (written whole: a reader never sees half)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"signal {sig}\n" if sig is not None else f"exit {code}\n")
+    os.replace(tmp, path)
+
+
 def read_exit_status(directory: str) -> tuple[int | None, int | None] | None:
-    """(exit code, signal) the job's shell recorded when its command ended, or None if it did not."""
+    """(exit code, signal) recorded for the job's shell when it ended, or None if none was. (A bare number was
+    written by the wrapper shell of a stado from before, which folded a signal into 128 + N.)"""
     try:
         with open(os.path.join(directory, EXIT_STATUS_FILE)) as f:
             text = f.read().strip()
     except OSError:
         return None
+    word, _, number = text.partition(" ")
+    if word in ("exit", "signal") and number.isdigit():
+        return (int(number), None) if word == "exit" else (None, int(number))
     if not text.isdigit():
         return None
     code = int(text)

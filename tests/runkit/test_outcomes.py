@@ -18,11 +18,13 @@ def test_jobman_and_stado_give_the_same_codes():
     assert exit_status("dependency_failed", None, None) == 122
     assert exit_status("submission_failed", None, None) == 121
     assert stado_exit_status("failed", None, None, "input_unavailable") == 127
+    # The SIGTERM that stopped a job at its cost cap was stado's doing: the cap has a code of its own.
+    assert stado_exit_status("failed", None, 15, "cost_cap") == 119
 
 
 def test_a_wait_that_gives_up_has_a_code_of_its_own():
     """`jobman wait --timeout` giving up is not a job's outcome: its code is none of the table's."""
-    from runkit.outcomes import EXIT_NOT_STARTED, EXIT_WAIT_TIMED_OUT, OUTCOMES
+    from runkit.outcomes import EXIT_COST_CAP, EXIT_NOT_STARTED, EXIT_WAIT_TIMED_OUT, OUTCOMES
 
-    fixed = {exit_status(outcome, None, None) for outcome in OUTCOMES} | {EXIT_NOT_STARTED}
+    fixed = {exit_status(outcome, None, None) for outcome in OUTCOMES} | {EXIT_NOT_STARTED, EXIT_COST_CAP}
     assert EXIT_WAIT_TIMED_OUT not in fixed and EXIT_WAIT_TIMED_OUT == 120

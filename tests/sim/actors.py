@@ -3,22 +3,34 @@ loop also runs the reaper's pass and the leftovers pass), a submitter (submissio
 (jobs.cancel), and restarting workers (an agent that crashed is replaced by a new agent on the same host,
 which starts with its restart check and leftovers pass).
 """
-from stado import jobs, submission
+from stado import documents as d
+from stado import jobs, keys, schedules, submission
 from stado.errors import Conflict, JobNotFound
 from stado.objectstore.base import StoreError
 from stado.spec import JobSpec
+from stado.storecheck import UnsafeStore
 
+from . import invariants
 from .agent_model import SimAgent
 from .world import EPOCH
 
 CANCEL_WINDOW = 6.0   # cancels are aimed at jobs during the first seconds of the main phase
 SUBMIT_GAP = 1000     # at most this many ms between two submissions
+AIM_WINDOW = 20.0     # an aimed canceller watches for its moment this long, then cancels anyway
+# The schedule of a world with one (params.schedule): three fire times in the first seconds of the run
+# (EPOCH is 08:00:00 UTC; the seconds field comes first).
+SCHEDULE_CRON = "2,4,7 0 8 * * *"
+SCHEDULE_WATCH = 10.0  # an honest agent live this long after a fire time must have fired it
 
 
 def populate(sim) -> None:
     p = sim.p
-    for _ in range(p.agents):
-        spawn_agent(sim, start=sim.now + sim.ch.uniform_ms(0, 500))
+    if p.schedule:
+        _add_schedule(sim)
+    proxied = sim.ch.below(p.agents) if p.proxy else None
+    for n in range(p.agents):
+        agent = spawn_agent(sim, start=sim.now + sim.ch.uniform_ms(0, 500))
+        agent.ignores_conditions = n == proxied
     sim.spawn_actor("submit-1", "submitter", _submitter)
     for i in range(p.cancels):
         sim.spawn_actor(f"cancel-{i + 1}", "canceller", _canceller,
@@ -27,9 +39,27 @@ def populate(sim) -> None:
 
 def spawn_agent(sim, *, start: float, name: str | None = None):
     actor = sim.spawn_actor(name or "agent-?", "agent", _agent, start=start)
-    actor.model = SimAgent(sim, actor, slots=sim.p.slots, poll_seconds=sim.p.poll, settle_seconds=sim.p.settle_every)
+    actor.model = SimAgent(sim, actor, slots=sim.p.slots, poll_seconds=sim.p.poll, settle_seconds=sim.p.settle_every,
+                           schedules=sim.p.schedule)
     actor.name = name or sim.names[actor.model.id]
+    if sim.p.skew:  # a host whose clock is off the store's from the start (0, ahead or behind)
+        actor.skew = (0.0, sim.p.skew, -sim.p.skew)[sim.ch.below(3)]
+        actor.max_skew = abs(actor.skew)
+        if actor.skew:
+            sim.trace.event(actor, f"wall clock {actor.skew:+.0f} s off the store's")
     return actor
+
+
+def _add_schedule(sim) -> None:
+    """The world's schedule, written straight into the store before anything runs (not a request)."""
+    spec = JobSpec(command="sim tick").to_json()
+    doc = schedules.add(sim.backend, "tick", SCHEDULE_CRON, spec, by="sim", now=EPOCH)
+    t = EPOCH
+    while True:
+        t = schedules.next_fire(doc, t)
+        if t > EPOCH + 60:
+            break
+        sim.fire_times.append(t)
 
 
 def after_crash(sim, actor) -> None:
@@ -54,6 +84,10 @@ def drain_when_clients_done(sim) -> None:
     lands late), every live agent exits once it is idle: a fleet keeps serving while its users submit."""
     if sim.draining or any(a.live for a in sim.actors if a.kind in ("submitter", "canceller")):
         return
+    if sim.fire_times and sim.now < sim.fire_times[-1] + SCHEDULE_WATCH:
+        return  # the schedule's fire times are watched while agents run
+    if invariants.awaiting_reaper(sim):
+        return  # a job a crashed agent left is the reaper's: agents keep running until it is settled
     sim.draining = True
     for actor in sim.actors:
         if actor.kind == "agent" and actor.live:
@@ -63,7 +97,12 @@ def drain_when_clients_done(sim) -> None:
 # -- the actors' bodies --------------------------------------------------------------------------------
 
 def _agent(actor) -> None:
-    actor.model.run()
+    try:
+        actor.model.run()
+    except UnsafeStore as e:  # it probed its own path to the store and refused to claim anything: as it must
+        actor.sim.trace.event(actor, f"refuses to start: {e}")
+    except StoreError as e:  # `stado agent` exits 4 when its first requests (the store probe) fail
+        actor.sim.trace.event(actor, f"cannot start: {type(e).__name__}: {e}")
 
 
 def _submitter(actor) -> None:
@@ -94,6 +133,8 @@ def _canceller(actor) -> None:
             return  # nothing was ever submitted: nothing to cancel
         sim.sleep_until(sim.now + 0.5)
     job = sim.acked[sim.ch.below(len(sim.acked))]
+    if sim.p.cancel_aim != "any":
+        _await_moment(sim, job, sim.p.cancel_aim)
     for _ in range(3):
         try:
             report = jobs.cancel(sim.store, job, by=f"{actor.name}@sim", now=sim.wall())
@@ -103,9 +144,24 @@ def _canceller(actor) -> None:
         except JobNotFound:
             sim.trace.event(actor, f"cancel {sim.names[job]}: no such job")
             return
-        sim.trace.event(actor, f"cancel {sim.names[job]}: {report.kind}")
-        cancelled = report.kind in ("cancelled_queued", "cancelled_running", "already_cancelling") or (
-            report.kind == "already_terminal" and report.view.state == "cancelled")
-        if cancelled:
-            sim.cancel_acked.setdefault(job, sim.steps)
+        sim.trace.event(actor, f"cancel {sim.names[job]}: {report.kind}: {sim.trace.short(report.message)}")
+        invariants.cancel_reported(sim, job, report)
         return
+
+
+def _await_moment(sim, job: str, aim: str) -> None:
+    """An aimed canceller: it looks (without a request: it is the adversary, not a client) until the job is in
+    the window it aims at, then cancels at once."""
+    peek = sim.backend.peek
+    deadline = sim.now + AIM_WINDOW
+    while sim.now < deadline:
+        found = peek(keys.running(job))
+        doc = sim.store.document(*found) if found is not None else None
+        if doc is not None and aim == "finishing" and doc.get("phase") == "finishing":
+            return
+        if doc is not None and aim == "stale" and doc.get("phase") == "running" and any(
+                p.job == job and p.alive(sim.now) and p.claim != doc.get("claim") for p in sim.procs.values()):
+            return
+        if any(peek(keys.terminal(state, job)) is not None for state in keys.TERMINAL_STATES):
+            return
+        sim.sleep_until(sim.now + 0.005)

@@ -7,11 +7,11 @@ pass and its index check, unchanged. Only what touches the host is the simulator
 - a slot's transfers (jobio.JobIO runs them on threads): nothing to move, no output simulated;
 - the job directory (no files), the loop's wait (a simulated sleep, woken early when one of its processes
   exits, as SIGCHLD wakes the real one), and run()'s lock file, signals and agents/ record (left out);
-- the module clocks, shuffle and ids are the simulator's while a run lasts (patches.py).
+- the module clocks, the claim back-off's randomness and ids are the simulator's while a run lasts (patches.py).
 """
-import math
 
 from stado.agent import Agent, AgentConfig
+from stado.storecheck import ensure_safe
 
 from . import invariants
 
@@ -73,22 +73,23 @@ class SimHost:
 
 
 class SimAgent(Agent):
-    def __init__(self, sim, actor, *, slots: int, poll_seconds: float, settle_seconds: float):
+    def __init__(self, sim, actor, *, slots: int, poll_seconds: float, settle_seconds: float, schedules: bool):
         config = AgentConfig(work_root="/nonexistent/stado-sim", stado_bin="stado", slots=slots,
                              poll_seconds=poll_seconds, host="sim", cores=4, memory=None, kill_after=2.0,
-                             settle_seconds=settle_seconds, keep_work=True, schedules=False)
+                             settle_seconds=settle_seconds, keep_work=True, schedules=schedules)
         super().__init__(sim.store, config, log=lambda line: sim.trace.event(actor, line.split(": ", 1)[-1]),
                          host=SimHost(sim, actor))
         self.sim, self.actor = sim, actor
         self.job_env = {}
-        self._record_due = math.inf  # the agents/ record is not simulated (only this agent writes it)
 
     def log(self, message: str) -> None:
         if self.sim.verbose:  # only a replayed run prints its trace
             super().log(message)
 
     def run(self) -> int:
-        """Agent.run minus the lock file, the store probe, signals and the agents/ record."""
+        """Agent.run minus the lock file and signals: the store probe (its verdict on this agent's own path to
+        the store), then the loop (whose first cadence writes the agents/ record and measures the store's clock)."""
+        ensure_safe(self.store, log=self.log)
         self._cadences()
         self.loop()
         return 0

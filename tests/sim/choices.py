@@ -48,9 +48,3 @@ class Choices:
     def uniform_ms(self, low_ms: int, high_ms: int) -> float:
         """Seconds, in whole milliseconds, from low_ms to high_ms."""
         return (low_ms + self.below(high_ms - low_ms + 1)) / 1000.0
-
-    def shuffle(self, items: list) -> None:
-        """random.shuffle's algorithm, drawn from here (the agent shuffles the head of the queue)."""
-        for i in reversed(range(1, len(items))):
-            j = self.below(i + 1)
-            items[i], items[j] = items[j], items[i]

@@ -16,7 +16,18 @@ by exactly one worker ... writers are fenced by the expected generation"):
 - attempt-twice: each attempt (the job's failures and requeues counters at its claim) starts once;
 - one-state / settles: once faults stop and the agents are idle, every job is in exactly one state and
   terminal, unless it waits for the reaper (a running record whose agent crashed: issue 11);
-- actor-raised: no actor dies of an exception the library did not expect (a traceback).
+- actor-raised: no actor dies of an exception the library did not expect (a traceback);
+- cancel-untrue: what `stado cancel` told its user holds: a job it said is cancelled ends cancelled, one it
+  said had already finished ends as it said, and neither starts again afterwards;
+- live-settled: no writer removes a running record while a process of that very claim still runs under a
+  live agent whose promise holds (a worker settles only what its own claim holds; the reaper only what a
+  passed promise gave up): otherwise the job reads terminal, or runs twice, while its process runs on;
+- unreaped: a job whose agent crashed is settled by the reaper soon after its promise passed, by the store's
+  clock (a worker whose clock runs ahead must not keep a dead job `running` for as long as it is ahead);
+- cron-early, cron-skipped: a schedule's fire time is never submitted before it is due (by the store's
+  clock), and never skipped while an honest agent (clock within SKEW_BOUND of the store's) runs;
+- unsafe-start: an agent whose path to the store ignores conditions never writes a job record (it probes its
+  own path before it claims anything, and refuses).
 """
 import traceback
 from collections import namedtuple
@@ -28,6 +39,11 @@ from .store import job_of
 Violation = namedtuple("Violation", "kind signature step message")
 
 RECORD_STATES = ("queued", "running") + keys.TERMINAL_STATES
+# The longest a pulse after a passed promise may keep a dead worker's job alive (docs/stado.md, "Liveness"; the
+# reaper's EVIDENCE_FLOOR, or the job's lease if longer).
+EVIDENCE_FLOOR = 30.0
+SKEW_BOUND = 300.0  # an agent whose clock is further off the store's than this is not honest (issue 19)
+CANCELLED_KINDS = ("cancelled_queued", "cancelled_running", "cancelled_finishing", "already_cancelling")
 
 
 def violation(sim, kind: str, message: str, detail: str = "") -> None:
@@ -83,6 +99,11 @@ def record_written(sim, actor, key: str, job: str, data: bytes, version, created
     if key.startswith(keys.QUEUE):
         if job not in sim.landed:
             sim.landed.append(job)
+        if job not in sim.names:  # a schedule's job: its id is derived from the fire time, not drawn
+            sim.names[job] = f"S{sum(1 for n in sim.names.values() if n.startswith('S')) + 1}"
+        fired = (sim.store.document(data, version).get("schedule") or {}).get("fire_time")
+        if fired:
+            _cron_fired(sim, actor, job, fired)
     elif key.startswith(keys.RUNNING):
         sim.claimed_at[sim.store.document(data, version).get("claim")] = sim.steps
     else:
@@ -98,6 +119,96 @@ def after_step(sim) -> None:
     for job in sim.landed:
         if not _records(sim, job):
             violation(sim, "lost-job", f"{sim.names[job]} has no record left in queue/, running/ or a terminal prefix")
+
+
+def unsafe_write(sim, actor, verb: str, key: str) -> None:
+    """unsafe-start: the store probe's own requests are the only ones a path that drops conditions may carry."""
+    if job_of(key) is not None:
+        violation(sim, "unsafe-start", f"{actor.name}, whose path to the store ignores every condition, makes a {verb} "
+                                       f"of {key}: it started on a verdict not made for its own path")
+
+
+def running_written(sim, doc: dict) -> None:
+    """Keep each claim's promise, by the store's (the simulation's) clock: when its owner last renewed it."""
+    lease = doc.get("lease_seconds")
+    if (doc.get("owner") and doc.get("written_by") == doc.get("owner") and doc.get("phase") == "running"
+            and isinstance(lease, (int, float))):
+        sim.promised[doc.get("claim")] = sim.now + lease
+
+
+def running_removed(sim, actor, key: str, doc: dict) -> None:
+    """live-settled: running/<id> goes while a process of that claim runs under a live agent whose promise holds."""
+    claim = doc.get("claim")
+    if claim is None or sim.now >= sim.promised.get(claim, float("-inf")):
+        return
+    for proc in sim.procs.values():
+        if proc.claim == claim and proc.alive(sim.now) and proc.agent.live:
+            held = sim.promised[claim] - sim.now
+            violation(sim, "live-settled", f"{actor.name} removes {key} (phase {doc.get('phase')}) while process "
+                                           f"{proc.pid} of that claim still runs on {proc.agent.name}, whose promise "
+                                           f"holds for {held:.1f} s more: the job reads finished while it runs",
+                      f"by {actor.kind}")
+            return
+
+
+def cancel_reported(sim, job: str, report) -> None:
+    """What a `stado cancel` told its user; checked when a process starts and at the end (cancel-untrue)."""
+    if report.kind in CANCELLED_KINDS or (report.kind == "already_terminal" and report.view.state == "cancelled"):
+        sim.cancel_acked.setdefault(job, sim.steps)
+        expect = "cancelled"
+    elif report.kind == "already_terminal":
+        expect = report.view.state
+    elif report.kind == "finishing":
+        from stado import documents as d
+
+        expect = d.terminal_state_of(report.view.doc.get("result") or {"outcome": "failed"})
+    else:
+        return
+    sim.cancel_said.setdefault(job, (sim.steps, report.kind, expect))
+
+
+def _cron_fired(sim, actor, job: str, fire_time: str) -> None:
+    from stado import documents as d
+
+    fire = d.parse_iso(fire_time)
+    if fire in sim.fired:
+        return
+    sim.fired[fire] = (sim.steps, sim.now)
+    if sim.now < fire:
+        violation(sim, "cron-early", f"{actor.name} (its clock {actor.skew:+.0f} s off the store's) submits the fire "
+                                     f"time {fire_time} as {sim.names.get(job, job)} {fire - sim.now:.1f} s before it "
+                                     "is due by the store's clock")
+
+
+def _reaper_due(sim, doc: dict, agent) -> float | None:
+    """For a running record whose owner crashed: by when `agent` (a reaper, alive from its start) must have
+    settled it. From the owner's last word by the store's clock (its promise, or a pulse after it, which proves
+    it alive for reaper.evidence_window more) or the agent's start if later, the agent watches a lease plus its
+    margin before it judges, and needs one pass of its own, perhaps after a stall. None for any other record."""
+    owner = _owner(sim, doc)
+    if owner is None or owner.state != "crashed" or doc.get("claim") not in sim.promised or agent.ignores_conditions:
+        return None
+    lease = float(doc.get("lease_seconds") or 0.0)
+    spoke = max(sim.promised[doc["claim"]], sim.pulsed.get(doc["id"], float("-inf")) + max(lease, EVIDENCE_FLOOR))
+    return max(spoke, agent.started) + 2 * (lease + 2.0) + sim.p.settle_every + sim.p.poll + sim.p.stall_max + 1.0
+
+
+def awaiting_reaper(sim) -> bool:
+    """Whether running/ holds a record a crashed agent left that a live agent is due to settle within the run: the
+    agents keep running (a fleet does) until it is settled or late."""
+    from .world import EPOCH
+
+    live = [a for a in sim.actors if a.kind == "agent" and a.live]
+    for job in sim.landed:
+        found = sim.backend.peek(keys.running(job))
+        if found is None:
+            continue
+        doc = sim.store.document(*found)
+        for agent in live:
+            due = _reaper_due(sim, doc, agent)
+            if due is not None and sim.now <= due <= EPOCH + sim.p.horizon - 1.0:
+                return True
+    return False
 
 
 def actor_raised(sim, actor, error: Exception) -> None:
@@ -126,6 +237,11 @@ def process_starts(sim, proc, doc: dict) -> None:
     if job in sim.cancel_acked and sim.cancel_acked[job] < claimed:
         violation(sim, "cancelled-started", f"{name} starts on {proc.agent.name} from a claim made at step {claimed}, "
                                             f"after its cancel was acknowledged at step {sim.cancel_acked[job]}")
+    elif job in sim.cancel_said and sim.cancel_said[job][0] < claimed:
+        step, kind, expect = sim.cancel_said[job]
+        violation(sim, "cancel-untrue", f"{name} starts on {proc.agent.name} from a claim made at step {claimed}, "
+                                        f"after `stado cancel` said at step {step} ({kind}) that it ends {expect}",
+                  kind)
     attempt = (job, doc.get("failures", 0), doc.get("requeues", 0))
     if attempt in sim.attempts:
         violation(sim, "attempt-twice", f"{name} attempt (failures {attempt[1]}, requeues {attempt[2]}) starts a "
@@ -170,18 +286,20 @@ def agent_idles(sim, agent) -> None:
 
 def at_end(sim) -> None:
     """one-state and settles, after the settling phase (faults off, agents drained the queue and left)."""
+    _unreaped(sim)
     live = [a for a in sim.actors if a.live]
-    if live:
+    if live and not sim.violations:
         violation(sim, "settles", f"the run did not settle: {', '.join(a.name for a in live)} still busy at the "
                                   "end of the settling phase")
         return
+    _cron_skipped(sim)
     for job in sim.landed:
         states = _records(sim, job)
         name = sim.names[job]
         if "running" in states:
             owner = _owner(sim, sim.store.document(*sim.backend.peek(keys.running(job))))
             if owner is not None and owner.state == "crashed":
-                continue  # the reaper's (issue 11): its agent died while the job ran
+                continue  # the reaper's (issue 11), and not late yet (_unreaped)
             violation(sim, "settles", f"{name} is left in running/ ({'+'.join(states)}) by "
                                       f"{owner.name if owner else 'no agent'}, which is gone or no longer runs it")
             continue
@@ -189,6 +307,44 @@ def at_end(sim) -> None:
             violation(sim, "one-state", f"{name} has {len(states)} records once moves settled: {', '.join(states)}")
         elif states[0] == "queued":
             violation(sim, "settles", f"{name} is still queued after the agents drained the queue")
+        elif job in sim.cancel_said and states[0] != sim.cancel_said[job][2]:
+            step, kind, expect = sim.cancel_said[job]
+            violation(sim, "cancel-untrue", f"{name} ends {states[0]}, but `stado cancel` said at step {step} ({kind}) "
+                                            f"that it ends {expect}", kind)
+
+
+def _unreaped(sim) -> None:
+    """unreaped: a job a crashed agent left in running/ outlives the due time of an agent that ran through it."""
+    for job in sim.landed:
+        found = sim.backend.peek(keys.running(job))
+        if found is None:
+            continue
+        doc = sim.store.document(*found)
+        for agent in (a for a in sim.actors if a.kind == "agent"):
+            due = _reaper_due(sim, doc, agent)
+            if due is not None and due <= (agent.ended_at if agent.ended_at is not None else sim.now):
+                owner = _owner(sim, doc)
+                violation(sim, "unreaped", f"{sim.names[job]} stays in running/ {sim.now - sim.promised[doc['claim']]:.1f} "
+                                           f"s after the promise of {owner.name} (crashed; its clock {owner.skew:+.0f} s "
+                                           f"off the store's) passed, though {agent.name} ran through the time it had "
+                                           "to be settled by")
+                break
+
+
+def _cron_skipped(sim) -> None:
+    from .actors import SCHEDULE_WATCH
+
+    for fire in sim.fire_times:
+        if fire in sim.fired or sim.now < fire + SCHEDULE_WATCH:
+            continue
+        honest = [a for a in sim.actors if a.kind == "agent" and a.max_skew <= SKEW_BOUND and not a.ignores_conditions
+                  and a.started <= fire and (a.live or (a.ended_at or 0) >= fire + SCHEDULE_WATCH)]
+        if honest:
+            from stado import documents as d
+
+            violation(sim, "cron-skipped", f"the fire time {d.iso(fire)} was never submitted, though "
+                                           f"{honest[0].name} (its clock {honest[0].skew:+.0f} s off the store's) ran "
+                                           f"from before it until {SCHEDULE_WATCH:.0f} s after")
 
 
 def _owner(sim, doc: dict):

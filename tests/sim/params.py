@@ -28,9 +28,16 @@ class Params:
     priorities: bool = False    # schedule by actor priorities (PCT) rather than uniformly
     p_reprioritise: float = 0.0  # per step, in a priority run: the chosen actor's priority is drawn again
     restarts: int = 0           # crashed agents replaced by a new agent on the same host, at most
+    skew: float = 0.0           # how far an agent's wall clock may be off the store's from its start (each agent
+                                # draws 0, +skew or -skew): 30 s, 10 minutes, an hour
+    schedule: bool = False      # a `stado schedule` with fire times early in the run; every agent fires schedules
+    cancel_aim: str = "any"     # when cancellers strike: "any" (a drawn moment), "finishing" (while the job's
+                                # finishing move is under way: a retry, a requeue or a terminal record being
+                                # written), "stale" (while a worker that lost the job still runs a process of it)
+    proxy: bool = False         # one agent reaches the store through a path that ignores every condition
     main_steps: int = 300       # the main phase (faults on) lasts this many steps at most ...
     main_seconds: float = 6.0   # ... or until submitters and cancellers are done and this much time passed
-    settle_steps: int = 300     # the settling phase: faults off, agents drain the queue and exit once idle
+    settle_steps: int = 3000    # the settling phase: faults off, agents drain the queue and exit once idle
     horizon: float = 120.0      # simulated seconds, both phases
 
     def describe(self) -> str:
@@ -67,5 +74,9 @@ def draw(ch: Choices, pinned: dict | None = None) -> Params:
         priorities=ch.below(2) == 1,
         p_reprioritise=ch.pick((0.0, 0.02, 0.1)),
         slow=ch.pick((None,) * len(_SLOW) + _SLOW),
+        skew=ch.pick((0.0, 0.0, 30.0, 600.0, 3600.0)),
+        schedule=ch.below(3) == 0,
+        cancel_aim=ch.pick(("any", "any", "finishing", "stale")),
+        proxy=ch.below(8) == 0,
     )
     return replace(drawn, **(pinned or {}))

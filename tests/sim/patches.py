@@ -1,13 +1,13 @@
 """What makes the library deterministic in a run, patched from the test side for the run's duration only:
 ids (uuid7), nonces (new_nonce where jobs and submissions make them, the manifest's os.urandom), the clock (time.time and time.monotonic,
-per actor), the agent's shuffle of the queue head, and the agent's process calls (and its reading of the
+per actor), the agent's back-off after a lost claim race, and the agent's process calls (and its reading of the
 environment for secrets to redact: output is not simulated). No product code changes.
 """
 import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado import agent, artifacts, claiming, reaper, slot, slotend, submission
+from stado import agent, artifacts, claiming, reaper, schedules, slot, slotend, storecheck, storeclock, submission
 from stado.objectstore import memory
 
 # The transitions' modules (the package's own names, claim and cancel, are its functions).
@@ -44,10 +44,15 @@ class _StoreClock:
 
 
 class _SimOs:
-    """The `os` module as stado.artifacts sees it: its nonces come from the run's counter."""
+    """The `os` module as stado.artifacts, storecheck and agent see it: nonces from the run's counter, and one pid
+    for every simulated agent (an agents/ record names its pid; a run must not depend on the process it runs in)."""
 
     def __init__(self, sim):
         self.urandom = sim.urandom
+
+    @staticmethod
+    def getpid() -> int:
+        return 4242
 
     def __getattr__(self, name):
         return getattr(os, name)
@@ -55,7 +60,7 @@ class _SimOs:
 
 class _SimRandom:
     def __init__(self, sim):
-        self.shuffle = sim.ch.shuffle
+        self.random = lambda: sim.ch.below(1000) / 1000
 
 
 def _no_secrets(env) -> list[str]:
@@ -74,6 +79,8 @@ def deterministic(sim):
         (claiming, "random", _SimRandom(sim)),
         (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
+        (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)), (agent, "os", _SimOs(sim)),
+        (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce), (storeclock, "time", clock),
         (memory, "time", _StoreClock(sim)),  # last_modified by the store's own clock (no host's jumps)
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]

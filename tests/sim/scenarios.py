@@ -15,7 +15,10 @@ SCENARIO_RUNS = 2000
 
 # No store faults, no crashes: only scheduling and stalls (and one kind of store fault for race2), so that
 # what fails here is the race and not one of the other defects the default exploration finds.
-_RETRIES = dict(retries=2, exit_fail=0.7, p_fail=0.0, p_lost=0.0, p_crash=0.0, restarts=0, p_stall=0.08)
+_RETRIES = dict(retries=2, exit_fail=0.7, p_fail=0.0, p_lost=0.0, p_crash=0.0, restarts=0, p_stall=0.08,
+                skew=0.0, schedule=False, cancel_aim="any", proxy=False)
+# Issue 19's worlds pin the new dimensions off unless they are the point, so each shows its own hole.
+_QUIET = dict(_RETRIES, p_jump=0.0)
 
 SCENARIOS = {
     "race1": Scenario(
@@ -41,4 +44,36 @@ SCENARIOS = {
         about="a cancelled job runs: a claim from a stale queue read (_claim_is_stale) deletes running/<id> "
               "after a cancel replaced it, leaving queue/ and cancelled/; the next claim pass starts the "
               "cancelled job"),
+    "cancel_retry": Scenario(
+        seed=1,
+        pinned=dict(_QUIET, agents=2, jobs=1, cancels=2, cancel_aim="finishing", slow=("put_if_absent", "queue/")),
+        want=["cancel-untrue"],
+        about="a cancel lands while a retry is being written: it reports 'already finished (failed); its record is "
+              "being written', and the retry then runs"),
+    "stale_cancel": Scenario(
+        seed=71,
+        pinned=dict(_QUIET, agents=3, jobs=1, retries=0, exit_fail=0.0, max_run=20.0, cancels=1, cancel_aim="stale",
+                    stall_max=15.0, settle_every=0.5, poll=2.0),
+        want=["live-settled"],
+        about="a stale worker wakes after its job was requeued, claimed by another agent and cancelled there: its "
+              "failed renewal takes that agent's cancel for its own and settles it, and the job reads cancelled "
+              "while the other agent's process runs"),
+    "proxy": Scenario(
+        seed=8,
+        pinned=dict(_QUIET, agents=2, jobs=2, proxy=True),
+        want=["unsafe-start"],
+        about="an agent behind a path that drops every condition starts on the safe verdict another agent cached "
+              "for the same store URL, and claims"),
+    "skewed_reaper": Scenario(
+        seed=2,
+        pinned=dict(_QUIET, agents=2, jobs=2, retries=0, max_run=3.0, p_crash=0.03, skew=3600.0),
+        want=["unreaped"],
+        about="a worker whose clock runs an hour ahead dies: its promise lies an hour in the future by the other "
+              "agents' clocks, and its job stays running"),
+    "skewed_cron": Scenario(
+        seed=2,
+        pinned=dict(_QUIET, agents=3, jobs=1, schedule=True, skew=600.0),
+        want=["cron-"],
+        about="an agent ten minutes ahead fires a schedule's fire times early and moves last_fired on, so the "
+              "honest agents fire nothing in between"),
 }

@@ -54,6 +54,12 @@ class SimStore(ObjectStore):
 
     def put_if_absent(self, key, data):
         actor, fate = self._begin("put_if_absent", key)
+        if actor.ignores_conditions:
+            invariants.unsafe_write(self.sim, actor, "put_if_absent", key)
+            version = self.inner.put(key, data)  # a path that drops If-None-Match: the create overwrites
+            self._wrote(actor, key, data, version, created=True)
+            return self._end(actor, fate, "put_if_absent", key, f"created v{version.etag} (condition dropped)",
+                             value=version)
         try:
             version = self.inner.put_if_absent(key, data)
         except AlreadyExists as e:
@@ -63,6 +69,11 @@ class SimStore(ObjectStore):
 
     def put_if_match(self, key, data, version):
         actor, fate = self._begin("put_if_match", key)
+        if actor.ignores_conditions:
+            invariants.unsafe_write(self.sim, actor, "put_if_match", key)
+            new = self.inner.put(key, data)  # a path that drops If-Match
+            self._wrote(actor, key, data, new)
+            return self._end(actor, fate, "put_if_match", key, f"v{new.etag} (condition dropped)", value=new)
         try:
             new = self.inner.put_if_match(key, data, version)
         except PreconditionFailed as e:
@@ -74,6 +85,8 @@ class SimStore(ObjectStore):
         actor, fate = self._begin("put", key)
         invariants.before_overwrite(self.sim, actor, key, "put")
         version = self.inner.put(key, data)
+        if key.startswith(keys.STATUS) and key.endswith("/heartbeat"):
+            self.sim.pulsed[key.split("/")[1]] = self.sim.now
         self._wrote(actor, key, data, version)
         return self._end(actor, fate, "put", key, f"v{version.etag}", value=version)
 
@@ -81,6 +94,8 @@ class SimStore(ObjectStore):
         actor, fate = self._begin("delete", key)
         found = self.inner.peek(key)
         invariants.before_overwrite(self.sim, actor, key, "delete")
+        if found is not None and key.startswith(keys.RUNNING):
+            invariants.running_removed(self.sim, actor, key, self.document(*found))
         self.inner.delete(key)
         actor.versions.pop(key, None)
         if found is not None:
@@ -90,8 +105,13 @@ class SimStore(ObjectStore):
     def delete_if_match(self, key, version):
         actor, fate = self._begin("delete_if_match", key)
         found = self.inner.peek(key)
+        if actor.ignores_conditions and found is not None:
+            invariants.unsafe_write(self.sim, actor, "delete_if_match", key)
+            version = found[1]  # a path that drops the condition deletes whatever is there
         removed = self.inner.delete_if_match(key, version)
         if removed:
+            if key.startswith(keys.RUNNING):
+                invariants.running_removed(self.sim, actor, key, self.document(*found))
             actor.versions.pop(key, None)
             self.sim.deleted = True  # only a delete can leave a job with no record: check after this step
         result = (f"deleted v{version.etag}" if removed else
@@ -184,4 +204,6 @@ class SimStore(ObjectStore):
         gen = self.generation(key, data, version)
         if gen is not None and gen > actor.seen.get(job, 0):
             actor.seen[job] = gen
+        if key.startswith(keys.RUNNING):
+            invariants.running_written(self.sim, self.document(data, version))
         invariants.record_written(self.sim, actor, key, job, data, version, created)

@@ -115,10 +115,3 @@ def test_the_command_prints_the_shrunk_trace_and_fails(store_ignoring_create_if_
     assert main(["--seed", str(seed)]) == 1
     out = capsys.readouterr().out
     assert f"seed {seed}:" in out and f"make sim SEED={seed}" in out and "put_if_absent" in out
-
-
-def test_every_scenario_names_its_seed_and_the_failure_it_showed_before_the_fix():
-    for name, scenario in SCENARIOS.items():
-        assert isinstance(scenario.seed, int), name
-        assert scenario.want[0].startswith("fencing: "), name
-        assert len(scenario.want) == 2, name

@@ -38,6 +38,10 @@ class Actor:
         self.sim, self.name, self.kind, self.run = sim, name, kind, run
         self.crashable = crashable
         self.state, self.wake, self.hold, self.skew = SLEEP, sim.now, 0.0, 0.0
+        self.max_skew = 0.0             # the largest |skew| its clock has had (honest: within SKEW_BOUND all along)
+        self.started = sim.now
+        self.ended_at: float | None = None
+        self.ignores_conditions = False  # its path to the store drops every condition (params.proxy)
         self.pending: tuple[str, str] | None = None
         self.fate = OK
         self.seen: dict[str, int] = {}  # job id -> highest generation of it this actor read or wrote
@@ -56,6 +60,8 @@ class Actor:
             invariants.actor_raised(self.sim, self, e)
             self.state = CRASHED
             return
+        finally:
+            self.ended_at = self.sim.now
         self.state = DONE
 
     @property
@@ -66,11 +72,13 @@ class Actor:
 class Proc:
     """A simulated process group: it exits on its own at `end`, or when its agent signals it."""
 
-    __slots__ = ("pid", "job", "agent", "start", "end", "exit_code", "signal", "reaped", "requeues")
+    __slots__ = ("pid", "job", "agent", "start", "end", "exit_code", "signal", "reaped", "requeues", "claim")
 
-    def __init__(self, pid: int, job: str, agent: Actor, start: float, end: float, exit_code: int, requeues: int = 0):
+    def __init__(self, pid: int, job: str, agent: Actor, start: float, end: float, exit_code: int, requeues: int = 0,
+                 claim: str | None = None):
         self.pid, self.job, self.agent, self.start, self.end = pid, job, agent, start, end
         self.exit_code, self.signal, self.reaped, self.requeues = exit_code, None, False, requeues
+        self.claim = claim  # the claim (running record) this process is the attempt of
 
     def alive(self, now: float) -> bool:
         return now < self.end
@@ -107,6 +115,13 @@ class Sim:
         self.violations: list = []
         self.stop_at: int | None = None  # set by the first violation: the run ends a few steps later
         self.restarts = 0
+        # Cancels: what each report told its user (job -> (step, report kind, the state it said the job ends in)).
+        self.cancel_said: dict[str, tuple] = {}
+        # Schedules: the world's fire times, and for each the step and store time its job's queue entry landed.
+        self.fire_times: list[float] = []
+        self.fired: dict[float, tuple[int, float]] = {}
+        self.promised: dict[str, float] = {}  # claim -> when its owner's last renewal promised to speak again
+        self.pulsed: dict[str, float] = {}    # job -> when its heartbeat was last written
 
     # -- ids and nonces (new_nonce where the transitions make them, uuid7 are patched to these) ---------
 
@@ -157,7 +172,7 @@ class Sim:
 
     def spawn_actor(self, name: str, kind: str, run, *, start: float | None = None, crashable: bool = True) -> Actor:
         actor = Actor(self, name, kind, run, crashable=crashable)
-        actor.wake = self.now if start is None else start
+        actor.wake = actor.started = self.now if start is None else start
         self.actors.append(actor)
         return actor
 
@@ -167,7 +182,8 @@ class Sim:
         pid = self._next("pid")
         duration = self.ch.uniform_ms(50, int(self.p.max_run * 1000))
         exit_code = 1 if self.ch.chance(self.p.exit_fail) else 0
-        proc = Proc(pid, doc["id"], agent, self.now, self.now + duration, exit_code, doc.get("requeues", 0))
+        proc = Proc(pid, doc["id"], agent, self.now, self.now + duration, exit_code, doc.get("requeues", 0),
+                    doc.get("claim"))
         invariants.process_starts(self, proc, doc)
         self.procs[pid] = proc
         self.trace.event(agent, f"starts {self.names[doc['id']]} as process {pid} (failures {doc.get('failures', 0)}, "
@@ -304,6 +320,7 @@ class Sim:
             if self.ch.chance(self.p.p_jump):
                 jump = self.ch.uniform_ms(1000, 600_000) * (1 if self.ch.below(2) else -1)
                 actor.skew += jump
+                actor.max_skew = max(actor.max_skew, abs(actor.skew))
                 self.trace.event(actor, f"wall clock jumps {jump:+.3f} s")
         actor.fate = OK
         if self.faults and (self.p.fault_verbs is None or actor.pending[0] in self.p.fault_verbs):
@@ -327,6 +344,7 @@ class Sim:
         self.trace.event(actor, "crashes" + (f" before its {actor.pending[0]} of {actor.pending[1]}"
                                              if actor.pending else ""))
         actor.state = CRASHED
+        actor.ended_at = self.now
         self.current = actor
         try:
             actor.glet.throw(Crash())

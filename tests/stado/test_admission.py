@@ -36,7 +36,17 @@ def test_the_fence_names_what_does_not_match():
     assert why_not({"spot": "never"}, spot) == "refuses spot machines, this agent is spot"
     assert why_not({"providers": ["aws"], "spot": "require", "memory": 1 << 50}, spot) is None  # memory not counted
     assert why_not({"cost_cap": 0}, spot) == "has a cost cap of $0, this agent costs $0.3/hour"
-    assert why_not({"cost_cap": 0}, GPU_BOX) is None  # a free agent runs it
+    free = Offer(frozenset(), 1, None, 0, provider="aws", spot=True, price_per_hour=0.0)
+    assert why_not({"cost_cap": 0}, free) is None  # a price of $0 is a price: the cap holds there
+
+
+def test_a_cost_cap_is_not_run_where_no_price_can_judge_it_unless_it_is_advisory():
+    assert GPU_BOX.price_per_hour is None  # declared no price
+    assert why_not({"cost_cap": 5}, GPU_BOX) == ("has a cost cap of $5, this agent declares no price "
+                                                 "(--price-per-hour), so its cost cannot be judged")
+    assert why_not({"cost_cap": 5, "cost_cap_advisory": True}, GPU_BOX) is None
+    assert why_not({}, GPU_BOX) is None  # no cap: nothing to judge
+    assert past_cap({"cost_cap": 0, "cost_cap_advisory": True}, GPU_BOX, 1e6) is None  # runs there unjudged
 
 
 def test_sizes_read_as_people_write_them():
@@ -142,7 +152,7 @@ def _agent(tmp_path, store, **config):
                   log=lambda _: None)
     started = []
 
-    def start(doc, version, inputs_missing=None, verify=None):
+    def start(doc, version, inputs_missing=None, verify=None, claimed_mono=None):
         agent.slots[doc["id"]] = types.SimpleNamespace(doc=doc)
         started.append(doc["spec"]["command"])
 

@@ -68,7 +68,7 @@ def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
     started = []
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h"),
                   log=lambda _: None)
-    agent.runner.start = lambda doc, version, inputs_missing=None, verify=None: started.append(doc["spec"]["command"])
+    agent.runner.start = lambda doc, version, **_: started.append(doc["spec"]["command"])
     claim_pass(agent)
     assert started == ["urgent"]
     assert store.by_prefix[("LIST", "ready")] == 1 and ("LIST", "queue") not in store.by_prefix
@@ -87,7 +87,7 @@ def test_a_window_full_of_jobs_this_agent_cannot_run_is_looked_past(tmp_path):
     started = []
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h", window=10),
                   log=lambda _: None)
-    agent.runner.start = lambda doc, version, inputs_missing=None, verify=None: started.append(doc["id"])
+    agent.runner.start = lambda doc, version, **_: started.append(doc["id"])
     for _ in range(6):
         claim_pass(agent)
         if started:

@@ -27,6 +27,9 @@ def iso(t):
     return d.iso(t)
 
 
+LATER = 40.0  # seconds: reaping at the store's time this much after a claim whose promise was none (lease 0)
+
+
 def test_the_verdict():
     doc = {"lease_expires_at": iso(1000.0)}
     assert liveness(doc, now=999.0) == "promise"
@@ -37,6 +40,15 @@ def test_the_verdict():
     assert liveness(doc, now=1010.0, checkpoint_at=1001.0) == "checkpoint"
     assert liveness({"lease_expires_at": None}, now=1e12) == "unpromised"
     assert liveness({}, now=1e12) == "unpromised"
+    # By the store's clock: the document's own write time plus its promised lease, whatever its writer's clock said
+    # (a worker an hour ahead wrote lease_expires_at an hour late).
+    ahead = {"lease_expires_at": iso(1000.0 + 3600), "lease_seconds": 5.0}
+    assert liveness(ahead, now=1004.0, modified=1000.0) == "promise"
+    assert liveness(ahead, now=1010.0, modified=1000.0) == "expired"
+    # A pulse proves the worker alive for a lease (at least 30 s) from its own time, not for ever.
+    assert liveness(ahead, now=1020.0, modified=1000.0, pulse_at=1006.0) == "pulse"
+    assert liveness(ahead, now=1040.0, modified=1000.0, pulse_at=1006.0) == "expired"
+    assert liveness(ahead, now=1040.0, modified=1000.0, checkpoint_at=1009.0) == "checkpoint"
 
 
 def test_a_job_whose_worker_stopped_speaking_is_requeued_once_then_failed():
@@ -44,14 +56,14 @@ def test_a_job_whose_worker_stopped_speaking_is_requeued_once_then_failed():
     job = submit(store)
     now = time.time()
     claim(store, job, promise=now - 30)
-    first = reap(store, writer="reaper", now=now)
+    first = reap(store, writer="reaper", now=now + LATER)
     assert (first.requeued, first.failed, first.reaped) == (1, 0, 1), first.lines
     queued = lookup.view(store, job)
     assert (queued.state, queued.doc["requeues"], queued.doc["failures"]) == ("queued", 1, 0)
     assert queued.doc["last_result"]["error"] == {"class": "worker_lease_expired", "message": LEASE_EXPIRED}
     assert queued.doc["requeue_reason"] == LEASE_EXPIRED
     claim(store, job, agent="a2", promise=now - 30)
-    second = reap(store, writer="reaper", now=now)
+    second = reap(store, writer="reaper", now=now + LATER)
     assert (second.requeued, second.failed) == (0, 1)
     failed = lookup.view(store, job)
     assert (failed.state, failed.terminal, failed.doc["error"]["class"]) == ("failed", True, "worker_lease_expired")
@@ -67,7 +79,7 @@ def test_a_newer_pulse_or_checkpoint_keeps_a_job_whose_promise_passed():
     claim(store, promised)
     jobs.pulse(store, cas.read(store, keys.running(by_pulse))[0], renewed=False)   # renewal failing, worker alive
     store.put(keys.checkpoint_prefix(by_checkpoint) + "step-100.pt", b"weights")
-    summary = reap(store, writer="reaper")
+    summary = reap(store, writer="reaper", now=time.time() + 20)  # within a pulse's 30 s
     assert summary.alive["pulse"] == 1 and summary.alive["checkpoint"] == 1 and summary.alive["promise"] == 1
     assert summary.requeued == 1 and f"{dead}: requeued (worker lease expired" in summary.lines[0]
     assert [lookup.view(store, j).state for j in (by_pulse, by_checkpoint, dead, promised)] == [
@@ -119,7 +131,8 @@ def test_a_renewal_that_lands_first_wins_and_the_reaper_writes_nothing():
     doc, version = claim(store, job, promise=time.time() - 30)
     gate = store.hold("reaper", "get", keys.running(job))
     box = {}
-    thread = threading.Thread(target=lambda: box.update(s=reap(store, writer="reaper")), name="reaper")
+    thread = threading.Thread(target=lambda: box.update(s=reap(store, writer="reaper", now=time.time() + LATER)),
+                              name="reaper")
     thread.start()
     gate.wait_reached()
     renewed = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60)
@@ -137,7 +150,7 @@ def test_a_cancel_whose_agent_is_dead_is_settled_by_the_reaper():
     jobs.cancel(store, job, by="op")
     view = lookup.view(store, job)
     assert (view.state, view.terminal) == ("cancelled", False)        # waiting for an agent that is gone
-    summary = reap(store, writer="reaper")
+    summary = reap(store, writer="reaper", now=time.time() + LATER)
     assert summary.cancelled == 1
     view = lookup.view(store, job)
     assert (view.state, view.terminal, view.also) == ("cancelled", True, [])
@@ -171,9 +184,10 @@ def test_a_vm_is_not_deleted_while_a_job_on_it_is_alive():
     store.put(keys.running(stale), d.encode(dict(cas.read(store, keys.running(stale))[0],
                                                   instance_ref="gcp@vm-2", generation=9, nonce="n2")))
     claim(store, elsewhere, promise=now + 60)
-    assert provider.clean_up("gcp@vm-1") == [f"{training} (alive by checkpoint)"]
-    assert provider.clean_up("gcp@vm-2") == []                          # its only job is dead by the verdict
-    assert provider.clean_up("gcp@vm-3") == []
+    later = time.time() + 20  # the store's time: both promises passed, the checkpoint is 20 s old
+    assert provider.clean_up("gcp@vm-1", later) == [f"{training} (alive by checkpoint)"]
+    assert provider.clean_up("gcp@vm-2", later) == []                   # its only job is dead by the verdict
+    assert provider.clean_up("gcp@vm-3", later) == []
     assert sorted(provider.deleted) == ["gcp@vm-2", "gcp@vm-3"] and provider.instances == {"gcp@vm-1"}
 
 

@@ -47,11 +47,24 @@ def test_missed_fire_times_are_skipped():
     schedules.add(store, "tick", "0 * * * *", SPEC, by="op", now=at("2026-11-30 08:30:00"))
     known = schedules.ScheduleKnowledge(store, submitter="agent")
     lines = known.tick(at("2026-11-30 12:30:00"))                           # no agent ran 09:00 .. 12:00
-    assert lines == ["schedule tick: skipped the fire time 2026-11-30T12:00:00.000Z (no agent ran then)"]
+    assert lines == ["schedule tick: skipped 4 fire time(s) up to 2026-11-30T12:00:00.000Z (no agent ran within "
+                     "120 s of them)"]
     assert queued_ids(store) == []
     assert "fired 2026-11-30T13:00:00.000Z" in known.tick(at("2026-11-30 13:00:05"))[0]
     [doc] = schedules.list_schedules(store, now=at("2026-11-30 13:00:06"))
-    assert (doc["fired"], doc["skipped"], doc["next_fire"]) == (1, 1, "2026-11-30T14:00:00.000Z")
+    assert (doc["fired"], doc["skipped"], doc["next_fire"]) == (1, 4, "2026-11-30T14:00:00.000Z")
+
+
+def test_every_fire_time_within_grace_is_fired_in_order_after_a_stall():
+    """Simulator (issue 19's schedule world): an agent that stalled past two fire times fired only the later one,
+    and the earlier was lost without being counted. Each fire time still within grace is fired, in order."""
+    store = MemoryStore()
+    schedules.add(store, "tick", "* * * * *", SPEC, by="op", now=at("2026-11-30 10:00:30"))
+    known = schedules.ScheduleKnowledge(store, submitter="agent")
+    lines = known.tick(at("2026-11-30 10:02:10"))                           # stalled past 10:01 and 10:02
+    assert [line.split(" as job")[0] for line in lines] == ["schedule tick: fired 2026-11-30T10:01:00.000Z",
+                                                              "schedule tick: fired 2026-11-30T10:02:00.000Z"]
+    assert len(queued_ids(store)) == 2 and known.tick(at("2026-11-30 10:02:20")) == []
 
 
 def test_a_paused_schedule_does_not_fire():

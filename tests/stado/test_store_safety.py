@@ -40,15 +40,31 @@ def test_an_agent_refuses_a_store_that_ignores_a_condition(tmp_path, ignore):
     assert list((tmp_path / "work" / "agents").iterdir()) == []  # its lock released
 
 
-def test_a_safe_verdict_is_remembered_for_a_day(tmp_path):
-    store = MeteredStore(open_store(f"file://{tmp_path}/store"))
+@pytest.mark.parametrize("store_target", ["file", "s3"], indirect=True)
+def test_an_agent_behind_a_path_that_drops_conditions_refuses_whatever_verdict_another_left(store_target, tmp_path):
+    """Issue 19: an honest agent ran on the store and left a safe verdict; an agent reaching the same URL through a
+    proxy that drops every condition started on that verdict, and 2 of 150 jobs ran twice. Each agent probes its
+    own path at every start: the second one refuses, claims nothing, and the verdict it read changes nothing."""
+    inner = store_target.open()
+    ensure_safe(inner)                                                   # the honest agent's start
+    assert json.loads(inner.get(VERDICT_KEY).data)["safe"] is True
+    ran = tmp_path / "ran"
+    job = submission.submit(inner, [Submission(JobSpec(f"touch {ran}"))])[0]
+    metered = MeteredStore(IgnoresConditions(inner))
+    with pytest.raises(UnsafeStore):
+        agent(metered, tmp_path, []).run()
+    assert metered.counts["PUT"] >= 3                                    # it probed; it did not trust the verdict
+    assert not ran.exists() and lookup.view(inner, job["id"]).state == "queued"
+    assert not list(inner.list(keys.RUNNING))
+
+
+def test_the_verdict_names_what_was_probed(tmp_path, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.example:3128")
+    store = open_store(f"file://{tmp_path}/store")
     ensure_safe(store, now=1000.0)
-    assert json.loads(store.get(VERDICT_KEY).data)["safe"] is True
-    store.reset()
-    ensure_safe(store, now=1000.0 + 3600)
-    assert store.counts == {"PUT": 0, "GET": 1, "LIST": 0, "DELETE": 0}  # one read of the verdict
-    ensure_safe(store, now=1000.0 + 2 * 86400)
-    assert store.counts["PUT"] > 1  # probed again after a day
+    record = json.loads(store.get(VERDICT_KEY).data)
+    assert record["store"] == store.url and record["path"]["where"] == store.url
+    assert record["path"]["https_proxy"] == "proxy.example:3128"         # never the proxy's credentials
 
 
 def test_the_real_backends_honour_every_condition(store_target):

@@ -1,5 +1,11 @@
 """Cancellation: a queued job by a tombstone in running/ (the claim's one-winner primitive, so it never
-starts), a running one by a put-if-match of phase `cancelling` that its agent sees at its next renewal."""
+starts), a running one by a put-if-match of phase `cancelling` that its agent sees at its next renewal, and a
+job whose attempt has ended but whose move back to the queue (a retry, or a requeue after a lost worker) is
+being written by a put-if-match over that decision: nothing runs then, so the cancel is settled at once, and
+the move's writer finds its delete refused and withdraws the entry it wrote (jobs.moves._overtaken).
+
+A cancel either stops the job (exit 0: it will not run again) or says why it could not (the job had already
+ended otherwise: `honoured` is False, and `stado cancel` exits 1)."""
 from collections import namedtuple
 
 from .. import documents as d
@@ -14,10 +20,16 @@ from .moves import settle
 
 
 class CancelReport(namedtuple("CancelReport", "job_id kind view message")):
-    """What `stado cancel` did. kind: cancelled_queued | cancelled_running | already_cancelling |
-    finishing | already_terminal; view: the job's JobView before; message: one line for the user."""
+    """What `stado cancel` did. kind: cancelled_queued | cancelled_running | cancelled_finishing |
+    already_cancelling | finishing | already_terminal; view: the job's JobView before; message: one line for
+    the user."""
 
     __slots__ = ()
+
+    @property
+    def honoured(self) -> bool:
+        """Whether the job ends cancelled (False: it had already ended otherwise, and nothing was written)."""
+        return self.kind not in ("finishing", "already_terminal") or self.view.state == "cancelled"
 
 
 def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: str | None = None,
@@ -26,6 +38,7 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
 
     by = by or whoami()
     job_id = find(store, selector)
+    mine: list[tuple[str, CancelReport]] = []  # (cancel id, the report) of every cancel this call wrote
     for _ in range(CONFLICT_RETRIES):
         t = _now(now)
         recs = records(store, job_id)
@@ -33,34 +46,59 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
         if v is None:
             raise JobNotFound(f"no job {selector}: check the id with `stado status`")
         if v.state in keys.TERMINAL_STATES:
+            ours = next((report for cancel_id, report in mine if (v.doc.get("cancel") or {}).get("id") == cancel_id),
+                        None)
+            if ours is not None:
+                return ours  # our own cancel, settled meanwhile by another writer (its answer to us was lost)
             what = v.state if v.state == "cancelled" else f"{v.state} ({v.outcome})"
             if not v.terminal:
                 what += f"; its process group on {recs['running'][0].get('instance_ref')} is being stopped"
             return CancelReport(job_id, "already_terminal", v, f"{job_id}: already {what}; nothing written")
         if v.state == "running":
-            report = _cancel_running(store, v, *recs["running"], by=by, reason=reason, now=t)
+            report = _cancel_running(store, v, *recs["running"], by=by, reason=reason, now=t, wrote=mine)
         else:
-            report = _cancel_queued(store, v, *recs["queued"], by=by, reason=reason, now=t)
+            report = _cancel_queued(store, v, *recs["queued"], by=by, reason=reason, now=t, wrote=mine)
         if report is not None:
             return report
     raise Conflict(f"{job_id}: the job kept changing while cancelling it; run `stado cancel {selector}` again")
 
 
-def _cancel_running(store, v, doc, version, *, by, reason, now) -> CancelReport | None:
+def _cancel_running(store, v, doc, version, *, by, reason, now, wrote) -> CancelReport | None:
     job_id, phase = doc["id"], doc.get("phase")
-    if phase == "finishing":
+    if phase == "finishing" and not d.goes_back_to_queue(doc):
         res = doc.get("result") or {}
         return CancelReport(job_id, "finishing", v, f"{job_id}: already finished ({res.get('outcome')}); its record "
                             "is being written; nothing written")
     if phase == "cancelling":
-        if doc.get("owner") is None:
+        if d.decided(doc):
             settle(store, doc, version, writer=by, now=now)
         return CancelReport(job_id, "already_cancelling", v, f"{job_id}: already being cancelled")
     moved = d.cancelling_doc(doc, by=by, reason=reason, now=now, nonce=new_nonce())
-    if replace(store, keys.running(job_id), moved, version)[0] is None:
+    if phase == "finishing":
+        report = CancelReport(job_id, "cancelled_finishing", v, f"{job_id}: cancelled; {_ended_attempt(doc)}; it "
+                              "will not run again")
+    else:
+        report = CancelReport(job_id, "cancelled_running", v, f"{job_id}: cancelled; {_who_stops(store, doc, now)}")
+    wrote.append((moved["cancel"]["id"], report))
+    new_version = replace(store, keys.running(job_id), moved, version)[0]
+    if new_version is None:
         return None  # the owner renewed or finished meanwhile: look again
-    create(store, keys.terminal("cancelled", job_id), d.terminal_doc(moved, now=now, nonce=new_nonce(), writer=by))
-    return CancelReport(job_id, "cancelled_running", v, f"{job_id}: cancelled; {_who_stops(store, doc, now)}")
+    if phase == "finishing":
+        settle(store, moved, new_version, writer=by, now=now, taken=True)  # nothing runs: finish the move now
+    else:
+        create(store, keys.terminal("cancelled", job_id), d.terminal_doc(moved, now=now, nonce=new_nonce(), writer=by))
+    return report
+
+
+def _ended_attempt(doc: dict) -> str:
+    """A finishing move that was sending the job back to the queue, in words (what the cancel stopped)."""
+    where = doc.get("instance_ref") or "its host"
+    if doc.get("requeue"):
+        return (f"its worker on {where} had been judged lost and the job was being requeued (a process of it still "
+                "running there is stopped when that agent speaks again)")
+    res = doc.get("result") or {}
+    error = (res.get("error") or {}).get("message") or res.get("outcome")
+    return f"attempt {d.attempt_of(doc)} had ended on {where} ({error}) and its retry was being queued"
 
 
 def _who_stops(store: ObjectStore, doc: dict, now: float) -> str:
@@ -83,15 +121,34 @@ def _who_stops(store: ObjectStore, doc: dict, now: float) -> str:
             "agent's lease promise has passed")
 
 
-def _cancel_queued(store, v, queued, queued_version, *, by, reason, now) -> CancelReport | None:
+def _cancel_queued(store, v, queued, queued_version, *, by, reason, now, wrote) -> CancelReport | None:
     """Cancelling a queued job takes its claim slot (create-if-absent on running/), so no agent can start
     it afterwards; then the move is settled like any other."""
     tomb = d.cancel_tombstone(queued, by=by, reason=reason, now=now, nonce=new_nonce())
+    report = CancelReport(queued["id"], "cancelled_queued", v, f"{queued['id']}: cancelled {_while_queued(queued)}")
+    wrote.append((tomb["cancel"]["id"], report))
     version = create(store, keys.running(queued["id"]), tomb)
     if version is None:
-        return None  # an agent claimed it first: cancel the running job instead
+        return None  # an agent claimed it first (cancel the running job instead), or our tombstone was settled
     if stale_claim(store, queued) == "terminal":
         give_back(store, tomb, version, writer=by, now=now)
         return None  # it ended meanwhile: say so
     settle(store, tomb, version, writer=by, now=now, taken=True)
-    return CancelReport(queued["id"], "cancelled_queued", v, f"{queued['id']}: cancelled before it started")
+    return report
+
+
+def _while_queued(queued: dict) -> str:
+    """What the cancel of a queued job stopped, in words: a job that never ran, or one waiting to run again."""
+    last = queued.get("last_attempt") or {}
+    where = last.get("instance_ref") or "a host"
+    since = f" from {last['started_at']}" if last.get("started_at") else ""
+    attempt = d.attempt_of(queued)
+    if queued.get("requeues") and queued.get("requeued_from") and queued.get("requeue_reason"):
+        return (f"while queued for attempt {attempt}: attempt {attempt - 1} ran on {where}{since} until its worker was "
+                f"judged lost ({queued['requeue_reason']}); a process of it still running there is stopped when that "
+                "agent speaks again; it will not run again")
+    if queued.get("failures"):
+        error = ((queued.get("last_result") or {}).get("error") or {}).get("message") or "it failed"
+        return (f"while waiting for attempt {attempt}: attempt {attempt - 1} ran on {where}{since} and ended ({error}); "
+                "it will not run again")
+    return "before it started"

@@ -117,13 +117,13 @@ def stale_claim(store: ObjectStore, queued: dict) -> str | None:
 
 
 def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
-              restore: bool = False) -> None:
+              restore: bool = False, handed_back: bool = False) -> None:
     """Undo a claim (or cancel tombstone) whose process never started: delete running/ at our version.
     With `restore`, a queue entry that is gone meanwhile (a competitor that saw our claim removed it as a
     leftover) is written back first, while we still hold running/, so the job stays queued. If a cancel
     moved running/ first, settle that cancel: nothing ran, so nothing needs stopping."""
     if restore:
-        _return_to_queue(store, doc, writer=writer, now=_now(now))
+        _return_to_queue(store, doc, writer=writer, now=_now(now), handed_back=handed_back)
     if remove(store, keys.running(doc["id"]), version):
         return
     found = read(store, keys.running(doc["id"]), doc["id"])
@@ -131,11 +131,11 @@ def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, n
         settle(store, found[0], found[1], writer=writer, now=now)
 
 
-def _return_to_queue(store: ObjectStore, doc: dict, *, writer: str, now: float) -> None:
+def _return_to_queue(store: ObjectStore, doc: dict, *, writer: str, now: float, handed_back: bool = False) -> None:
     """Before an unstarted claim lets go of running/: make sure the job stands in the queue under an entry
     that is not the one it was claimed from. A competitor that saw the claim may be about to delete that
     entry as a leftover (on its version): it must find it replaced, not gone, nor still there."""
-    back = d.returned_doc(doc, now=now, nonce=new_nonce(), writer=writer)
+    back = d.returned_doc(doc, now=now, nonce=new_nonce(), writer=writer, handed_back=handed_back)
     key = keys.queued(doc["id"])
     for _ in range(CONFLICT_RETRIES):
         found = read(store, key, doc["id"])
@@ -161,8 +161,8 @@ def _finish_interrupted_claim(store: ObjectStore, queued: dict, queued_version: 
         # Our create landed (its answer was lost) and a cancel reached the claim before we knew it was ours:
         # nothing was started, so the cancel is settled here.
         settle(store, holder, holder_version, writer=writer, now=now)
-    elif holder.get("phase") == "cancelling" and holder.get("owner") is None:
-        settle(store, holder, holder_version, writer=writer, now=now)  # a cancel of the queued job, interrupted
+    elif holder.get("phase") == "cancelling" and d.decided(holder):
+        settle(store, holder, holder_version, writer=writer, now=now)  # a cancel no process outlives, interrupted
     elif d.is_leftover_queue_entry(queued, holder):
         if remove(store, keys.queued(queued["id"]), queued_version):  # claimed, but its claimant stopped short
             unindex(store, queued)
@@ -205,17 +205,21 @@ def readopt(store: ObjectStore, prior: dict, *, agent_id: str, instance_ref: str
 
 
 def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
+    """Why the job is not this worker's to take back. Only a cancel of the queued record itself (a tombstone: no
+    owner) is a cancel of what this worker ran; a claim by another worker, cancelled there or not, is that
+    worker's attempt, and never this worker's to settle."""
+    holder = read(store, keys.running(job_id), job_id)
+    if holder is not None and holder[0].get("owner") is not None:
+        owner = f"agent {holder[0].get('owner')} on {holder[0].get('instance_ref')}"
+        there = " (and it is being cancelled there)" if holder[0].get("phase") == "cancelling" else ""
+        return Readopted(None, None, f"another worker ({owner}) claimed it{there}", False)
+    if holder is not None and holder[0].get("phase") == "cancelling":
+        return Readopted(None, None, "a cancellation took the queued record", True)
     terminal = terminal_records(store, job_id)
     if "cancelled" in terminal:
         return Readopted(None, None, "a cancellation took the queued record", True)
     if terminal:
         return Readopted(None, None, f"the job ended {next(iter(terminal))} meanwhile", False)
-    holder = read(store, keys.running(job_id), job_id)
-    if holder is not None and holder[0].get("phase") == "cancelling":
-        return Readopted(None, None, "a cancellation took the queued record", True)
-    if holder is not None:
-        owner = f"agent {holder[0].get('owner')} on {holder[0].get('instance_ref')}"
-        return Readopted(None, None, f"another worker ({owner}) claimed it", False)
     return Readopted(None, None, "another worker took the queued record", False)
 
 

@@ -20,8 +20,9 @@ def _now(now: float | None) -> float:
 
 
 def running_records(store):
-    """Every running record, from one LIST of running/: (job id, (doc, version), None) for each, with None for
-    the pair if it went meanwhile, or (job id, None, the CorruptDocument) for one that cannot be read."""
+    """Every running record, from one LIST of running/: (job id, (doc, version), None, listed entry) for each,
+    with None for the pair if it went meanwhile, or (job id, None, the CorruptDocument, entry) for one that
+    cannot be read. The entry's `modified` is the store's time of the version listed (the reaper's clock)."""
     for entry in store.list(keys.RUNNING):
         job_id = keys.job_id_of(entry.key, keys.RUNNING)
         if job_id is None:
@@ -29,6 +30,6 @@ def running_records(store):
         try:
             found = read(store, entry.key, job_id)
         except CorruptDocument as e:
-            yield job_id, None, e
+            yield job_id, None, e, entry
         else:
-            yield job_id, found, None
+            yield job_id, found, None, entry

@@ -92,8 +92,36 @@ def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now:
         faults.point("requeue-written")
     else:
         new = _terminate(store, doc, writer=writer, now=t)
-    remove(store, keys.running(job_id), version)
+    if not remove(store, keys.running(job_id), version) and new["state"] == "queued":
+        return _overtaken(store, doc, new, writer=writer, now=t)
     return new
+
+
+def _overtaken(store: ObjectStore, doc: dict, new: dict, *, writer: str, now: float) -> dict:
+    """A move back to the queue whose delete of running/ was refused: another writer took the record after this
+    one did. Either a settler of the same decision (its entry and ours are one move), or a cancel that landed
+    while the retry or requeue was being written: then the cancel stands, and the entry this move wrote is a
+    leftover beside it, withdrawn here (a claim of it would start nothing anyway). Returns the record that
+    stands for the job: the queue entry, or the cancelled record."""
+    job_id = doc["id"]
+    found = read(store, keys.running(job_id), job_id)
+    if found is not None and found[0].get("claim") == doc.get("claim") and d.decided(found[0]):
+        finished = settle(store, *found, writer=writer, now=now)  # the cancel is decided: anyone may finish it
+        if finished is not None:
+            return finished
+    terminal = terminal_records(store, job_id)
+    if not terminal:
+        return new
+    _withdraw(store, job_id, doc.get("claim"))
+    return next(iter(terminal.values()))[0]
+
+
+def _withdraw(store: ObjectStore, job_id: str, claim: str | None) -> None:
+    """Remove the queue entry a move of `claim` wrote back, at the version read (never a newer entry)."""
+    found = read(store, keys.queued(job_id), job_id)
+    if found is not None and claim is not None and found[0].get("requeued_from") == claim:
+        if remove(store, keys.queued(job_id), found[1]):
+            unindex(store, found[0])
 
 
 def _requeue(store: ObjectStore, again: dict, running: dict) -> dict:
@@ -139,25 +167,28 @@ def _terminate(store: ObjectStore, doc: dict, *, writer: str, now: float) -> dic
                 raise Conflict(f"{job_id}: {key} was reported present and then absent; the next pass tries again")
             term = found[0]
     faults.point("cancel-written" if term["state"] == "cancelled" else "terminal-written")
-    leftover = read(store, keys.queued(job_id), job_id)
+    try:
+        leftover = read(store, keys.queued(job_id), job_id)
+    except CorruptDocument:
+        leftover = None  # readers resolve the terminal record first; `stado status` lists the bad key, repair clears it
     if leftover is not None and remove(store, keys.queued(job_id), leftover[1]):
         unindex(store, leftover[0])
     return term
 
 
 def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
-    """One pass over running/: finish moves whose outcome is already decided (phase 'finishing', or a
-    cancel tombstone of a job that never started). Running jobs, and cancels that wait for their owner to
+    """One pass over running/: finish moves whose outcome is already decided (documents.decided: phase
+    'finishing', or a cancel no process can outlive). Running jobs, and cancels that wait for their owner to
     stop a process, are left alone (they belong to their agent, or to the reaper). Returns lines to log."""
     lines = []
-    for job_id, found, corrupt in running_records(store):
+    for job_id, found, corrupt, _ in running_records(store):
         if corrupt is not None:
             lines.append(f"{corrupt}: skipped")
             continue
         if found is None:
             continue
         doc, version = found
-        if doc.get("phase") == "finishing" or (doc.get("phase") == "cancelling" and doc.get("owner") is None):
+        if d.decided(doc):
             try:
                 term = settle(store, doc, version, writer=writer)
             except CorruptDocument as e:

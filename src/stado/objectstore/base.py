@@ -8,7 +8,7 @@ from collections import namedtuple
 from collections.abc import Iterable, Iterator
 
 
-DEFAULT_STALL_TIMEOUT = 60.0
+DEFAULT_STALL_TIMEOUT = None  # off: a transfer that stops moving stays visible until it is cancelled
 
 
 class StoreError(Exception):
@@ -99,13 +99,16 @@ class ObjectStore:
     or list reports for that write, so a writer can chain compare-and-swaps without re-reading."""
 
     url: str = ""
+    # How this process reaches the store, for messages: the URL, and the endpoint where one is configured.
+    where: str | None = None
     # False where a version is a content hash (S3-compatible ETags are the body's MD5): writing identical
     # bytes again revives a stale version, so a stale put_if_match succeeds (ABA). Writers that rely on
     # put_if_match must make every write's bytes unique; stado's documents carry a generation and a nonce.
     unique_versions: bool = True
-    # A transfer (a large get_range series, a multipart put) that moves no bytes for this long is ended;
-    # nothing else ends one (STADO_CONFIG stall_timeout). Read by whoever opens the store, not by wrappers.
-    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    # A transfer (a large get_range series) that moves no bytes for this long is ended, when STADO_CONFIG sets a
+    # stall_timeout (off by default: the seed ends a transfer by name, not by a clock). Read by whoever opens the
+    # store, not by wrappers.
+    stall_timeout: float | None = DEFAULT_STALL_TIMEOUT
 
     def get(self, key: str) -> Blob:
         """The object's bytes and version. Raises NotFound."""

@@ -114,6 +114,10 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None) ->
         return AccessDenied(f"no credentials found for {where}: with none in the environment, the client asked the "
                             f"cloud's metadata service, which answers only on a cloud machine with a role ({detail}); "
                             f"set {CREDENTIAL_HINTS[provider]}")
+    if "RequestTimeTooSkewed" in text or "AuthenticationFailed" in text and "time" in text.lower():
+        return AccessDenied(f"{where} refused the request's time ({detail}): requests are signed with this host's "
+                            "clock, and the store accepts them only within 15 minutes of its own; fix this host's "
+                            "time (NTP)")
     if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)) or re.search(
             r"status code: 40[13]\b", text):
         return AccessDenied(f"{where} refused the request ({detail}): check {CREDENTIAL_HINTS[provider]} and "
@@ -140,10 +144,10 @@ class CloudStore(ObjectStore):
         self.unique_versions = provider != "s3"
         self._store = store
         self._obs = obstore
-        self._where = where or url
+        self.where = where or url
 
     def _error(self, exc: BaseException, key: str | None) -> StoreError:
-        return translate(exc, self.provider, self._where, key)
+        return translate(exc, self.provider, self.where, key)
 
     def get(self, key: str) -> Blob:
         check_key(key)
@@ -179,7 +183,7 @@ class CloudStore(ObjectStore):
         except BaseException as exc:
             raise self._error(exc, key) from None
         if meta["size"] > start:
-            raise StoreError(f"{self._where}: {key}: the server refused the range {start}-{start + length - 1} of a "
+            raise StoreError(f"{self.where}: {key}: the server refused the range {start}-{start + length - 1} of a "
                              f"{meta['size']}-byte object")
         return Blob(b"", version_from_meta(meta))
 
@@ -263,7 +267,7 @@ class CloudStore(ObjectStore):
             return True
         if status in (404, 409, 412):
             return False
-        raise translate(RuntimeError(f"HTTP error: status code: {status} {body}"), self.provider, self._where, key)
+        raise translate(RuntimeError(f"HTTP error: status code: {status} {body}"), self.provider, self.where, key)
 
     def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
         prefix = dir_prefix(prefix)

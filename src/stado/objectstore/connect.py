@@ -20,8 +20,9 @@ STADO_CONFIG names a TOML file with one table::
     allow_http = true                    # only for a plain-HTTP endpoint
     # az:// only: account = "NAME", emulator = true (Azurite's well-known account and key)
     # any cloud: connect_timeout = 5, timeout = 60, max_retries = 4, retry_timeout = 20 (seconds)
-    # any cloud: stall_timeout = 60: a transfer that moves no bytes for this long is ended (seconds);
-    #   large objects move in ranges and parts, so `timeout` bounds one request, never a whole transfer
+    # any cloud: stall_timeout = 600: a transfer that moves no bytes for this long is ended (seconds; off
+    #   unless set: a stalled transfer is shown as stalled and cancelled by name); large objects move in
+    #   ranges and parts, so `timeout` bounds one request, never a whole transfer
 
 Each option's type, and the endpoint's shape (an http(s) URL with a host), is checked at open:
 ConfigError names the option; obstore never sees a value its Rust code could panic on.
@@ -104,6 +105,23 @@ def store_from_environment(env: Mapping[str, str] | None = None) -> ObjectStore:
         return _open_file(None, default_store_dir(env), {})
     url, options = load_config(path)
     return open_store(url, options, env=env)
+
+
+def same_store_environment(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """The variables that make another process open the store `env` opens (None: unset it), whatever its own
+    environment says: STADO_CONFIG as an absolute path, and the credential variables of its backend (those
+    `env` lacks are unset, so another process's own never mix in); for the default directory, no
+    STADO_CONFIG and XDG_DATA_HOME naming the directory's root."""
+    env = os.environ if env is None else env
+    path = env.get("STADO_CONFIG")
+    if not path:
+        return {"STADO_CONFIG": None, "XDG_DATA_HOME": os.path.dirname(os.path.dirname(default_store_dir(env)))}
+    url, _ = load_config(path)
+    out: dict[str, str | None] = {"STADO_CONFIG": os.path.abspath(path)}
+    provider = CLOUD_SCHEMES.get(url.partition("://")[0])
+    for var, _ in CREDENTIAL_ENV.get(provider, ()):
+        out[var] = env.get(var) or None
+    return out
 
 
 def default_store_dir(env: Mapping[str, str]) -> str:

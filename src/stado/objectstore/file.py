@@ -21,7 +21,6 @@ therefore never share a version, even with identical bytes or after a delete and
 unless both the lock directory is wiped and the clock steps back. A filesystem that does not
 keep nanosecond mtimes fails every write loudly rather than risking a repeated version.
 """
-import fcntl
 import os
 import stat as stat_mod
 import time
@@ -29,6 +28,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from runkit import proc
 from runkit.durable import fsync_dir, unlink_quietly, write_temp
 
 from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
@@ -82,10 +82,18 @@ class FileStore(ObjectStore):
         try:
             for path in (self.root, self._objects, self._locks, self._tmp):  # private to this user
                 os.makedirs(path, mode=0o700, exist_ok=True)
+            self._kernel_at = (_kernel_time_ns(self._tmp), time.monotonic_ns())
         except OSError as exc:
             raise StoreUnavailable(f"cannot use {self.root} as the stado store ({exc.strerror}): "
                                    "choose a writable directory (STADO_CONFIG url = \"file:///...\")") from None
         self._sweep_tmp()
+
+    def _now_ns(self) -> int:
+        """The store's clock: the kernel's, which stamps every mtime here, read once at open and counted on from
+        there on the monotonic clock. Never this process's wall clock, which may be off (a host's clock set
+        wrong, or a program run under libfaketime): every object's `modified` comes from here, and it is the
+        fleet's one clock (stado.storeclock). Its coarse tick makes it a few milliseconds early, at most."""
+        return self._kernel_at[0] + (time.monotonic_ns() - self._kernel_at[1])
 
     # -- reads: no lock; a rename swaps whole files, so an open fd sees one version --------------
 
@@ -167,8 +175,9 @@ class FileStore(ObjectStore):
 
     def _names_under(self, prefix: str) -> "tuple[list[str], bool]":
         """Every object key under `prefix`, from the directory entries' names and types (no stat per entry).
-        A flat directory at rest (unmodified for a second before the scan began: its mtime, coarse-grained,
-        cannot hide a change made after the scan) is remembered, and scanned again only once it changes."""
+        A flat directory at rest (unmodified for a second before the scan began, by the store's clock: its mtime,
+        coarse-grained, cannot hide a change made after the scan) is remembered, and scanned again only once it
+        changes."""
         top = os.path.join(self._objects, prefix)
         try:
             mtime = os.stat(top).st_mtime_ns
@@ -177,7 +186,7 @@ class FileStore(ObjectStore):
         cached = self._quiet_names.get(prefix)
         if cached is not None and mtime is not None and cached[0] == mtime:
             return cached[1], True
-        began = time.time_ns()
+        began = self._now_ns()
         names, pending, flat = [], [prefix], True
         while pending:
             rel_dir = pending.pop()
@@ -260,7 +269,7 @@ class FileStore(ObjectStore):
         bucket = zlib.crc32(key.encode()) % LOCK_BUCKETS
         fd = os.open(os.path.join(self._locks, f"{bucket:03x}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            proc.lock_file(fd)
         except BaseException:
             os.close(fd)
             raise
@@ -274,9 +283,10 @@ class FileStore(ObjectStore):
         self._prune(parent)
 
     def _next_mtime(self, lock: int, current: os.stat_result | None) -> int:
+        """The next write's mtime: the store's clock now (_now_ns), above every earlier mtime of the bucket."""
         raw = os.pread(lock, 8, 0)
         last = int.from_bytes(raw, "big") if len(raw) == 8 else 0
-        mtime = max(time.time_ns(), last + 1, (current.st_mtime_ns + 1) if current else 0)
+        mtime = max(self._now_ns(), last + 1, (current.st_mtime_ns + 1) if current else 0)
         os.pwrite(lock, mtime.to_bytes(8, "big"), 0)
         return mtime
 
@@ -331,7 +341,9 @@ class FileStore(ObjectStore):
             directory = os.path.dirname(directory)
 
     def _sweep_tmp(self) -> None:
-        cutoff = time.time() - STALE_TMP_SECONDS
+        """Remove temporary files a writer that died left (an hour old by the store's clock: a process whose own
+        clock runs ahead must not take another writer's file in flight for one)."""
+        cutoff = self._now_ns() / 1e9 - STALE_TMP_SECONDS
         try:
             with os.scandir(self._tmp) as it:
                 stale = [item.path for item in it if item.stat(follow_symlinks=False).st_mtime < cutoff]
@@ -339,6 +351,15 @@ class FileStore(ObjectStore):
             return
         for path in stale:
             unlink_quietly(path)
+
+
+def _kernel_time_ns(directory: str) -> int:
+    """The kernel's clock now, as it stamps a new file (an unnamed temporary one, gone when closed)."""
+    fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    try:
+        return os.fstat(fd).st_mtime_ns
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir_present(directory: str) -> None:

@@ -10,6 +10,7 @@ from tests.helpers import pids_with_env, wait_for  # noqa: F401  (shared with th
 
 STADO = str(Path(sys.executable).with_name("stado"))
 POLL = "0.1"  # agents poll this often in the tests (seconds)
+MB = 1_000_000
 
 
 def stado(env: dict, *args: str, ok: bool = True, timeout: float = 60, input: str | None = None):
@@ -70,6 +71,16 @@ def run_until_idle(env: dict, tmp: Path, *args: str, name: str = "agent", timeou
         agent.stop()
     agent.returncode = code
     return agent
+
+
+def produce(env, tmp_path, store, size: int, name: str = "big.bin") -> tuple[str, str]:
+    """(job id, SHA-256): a completed job (run straight against the store) that produced one artifact of `size`
+    random bytes."""
+    job = submit(env, f"head -c {size} /dev/urandom > {name} && $STADO_BIN artifact put {name}")
+    agent = run_until_idle(env, tmp_path, name="producer")
+    assert machine_status(env, job)["state"] == "completed", agent.log()
+    [entry] = json.loads(store.get(f"status/{job}/manifest.json").data)["artifacts"]
+    return job, entry["sha256"]
 
 
 def group_alive(pgid: int) -> bool:

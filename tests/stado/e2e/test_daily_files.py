@@ -1,5 +1,6 @@
 """Files in and out of jobs, through the real CLI and agents (issue 13): artifacts keep their mode,
-`stado submit --upload`, `stado job rerun` re-resolving inputs given by name; and `stado --version`."""
+`stado submit --upload`, `stado job rerun` reading the original inputs (or names resolved again with
+--fresh-inputs); and `stado --version`."""
 import hashlib
 import json
 import os
@@ -164,7 +165,7 @@ def test_a_large_upload_is_streamed_not_held_in_memory(stado_env, tmp_path, stor
     assert (tmp_path / "big.bin.sum").read_text().split()[0] == digest
 
 
-def test_rerun_resolves_inputs_given_by_name_again_and_same_inputs_keeps_the_ids(stado_env, tmp_path):
+def test_rerun_reads_the_original_inputs_and_fresh_inputs_resolves_names_again(stado_env, tmp_path):
     version = tmp_path / "version"
     version.write_text("v1")
     v1 = submit(stado_env, f"cp {version} model.bin; $STADO_BIN artifact put model.bin", "--name", "producer")
@@ -173,25 +174,33 @@ def test_rerun_resolves_inputs_given_by_name_again_and_same_inputs_keeps_the_ids
     run_until_idle(stado_env, tmp_path)
     assert (tmp_path / f"seen-{by_name}").read_text() == (tmp_path / f"seen-{by_id}").read_text() == "v1"
 
+    def record(job):
+        return json.loads(stado(stado_env, "status", job, "--json").stdout)
+
     def inputs_of(job):
-        return json.loads(stado(stado_env, "status", job, "--json").stdout)["spec"]["inputs"]
+        return record(job)["spec"]["inputs"]
 
     assert inputs_of(by_name) == [{"job": v1, "name": "model.bin", "given": "producer"}]
     assert inputs_of(by_id) == [{"job": v1, "name": "model.bin"}]
+    assert record(by_name)["rerun_inputs"] is None  # not a rerun
 
     version.write_text("v2")  # the producer is fixed and run again
     v2 = stado(stado_env, "job", "rerun", "producer").stdout.strip()
     run_until_idle(stado_env, tmp_path)
     assert v2 != v1 and machine_status(stado_env, v2)["state"] == "completed"
 
-    fresh = stado(stado_env, "job", "rerun", by_name).stdout.strip()
-    same = stado(stado_env, "job", "rerun", "--same-inputs", by_name).stdout.strip()
-    pinned = stado(stado_env, "job", "rerun", by_id).stdout.strip()
-    assert inputs_of(fresh) == [{"job": v2, "name": "model.bin", "given": "producer"}]
-    assert inputs_of(same) == [{"job": v1, "name": "model.bin", "given": "producer"}]
-    assert inputs_of(pinned) == [{"job": v1, "name": "model.bin"}]
+    exact = json.loads(stado(stado_env, "job", "rerun", by_name, "--json").stdout)
+    fresh = json.loads(stado(stado_env, "job", "rerun", "--fresh-inputs", by_name, "--json").stdout)
+    pinned = stado(stado_env, "job", "rerun", "--fresh-inputs", by_id).stdout.strip()
+    # The exact spec by default: the producer the original read, though a newer job now has its name.
+    assert exact["inputs"] == inputs_of(exact["id"]) == [{"job": v1, "name": "model.bin", "given": "producer"}]
+    assert exact["rerun_inputs"] == record(exact["id"])["rerun_inputs"] == "original"
+    assert fresh["inputs"] == inputs_of(fresh["id"]) == [{"job": v2, "name": "model.bin", "given": "producer"}]
+    assert fresh["rerun_inputs"] == record(fresh["id"])["rerun_inputs"] == "fresh"
+    assert "rerun_inputs:     fresh" in stado(stado_env, "status", fresh["id"]).stdout
+    assert inputs_of(pinned) == [{"job": v1, "name": "model.bin"}]  # given by id: nothing to resolve again
     agent = run_until_idle(stado_env, tmp_path)
-    seen = {job: (tmp_path / f"seen-{job}").read_text() for job in (fresh, same, pinned)}
-    assert seen == {fresh: "v2", same: "v1", pinned: "v1"}, agent.log()
-    # --same-inputs keeps the name as given: a later plain rerun of that rerun resolves it again.
-    assert inputs_of(stado(stado_env, "job", "rerun", same).stdout.strip())[0]["job"] == v2
+    seen = {job: (tmp_path / f"seen-{job}").read_text() for job in (exact["id"], fresh["id"], pinned)}
+    assert seen == {exact["id"]: "v1", fresh["id"]: "v2", pinned: "v1"}, agent.log()
+    # The name stays as given: --fresh-inputs on a rerun of a rerun still resolves it.
+    assert inputs_of(stado(stado_env, "job", "rerun", "--fresh-inputs", exact["id"]).stdout.strip())[0]["job"] == v2

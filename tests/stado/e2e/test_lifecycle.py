@@ -101,8 +101,9 @@ def test_cancel_of_a_finished_job_is_reported_and_writes_nothing(stado_env, tmp_
     job = submit(stado_env, "true")
     run_until_idle(stado_env, tmp_path)
     before = {e.key: e.version for e in store.list("")}
-    out = stado(stado_env, "cancel", job).stdout
-    assert "already completed (succeeded); nothing written" in out
+    done = stado(stado_env, "cancel", job, ok=False)
+    assert done.returncode == 1  # it could not be honoured: the job had already ended otherwise
+    assert "already completed (succeeded); nothing written" in done.stdout
     assert {e.key: e.version for e in store.list("")} == before
 
 
@@ -288,3 +289,15 @@ def test_a_dead_agent_is_shown_stale_and_does_not_make_a_job_schedulable(stado_e
     finally:
         gpu_agent.stop()
         x86_agent.stop()
+
+
+def test_rerun_of_a_job_that_has_not_finished_is_refused_unless_beside(stado_env, tmp_path, store):
+    """Issue 19: `stado job rerun` of a job still queued or running made a second one beside it without a word."""
+    job = submit(stado_env, "true", "--name", "once")
+    before = {e.key: e.version for e in store.list("")}
+    refused = stado(stado_env, "job", "rerun", "once", ok=False)
+    assert refused.returncode == 2 and "still queued" in refused.stderr and "--beside" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert {e.key: e.version for e in store.list("")} == before             # nothing written
+    beside = json.loads(stado(stado_env, "job", "rerun", "once", "--beside", "--json").stdout)
+    assert beside["rerun_of"] == job

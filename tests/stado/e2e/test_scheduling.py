@@ -6,9 +6,10 @@ import signal
 
 import pytest
 
+from stado import documents as d
 from stado.lookup import view
 
-from .support import Agent, machine_status, stado, status_json, submit, wait_for
+from .support import Agent, machine_status, run_until_idle, stado, status_json, submit, wait_for
 
 pytestmark = pytest.mark.parametrize("store_target", ["file"], indirect=True)
 
@@ -60,11 +61,42 @@ def test_priority_then_creation_order_across_three_agents_with_different_offers(
         # Priority first: no job this agent could run and that outranked this one was still waiting when it
         # claimed this one (another agent may have taken it earlier).
         assert not [k for k in mine if k["priority"] > job["priority"]], job
-        # Then creation time, up to the shuffled head of the index (max(4 x free slots, 8) entries: agents
-        # polling together do not all race for the same first job): an older job of the same priority still
-        # waiting when this one was claimed was among the first 8 entries with it.
+        # Then creation time: no older job of the same priority was still waiting when this one was claimed.
         older = [k for k in mine if k["priority"] == job["priority"] and k["id"] < job["id"]]
-        assert len(older) < 8, (job, older)
+        assert not older, (job, older)
+
+
+def test_one_agent_starts_jobs_of_equal_priority_in_submission_order(stado_env, tmp_path):
+    ledger = tmp_path / "ledger"
+    ids = [submit(stado_env, f"echo {n} >> {ledger}") for n in range(10)]
+    urgent = submit(stado_env, f"echo urgent >> {ledger}", "--priority", "5")
+    agent = run_until_idle(stado_env, tmp_path, "--slots", "1")
+    assert agent.returncode == 0, agent.log()
+    assert ledger.read_text().split() == ["urgent"] + [str(n) for n in range(10)]
+    claimed = [machine_status(stado_env, job)["claimed_at"] for job in ids]
+    assert claimed == sorted(claimed) and urgent
+
+
+def test_with_four_agents_no_job_starts_before_an_earlier_one_of_its_priority_is_claimed(stado_env, tmp_path):
+    ledger = tmp_path / "ledger"
+    # Each job notes when it started, on the clock the agents' claimed_at comes from (one host).
+    jobs = [(submit(stado_env, f"echo $WC_JOB_ID $(date +%s.%N) >> {ledger}; sleep 0.05", "--priority",
+                    str(5 * (n % 2))), 5 * (n % 2)) for n in range(40)]
+    agents = [Agent(stado_env, tmp_path, "--until-idle", "--slots", "1", name=f"a{n}", host=f"h{n}") for n in range(4)]
+    try:
+        codes = [a.wait(timeout=120) for a in agents]
+    finally:
+        for a in agents:
+            a.stop()
+    assert codes == [0] * 4, [a.log()[-2000:] for a in agents]
+    started = {job: float(at) for job, at in (line.split() for line in ledger.read_text().splitlines())}
+    claimed = {job: d.parse_iso(machine_status(stado_env, job)["claimed_at"]) for job, _ in jobs}
+    assert len(started) == len(jobs) and len({machine_status(stado_env, j)["instance_ref"] for j, _ in jobs}) > 1
+    for job, priority in jobs:
+        # An earlier job of the same priority (ids sort by creation) had been claimed when this one started.
+        earlier = [k for k, p in jobs if p == priority and k < job]
+        assert all(claimed[k] <= started[job] for k in earlier), (job, [k for k in earlier
+                                                                         if claimed[k] > started[job]])
 
 
 def test_accelerator_variables_name_the_devices_reserved_for_the_job(stado_env, tmp_path):
@@ -100,6 +132,7 @@ def test_a_job_no_live_agent_can_ever_admit_is_reported_unschedulable(stado_env,
     aws = submit(stado_env, "echo never", "--provider", "aws,gcp")
     spot = submit(stado_env, "echo never", "--spot", "require")
     free_only = submit(stado_env, "echo never", "--cost-cap", "0")
+    advisory = submit(stado_env, "echo advisory", "--cost-cap", "0", "--cost-cap-advisory")
     fits = submit(stado_env, "echo fits", "--memory", "1G", "--accelerators", "1", "--spot", "never")
     agents = [Agent(stado_env, tmp_path, "--memory", "8G", "--accelerators", "2", "--price-per-hour", "0.5",
                     name="a", host="small"),
@@ -118,12 +151,15 @@ def test_a_job_no_live_agent_can_ever_admit_is_reported_unschedulable(stado_env,
                   "local@small: allows providers aws, gcp, this agent is local"],
             spot: ["local@large: requires a spot machine, this agent is not spot",
                    "local@small: requires a spot machine, this agent is not spot"],
+            # A cap is judged by a price: the priced agent costs more than $0, the other declares no price.
+            free_only: ["local@large: has a cost cap of $0, this agent declares no price (--price-per-hour), so its "
+                        "cost cannot be judged", "local@small: has a cost cap of $0, this agent costs $0.5/hour"],
         }
         for job, reasons in expected.items():
             assert rows[job]["state"] == "queued" and rows[job]["unschedulable"] == "; ".join(reasons), rows[job]
-        # A $0 cap is refused by the priced agent only: the free one can run it, so it is not unschedulable.
-        wait_for(lambda: machine_status(stado_env, free_only)["state"] == "completed", message="free job done")
-        assert machine_status(stado_env, free_only)["instance_ref"] == "local@large"
+        # An advisory cap may run where no price judges it (the large agent), never past it (the small one).
+        wait_for(lambda: machine_status(stado_env, advisory)["state"] == "completed", message="advisory job done")
+        assert machine_status(stado_env, advisory)["instance_ref"] == "local@large"
         table = stado(stado_env, "status").stdout
         assert (f"unschedulable: {huge}: no live agent can run it (local@large: needs 99999G of memory, this agent "
                 "has 64G; local@small: needs 99999G of memory, this agent has 8G)") in table
@@ -157,6 +193,8 @@ def test_the_cost_cap_stops_a_job_after_about_two_seconds(stado_env, tmp_path):
     assert machine_status(stado_env, cheap)["cost_usd"] < 0.01
     assert f"{job}: its cost passed its cap of $0.01" in agent.log()
     assert "failed (cost_cap)" in stado(stado_env, "status").stdout
+    # Its own exit status in the one table, not the 143 of an ordinary SIGTERM.
+    assert stado(stado_env, "job", "watch", job, ok=False).returncode == 119
 
 
 def test_an_agent_fires_a_schedule_by_the_clock(stado_env, tmp_path, store):

@@ -14,38 +14,9 @@ import pytest
 
 from stado import keys
 
-from ..storekit import StoreTarget
-from ..throttle import ThrottledProxy
-from .support import STADO, Agent, machine_status, run_until_idle, stado, submit, wait_for
+from .support import MB, STADO, Agent, machine_status, produce, run_until_idle, stado, submit, wait_for
 
-MB = 1_000_000
 s3_only = pytest.mark.parametrize("store_target", ["s3"], indirect=True)
-
-
-@pytest.fixture
-def slow(store_target, seaweedfs, make_stado_env, tmp_path):
-    """(proxy, env(**options)): a throttling proxy in front of the test's SeaweedFS, and the environment of a
-    `stado` that reaches the same store through it with extra STADO_CONFIG options."""
-    proxy = ThrottledProxy.for_endpoint(seaweedfs.endpoint)
-    made = []
-
-    def env(**options) -> dict:
-        target = StoreTarget("s3", store_target.url, {**store_target.options, "endpoint": proxy.endpoint, **options},
-                             store_target.env)
-        made.append(target)
-        return make_stado_env(target, tmp_path / f"slow-env-{len(made)}")
-
-    yield proxy, env
-    proxy.close()
-
-
-def _produce(env, tmp_path, store, size: int, name: str = "big.bin") -> tuple[str, str]:
-    """A completed job (run straight against the store) that produced one artifact of `size` random bytes."""
-    job = submit(env, f"head -c {size} /dev/urandom > {name} && $STADO_BIN artifact put {name}")
-    agent = run_until_idle(env, tmp_path, name="producer")
-    assert machine_status(env, job)["state"] == "completed", agent.log()
-    [entry] = json.loads(store.get(f"status/{job}/manifest.json").data)["artifacts"]
-    return job, entry["sha256"]
 
 
 def _sha256(path) -> str:
@@ -59,7 +30,7 @@ def _sha256(path) -> str:
 @s3_only
 def test_results_of_50_mb_at_5_mb_per_s_completes_with_a_2_s_request_timeout(stado_env, slow, tmp_path, store):
     proxy, slow_env = slow
-    job, sha = _produce(stado_env, tmp_path, store, 50 * MB)
+    job, sha = produce(stado_env, tmp_path, store, 50 * MB)
     proxy.rate = 5 * MB
     out = tmp_path / "out"
     master, terminal = pty.openpty()  # stderr on a terminal: progress is shown there
@@ -91,7 +62,7 @@ def _drain(fd, into):
 def test_a_results_transfer_that_stops_moving_is_ended_after_the_stall_window_and_resumes(stado_env, slow, tmp_path,
                                                                                          store):
     proxy, slow_env = slow
-    job, sha = _produce(stado_env, tmp_path, store, 20 * MB)
+    job, sha = produce(stado_env, tmp_path, store, 20 * MB)
     proxy.rate = 5 * MB
     env = slow_env(timeout=2, stall_timeout=2)
     out = tmp_path / "out"
@@ -105,10 +76,15 @@ def test_a_results_transfer_that_stops_moving_is_ended_after_the_stall_window_an
     assert proc.returncode == 4, err
     assert len(err.strip().splitlines()) == 1 and "stopped moving" in err and "no bytes moved for 2 s" in err, err
     assert 2 - 0.5 <= ended_after < 10, ended_after  # the window runs from the last range in (1/8 of it)
+    _resumes(proxy, env, job, out, sha)
+
+
+def _resumes(proxy, env, job, out, sha) -> None:
+    """What an interrupted `stado results` of a 20 MB artifact kept in `out` is taken up by the next run, once
+    the link moves again: only the rest crosses it."""
     [partial] = [p for p in out.glob(".stado-partial-*") if p.suffix != ".json"]
     kept = partial.stat().st_size
     assert kept > 2 * MB
-
     proxy.resume()
     before = proxy.down
     stado(env, "results", job, str(out))
@@ -116,14 +92,24 @@ def test_a_results_transfer_that_stops_moving_is_ended_after_the_stall_window_an
     assert proxy.down - before < 20 * MB - kept + 2 * MB, "the second run fetched only what the first had not"
 
 
+def _consumer(stado_env, slow, tmp_path, store, command: str, *, size: int, rate: float, **options):
+    """(consumer job, its input's SHA-256, agent): a job whose input of `size` bytes (big.bin, made by a producer
+    that has run) comes to an agent through the throttled link at `rate` bytes/s; the agent's STADO_CONFIG has
+    `options` too."""
+    proxy, slow_env = slow
+    producer, sha = produce(stado_env, tmp_path, store, size)
+    consumer = submit(stado_env, command, "--input", f"{producer}:big.bin")
+    proxy.rate = rate
+    return consumer, sha, Agent(slow_env(timeout=2, **options), tmp_path, name="consumer")
+
+
 @s3_only
 def test_an_input_download_that_stalls_resumes_where_it_stopped(stado_env, slow, tmp_path, store):
-    proxy, slow_env = slow
-    producer, sha = _produce(stado_env, tmp_path, store, 20 * MB)
+    proxy = slow[0]
     seen = tmp_path / "seen.txt"
-    consumer = submit(stado_env, f"sha256sum big.bin > {seen}", "--input", f"{producer}:big.bin")
-    proxy.rate = 2.5 * MB  # 8 s for the whole input: time to catch it half way
-    agent = Agent(slow_env(timeout=2, stall_timeout=1.5), tmp_path, name="consumer")
+    # 8 s for the whole input: time to catch it half way
+    consumer, sha, agent = _consumer(stado_env, slow, tmp_path, store, f"sha256sum big.bin > {seen}", size=20 * MB,
+                                     rate=2.5 * MB, stall_timeout=1.5)
     try:
         wait_for(lambda: proxy.down > 5 * MB, timeout=60, message="5 MB of the input through the proxy")
         # The download stops moving; the agent's small requests (renewals) still pass. (A renewal whose
@@ -146,12 +132,10 @@ def test_an_input_download_that_stalls_resumes_where_it_stopped(stado_env, slow,
 
 @s3_only
 def test_the_agent_renews_and_honours_sigterm_while_an_input_arrives(stado_env, slow, tmp_path, store):
-    proxy, slow_env = slow
-    producer, sha = _produce(stado_env, tmp_path, store, 12 * MB)
+    proxy = slow[0]
     seen = tmp_path / "seen.txt"
-    consumer = submit(stado_env, f"sha256sum big.bin > {seen}", "--input", f"{producer}:big.bin")
-    proxy.rate = 2 * MB
-    agent = Agent(slow_env(timeout=2), tmp_path, name="consumer")
+    consumer, sha, agent = _consumer(stado_env, slow, tmp_path, store, f"sha256sum big.bin > {seen}", size=12 * MB,
+                                     rate=2 * MB)
     try:
         wait_for(lambda: proxy.down > 2 * MB, timeout=60, message="the input arriving")
         pulses = set()
@@ -320,3 +304,64 @@ def test_the_agent_uploads_only_names_results_accepts_and_reports_the_rest(stado
     assert "'linked' was not uploaded by the agent" in got.stderr
     output = stado(stado_env, "job", "watch", job).stdout
     assert "[stado] artifact ' padded' not uploaded" in output and "[stado] artifact 'linked' not uploaded" in output
+
+
+@s3_only
+def test_a_results_transfer_that_stops_moving_is_shown_stalled_until_ctrl_c_and_then_resumes(stado_env, slow,
+                                                                                            tmp_path, store):
+    """No stall limit by default: the transfer stays, shown stalled with its bytes and seconds, until the user
+    stops it; what arrived is kept for the next run."""
+    proxy, slow_env = slow
+    job, sha = produce(stado_env, tmp_path, store, 20 * MB)
+    proxy.rate = 5 * MB
+    env = slow_env(timeout=2)
+    out = tmp_path / "out"
+    master, terminal = pty.openpty()
+    shown = []
+    threading.Thread(target=lambda: _drain(master, shown), daemon=True).start()
+    proc = subprocess.Popen([STADO, "results", job, str(out)], env=env, stdout=subprocess.DEVNULL, stderr=terminal)
+    try:
+        wait_for(lambda: proxy.down > 6 * MB, timeout=60, message="6 MB through the proxy")
+        proxy.stall()
+        text = lambda: b"".join(shown).decode(errors="replace")  # noqa: E731
+        found = wait_for(lambda: re.findall(r"stalled at ([\d.]+) MB of 20\.0 MB: no bytes moved for (\d+) s", text()),
+                         timeout=30, message="the stall shown")
+        wait_for(lambda: any(int(s) >= 4 for _, s in re.findall(r"stalled at ([\d.]+) MB of 20\.0 MB: no bytes moved "
+                                                                 r"for (\d+) s", text())),
+                 timeout=30, message="four seconds of it")
+        assert proc.poll() is None, "no clock ended it"
+        assert float(found[0][0]) > 2 and "Ctrl-C stops it" in text()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(terminal)
+    _resumes(proxy, env, job, out, sha)
+
+
+@s3_only
+def test_an_input_fetch_that_stops_moving_is_shown_stalled_in_the_job_output_and_cancelled_by_name(stado_env, slow,
+                                                                                                 tmp_path, store):
+    proxy = slow[0]
+    seen = tmp_path / "seen"
+    consumer, _, agent = _consumer(stado_env, slow, tmp_path, store, f"echo ran > {seen}", size=12 * MB, rate=2 * MB)
+
+    def output() -> str:
+        return b"".join(store.get(e.key).data for e in store.list(keys.output_prefix(consumer))).decode()
+
+    try:
+        wait_for(lambda: proxy.down > 3 * MB, timeout=60, message="the input arriving")
+        proxy.stall(bulk_over=1 * MB)  # the fetch stops moving; renewals still pass
+        wait_for(lambda: re.search(r"\[stado\] fetching inputs: stalled at [\d.]+ MB of 12\.0 MB: no bytes moved for "
+                                   r"([3-9]|\d\d+) s", output()), timeout=60, message="the stall in the job's output")
+        assert f"`stado cancel {consumer}` stops it" in output()
+        assert machine_status(stado_env, consumer)["state"] == "running"  # claimed, waiting, not given up
+        assert "stopped moving" not in agent.log()
+        stado(stado_env, "cancel", consumer)
+        wait_for(lambda: machine_status(stado_env, consumer)["terminal"], timeout=30, message="the cancel settled")
+        assert machine_status(stado_env, consumer)["state"] == "cancelled"
+        assert agent.proc.poll() is None and not seen.exists()
+    finally:
+        proxy.resume()
+        agent.stop()
