@@ -301,7 +301,7 @@ class Supervisor(LeaseKeeping):
         lean_wake = self._lean_wake(until, now)
         if self.look_due or lean_wake is not None:
             self._take_turn(now, self.snap)  # the round first: its holder stays in Python form
-        if lean_wake is not None and not self.holds_round:
+        if lean_wake is not None and not self.holds_round and self.db.since is None:  # (trouble: retry in Python)
             self._turn_lean(lean_wake)  # returns only if it could not
         wake = now + jitter(self._poll_gap(), 1.0, 1.5) if self.holds_round else max(now, self.next_renew)
         try:

@@ -272,3 +272,17 @@ def test_a_database_replaced_while_a_waiter_is_lean_is_never_written(jobman):
     log = (jobman.home / "logs" / job / "supervisor.log").read_text()
     assert "was deleted or replaced while the job waited" in log, log
     assert jobman.state(job)["phase"] == "waiting"  # the new file's copy of the job was left untouched
+
+
+def test_jobman_lean_wait_0_keeps_a_waiter_in_python_form(jobman):
+    holder, _ = paused_waiters(jobman, 1)
+    kept = jobman.run("true", opts=["--group", "paused"], env={**WINDOWS, "JOBMAN_LEAN_WAIT": "0"})
+    wait_for(lambda: jobman.state(kept)["waiting_for"] == "slot", timeout=10)
+    pid = jobman.state(kept)["supervisor_pid"]
+    deadline = time.time() + 1.5  # five rounds
+    while time.time() < deadline:
+        assert argv0(pid) not in (b"jobman-wait", None)
+        time.sleep(0.1)
+    assert jobman.show(kept)["supervisor"]["form"] == "python"
+    jobman("group", "set", "paused", "--limit", "2", check=True)
+    assert jobman("wait", "-q", kept, holder, timeout=30).returncode == 0
