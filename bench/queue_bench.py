@@ -198,7 +198,7 @@ class JobmanQueue:
                              ("submitting", "starting", "waiting", "running"))
             if not unfinished:
                 break
-            time.sleep(0.1)
+            time.sleep(0.1 if size <= 2000 else 0.5)  # (counting 10,000 rows ten times a second costs 3% of a core)
         took = time.monotonic() - start
         return {"seconds": round(took, 2), "ms_per_job": round(1000 * took / size, 1), "outcomes": counts}
 
