@@ -22,6 +22,7 @@ commands:
   restart JOB [--with-dependents]     submit a finished job again (and its dependency_failed dependents)
   signal JOB SIG                      send a signal to every process of a running job
   hold JOB... / release JOB...        keep jobs that have not started from starting / let them go
+  priority JOB N                      move a job that has not started to priority N in its group's line
   group set NAME --limit N | list | rm NAME
                                       concurrency groups
   reconcile                           explain abandoned jobs (every command also does this)
@@ -102,13 +103,18 @@ def _version() -> str:
 
 
 def _storage_trouble(error: Exception) -> str | None:
-    """One line for a database that cannot be used now (busy, full, read-only, failing), or None."""
-    if "sqlite3" not in sys.modules:
+    """One line for a database that cannot be used (busy, full, read-only, failing, damaged, a table missing),
+    or None for any other error."""
+    sqlite3 = sys.modules.get("_sqlite3")  # SQLite's C module, which jobman loads without the sqlite3 package
+    if sqlite3 is None or not isinstance(error, sqlite3.DatabaseError):
         return None
     from .dbretry import trouble
+    from .home import db_path, home_dir
+    from .store.schema import explain
 
-    reason = trouble(error)
-    return None if reason is None else f"the jobman database cannot be used now: {reason} ({error})"
+    if getattr(error, "sqlite_errorcode", 0) & 0xFF in (5, 6):  # busy, locked: someone else holds it, for now
+        return f"the jobman database cannot be used now: {trouble(error)} ({error}); run the command again"
+    return str(explain(db_path(home_dir()), error))
 
 
 def _error(message: str) -> None:
@@ -412,4 +418,5 @@ COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, 
             "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": _elsewhere("cmd_group"),
             "prune": _elsewhere("cmd_prune"), "restart": _elsewhere("cmd_restart"), "signal": _elsewhere("cmd_signal"),
             "hold": _elsewhere("cmd_hold"), "release": _elsewhere("cmd_release"),
+            "priority": _elsewhere("cmd_priority"),
             "completion": _elsewhere("cmd_completion"), "__jobs": _elsewhere("cmd_jobs_words")}

@@ -19,12 +19,13 @@ FLAGS = {
     "signal": "--json",
     "hold": "--json",
     "release": "--json",
+    "priority": "--json",
     "group": "--limit --json",
     "reconcile": "--json",
     "prune": "--older-than --succeeded --json",
     "completion": "",
 }
-TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release")
+TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release", "priority")
 JOBS_SHOWN = 200  # handles and names offered for a JOB argument
 
 BASH = """# jobman completion for bash: eval "$(jobman completion bash)"

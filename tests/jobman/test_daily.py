@@ -108,6 +108,24 @@ def test_prune_succeeded_keeps_the_failures(jobman):
     assert [j["id"] for j in json.loads(jobman("list", "--json", check=True).stdout)] == [bad]
 
 
+def test_prune_named_jobs_removes_those_or_nothing(jobman, tmp_path):
+    """Issue 23: `jobman prune JOB...` removes the jobs named (and their logs), all of them or none."""
+    first, second, third = (jobman.run("true") for _ in range(3))
+    gate = tmp_path / "gate"
+    running = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    jobman("wait", first, second, third, check=True)
+    refused = jobman("prune", first, running)
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1 and "nothing was removed" in \
+        refused.stderr, refused.stderr
+    assert jobman.count_jobs() == 4
+    assert json.loads(jobman("prune", first, "--json", check=True).stdout) == [first]
+    assert not (jobman.home / "logs" / first).exists() and (jobman.home / "logs" / second).exists()
+    assert jobman("prune", "nosuchjob").returncode == 2
+    assert {j["id"] for j in json.loads(jobman("list", "--json", check=True).stdout)} == {second, third, running}
+    gate.touch()
+    jobman("wait", running, check=True)
+
+
 def test_on_finish_hook_gets_the_outcome_and_cannot_change_it(jobman, tmp_path):
     out = tmp_path / "hook.out"
     hook = f'echo "$JOBMAN_JOB_ID $JOBMAN_JOB_HANDLE $JOBMAN_OUTCOME $JOBMAN_EXIT_CODE" >> {out}; exit 9'

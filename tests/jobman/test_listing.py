@@ -146,3 +146,20 @@ def test_a_long_queue_lists_its_newest_hundred_waiting_jobs_and_says_how_many_mo
     assert len(json.loads(jobman("list", "--active", "--json", check=True).stdout)) == 106
     assert len(json.loads(jobman("list", "--all", "--json", check=True).stdout)) == 107
     jobman("cancel", running_job, check=True)
+
+
+def test_other_peoples_text_never_reaches_the_terminal_as_control(jobman):
+    """Issue 23: a command containing an escape sequence retitled the terminal through list and show, and a newline
+    split a row of the table. Shown escaped, one line per job; --json and logs stay byte-exact."""
+    hostile = "echo '\x1b]0;pwned\x07'; printf 'two\\nlines'"
+    job = jobman.run("sh", "-c", hostile, "x\ny")
+    jobman("wait", job)
+    listed = jobman("list", check=True).stdout
+    shown = jobman("show", job, check=True).stdout
+    for out in (listed, shown):
+        assert "\x1b" not in out and "\x07" not in out, out
+        assert "\\e]0;pwned\\x07" in out, out
+    row = [line for line in listed.splitlines() if "pwned" in line]
+    assert len(row) == 1 and "x\\ny" in row[0], listed            # the argument's newline did not split the row
+    assert json.loads(jobman("show", job, "--json", check=True).stdout)["spec"]["argv"][-2:] == [hostile, "x\ny"]
+    assert "\x1b]0;pwned\x07" in jobman("logs", job, check=True).stdout  # the job's output as it wrote it

@@ -111,12 +111,14 @@ def dependencies(conn, job_id: str) -> list:
 
 
 def job(conn, job_id: str):
-    return conn.execute(
-        "SELECT j.*, s.* FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE j.id = ?", (job_id,)).fetchone()
+    """One job as `show` reads it: the same record `list` reads (its first attempt's start included), and every
+    column of its row."""
+    return conn.execute(f"SELECT j.*, s.*, {_FIRST_START} FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE j.id = ?",
+                        (job_id,)).fetchone()
 
 
-_LIST_COLUMNS = ("j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*,"
-                 " (SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at")
+_FIRST_START = "(SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at"
+_LIST_COLUMNS = "j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*, " + _FIRST_START
 PHASES = ("submitting", "starting", "waiting", "running", "finished")
 STATE_WORDS = PHASES + OUTCOMES + ("held",)  # what `jobman list --state` accepts
 
