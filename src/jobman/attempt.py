@@ -265,6 +265,7 @@ class Attempt:
             sup.wake_slot_waiters()
             return False
         sup.log(f"job finished {job_outcome}" + (f": {detail}" if detail else ""))
+        faults.hit("supervisor:before_wake")  # the outcome is committed; nobody has been rung
         sup.wake_after_finish()
         return True
 

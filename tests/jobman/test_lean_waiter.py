@@ -286,3 +286,23 @@ def test_jobman_lean_wait_0_keeps_a_waiter_in_python_form(jobman):
     assert jobman.show(kept)["supervisor"]["form"] == "python"
     jobman("group", "set", "paused", "--limit", "2", check=True)
     assert jobman("wait", "-q", kept, holder, timeout=30).returncode == 0
+
+
+def test_a_ring_lost_with_its_ringer_is_made_up_for_by_the_rounds_holder(jobman, tmp_path):
+    """The dependency's supervisor is killed between committing its outcome and ringing its dependent (fault
+    point supervisor:before_wake). The dependent waits lean with a fallback poll a minute away: the holder of
+    the lease round sees its reason to wait gone for two rounds and rings it."""
+    holder, _ = paused_waiters(jobman, 1)
+    gate = tmp_path / "gate"
+    first = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done",
+                       env={**WINDOWS, "JOBMAN_TEST_FAULT": "supervisor:before_wake"})
+    then = jobman.run("true", opts=["--after-success", first], env=WINDOWS)
+    wait_for(lambda: is_lean(jobman.state(then)["supervisor_pid"]), timeout=20)
+    gate.touch()
+    wait_for(lambda: jobman.state(first)["outcome"] == "succeeded", timeout=20)
+    started = time.time()
+    assert jobman("wait", then, timeout=30).returncode == 0
+    assert time.time() - started < 10  # a few 0.3 s rounds, not the minute of its own fallback poll
+    assert "rang 1 waiting job(s) whose reason to wait had gone" in \
+        (jobman.home / "logs" / holder / "supervisor.log").read_text()
+    jobman("cancel", holder, check=True)
