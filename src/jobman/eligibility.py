@@ -353,7 +353,7 @@ class Supervisor(LeaseKeeping):
             os.set_blocking(fd, True)  # bash's read must block; the description is ours alone (O_RDWR)
             os.set_inheritable(fd, True)
             # The database's descriptors are close-on-exec, and no statement is open: exec leaves no lock.
-            os.execv(lean.SHELL, lean.argv(timeout, fd, python))
+            os.execve(lean.SHELL, lean.argv(timeout, fd, python), lean.environment(os.environ))
         except OSError as e:
             os.set_inheritable(fd, False)
             os.set_blocking(fd, False)

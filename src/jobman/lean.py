@@ -25,9 +25,13 @@ SHELL = "/bin/bash"
 # for a leading '-', a login shell, or 'sh', POSIX mode).
 NAME = "jobman-wait"
 # -p: no BASH_ENV, no functions or SHELLOPTS from the environment, so nothing of the job's submitter
-# runs in it. $1 timeout, $2 doorbell fd, $3 python, $4 its -c code, the rest its arguments. Whatever
-# `read` returns (a ring, the timeout, an error), the next step is Python, which looks at the database.
-SCRIPT = 'read -r -t "$1" -N 1 _ <&"$2"; shift 2; exec "$@"'
+# runs in it. $1 timeout, $2 doorbell fd, the rest the command that brings Python back. Whatever `read`
+# returns (a ring, the timeout, an error), the next step is Python, which looks at the database. The C
+# locale saves each waiter 16 KiB (bash loads the UTF-8 one from LANG); it is lifted again before the
+# exec when the supervisor's own environment had no LC_ALL (C_LOCALE_MARK says so).
+C_LOCALE_MARK = "JOBMAN_WAIT_C_LOCALE"
+SCRIPT = ('read -r -t "$1" -N 1 _ <&"$2"; shift 2; '
+          f'if [ -n "${C_LOCALE_MARK}" ]; then unset LC_ALL {C_LOCALE_MARK}; fi; exec "$@"')
 
 
 def enabled(environ=os.environ) -> bool:
@@ -38,6 +42,13 @@ def enabled(environ=os.environ) -> bool:
 
 def argv(timeout: float, bell_fd: int, python_argv: list[str]) -> list[str]:
     return [NAME, "-p", "-c", SCRIPT, NAME, f"{max(timeout, 0.001):.3f}", str(bell_fd), *python_argv]
+
+
+def environment(environ) -> dict[str, str]:
+    """The lean form's environment: the supervisor's, in the C locale (see SCRIPT)."""
+    if "LC_ALL" in environ:
+        return dict(environ)
+    return {**environ, "LC_ALL": "C", C_LOCALE_MARK: "1"}
 
 
 def is_lean(pid: int) -> bool | None:

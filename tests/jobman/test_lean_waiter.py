@@ -28,6 +28,11 @@ def argv0(pid: int) -> bytes | None:
         return None
 
 
+def environ_of(pid: int) -> dict:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return dict(item.split("=", 1) for item in f.read().decode().split("\0") if item)
+
+
 def is_lean(pid: int) -> bool:
     return argv0(pid) == b"jobman-wait"
 
@@ -73,6 +78,7 @@ def test_a_lean_waiter_is_the_same_process_costs_little_and_wakes_takes_a_slot_a
     # exec kept what identity and the lease round check: the pid, the start time, the session.
     assert start_time(pid) == state["supervisor_start_time"] and os.getsid(pid) == pid
     assert os.readlink(f"/proc/{pid}/exe") == "/usr/bin/bash"
+    assert environ_of(pid)["LC_ALL"] == "C" and environ_of(pid)["JOBMAN_HOME"] == jobman.env["JOBMAN_HOME"]
     assert uss_kib(pid) < 512, uss_kib(pid)  # issue 21: at most 0.5 MiB (a Python supervisor is ~4.4 MiB)
     holder_pid = jobman.state(holder)["supervisor_pid"]
     assert not is_lean(holder_pid) and uss_kib(holder_pid) > 2048  # the round's holder stays in Python
@@ -183,6 +189,10 @@ def test_a_ring_while_the_waiter_changes_form_is_not_lost(jobman, tmp_path, poin
     wait_for(marker.exists, timeout=20, message=f"the supervisor to reach {point}")
     pid = jobman.state(job)["supervisor_pid"]
     assert not is_lean(pid)
+    if point == "supervisor:after_wake":  # back from bash (in the C locale) with its own environment (but
+        # for PWD, which bash sets to the directory it runs in, /, and `_`, which it drops: neither is jobman's)
+        expected = {k: v for k, v in {**jobman.env, **env}.items() if k not in ("PWD", "_")}
+        assert {k: v for k, v in environ_of(pid).items() if k not in ("PWD", "_")} == expected
     jobman("cancel", job, check=True)
     marker.unlink()
     state = jobman.wait_finished(job, timeout=10)
