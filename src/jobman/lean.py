@@ -2,13 +2,13 @@
 that blocks on the job's doorbell, and `exec`s back into Python when it is rung or its timer fires.
 
 Why: a waiting Python supervisor costs 4.4 MiB of unique memory, and a sweep keeps thousands waiting for
-days. bash blocked in `read -t` costs about 0.27 MiB and no CPU (measured: README, "A queue held and
+days. bash blocked in `read -t` costs 0.26 MiB and no CPU (measured: README, "A queue held and
 drained"). dash costs less (0.1 MiB) but has no timed read: its only timer would be an alarm armed
 before the exec, which kills it if it fires before dash has trapped it. bash's `read -t` arms its own.
 
 What stays true across both changes of form, because `exec` keeps them: the pid, the process start
-time, the session and process group, the parent, the environment, fds 0-2 (the supervisor log) and
-the doorbell's descriptor, which is why no ring is lost while the form changes: the FIFO stays open
+time, the session and process group, the parent, the environment (bash sets PWD to the directory it runs
+in and drops `_`; LC_ALL: see SCRIPT), fds 0-2 (the supervisor log) and the doorbell's descriptor, which is why no ring is lost while the form changes: the FIFO stays open
 the whole time, so a ring written meanwhile waits in it, and bash's `read` returns at once. What does
 not survive is everything in Python's memory: the resumed supervisor (jobman.supervisor.resume) reads
 it all back from the database, checks that the job is still its own (its supervisor id, its recorded
