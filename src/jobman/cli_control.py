@@ -2,7 +2,7 @@
 scripts: parse, call, render, as in jobman.cli (whose helpers they use; imported only when one runs)."""
 import sys
 
-from .cli import JSON_HELP, _duration, _parser, _print_json, _print_results
+from .cli import JSON_HELP, _duration, _parser, _print_json, _print_results, _text
 
 
 def cmd_restart(args: list[str]) -> int:
@@ -104,6 +104,14 @@ def cmd_jobs_words(args: list[str]) -> int:
     return 0
 
 
+def cmd_group_words(args: list[str]) -> int:
+    """Private: the group names --group completes to (for the completion scripts)."""
+    from .completion import group_words
+
+    sys.stdout.write("".join(f"{word}\n" for word in group_words()))
+    return 0
+
+
 def cmd_group(args: list[str]) -> int:
     p = _parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once; 0 pauses it.\n"
                 "The default group's limit starts at the number of CPUs.")
@@ -115,7 +123,7 @@ def cmd_group(args: list[str]) -> int:
     lst = sub.add_parser("list", help="groups with their limits and use")
     lst.add_argument("--json", action="store_true", help=JSON_HELP)
     rm = sub.add_parser("rm", help="remove a group no job belongs to (prune its finished jobs first)")
-    rm.add_argument("name")
+    rm.add_argument("name", type=_text("NAME"))
     rm.add_argument("--json", action="store_true", help=JSON_HELP)
     ns = p.parse_args(args)
     from . import admin, render

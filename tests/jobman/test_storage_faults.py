@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.helpers import alive, kill_all, wait_for
 from tests.jobman.conftest import Jobman
 from tests.jobman.mounts import fill, read_only_view, small_tmpfs
@@ -314,3 +316,27 @@ def test_damage_is_told_by_sqlite_and_exits_1(jobman, tmp_path):
     afile.write_text("")
     result = Jobman(afile)("list")
     assert result.returncode == 2 and "is a file, not a directory" in result.stderr
+
+
+READING = [["list"], ["list", "--json"], ["show", "JOB"], ["logs", "JOB"], ["wait", "JOB"], ["group", "list"]]
+
+
+@pytest.mark.parametrize("table", ["jobs", "job_state", "attempts", "events", "dependencies", "groups",
+                                   "handle_sequence", "lease_round"])
+def test_each_reading_command_on_a_database_missing_a_table(jobman, table):
+    """Issue 23: a database missing one of its tables made `jobman show` and `run` end in a traceback. Every
+    reading command either reads what is there, or says in one line (exit 1) that the database lacks part of its
+    schema; none writes, none tracebacks."""
+    job_id = jobman.run("true")
+    jobman("wait", job_id, check=True)
+    kill_all(jobman.processes())
+    with sqlite3.connect(jobman.home / "jobman.db") as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(f"DROP TABLE {table}")
+    for args in READING:
+        result = jobman(*[job_id if a == "JOB" else a for a in args])
+        assert "Traceback" not in result.stderr, (args, result.stderr)
+        assert result.returncode in (0, 1), (args, result.returncode, result.stderr)
+        if result.returncode == 1:
+            assert len(result.stderr.strip().splitlines()) == 1 and "lacks part of its schema" in result.stderr, \
+                (args, result.stderr)

@@ -78,6 +78,17 @@ def slot_waiters(conn, group: str, limit: int = -1) -> list[str]:
     return [r[0] for r in conn.execute(f"SELECT job_id {_LINE} LIMIT ?", (group, limit))]
 
 
+def unfinished(conn, group: str | None = None) -> list[str]:
+    """Every unfinished job (of `group`), in submission order."""
+    where, args = ("", ()) if group is None else (" AND j.group_name = ?", (group,))
+    return [r[0] for r in conn.execute("SELECT j.id FROM jobs j JOIN job_state s ON s.job_id = j.id"
+                                       f" WHERE s.phase != 'finished'{where} ORDER BY j.submitted_at, j.id", args)]
+
+
+def group_exists(conn, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone() is not None
+
+
 def group_of(conn, job_id: str) -> str:
     return conn.execute("SELECT group_name FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
 
