@@ -296,7 +296,8 @@ class Supervisor(LeaseKeeping):
             self._open_bell()
         # The fallback poll: long, jittered, and made at a lease renewal (the doorbell is what wakes a
         # waiter in time); never more often than the poll interval. The holder of the lease round wakes
-        # every renewal interval; a waiter that does not sleeps until its fallback poll.
+        # every renewal interval; a waiter that does not sleeps until its fallback poll, in its lean form
+        # (jobman.lean) unless it is about to need Python again (_lean_wake).
         self.in_line = True
         lean_wake = self._lean_wake(until, now)
         if self.look_due or lean_wake is not None:
@@ -352,7 +353,8 @@ class Supervisor(LeaseKeeping):
         try:
             os.set_blocking(fd, True)  # bash's read must block; the description is ours alone (O_RDWR)
             os.set_inheritable(fd, True)
-            # The database's descriptors are close-on-exec, and no statement is open: exec leaves no lock.
+            # The database's descriptors are close-on-exec: the exec closes them, and with them any lock a
+            # statement not yet reset held (a read mark); no transaction is open between our writes.
             os.execve(lean.SHELL, lean.argv(timeout, fd, python), lean.environment(os.environ))
         except OSError as e:
             os.set_inheritable(fd, False)
