@@ -73,7 +73,8 @@ bench: $(STAMP) bytecode bench-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/stado_bench.py
 
-# A queue held and drained at 100, 500 and 2,000 jobs, beside task-spooler and nq (about 15 minutes).
+# A queue held and drained at 100, 2,000 and 10,000 jobs, beside task-spooler and nq (about 45 minutes; it stops
+# submitting, with one line, while the machine has under 2 GiB available).
 bench-queue: $(STAMP) bytecode bench-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/queue_bench.py $(BENCH_ARGS)
 

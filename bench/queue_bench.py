@@ -1,19 +1,26 @@
 """A queue held and drained: jobman against task-spooler and nq. Run with `make bench-queue`.
 
-For each size (default 100, 500 and 2,000 `true` jobs):
-  1. hold: submit every job into a paused queue (jobman: a group of limit 0; tsp: one slot kept busy
-     by a gate job; nq: a gate job that the rest queue behind). Then measure, over an idle window,
-     the CPU time all of that queue's processes use per second (the scheduler's run time from
-     /proc/PID/schedstat, kernel time included), and their unique memory (USS).
+For each size (default 100, 2,000 and 10,000 `true` jobs):
+  1. hold: submit every job into a paused queue (jobman: a group of limit 0, with `jobman run --array`;
+     tsp: one slot kept busy by a gate job; nq: a gate job that the rest queue behind). Then measure, over an
+     idle window, the CPU time all of that queue's processes use per second (the scheduler's run time from
+     /proc/PID/schedstat, kernel time included), and their unique memory (USS); and, for jobman, `list`,
+     `show` and `wait` against a home where one job waits.
   2. drain: open the queue (jobman: limit 2; tsp: 2 slots; nq runs one at a time, it has no limit)
      and time until every job has ended; report seconds per job.
-Beside them, the floor of the design: as many bare Python processes that only wake at a supervisor's
-renewal cadence. Then `jobman list` and `jobman show` latency with 10,000 finished jobs against a database holding one.
+Beside them: submitting the same number from one shell loop of `jobman run` (a home of its own, killed
+afterwards); up to 2,000 jobs, the floor of the old design (as many bare Python processes that only wake at
+a supervisor's renewal cadence). Then `jobman list` and `jobman show` latency with 10,000 finished jobs
+against a database holding one.
 
 Every process of a contender carries BENCH_QUEUE=<tag> in its environment; that is how its processes
 are found. Results go to stdout (markdown) and bench/results/queue.json.
 
-    python bench/queue_bench.py [--sizes 100,500,2000] [--idle 20] [--skip-peers] [--skip-windows] [--skip-reading]
+    python bench/queue_bench.py [--sizes 100,2000,10000] [--idle 20] [--skip-peers] [--skip-windows] [--skip-reading]
+        [--skip-history] [--skip-loop] [--skip-floor]
+
+The memory guard: no submission (of any contender) starts while MemAvailable is under 2 GiB; the bench then
+says so in one line and goes on with what it has.
 """
 import json
 import os
@@ -33,6 +40,33 @@ BIN = Path(sys.executable).parent
 JOBMAN = str(BIN / "jobman")
 ROOT = Path(__file__).resolve().parent.parent
 SETTLE = 10.0  # seconds between the last submission and an idle window
+BATCH_PART = 1000  # jobs per `jobman run --array` of the hold (the memory guard looks between parts)
+LOOP_PART = 250  # submissions per shell loop of the loop measurement (the same)
+FLOOR_MAX = 2000  # the floor (a Python process per job) is not run above this: 10,000 would take ~35 GiB
+# The memory guard: no submission starts while the machine has less than this available, so that a heavy
+# waiting form (4.4 MiB per job before the lean form) can never take the machine down.
+MEMORY_FLOOR_MIB = 2048
+
+
+class OutOfMemory(Exception):
+    """Submitting stopped: the machine's available memory fell under MEMORY_FLOOR_MIB."""
+
+
+def mem_available_mib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
+def guard(done: int, total: int, what: str) -> None:
+    """Raise OutOfMemory (after one clear line) if submitting more could exhaust the machine's memory."""
+    available = mem_available_mib()
+    if available < MEMORY_FLOOR_MIB:
+        message = (f"bench: stopped submitting {what} at {done} of {total}: MemAvailable is {available} MiB, under"
+                   f" the {MEMORY_FLOOR_MIB} MiB floor")
+        print(message, file=sys.stderr, flush=True)
+        raise OutOfMemory(message)
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -78,15 +112,24 @@ def idle_cost(tag: str, seconds: float) -> dict:
             "loadavg_1m": round(max(loadavg_before, os.getloadavg()[0]), 2)}
 
 
-def _pool(argv_list, width: int, env: dict) -> list[subprocess.CompletedProcess]:
-    """Run the commands `width` at a time; every result, in order."""
+def _pool(argv_list, width: int, env: dict, what: str = "jobs") -> list[subprocess.CompletedProcess]:
+    """Run the commands `width` at a time; every result, in order (those never started, after the memory guard
+    stopped submitting, are missing from the end)."""
     results = [None] * len(argv_list)
     running = {}
     pending = list(enumerate(argv_list))
     while pending or running:
         while pending and len(running) < width:
+            if pending[0][0] % 20 == 0:
+                try:
+                    guard(pending[0][0], len(argv_list), what)
+                except OutOfMemory:
+                    pending = []
+                    break
             i, argv = pending.pop(0)
             running[i] = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not running:
+            break
         done = next(iter(running))
         p = running.pop(done)
         out, err = p.communicate()
@@ -97,8 +140,8 @@ def _pool(argv_list, width: int, env: dict) -> list[subprocess.CompletedProcess]
 # --- jobman -------------------------------------------------------------------------------------------
 
 class JobmanQueue:
-    def __init__(self, root: Path, size: int, windows: dict | None = None):
-        label = f"{size}-" + "-".join(f"{k}{v}" for k, v in (windows or {}).items())
+    def __init__(self, root: Path, size: int, windows: dict | None = None, label: str = ""):
+        label = f"{size}-{label}" + "-".join(f"{k}{v}" for k, v in (windows or {}).items())
         self.home = root / f"jobman-{label}"
         self.tag = f"jobman-{label}-{os.getpid()}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("JOBMAN_")}
@@ -117,16 +160,34 @@ class JobmanQueue:
                                      " FROM job_state GROUP BY 1").fetchall())
 
     def hold(self, size: int) -> dict:
+        """Submit `size` jobs into the paused group q with the batch form (jobman run --array), in parts of
+        BATCH_PART so that the memory guard is looked at between parts."""
         self.jobman("group", "set", "q", "--limit", "0")
-        start = time.monotonic()
-        results = _pool([[JOBMAN, "run", "--group", "q", "--", "true"] for _ in range(size)], 2, self.env)
-        took = time.monotonic() - start
-        failed = [r.stderr.strip() for r in results if r.returncode != 0]
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and self.counts().get("waiting:slot", 0) < size - len(failed):
+        submitted, failures, first_failure, took = 0, 0, None, 0.0
+        for first in range(1, size + 1, BATCH_PART):
+            try:
+                guard(first - 1, size, "jobman (batch)")
+            except OutOfMemory:
+                break
+            last = min(first + BATCH_PART - 1, size)
+            started = time.monotonic()
+            result = subprocess.run([JOBMAN, "run", "--array", f"{first}-{last}", "--group", "q", "--", "true"],
+                                    env=self.env, capture_output=True, text=True)
+            took += time.monotonic() - started
+            printed = len(result.stdout.split())
+            submitted += printed
+            if result.returncode != 0:
+                failures += last - first + 1 - printed
+                first_failure = first_failure or result.stderr.strip()
+        self.wait_in_line(submitted)
+        return {"submitted": submitted, "submit_failures": failures, "not_submitted": size - submitted - failures,
+                "first_failure": first_failure, "submit_seconds": round(took, 1),
+                "submit_seconds_per_job": round(took / max(submitted, 1), 4)}
+
+    def wait_in_line(self, count: int, limit: float = 300) -> None:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and self.counts().get("waiting:slot", 0) < count:
             time.sleep(0.5)
-        return {"submitted": size - len(failed), "submit_failures": len(failed),
-                "first_failure": failed[0] if failed else None, "submit_seconds_per_job": round(took / size, 4)}
 
     def drain(self, size: int) -> dict:
         start = time.monotonic()
@@ -137,7 +198,7 @@ class JobmanQueue:
                              ("submitting", "starting", "waiting", "running"))
             if not unfinished:
                 break
-            time.sleep(0.1)
+            time.sleep(0.1 if size <= 2000 else 0.5)  # (counting 10,000 rows ten times a second costs 3% of a core)
         took = time.monotonic() - start
         return {"seconds": round(took, 2), "ms_per_job": round(1000 * took / size, 1), "outcomes": counts}
 
@@ -150,21 +211,110 @@ class JobmanQueue:
         return {"supervisor_logs_with_traceback": tracebacks, "supervisor_logs_saying_locked": locked}
 
 
-def bench_jobman(root: Path, size: int, idle: float, windows: dict | None = None) -> dict:
+def bench_jobman(root: Path, size: int, idle: float, windows: dict | None = None, reading: bool = True) -> dict:
     q = JobmanQueue(root, size, windows)
     report = {"hold": q.hold(size)}
     time.sleep(SETTLE)  # let the last supervisors settle into their idle loop
     report["idle"] = q.idle_cost = idle_cost(q.tag, idle)
     report["idle"]["cpu_percent_per_1000_jobs"] = round(report["idle"]["cpu_percent"] * 1000 / size, 2)
+    report["idle"].update(waiter_memory(q.tag))
     report["after_idle"] = q.counts()
+    if reading:
+        report["reading"] = bench_reading_waiting(root, q)
     report["drain"] = q.drain(size)
     report.update(q.problems())
-    if not windows:  # the floor's database: this queue's, as it is now
+    if not windows and size <= FLOOR_MAX:  # the floor's database: this queue's, as it is now
         src = sqlite3.connect(q.home / "jobman.db")
         with sqlite3.connect(root / f"floor-{size}.db") as dst:
             src.backup(dst)
         src.close()
     shutil.rmtree(q.home, ignore_errors=True)
+    return report
+
+
+def waiter_memory(tag: str) -> dict:
+    """USS of the queue's lean waiters (bash blocked on a doorbell) and of its Python supervisors (the
+    lease round's holder, any waiter about to change form), apart."""
+    lean, python = [], []
+    for pid in tagged_pids(tag):
+        size = uss_kib(pid)
+        if size is not None:
+            (lean if cmdline(pid).startswith(b"jobman-wait\0") else python).append(size)
+    return {"lean_waiters": len(lean), "lean_uss_median_kib": round(statistics.median(lean)) if lean else 0,
+            "python_supervisors": len(python), "python_uss_total_mib": round(sum(python) / 1024, 1)}
+
+
+def bench_loop_submission(root: Path, size: int) -> dict:
+    """Submitting `size` jobs from a shell loop of `jobman run` (into a paused group of a home of its own,
+    whose processes are killed afterwards): what a sweep written as `for s in ...; do jobman run ...` pays."""
+    q = JobmanQueue(root, size, label="loop")
+    q.jobman("group", "set", "q", "--limit", "0")
+    took, done, failed = 0.0, 0, 0
+    try:
+        for first in range(0, size, LOOP_PART):
+            guard(first, size, "jobman (shell loop)")
+            count = min(LOOP_PART, size - first)
+            script = (f'i=0; while [ $i -lt {count} ]; do "{JOBMAN}" run --group q -- true > /dev/null || exit 1;'
+                      f' i=$((i+1)); done')
+            started = time.monotonic()
+            result = subprocess.run(["/bin/sh", "-c", script], env=q.env, capture_output=True, text=True)
+            took += time.monotonic() - started
+            if result.returncode != 0:
+                failed += 1
+                break
+            done += count
+    except OutOfMemory:
+        pass
+    finally:
+        for pid in tagged_pids(q.tag):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        shutil.rmtree(q.home, ignore_errors=True)
+    return {"submitted": done, "failed_loops": failed, "seconds": round(took, 1),
+            "ms_per_job": round(1000 * took / max(done, 1), 1)}
+
+
+def bench_reading_waiting(root: Path, q: JobmanQueue, rounds: int = 15) -> dict:
+    """`jobman list`, `show` and `wait` with the queue's jobs waiting, against a home where one job waits (and
+    one has finished, for `wait`), median of interleaved rounds."""
+    small = JobmanQueue(root, 1, label="reading")
+    small.jobman("group", "set", "q", "--limit", "0")
+    small.jobman("run", "--group", "q", "--", "true")
+    done_small = small.jobman("run", "--", "true").stdout.strip()
+    small.jobman("wait", done_small)
+    done_big = q.jobman("run", "--", "true").stdout.strip()
+    q.jobman("wait", done_big)
+    waiting_big = q.jobman("list", "--limit", "2", "--state", "waiting", "--json").stdout
+    waiting_big = json.loads(waiting_big)[0]["id"]
+    commands = {"jobman list": lambda done, waiting: ["list"],
+                "jobman show JOB": lambda done, waiting: ["show", waiting],
+                "jobman wait JOB (finished)": lambda done, waiting: ["wait", done]}
+    homes = {"one waiting": (small, done_small, small.jobman("list", "--json").stdout),
+             "the queue": (q, done_big, None)}
+    small_waiting = [j["id"] for j in json.loads(homes["one waiting"][2]) if j["phase"] == "waiting"][0]
+    ids = {"one waiting": (done_small, small_waiting), "the queue": (done_big, waiting_big)}
+    samples = {(label, name): [] for label in homes for name in commands}
+    for _ in range(rounds):
+        for label, (home, _, _) in homes.items():
+            for name, args in commands.items():
+                started = time.perf_counter()
+                subprocess.run([JOBMAN, *args(*ids[label])], env=home.env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+                samples[(label, name)].append(time.perf_counter() - started)
+    for pid in tagged_pids(small.tag):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    shutil.rmtree(small.home, ignore_errors=True)
+    report = {}
+    for name in commands:
+        one = statistics.median(samples[("one waiting", name)])
+        many = statistics.median(samples[("the queue", name)])
+        report[name] = {"one ms": round(one * 1000, 1), "queue ms": round(many * 1000, 1),
+                        "ratio": round(many / one, 2)}
     return report
 
 
@@ -198,8 +348,15 @@ def bench_floor(root: Path, size: int, idle: float) -> dict:
     for name, code, args in (("bare", FLOOR, [[]] * size), ("renewing", FLOOR_RENEWING, [[str(db), j] for j in jobs])):
         tag = f"floor-{name}-{size}-{os.getpid()}"
         env = {**os.environ, "BENCH_QUEUE": tag}
-        procs = [subprocess.Popen([sys.executable, "-I", "-S", "-c", code, *a], env=env, stdin=subprocess.DEVNULL,
-                                  start_new_session=True) for a in args]
+        procs = []
+        try:
+            for n, a in enumerate(args):
+                if n % 100 == 0:
+                    guard(n, len(args), f"the floor ({name})")
+                procs.append(subprocess.Popen([sys.executable, "-I", "-S", "-c", code, *a], env=env,
+                                              stdin=subprocess.DEVNULL, start_new_session=True))
+        except OutOfMemory:
+            pass
         try:
             time.sleep(SETTLE)
             cost = idle_cost(tag, idle)
@@ -231,10 +388,17 @@ def bench_tsp(root: Path, size: int, idle: float) -> dict:
         tsp("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
         start = time.monotonic()
         for n in range(size):
+            if n % 100 == 0:
+                try:
+                    guard(n, size, "tsp")
+                except OutOfMemory:
+                    report["stopped_at"] = n
+                    return report
             try:
                 tsp("true")
             except subprocess.TimeoutExpired:
                 report["stuck_at"] = n  # the server takes no more clients: it cannot hold this queue
+                report["submit_seconds_per_job"] = round((time.monotonic() - start - 20) / max(n, 1), 4)
                 return report
         report["submit_seconds_per_job"] = round((time.monotonic() - start) / size, 4)
         time.sleep(1.0)
@@ -281,8 +445,15 @@ def bench_nq(root: Path, size: int, idle: float) -> dict:
     subprocess.run(["nq", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"], env=env,
                    capture_output=True, check=True)
     start = time.monotonic()
-    for _ in range(size):
+    submitted = 0
+    for n in range(size):
+        if n % 100 == 0:
+            try:
+                guard(n, size, "nq")
+            except OutOfMemory:
+                break
         subprocess.run(["nq", "true"], env=env, capture_output=True, check=True)
+        submitted += 1
     submit = time.monotonic() - start
     time.sleep(1.0)
     waiting = [p for p in tagged_pids(tag) if cmdline(p) and b"sleep" not in cmdline(p) and b"while" not in cmdline(p)]
@@ -291,7 +462,8 @@ def bench_nq(root: Path, size: int, idle: float) -> dict:
     gate.touch()
     subprocess.run(["nq", "-w"], env=env, capture_output=True)
     took = time.monotonic() - start
-    return {"submit_seconds_per_job": round(submit / size, 4), "idle_waiting_processes": cost,
+    return {"submitted": submitted, "submit_seconds": round(submit, 1),
+            "submit_seconds_per_job": round(submit / max(submitted, 1), 4), "idle_waiting_processes": cost,
             "drain_one_at_a_time": {"seconds": round(took, 2), "ms_per_job": round(1000 * took / size, 1)}}
 
 
@@ -371,15 +543,34 @@ def render(report: dict) -> str:
     m = report["machine"]
     lines = [f"Measured {m['date']} on {m['cpus']} CPUs ({m['cpu']}, {m['mem_gib']} GiB), Python {m['python']},"
              f" Linux {m['kernel']}; idle window {report['idle_seconds']} s.", ""]
-    lines += ["| waiting jobs | submit failures | idle CPU, all supervisors | per 1,000 jobs | USS per supervisor"
-              " | drain per job (limit 2) | outcomes | logs with a traceback |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["| waiting jobs | submitted (batch) | submission failures | submit, batch form | idle CPU, all of"
+              " jobman | USS per lean waiter | USS, all of jobman | drain per job (limit 2) | outcomes |"
+              " logs with a traceback |", "|---|---|---|---|---|---|---|---|---|---|"]
     for size, r in report["jobman"].items():
-        per_1000 = r["idle"]["cpu_percent"] * 1000 / int(str(size).split()[0])
-        r["idle"]["cpu_percent_per_1000_jobs"] = round(per_1000, 2)
-        lines.append(f"| {size} | {r['hold']['submit_failures']} | {r['idle']['cpu_percent']}% |"
-                     f" {r['idle']['cpu_percent_per_1000_jobs']}% | {r['idle']['uss_median_kib'] / 1024:.2f} MiB |"
-                     f" {r['drain']['ms_per_job']} ms | {r['drain']['outcomes']} |"
+        idle, hold = r["idle"], r["hold"]
+        lines.append(f"| {size} | {hold['submitted']} | {hold['submit_failures']} | {hold['submit_seconds']} s |"
+                     f" {idle['cpu_percent']}% | {idle.get('lean_uss_median_kib', 0)} KiB |"
+                     f" {idle['uss_total_mib']} MiB | {r['drain']['ms_per_job']} ms | {r['drain']['outcomes']} |"
                      f" {r['supervisor_logs_with_traceback']} |")
+    if report.get("loop"):
+        lines += ["", "| submitting N jobs | jobman, one shell loop of `jobman run` | jobman, batch form |"
+                      " tsp, one loop | nq, one loop |", "|---|---|---|---|---|"]
+        for size, r in report["loop"].items():
+            batch = report["jobman"].get(size, {}).get("hold", {})
+            tsp = report.get("tsp", {}).get(size, {})
+            nq = report.get("nq", {}).get(size, {})
+            tsp_text = ("-" if not tsp else f"cannot: stuck at {tsp['stuck_at'] + 1}" if "stuck_at" in tsp
+                        else f"{tsp['submit_seconds_per_job'] * size:.1f} s")
+            nq_text = f"{nq['submit_seconds']} s" if nq else "-"
+            lines.append(f"| {size} | {r['seconds']} s ({r['ms_per_job']} ms each) | {batch.get('submit_seconds')} s |"
+                         f" {tsp_text} | {nq_text} |")
+    reading = {size: r["reading"] for size, r in report["jobman"].items() if r.get("reading")}
+    if reading:
+        lines += ["", "| reading, N waiting against 1 | " + " | ".join(str(s) for s in reading) + " |",
+                  "|---|" + "---|" * len(reading)]
+        for name in next(iter(reading.values())):
+            lines.append(f"| `{name}` | " + " | ".join(f"{r[name]['queue ms']} ms vs {r[name]['one ms']} ms"
+                                                      f" ({r[name]['ratio']}x)" for r in reading.values()) + " |")
     if report.get("floor"):
         lines += ["", "| floor of the design, one Python process per job waking every 4-5 s | idle CPU | per 1,000 |"
                       " USS each |", "|---|---|---|---|"]
@@ -391,9 +582,10 @@ def render(report: dict) -> str:
     if report.get("tsp"):
         lines += ["", "| peer, same queue | idle CPU | memory (USS) | drain per job |", "|---|---|---|---|"]
         for size, r in report["tsp"].items():
-            if "stuck_at" in r:
-                lines.append(f"| tsp, {size} queued | - | - | cannot hold it: submission {r['stuck_at'] + 1} never"
-                             f" returned (the server takes no more clients) |")
+            if "stuck_at" in r or "stopped_at" in r:
+                lines.append(f"| tsp, {size} queued | - | - | cannot hold it: submission"
+                             f" {r.get('stuck_at', r.get('stopped_at', 0)) + 1} never returned (the server takes no"
+                             f" more clients) |")
                 continue
             w = r["idle"]
             lines.append(f"| tsp, {size} queued (server + {w['processes'] - 1} waiting clients) | {w['cpu_percent']}% |"
@@ -411,7 +603,7 @@ def render(report: dict) -> str:
 
 def main() -> int:
     args = sys.argv[1:]
-    sizes = [100, 500, 2000]
+    sizes = [100, 2000, 10000]
     idle = 20.0
     if "--sizes" in args:
         sizes = [int(s) for s in args[args.index("--sizes") + 1].split(",")]
@@ -423,15 +615,22 @@ def main() -> int:
             if not shutil.which(tool):
                 print(f"bench: {tool} is not installed; `make bench-deps` installs it", file=sys.stderr)
                 return 2
-    report = {"machine": machine(), "idle_seconds": idle, "jobman": {}, "floor": {}, "tsp": {}, "nq": {}}
+    report = {"machine": machine(), "idle_seconds": idle, "jobman": {}, "loop": {}, "floor": {}, "tsp": {}, "nq": {}}
+    print(f"bench: MemAvailable {mem_available_mib()} MiB; submitting stops under {MEMORY_FLOOR_MIB} MiB",
+          file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="jobman-queue-bench-") as tmp:
         root = Path(tmp)
         for size in sizes:
             print(f"... jobman, {size} jobs", file=sys.stderr, flush=True)
-            report["jobman"][size] = bench_jobman(root, size, idle)
+            report["jobman"][size] = bench_jobman(root, size, idle, reading="--skip-reading" not in args)
             print(json.dumps(report["jobman"][size]), file=sys.stderr, flush=True)
-            report["floor"][size] = bench_floor(root, size, idle)
-            print(json.dumps(report["floor"][size]), file=sys.stderr, flush=True)
+            if "--skip-loop" not in args:
+                print(f"... jobman, {size} jobs from a shell loop", file=sys.stderr, flush=True)
+                report["loop"][size] = bench_loop_submission(root, size)
+                print(json.dumps(report["loop"][size]), file=sys.stderr, flush=True)
+            if size <= FLOOR_MAX and "--skip-floor" not in args:
+                report["floor"][size] = bench_floor(root, size, idle)
+                print(json.dumps(report["floor"][size]), file=sys.stderr, flush=True)
             if peers:
                 print(f"... tsp and nq, {size} jobs", file=sys.stderr, flush=True)
                 report["tsp"][size] = bench_tsp(root, size, idle)
@@ -439,11 +638,12 @@ def main() -> int:
         if "--skip-windows" not in args:
             # The same queue with longer lease windows (settings of each job): what the renewal cadence costs.
             windows = {"JOBMAN_RENEW_INTERVAL": "30s", "JOBMAN_LEASE": "90s"}
-            label = f"{max(sizes)} (renew 30s, lease 90s)"
+            size = max(sizes)
+            label = f"{size} (renew 30s, lease 90s)"
             print(f"... jobman, {label}", file=sys.stderr, flush=True)
-            report["jobman"][label] = bench_jobman(root, max(sizes), idle, windows)
+            report["jobman"][label] = bench_jobman(root, size, idle, windows, reading=False)
             print(json.dumps(report["jobman"][label]), file=sys.stderr, flush=True)
-        if "--skip-reading" not in args:
+        if "--skip-reading" not in args and "--skip-history" not in args:
             print("... reading with 10,000 finished jobs", file=sys.stderr, flush=True)
             report["reading"] = bench_reading(root)
     results = ROOT / "bench" / "results"

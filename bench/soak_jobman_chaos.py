@@ -1,6 +1,7 @@
 """The faults the jobman soak injects, each recorded in the FaultLog with when and whom it hit:
 
-- supervisor_kill: SIGKILL of a random live supervisor (`jobman __supervise JOB`);
+- supervisor_kill: SIGKILL of a random live supervisor (`jobman __supervise JOB`, or one that has been to its
+  lean waiting form and back: `... __resume JOB ...`, and the lean form itself, bash named `jobman-wait`);
 - supervisor_stop: SIGSTOP of a random supervisor for 1.5x to 3x its lease, then SIGCONT;
 - cli_kill: SIGKILL of a random `jobman run` (preferably one whose supervisor has started: mid-handoff);
 - db_lock: a process-like holder of BEGIN IMMEDIATE on jobman.db for about 3x the lease;
@@ -34,7 +35,7 @@ class JobmanChaos(ChaosUser):
         return f"JOBMAN_HOME={self.home}".encode() in p.environ().split(b"\0")
 
     def supervisors(self):
-        return [p for p in processes() if "__supervise" in p.argv and p.pid not in self._stopped and self._ours(p)]
+        return [p for p in processes() if job_of(p) and p.pid not in self._stopped and self._ours(p)]
 
     def clis(self):
         procs = processes()
@@ -51,7 +52,7 @@ class JobmanChaos(ChaosUser):
             victim = self.rng.choice(found)
             t = time.time()
             if signal_quietly(victim.pid, signal.SIGKILL):
-                self.faults.add("supervisor_kill", t, pid=victim.pid, job=victim.argv[-1])
+                self.faults.add("supervisor_kill", t, pid=victim.pid, job=job_of(victim))
                 return True
         return False
 
@@ -72,7 +73,7 @@ class JobmanChaos(ChaosUser):
             finally:
                 signal_quietly(victim.pid, signal.SIGCONT)
                 self._stopped.discard(victim.pid)
-                self.faults.add("supervisor_stop", t0, time.time(), pid=victim.pid, job=victim.argv[-1])
+                self.faults.add("supervisor_stop", t0, time.time(), pid=victim.pid, job=job_of(victim))
 
         self.chaos.lasting(resume)
         return True
@@ -145,6 +146,14 @@ class JobmanChaos(ChaosUser):
             self.faults.add("disk_full", t0, time.time(), detail=f"{hold:.1f} s")
         finally:
             self._busy.discard("disk_full")
+
+
+def job_of(p) -> str | None:
+    """The job a process supervises, if it is a supervisor in any of its forms (None otherwise)."""
+    for word in ("__supervise", "__resume"):
+        if word in p.argv[:-1]:
+            return p.argv[p.argv.index(word) + 1]
+    return None
 
 
 def mount_small_tmpfs(path, size: str) -> bool:

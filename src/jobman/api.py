@@ -1,18 +1,19 @@
-"""One function per command. Each opens the state, runs a cheap reconcile pass, does its work and
-returns plain data; jobman.cli parses arguments and renders what comes back."""
+"""One function per command. Each opens the state, runs a cheap reconcile pass (but `run`: see run()), does
+its work and returns plain data; jobman.cli parses arguments and renders what comes back."""
 from runkit.jsonfast import loads as json_loads
 import os
 import time
 
 from runkit import proc
 
-from . import doorbell, home as homes, reconcile, selectors
+from . import doorbell, home as homes, selectors
 from .store import queries, schema, transitions
 from .errors import BadInput, JobmanError, NotFound
 from runkit.outcomes import exit_status
 
 READING_BUSY_TIMEOUT_MS = 2_000  # a reading command's reconcile pass waits this long for the write lock
-LIST_FINISHED = 100  # finished jobs `jobman list` shows by default (every unfinished one is shown)
+LIST_FINISHED = 100  # finished jobs `jobman list` shows by default
+LIST_WAITING = 100  # ... and waiting ones (a sweep keeps thousands waiting); every other unfinished one is shown
 
 
 def _note(message: str) -> None:
@@ -49,6 +50,8 @@ class State:
         """The cheap reconcile pass; skipped (once noted) when the database cannot be written now."""
         if self.conn is None:
             return []
+        from . import reconcile  # (not on the path of `jobman run`, which runs no pass)
+
         try:
             return reconcile.run(self.conn, self.home, time.time())
         except Exception as e:
@@ -69,11 +72,13 @@ class State:
         return selectors.resolve(self.conn, selector)
 
 
-def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> dict:
+def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, launch=None) -> dict:
+    """Submit one job (jobman.submit). launch: its supervisor, started already (jobman.launch)."""
     from .submit import submit
 
-    # The reconcile pass here is a courtesy to other jobs: if storage trouble skips it, the submission's own
-    # outcome is all `jobman run` says (one line), not a note about the pass before it.
+    # No reconcile pass here: it would be a courtesy to other jobs, on the clock of every submission of a
+    # sweep, and while any job waits, the holder of its lease round runs the pass when something is due
+    # (jobman.renewal_round); reading commands run it too.
     st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
         # No database yet: refuse what cannot be accepted before anything is created. Only the default
@@ -83,8 +88,23 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ) -> 
         for selector, _ in dependencies:
             st.resolve(selector)
     st.create()
+    return submit(st.conn, st.db_file, spec, dependencies, launch)
+
+
+def run_batch(jobs: list[tuple[dict, list]], emit, environ=os.environ) -> dict:
+    """Submit a batch (jobman.submit.submit_batch); emit(result) for each job handed over, in order."""
+    from .submit import submit_batch
+
+    st = State(environ, create=False, notify=lambda message: None)
+    if st.conn is None:
+        spec, dependencies = jobs[0]
+        if spec["group"] != schema.DEFAULT_GROUP:
+            raise transitions.no_such_group(spec["group"])
+        for selector, _ in dependencies:
+            st.resolve(selector)
+    st.create()
     st.reconcile()
-    return submit(st.conn, st.db_file, spec, dependencies)
+    return submit_batch(st.conn, st.db_file, jobs, emit)
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -139,18 +159,20 @@ def spec_of(job) -> tuple[dict, str | None]:
 
 def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None,
               everything: bool = False, states=(), group: str | None = None, name: str | None = None) -> dict:
-    """{"jobs": views newest first, "not_shown": older finished jobs left out}. By default every
-    unfinished job and the newest LIST_FINISHED finished ones; `limit`: the newest `limit` jobs;
+    """{"jobs": views newest first, "not_shown": {"waiting": n, "finished": n} older jobs left out}. By
+    default every unfinished job but waiting ones, the newest LIST_WAITING waiting ones and the newest
+    LIST_FINISHED finished ones; `active_only`: every unfinished job; `limit`: the newest `limit` jobs;
     `everything`: all of them. states / group / name (a glob): only the jobs that match."""
     st = State(environ, create=False, reading=True)
     if st.conn is None:
-        return {"jobs": [], "not_shown": 0}
+        return {"jobs": [], "not_shown": {"waiting": 0, "finished": 0}}
     st.reconcile()
     from . import listing
 
+    capped = not (limit or active_only or everything)
     return listing.read(st.conn, active_only=active_only, limit=limit, finished=None if everything else LIST_FINISHED,
-                        where=queries.list_filter(states, group, name),
-                        count_rest=not (limit or active_only or everything))
+                        waiting=LIST_WAITING if capped else None, where=queries.list_filter(states, group, name),
+                        count_rest=capped)
 
 
 def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None,
@@ -209,7 +231,9 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
         if what == "requested":
             doorbell.ring(st.home, job_id)
         elif what == "cancelled":
-            reconcile._wake_after(st.conn, st.home, job_id)
+            from .reconcile import _wake_after
+
+            _wake_after(st.conn, st.home, job_id)
         results.append({"id": job_id, "result": what, "state": state})
     out = []
     for r in results:

@@ -127,7 +127,8 @@ class Attempt:
             env = dict(spec.env)
             env["JOBMAN_JOB_ID"] = sup.job_id
             env["JOBMAN_ATTEMPT"] = str(self.number)
-            return proc.spawn(spec.executable, spec.argv, env, stdin=null, stdout=out, stderr=err, cwd=spec.cwd)
+            return proc.spawn(spec.executable, spec.argv, env, stdin=null, stdout=out, stderr=err, cwd=spec.cwd,
+                              only_std_fds=True)
         finally:
             os.umask(old_umask)
             os.close(null)
@@ -264,6 +265,7 @@ class Attempt:
             sup.wake_slot_waiters()
             return False
         sup.log(f"job finished {job_outcome}" + (f": {detail}" if detail else ""))
+        faults.hit("supervisor:before_wake")  # the outcome is committed; nobody has been rung
         sup.wake_after_finish()
         return True
 

@@ -106,7 +106,7 @@ def _version() -> str:
 def _storage_trouble(error: Exception) -> str | None:
     """One line for a database that cannot be used (busy, full, read-only, failing, damaged, a table missing),
     or None for any other error."""
-    sqlite3 = sys.modules.get("sqlite3")
+    sqlite3 = sys.modules.get("_sqlite3")  # SQLite's C module, which jobman loads without the sqlite3 package
     if sqlite3 is None or not isinstance(error, sqlite3.DatabaseError):
         return None
     from .dbretry import trouble
@@ -187,11 +187,24 @@ def cmd_run(args: list[str]) -> int:
     from . import run_args
 
     ns, command = run_args.parse(args, _parser)
-    from . import api, spec
+    if ns.array is not None or ns.from_file is not None:
+        from . import spec
 
-    job_spec, deps = spec.from_options(ns, command, os.environ)
+        return _run_batch(ns, spec.batch_from_options(ns, command, os.environ))
+    # The supervisor's interpreter starts now, while this process loads the rest and commits the job; it
+    # claims nothing before the commit has handed it its credential (jobman.launch).
+    from runkit.ids import uuid7
 
-    result = api.run(job_spec, deps)
+    from .launch import Launch
+
+    launch = Launch(uuid7())
+    try:
+        from . import api, spec
+
+        job_spec, deps = spec.from_options(ns, command, os.environ)
+        result = api.run(job_spec, deps, launch=launch)
+    finally:
+        launch.abandon()  # (nothing, once the credential is handed: bad input before the commit ends it here)
     if ns.json:
         _print_json({k: result[k] for k in ("id", "handle", "name", "supervisor_id")})
     else:
@@ -200,12 +213,52 @@ def cmd_run(args: list[str]) -> int:
     return 0
 
 
+def _run_batch(ns, jobs: list) -> int:
+    """`jobman run --array/--from`: each id printed as its job is handed over; a batch stopped part way says
+    which jobs were submitted."""
+    from . import api
+
+    keys = ("id", "handle", "name", "supervisor_id", "index")
+    listed = []
+
+    def emit(result: dict) -> None:
+        result["index"] = jobs[result["index"]][0]["batch_index"]  # its array index, or its line's command number
+        if ns.json:
+            listed.append({k: result[k] for k in keys})
+            return
+        try:  # each id as soon as its job is handed over: a batch killed part way has named what it submitted
+            sys.stdout.write(result["id"] + "\n")
+            sys.stdout.flush()
+        except OSError:
+            pass  # the terminal is gone: the jobs are not
+
+    outcome = api.run_batch(jobs, emit)
+    try:
+        if ns.json:
+            _print_json(listed)
+        sys.stdout.flush()
+    except OSError:
+        pass
+    done, total = outcome["submitted"], len(jobs)
+    if done == total:
+        return 0
+    what = "--array index" if ns.array is not None else "command"
+    label = lambda i: f"{what} {jobs[i][0]['batch_index']}"  # noqa: E731
+    for index, job_id, message in outcome["failures"]:
+        _error(f"the job of {label(index)} ({job_id or 'not committed'}) was not submitted: {message}")
+    why = "interrupted" if outcome["interrupted"] else "stopped"
+    rest = f"; from {label(outcome['stopped_at'])} on, nothing was" if outcome["stopped_at"] is not None else ""
+    _error(f"{why}: submitted {done} of {total} jobs (their ids are printed){rest}")
+    return 130 if outcome["interrupted"] else 1
+
+
 # --- reading -------------------------------------------------------------------------------------
 
 def cmd_list(args: list[str]) -> int:
     p = _parser("jobman list", """\
-Jobs, newest first: every unfinished job and the newest 100 finished ones
-(--all: every job; --limit N: the newest N). Waiting jobs say what they wait for.
+Jobs, newest first: every running job, the newest 100 waiting and the newest 100 finished ones
+(--active: every unfinished job; --all: every job; --limit N: the newest N). Waiting jobs say what
+they wait for, and where they stand in their group's line.
 The table fits the terminal (or COLUMNS), cutting the command; outcomes are coloured on a
 terminal (not with NO_COLOR). # is the job's handle, which any command takes as JOB.""", json=True)
     p.add_argument("--active", action="store_true", help="only jobs that have not finished")
@@ -236,8 +289,9 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
         out.write(listing.job_table(views, listing.terminal_width(out), listing.use_colour(out)) + "\n")
     else:
         sys.stdout.write("no jobs\n" if not (states or ns.group or ns.name) else "no jobs match\n")
-    if result["not_shown"]:
-        sys.stderr.write(f"jobman: {result['not_shown']} older finished job(s) not shown (jobman list --all)\n")
+    left_out = [f"{n} older {what}" for what, n in result["not_shown"].items() if n]
+    if left_out:
+        sys.stderr.write(f"jobman: {' and '.join(left_out)} job(s) not shown (jobman list --all)\n")
     return 0
 
 

@@ -8,7 +8,7 @@ import os
 FLAGS = {
     "run": "--name --cwd --env --env-policy --after-success --after-failure --after --not-before --delay --retries "
            "--retryable-exit-code --retry-delay --retry-backoff --retry-max-delay --retry-on-timeout --timeout "
-           "--kill-after --group --priority --log-limit --separate-stderr --on-finish --json",
+           "--kill-after --group --priority --log-limit --separate-stderr --on-finish --array --from --json",
     "list": "--active --all --limit --state --group --name --json",
     "ls": "--active --all --limit --state --group --name --json",
     "show": "--env --json",

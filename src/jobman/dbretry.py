@@ -9,7 +9,7 @@ is raised and the caller stops claiming to own anything. The file's identity is 
 every lease renewal, since SQLite goes on writing happily into a deleted file.
 """
 import os
-import sqlite3
+from .store.sqlite import sqlite3
 import time
 
 # SQLite's primary result codes that mean "not now" rather than "never", and what each one waits for.

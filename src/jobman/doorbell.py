@@ -17,8 +17,11 @@ ROUND = b"R"
 class Doorbell:
     """The listening end, owned by one supervisor."""
 
-    def __init__(self, home: str, job_id: str):
+    def __init__(self, home: str, job_id: str, fd: int | None = None):
         self.path = bell_path(home, job_id)
+        if fd is not None:
+            self.fd = fd
+            return
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -26,6 +29,26 @@ class Doorbell:
         os.mkfifo(self.path, 0o600)
         # O_RDWR keeps a writer open ourselves, so the FIFO never reports end-of-file between rings.
         self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+
+    @classmethod
+    def adopt(cls, home: str, job_id: str, fd: int) -> "Doorbell":
+        """The doorbell a supervisor kept open across its lean form (jobman.lean), if `fd` is still that
+        FIFO at its path; else a new one (whoever rings the job opens the path). Raises OSError as
+        __init__ does."""
+        path = bell_path(home, job_id)
+        try:
+            mine, there = os.fstat(fd), os.stat(path)
+            if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+                os.set_inheritable(fd, False)  # nothing the supervisor starts from now on gets it
+                os.set_blocking(fd, False)
+                return cls(home, job_id, fd)
+        except OSError:
+            pass
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        return cls(home, job_id)
 
     def drain(self) -> bool:
         """Empty the FIFO; whether any ring was more than a hand-off of the lease round."""

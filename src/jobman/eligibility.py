@@ -4,37 +4,37 @@ to jobman.attempt. The launch and the claim before it are in jobman.supervisor.
 """
 import os
 import select
+import sys
 import time
 
 from runkit import proc
 from runkit.durations import format_time
 
-from . import doorbell, home as homes, reconcile, scheduling
+from . import doorbell, faults, home as homes, reconcile, scheduling
 from .attempt import Attempt
 from .dbretry import DatabaseGone, Retrier, jitter
 from .errors import Conflict
 from .lease_keeping import LeaseKeeping
 from .model import JobSpec, JobState, Snapshot
 from .store import queries, transitions
+from .supervisor_log import log
+
+
+# How the lean form execs back into the supervisor (jobman.supervisor.resume), as `jobman run` starts it.
+RESUME = ("import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import resume;"
+          " sys.exit(resume(sys.argv[2:]))")
 
 
 class Fenced(Exception):
     """This supervisor no longer owns the job (finished by someone else, or another owner)."""
 
 
-def log(message: str) -> None:
-    """A line in the job's supervisor log (the supervisor's stderr, once it has detached)."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
-    try:
-        os.write(2, f"{stamp} {message}\n".encode(errors="replace"))
-    except OSError:
-        pass
-
-
 class Supervisor(LeaseKeeping):
     log = staticmethod(log)
 
-    def __init__(self, store: Retrier, home: str, job_id: str, supervisor_id: str, state: JobState):
+    def __init__(self, store: Retrier, home: str, job_id: str, supervisor_id: str, state: JobState,
+                 bell_fd: int | None = None):
+        """bell_fd: back from the lean form (jobman.lean), with the doorbell it kept open meanwhile."""
         self.db, self.home, self.job_id, self.supervisor_id = store, home, job_id, supervisor_id
         self.rev = state.revision
         self.lease = state.lease_duration
@@ -55,6 +55,16 @@ class Supervisor(LeaseKeeping):
         self.holds_round = False  # this supervisor renews every waiting job's lease (renewal_round)
         self.look_due = False  # a waiter's fallback poll is due: _wait takes its turn (_take_turn)
         self.snap = None  # the snapshot _loop read last
+        self.suspects = set()  # as the round's holder: waiters whose reason to wait had gone at the last round
+        self.rang = set()  # ... and those it rang at the last round
+        self.next_slot_look = 0.0  # ... and when it may next look for what is left of a lost job's target
+        self.bell_fd = bell_fd
+        self.resumed = bell_fd is not None
+        if self.resumed:
+            # Why the job waits is recorded already; a look at the round is due (the lean form made none).
+            self.waiting = (state.waiting_for, state.wait_detail, state.wait_until)
+            self.look_due = True
+        self.lean_failed = False
 
     def _renew_gap(self) -> float:
         # Jittered, so that the renewals of thousands of supervisors never line up.
@@ -62,8 +72,10 @@ class Supervisor(LeaseKeeping):
 
     # --- ownership ------------------------------------------------------------------------------
 
-    def run(self) -> int:
-        log(f"supervisor {self.supervisor_id} (pid {os.getpid()}) owns job {self.job_id}")
+    def run(self, first: Snapshot | None = None) -> int:
+        """first: a snapshot just read (by a supervisor back from its lean form)."""
+        if not self.resumed:
+            log(f"supervisor {self.supervisor_id} (pid {os.getpid()}) owns job {self.job_id}")
         self.poller = select.poll()
         self._open_bell()
         try:
@@ -73,7 +85,7 @@ class Supervisor(LeaseKeeping):
             except (ValueError, KeyError, TypeError) as e:
                 self._finish("failed", f"the stored job specification is unreadable: {e}")
                 return 1
-            self._loop()
+            self._loop(first)
             if self.spec.data.get("on_finish"):
                 from .hooks import run_on_finish
 
@@ -97,7 +109,12 @@ class Supervisor(LeaseKeeping):
 
     def _open_bell(self) -> None:
         try:
-            self.bell = doorbell.Doorbell(self.home, self.job_id)
+            if self.bell_fd is not None:
+                fd, self.bell_fd = self.bell_fd, None
+                self.bell = doorbell.Doorbell.adopt(self.home, self.job_id, fd)
+                self.bell.drain()  # what rang it is in the snapshot read after this
+            else:
+                self.bell = doorbell.Doorbell(self.home, self.job_id)
         except OSError as e:  # a full disk has no room for the FIFO: the fallback poll must do
             if self.bell is None and not getattr(self, "_bell_error", None):
                 log(f"cannot make the doorbell ({e.strerror}): polling every {self._poll_gap():.1f}s until it can")
@@ -171,11 +188,15 @@ class Supervisor(LeaseKeeping):
 
     # --- waiting until eligible ---------------------------------------------------------------------
 
-    def _loop(self) -> None:
+    def _loop(self, first: Snapshot | None = None) -> None:
         while True:
             now = time.time()
-            snap = self.snap = Snapshot.from_row(self.db.call("read the job's state", queries.snapshot, self.job_id,
-                                                              now, pause=self.pause))
+            if first is not None:
+                snap, first = first, None
+                self.snap = snap
+            else:
+                snap = self.snap = Snapshot.from_row(self.db.call("read the job's state", queries.snapshot,
+                                                                  self.job_id, now, pause=self.pause))
             self._check_owner(snap)
             self.rev = snap.revision
             if snap.deps_stale and self._settle(now):
@@ -275,10 +296,14 @@ class Supervisor(LeaseKeeping):
             self._open_bell()
         # The fallback poll: long, jittered, and made at a lease renewal (the doorbell is what wakes a
         # waiter in time); never more often than the poll interval. The holder of the lease round wakes
-        # every renewal interval; a waiter that does not sleeps until its fallback poll.
+        # every renewal interval; a waiter that does not sleeps until its fallback poll, in its lean form
+        # (jobman.lean) unless it is about to need Python again (_lean_wake).
         self.in_line = True
-        if self.look_due:
-            self._take_turn(now, self.snap)
+        lean_wake = self._lean_wake(until, now)
+        if self.look_due or lean_wake is not None:
+            self._take_turn(now, self.snap)  # the round first: its holder stays in Python form
+        if lean_wake is not None and not self.holds_round and self.db.since is None:  # (trouble: retry in Python)
+            self._turn_lean(lean_wake)  # returns only if it could not
         wake = now + jitter(self._poll_gap(), 1.0, 1.5) if self.holds_round else max(now, self.next_renew)
         try:
             if until is not None and until < wake:
@@ -287,6 +312,55 @@ class Supervisor(LeaseKeeping):
                 self.idle(wake, on_renewal=True)
         finally:
             self.in_line = False
+
+    # --- the lean form (jobman.lean) ------------------------------------------------------------------
+
+    def _lean_wake(self, until: float | None, now: float) -> float | None:
+        """When the job would next need its supervisor by the clock, if it may wait in the lean form until
+        then: not if it holds the lease round (or may take it: _wait looks first), has waits for the
+        database still to record, has no doorbell, or waits for a time closer than a renewal interval
+        (cheaper in Python than two changes of form). None: it waits in Python form."""
+        if (self.lean_failed or self.bell is None or self.holds_round or self.db.waits or self.db.since is not None
+                or (until is not None and until - now < self.renew_every)):
+            return None
+        from . import lean
+
+        if not lean.enabled():
+            return None
+        # The fallback poll of a lean waiter. It wakes to look at its job and at the lease round (it takes
+        # the round up if its holder died): spread by the number of waiting jobs, so that all lean waiters
+        # together wake about once per renewal interval however many they are, since a wake-up costs a
+        # Python start (~20 ms of CPU). Counted here, not by the round: a count a round old would give the
+        # first jobs of a burst of submissions short timers, and their wake-ups would all come together.
+        ok, waiting = self.db.try_once("count the waiting jobs", queries.waiting_count)
+        if not ok:
+            return None
+        fallback = now + jitter(max(self.poll_every, waiting * self.renew_every), 1.0, 1.5)
+        return fallback if until is None else min(until, fallback)
+
+    def _turn_lean(self, wake_at: float) -> None:
+        """exec into the lean form (jobman.lean), which execs back into `__resume` when rung or at wake_at.
+        Returns only if the exec failed; the supervisor then waits in Python form from now on."""
+        from . import lean
+
+        fd = self.bell.fd
+        timeout = wake_at - time.time()
+        dev, ino = self.db.identity
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        python = [sys.executable, "-I", "-S", "-c", RESUME.format(path=root), "__resume", self.job_id,
+                  self.supervisor_id, f"{dev}:{ino}", str(fd)]
+        faults.linger("supervisor:before_lean")
+        try:
+            os.set_blocking(fd, True)  # bash's read must block; the description is ours alone (O_RDWR)
+            os.set_inheritable(fd, True)
+            # The database's descriptors are close-on-exec: the exec closes them, and with them any lock a
+            # statement not yet reset held (a read mark); no transaction is open between our writes.
+            os.execve(lean.SHELL, lean.argv(timeout, fd, python), lean.environment(os.environ))
+        except OSError as e:
+            os.set_inheritable(fd, False)
+            os.set_blocking(fd, False)
+            self.lean_failed = True
+            log(f"cannot turn to the lean waiting form ({lean.SHELL}: {e.strerror or e}); waits in Python form")
 
     def _finish(self, outcome: str, detail: str) -> None:
         self._leave_line()

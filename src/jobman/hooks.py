@@ -50,7 +50,7 @@ def _run(command: str, env: dict, cwd: str, log_path: str) -> dict:
         return {"error": f"cannot open {log_path}: {e.strerror}"}
     try:
         pid = proc.spawn(SHELL, [SHELL, "-c", command], env, stdin=null, stdout=out, stderr=out,
-                         cwd=cwd if os.path.isdir(cwd) else "/")
+                         cwd=cwd if os.path.isdir(cwd) else "/", only_std_fds=True)
     except OSError as e:
         return {"error": f"cannot start {SHELL}: {e.strerror or e}"}
     finally:

@@ -7,6 +7,8 @@ A mixin of jobman.eligibility.Supervisor, whose state it uses (db, job_id, rev, 
 """
 import time
 
+from runkit import proc
+
 from . import doorbell, renewal_round
 from .dbretry import DatabaseGone, jitter
 from .errors import Conflict
@@ -57,13 +59,33 @@ class LeaseKeeping:
                 self.holds_round = False
                 self.next_renew = now  # look at its own lease, as a waiter, at once
             return
-        period, revision = value
+        period, revision, look = value
         if not self.holds_round:
             self.log("holds the lease round: renews the lease of every waiting job whose supervisor is alive")
             self.holds_round = True
+            self.suspects = set()
         if revision is not None:
             self.rev = revision
         self._renewed(now, now + jitter(period, 0.8, 1.0))
+        self._look_after_the_line(now, look)
+
+    def _look_after_the_line(self, now: float, look) -> None:
+        """What the round saw beside the leases. A waiter whose reason to wait has gone is rung only once
+        two rounds in a row have seen it so (its ring may be on its way); a peer that looks abandoned is
+        left to the reconciliation pass (a lost job's slot at most once per poll interval: finding what is
+        left of its target reads every process's environment)."""
+        missed = look.gone & self.suspects
+        self.suspects = look.gone
+        if missed:
+            doorbell.ring_all(self.home, missed)
+            if missed != self.rang:
+                self.log(f"rang {len(missed)} waiting job(s) whose reason to wait had gone for two rounds")
+        self.rang = missed
+        if look.lost_slots and now >= self.next_slot_look:
+            self.next_slot_look = now + self.poll_every
+            self._settle(now)
+        elif look.settle:
+            self._settle(now)
 
     def _renewed(self, now: float, next_renew: float) -> None:
         if self.db.waits:
@@ -80,12 +102,14 @@ class LeaseKeeping:
             return
         self.holds_round = False
         try:
-            ok, successor = self.db.try_once("hand the lease round on", lease_round.release, self.supervisor_id,
-                                             self.job_id)
+            ok, candidates = self.db.try_once("hand the lease round on", lease_round.release, self.supervisor_id,
+                                              self.job_id)
         except DatabaseGone:
             return  # nothing of ours is in the file at that path now: the round lapses there on its own
-        if ok and successor:
-            doorbell.ring(self.home, successor, doorbell.ROUND)  # its look finds nobody holding the round
+        for job_id, pid, start_time, boot in candidates if ok else ():
+            if proc.verify(pid, start_time, boot, awake=True):
+                doorbell.ring(self.home, job_id, doorbell.ROUND)  # its look finds nobody holding the round
+                return
 
     def _renew(self, now: float) -> None:
         """Renew the lease, or, if the database cannot take it now, try again after a backoff: a late

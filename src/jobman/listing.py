@@ -19,15 +19,21 @@ COLOURS = {"succeeded": "32", "failed": "31", "timed_out": "31", "submission_fai
            "dependency_failed": "33", "cancelled": "33", "running": "36", "held": "33"}
 
 
-def read(conn, *, active_only: bool, limit: int | None, finished: int | None, where, count_rest: bool) -> dict:
-    """{"jobs": views newest first, "not_shown": jobs matching but left out}, from one snapshot."""
+def read(conn, *, active_only: bool, limit: int | None, finished: int | None, waiting: int | None, where,
+         count_rest: bool) -> dict:
+    """{"jobs": views newest first, "not_shown": {"waiting": n, "finished": n} matching but left out}, from
+    one snapshot."""
     from .model import Job
 
     conn.execute("BEGIN")  # deferred: a read snapshot (WAL), never a lock on writers
     try:
         rows = [Job.from_row(row) for row in queries.list_jobs(conn, limit=limit, active_only=active_only,
-                                                                 finished=finished, where=where)]
-        not_shown = queries.count_jobs(conn, where) - len(rows) if count_rest else 0
+                                                                 finished=finished, waiting=waiting, where=where)]
+        not_shown = {"waiting": 0, "finished": 0}
+        if count_rest:
+            all_waiting, all_finished = queries.count_waiting_and_finished(conn, where)
+            not_shown = {"waiting": all_waiting - sum(1 for r in rows if r.phase == "waiting"),
+                         "finished": all_finished - sum(1 for r in rows if r.finished)}
         views = annotate(conn, rows)
     finally:
         conn.execute("COMMIT")

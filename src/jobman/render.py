@@ -119,7 +119,11 @@ def show(view: dict, all_env: bool = False) -> str:
         add("  differs from this shell: " + ", ".join(differs[:ENV_SHOWN]) + more)
     sup = view["supervisor"]
     if sup:
-        alive = "alive" if sup["alive"] else "gone"
+        alive = "gone" if not sup["alive"] else "stopped" if sup["stopped"] else "alive"
+        if sup["form"] == "lean":
+            alive += ", waiting in its lean form (bash on its doorbell)"
+        elif sup["holds_lease_round"]:
+            alive += ", holds the lease round"
         add(f"supervisor:  {sup['id']} pid {sup['pid']} ({alive}), lease until {_when(sup['lease_expires_at'])}")
     if view["attempts_detail"]:
         add("attempts:")

@@ -2,30 +2,59 @@
 whose supervisor verifies as alive and awake, in one write, so that the others need not wake.
 
 Why: on this kind of machine a process that has slept for seconds costs 0.5-2 ms of CPU to wake,
-whatever it then does; 2,000 waiting supervisors each waking every renewal interval cost a third of
-a core (README, "A queue held and drained"). The lease keeps its meaning: it is renewed every
-renewal interval, and only for a supervisor seen alive and not stopped at that moment. A supervisor
-the round passes over (dead, stopped) lets its lease run out, as it would have alone.
+whatever it then does, and a waiter in its lean form (jobman.lean) costs a Python start (~20 ms) to
+wake; 2,000 waiting supervisors each waking every renewal interval cost a third of a core (README, "A
+queue held and drained"). The lease keeps its meaning: it is renewed every renewal interval, and only
+for a supervisor seen alive and not stopped at that moment. A supervisor the round passes over (dead,
+stopped) lets its lease run out, as it would have alone.
+
+Since lean waiters sleep until rung, the holder also looks, from the same read, for what a waiter used to
+find at its fallback poll: a waiter whose reason to wait has gone (a ring that never came: its ringer
+died between its commit and the ring), and a peer that looks abandoned (a dead waiter past its lease, a
+running job past its lease, a lost job's slot), which the reconciliation pass settles.
 """
 from runkit import proc
 
 from .store import lease_round
 
 
+class Look:
+    """What a round saw beside the leases: `gone`, the waiting jobs (awake supervisors only) whose reason to
+    wait has gone; `settle`, whether an abandoned job is due for the reconciliation pass; `lost_slots`,
+    whether a finished job still holds a slot (its target may live)."""
+
+    __slots__ = ("gone", "settle", "lost_slots")
+
+    def __init__(self, gone: set, settle: bool, lost_slots: bool):
+        self.gone, self.settle, self.lost_slots = gone, settle, lost_slots
+
+
 def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float):
     """One round, if this supervisor holds it or may take it. Returns (seconds until the next round,
-    this job's new revision or None), or None when another supervisor holds the round."""
-    renewals, period, own_revision = [], None, None
-    for (waiting_id, revision, owner, pid, start_time, boot, lease, renew_every) in lease_round.waiting(conn):
+    this job's new revision or None, a Look), or None when another supervisor holds the round."""
+    held = lease_round.holder(conn)
+    if held is not None and held[0] != supervisor_id and held[1] >= now:
+        return None  # before reading every waiting job: whoever looks while the round is held pays nothing
+    renewals, period, own_revision, gone, settle = [], None, None, set(), False
+    awake = set()
+    rows = lease_round.waiting(conn, now)
+    for (waiting_id, revision, owner, pid, start_time, boot, lease, renew_every, expires, is_gone) in rows:
         if not proc.verify(pid, start_time, boot, awake=True):
+            if expires is not None and expires < now and not proc.verify(pid, start_time, boot):
+                settle = True  # dead, and its lease has run out: the pass finds it lost and wakes who it blocked
             continue
+        awake.add(waiting_id)
+        if is_gone and waiting_id != job_id:
+            gone.add(waiting_id)
         renewals.append((now + lease, waiting_id, revision, owner))
         period = renew_every if period is None else min(period, renew_every)
         if waiting_id == job_id:
             own_revision = revision + 1
     period = period or default_period
+    gone.update(w for w in lease_round.slot_waiters_to_wake(conn) if w in awake and w != job_id)
+    others, lost_slots = lease_round.others_due(conn, now)
     # Held for two rounds: a holder that stops or dies is replaced by the first waiter to wake after
     # that, while the leases it renewed last still have a renewal interval to run.
     if not lease_round.hold_and_renew(conn, supervisor_id, now, now + 2 * period, renewals):
         return None
-    return period, own_revision
+    return period, own_revision, Look(gone, settle or others, lost_slots)

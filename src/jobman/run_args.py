@@ -30,6 +30,33 @@ def whole_number(flag: str, low: int, high: int):
     return convert
 
 
+MAX_BATCH = 100_000  # jobs of one --array or --from: each is a process while it waits
+
+
+def array_indices(text: str) -> tuple[int, ...]:
+    """--array SPEC: indices and ranges, comma-separated: `1-5000`, `0-99:10` (every 10th), `1,5,7`."""
+    indices = []
+    for part in text.split(","):
+        first, dash, rest = part.strip().partition("-")
+        last, colon, step = rest.partition(":")
+        try:
+            low = int(first)
+            high = int(last) if dash else low
+            stride = int(step) if colon else 1
+        except ValueError:
+            raise ValueError(f"--array takes indices and ranges such as 1-5000, 0-99:10 or 1,5,7; got {text[:40]!r}") \
+                from None
+        if low < 0 or high < low or stride < 1 or (colon and not dash):
+            raise ValueError(f"--array: {part.strip()[:40]!r} is no range of indices from 0 up"
+                             f" (A-B, A-B:STEP, with A <= B)")
+        if len(indices) + (high - low) // stride + 1 > MAX_BATCH:
+            raise ValueError(f"--array {text[:40]!r} makes more than {MAX_BATCH} jobs; submit them in parts")
+        indices.extend(range(low, high + 1, stride))
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"--array {text[:40]!r} names an index twice")
+    return tuple(indices)
+
+
 def duration_value(flag: str):
     def convert(text: str) -> float:
         from runkit.durations import parse_duration
@@ -81,7 +108,14 @@ OPTIONS = [
     Option("--on-finish", "on_finish", metavar="CMD",
            help="once the job has finished, run /bin/sh -c CMD with JOBMAN_JOB_ID, JOBMAN_OUTCOME and "
                 "JOBMAN_EXIT_CODE set (its failure never changes the job's outcome)"),
-    Option("--json", "json", "flag", default=False, help="print {id, handle, name, supervisor_id} as JSON"),
+    Option("--array", "array", convert=array_indices, metavar="SPEC",
+           help="submit one job per index of SPEC (1-5000, 0-99:10, 1,5,7); {} in the command and in --name becomes "
+                "the index, which each job also finds in JOBMAN_ARRAY_INDEX"),
+    Option("--from", "from_file", metavar="FILE",
+           help="submit one job per line of FILE (- reads stdin): each line a command in shell words; blank lines "
+                "and # comments are skipped; the other options apply to every job"),
+    Option("--json", "json", "flag", default=False,
+           help="print {id, handle, name, supervisor_id} as JSON (a list of them for --array or --from)"),
 ]
 
 

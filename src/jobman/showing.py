@@ -1,5 +1,6 @@
 """`jobman show`: everything about one job, as plain data for jobman.render (or --json)."""
 import os
+import time
 
 from runkit import proc
 from runkit.jsonfast import loads as json_loads
@@ -32,11 +33,7 @@ def show(selector: str, environ=os.environ) -> dict:
     view["revision"] = row.revision
     view["dependencies"] = [{"job": d["depends_on"], "handle": d["handle"], "name": d["name"], "condition": d["condition"],
                              "state": d["outcome"] or d["phase"]} for d in queries.dependencies(st.conn, job_id)]
-    view["supervisor"] = None if row.supervisor_id is None else {
-        "id": row.supervisor_id, "pid": row.supervisor_pid, "start_time": row.supervisor_start_time,
-        "boot_id": row.supervisor_boot_id, "lease_expires_at": row.lease_expires_at,
-        "alive": proc.verify(row.supervisor_pid, row.supervisor_start_time, row.supervisor_boot_id),
-    }
+    view["supervisor"] = None if row.supervisor_id is None else _supervisor_view(st.conn, row)
     view["attempts_detail"] = [_attempt_view(Attempt.from_row(a), spec) for a in queries.attempts(st.conn, job_id)]
     view["events"] = [{"at": e["at"], "kind": e["kind"], **(json_loads(e["data"]) if e["data"] else {})}
                       for e in queries.events(st.conn, job_id)]
@@ -56,6 +53,23 @@ def show(selector: str, environ=os.environ) -> dict:
                                           if alive else "its target process tree is gone; ")
             + "the log size cap no longer holds for output written after the supervisor died")
     return view
+
+
+def _supervisor_view(conn, row) -> dict:
+    """Who owns the job: its supervisor's identity, whether it lives, and, while it does, its form (`lean`:
+    waiting as bash on its doorbell, jobman.lean; `python`) and whether it holds the lease round."""
+    from . import lean
+    from .store import lease_round
+
+    alive = proc.verify(row.supervisor_pid, row.supervisor_start_time, row.supervisor_boot_id)
+    stat = proc.stat(row.supervisor_pid) if alive else None
+    held = lease_round.holder(conn)
+    return {"id": row.supervisor_id, "pid": row.supervisor_pid, "start_time": row.supervisor_start_time,
+            "boot_id": row.supervisor_boot_id, "lease_expires_at": row.lease_expires_at, "alive": alive,
+            "stopped": bool(stat and stat.state in ("T", "t")),
+            "form": ("lean" if lean.is_lean(row.supervisor_pid) else "python") if alive else None,
+            "holds_lease_round": bool(alive and held and held[0] == row.supervisor_id and held[1] >= time.time()
+                                      and row.phase == "waiting")}
 
 
 def env_difference(job_env: dict, environ) -> dict:

@@ -8,6 +8,7 @@ from runkit.proc import which
 from .errors import BadInput
 
 SPEC_VERSION = 1
+MAX_BATCH = 100_000  # jobs of one --from file (run_args.MAX_BATCH bounds --array)
 DEFAULT_KILL_AFTER = 10.0
 DEFAULT_LOG_LIMIT = 1024 * 1024 * 1024  # per attempt and stream; guards the disk against runaway output
 DEFAULT_MAX_RETRY_DELAY = 3600.0
@@ -105,13 +106,7 @@ def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[
           on_finish: str | None = None) -> dict:
     """Validate and resolve everything except dependencies (resolved inside the submit transaction)."""
     if name is not None:
-        check_text("--name", name)
-        if not name or name.strip() != name or len(name) > 200 or any(_is_control(c) for c in name):
-            raise BadInput(f"bad --name {name!r}: use a non-empty name of printable characters, without leading "
-                           f"or trailing spaces")
-        if name.isascii() and name.isdigit():
-            raise BadInput(f"bad --name {name!r}: a name of digits only would read as a job's handle; "
-                           f"add a letter (e.g. --name job-{name})")
+        check_name(name)
     check_group_name(group, "--group")
     if on_finish is not None:
         check_text("--on-finish", on_finish)
@@ -145,6 +140,16 @@ def build(*, argv: list[str], cwd: str | None, env_policy: str, env_pairs: list[
         "windows": windows,
         **({"on_finish": on_finish} if on_finish is not None else {}),
     }
+
+
+def check_name(name: str) -> None:
+    check_text("--name", name)
+    if not name or name.strip() != name or len(name) > 200 or any(_is_control(c) for c in name):
+        raise BadInput(f"bad --name {name!r}: use a non-empty name of printable characters, without leading "
+                       f"or trailing spaces")
+    if name.isascii() and name.isdigit():
+        raise BadInput(f"bad --name {name!r}: a name of digits only would read as a job's handle; "
+                       f"add a letter (e.g. --name job-{name})")
 
 
 def check_text(flag: str, text: str) -> None:
@@ -207,6 +212,8 @@ def from_options(ns, command: list[str], environ) -> tuple[dict, list]:
 
     if not command:
         raise BadInput("no command given: put the command after --, as in: jobman run -- COMMAND [ARG...]")
+    if getattr(ns, "array", None) is not None or getattr(ns, "from_file", None) is not None:
+        raise BadInput("--array and --from make several jobs: use batch_from_options")
     now = time.time()
     not_before = None
     if ns.not_before is not None:
@@ -236,3 +243,72 @@ def from_options(ns, command: list[str], environ) -> tuple[dict, list]:
         kill_after=DEFAULT_KILL_AFTER if ns.kill_after is None else ns.kill_after, log_limit=log_limit,
         separate_stderr=ns.separate_stderr, windows=windows_from_env(environ), on_finish=ns.on_finish)
     return spec, list(ns.deps or [])
+
+
+def batch_from_options(ns, command: list[str], environ) -> list[tuple[dict, list]]:
+    """The jobs of `jobman run --array SPEC -- COMMAND` or `jobman run --from FILE`: [(spec, dependencies)],
+    every one validated before any is submitted (a bad line or a command not found refuses the batch)."""
+    if ns.array is not None and ns.from_file is not None:
+        raise BadInput("--array and --from do not go together: give the commands in FILE, or one command with {}")
+    if ns.from_file is not None:
+        if command:
+            raise BadInput(f"--from {ns.from_file} gives the commands: put none after --")
+        commands = [(n, argv, {}) for n, argv in enumerate(read_commands(ns.from_file), 1)]
+        where = lambda n: f"--from {ns.from_file}, command {n}"  # noqa: E731
+    else:
+        if not command:
+            raise BadInput("no command given: put the command after --, as in: jobman run --array 1-10 -- CMD {}")
+        commands = [(i, [word.replace("{}", str(i)) for word in command], {"JOBMAN_ARRAY_INDEX": str(i)})
+                    for i in ns.array]
+        where = lambda i: f"--array index {i}"  # noqa: E731
+    name = ns.name
+    one = type(ns)(**dict(vars(ns), array=None, from_file=None, name=None))  # the options every job shares
+    try:
+        base, deps = from_options(one, commands[0][1], environ)
+    except BadInput as e:
+        raise BadInput(f"{where(commands[0][0])}: {e}") from None
+    jobs, found = [], {}
+    for n, argv, extra in commands:
+        try:
+            key = argv[0] if argv else ""
+            if key not in found:
+                found[key] = resolve_command(argv, base["cwd"], base["env"])
+            job_name = None
+            if name is not None:
+                job_name = name.replace("{}", str(n)) if "{}" in name else f"{name}-{n}"
+                check_name(job_name)
+        except BadInput as e:
+            raise BadInput(f"{where(n)}: {e}") from None
+        env = dict(base["env"], **extra) if extra else base["env"]
+        jobs.append((dict(base, argv=list(argv), executable=found[key], name=job_name, env=env, batch_index=n), deps))
+    return jobs
+
+
+def read_commands(path: str) -> list[list[str]]:
+    """The commands of a --from file: one per line in shell words (shlex), blank lines and comments skipped."""
+    import shlex
+    import sys
+
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except OSError as e:
+        raise BadInput(f"--from {path}: cannot read it: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"--from {path}: not UTF-8 text") from None
+    commands = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as e:
+            raise BadInput(f"--from {path} line {number}: {e} (lines are commands in shell words)") from None
+        if words:
+            commands.append(words)
+    if not commands:
+        raise BadInput(f"--from {path}: no command in it (one per line; blank lines and # comments are skipped)")
+    if len(commands) > MAX_BATCH:
+        raise BadInput(f"--from {path}: {len(commands)} commands, more than {MAX_BATCH}; submit them in parts")
+    return commands

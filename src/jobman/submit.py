@@ -3,27 +3,27 @@
     resolve spec -> one transaction (job, state, edges, job_submitted) -> launch `jobman __supervise ID`
     (credential on its stdin) -> read one acknowledgement -> print the id
 
-No lock is held across the launch. If the acknowledgement does not arrive intact, the database is
-read again on a fresh connection before any failure is reported: a committed claim means success.
-If no claim is found, a guarded update makes a late claim impossible, and only then is the launch
-error reported.
+`jobman run` starts the supervisor's process before the transaction (jobman.launch): it waits for its
+credential, written only after the commit, so the launch the seed orders after the commit, the handing of
+the credential that lets it claim, still comes after it. No lock is held across the launch. If the
+acknowledgement does not arrive intact, the database is read again on a fresh connection before any
+failure is reported: a committed claim means success. If no claim is found, a guarded update makes a
+late claim impossible, and only then is the launch error reported.
 """
 import os
 import select
-import sys
 import time
 
-from runkit import proc
 from runkit.hashing import sha256
 from runkit.ids import uuid7
 
 from . import ack, faults
+from .launch import Launch
 from .store import queries, schema, transitions
 from .dbretry import trouble
 from .errors import Conflict, JobmanError, LaunchError
 
 CREDENTIAL_BYTES = 32
-ACK_GRACE = 2.0  # seconds past the claim deadline to wait for an acknowledgement already on its way
 CLAIM_SETTLES = 2.0  # past the claim deadline, no claim can commit (a claim may wait out its 1 s busy timeout)
 _HANDOFF_SIGNALS = ("SIGINT", "SIGHUP", "SIGTERM", "SIGQUIT")
 
@@ -43,17 +43,22 @@ def _ignore_interrupts() -> None:
             return
 
 
-def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) -> dict:
-    """Submit a job and hand it to its supervisor. Returns {"id", "handle", "name", "supervisor_id", "reconciled"}."""
+def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]], launch: Launch | None = None) -> dict:
+    """Submit a job and hand it to its supervisor. launch: a supervisor started already for the job's id
+    (jobman.launch), waiting for its credential. Returns {"id", "handle", "name", "supervisor_id",
+    "reconciled"}."""
     credential = os.urandom(CREDENTIAL_BYTES)
-    job_id = uuid7()
+    if launch is None:
+        launch = Launch(uuid7())
+    job_id = launch.job_id
     now = time.time()
     faults.pause("cli:before_commit")
     try:
         spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
                                   credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
-    except Exception as e:
-        reason = trouble(e)
+    except BaseException as e:
+        launch.abandon()
+        reason = trouble(e) if isinstance(e, Exception) else None
         if reason is None:
             raise
         schema.rollback(conn)
@@ -62,7 +67,8 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) 
     faults.linger("cli:slow_after_commit")
     deadline = now + spec["windows"]["claim"]
     try:
-        supervisor_id = _launch(job_id, credential, deadline)
+        launch.hand(credential, deadline)
+        supervisor_id = launch.wait_for_ack()
         reconciled = False
     except (LaunchError, ack.BadAck, OSError) as e:
         supervisor_id = _reconcile_launch(db_file, job_id, str(e))
@@ -72,79 +78,118 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) 
             "reconciled": reconciled}
 
 
-_SUPERVISE = "import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import main; sys.exit(main(sys.argv[2:]))"
+# A batch (jobman run --array/--from): each job gets the handoff of one, but they are committed a few at a
+# time (one synced commit each) and their supervisors start side by side (each start is a Python
+# interpreter's: mostly CPU, which a batch keeps busy on every core while the claims commit one by one).
+BATCH_CHUNK = 16
+BATCH_WINDOW = 48
 
 
-def _supervisor_argv(job_id: str) -> list[str]:
-    """`python -I -S -c ... __supervise JOB_ID`: isolated from PYTHON* variables and the current
-    directory, without site (the supervisor needs only the standard library and this package, whose
-    directory is passed explicitly), which saves a fifth of its start-up."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return [sys.executable, "-I", "-S", "-c", _SUPERVISE.format(path=package_root), "__supervise", job_id]
+def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> dict:
+    """Submit the jobs [(spec, dependencies)] in order, each with its own handoff. emit(result) is called
+    for every job handed over, in order (result as submit() returns it, plus "index", its place in
+    `items`). An interrupt (Ctrl-C, a hang-up) or a failed handoff stops the batch: nothing more is
+    committed, the handoffs of the jobs committed already are finished (each ends owned, or
+    submission_failed, as one job's would), and the rest is never submitted. Returns {"submitted": n,
+    "failures": [(index, job_id, message)], "stopped_at": index of the first job never committed, or None,
+    "interrupted": bool}."""
+    from collections import deque
 
-
-def _launch(job_id: str, credential: bytes, deadline: float) -> str:
-    """Start the supervisor, hand it the credential, and return the supervisor id it acknowledges."""
-    proc.ensure_std_fds()
-    cred_r, cred_w = os.pipe()
-    ack_r, ack_w = os.pipe()
-    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        argv = _supervisor_argv(job_id)
-        # A supervisor started from inside a job must not look like part of that job's processes.
-        env = {k: v for k, v in os.environ.items() if k not in ("JOBMAN_JOB_ID", "JOBMAN_ATTEMPT")}
-        pid = proc.spawn(argv[0], argv, env, stdin=cred_r, stdout=ack_w, stderr=null)
-    except OSError as e:
-        for fd in (cred_r, cred_w, ack_r, ack_w):
-            os.close(fd)
-        raise LaunchError(f"cannot start the supervisor: {e.strerror or e}") from None
-    finally:
-        os.close(null)
-    os.close(cred_r)
-    os.close(ack_w)
-    try:
-        try:
-            os.write(cred_w, credential)
-        except OSError:
-            pass  # it died already: the acknowledgement read below finds out how far it got
-        finally:
-            os.close(cred_w)
-        raw = _read_ack(ack_r, deadline + ACK_GRACE)
-    finally:
-        os.close(ack_r)
-    try:
-        return ack.decode(raw, job_id)
-    except ack.BadAck as e:
-        raise ack.BadAck(f"{e}{_exit_note(pid)}") from None
-
-
-def _read_ack(fd: int, give_up_at: float) -> bytes:
-    """Read until end-of-file, more than the size limit, or the deadline."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    data = b""
-    while len(data) <= ack.ACK_MAX_BYTES:
-        remaining = give_up_at - time.time()
-        if remaining <= 0:
-            raise LaunchError("the supervisor did not acknowledge its claim before the claim deadline")
-        if not poller.poll(int(remaining * 1000) + 1):
+    stop = []
+    inflight = deque()  # [index, job_id, stored spec, Launch or the LaunchError that prevented it]
+    failures, submitted, next_item = [], 0, 0
+    while True:
+        room = BATCH_WINDOW - len(inflight)
+        if next_item < len(items) and not stop and not failures and room > 0:
+            chunk = items[next_item:next_item + min(BATCH_CHUNK, room)]
+            jobs = [(uuid7(), os.urandom(CREDENTIAL_BYTES), spec, deps) for spec, deps in chunk]
+            now = time.time()
+            if next_item == 0:
+                faults.pause("cli:before_commit")
+            try:
+                stored = transitions.submit_many(
+                    conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs], now,
+                    before_commit=(lambda: _catch_interrupts(stop)) if next_item == 0 else None)
+            except Exception as e:
+                reason = trouble(e)
+                if reason is None and next_item == 0:
+                    raise
+                schema.rollback(conn)
+                if next_item == 0:
+                    raise JobmanError(f"cannot submit: {reason} ({e}); nothing was submitted") from None
+                failures.append((next_item, None, f"cannot submit: {reason or e}"))
+                continue
+            faults.hit("cli:after_commit")
+            for offset, ((job_id, cred, _, _), spec) in enumerate(zip(jobs, stored)):
+                launch = Launch(job_id)
+                try:
+                    launch.hand(cred, now + spec["windows"]["claim"])
+                except LaunchError as e:
+                    launch = e
+                inflight.append([next_item + offset, job_id, spec, launch])
+            next_item += len(chunk)
             continue
-        chunk = os.read(fd, ack.ACK_MAX_BYTES + 1 - len(data))
-        if not chunk:
+        if not inflight:
             break
-        data += chunk
-    return data
+        _read_acks([entry[3] for entry in inflight if isinstance(entry[3], Launch) and not entry[3].done])
+        while inflight and (not isinstance(inflight[0][3], Launch) or inflight[0][3].done):
+            index, job_id, spec, launch = inflight.popleft()
+            result = _hand_over(db_file, job_id, spec, launch)
+            if isinstance(result, str):
+                failures.append((index, job_id, result))
+                continue
+            submitted += 1
+            emit(dict(result, index=index))
+            faults.hit("cli:after_ack")
+    return {"submitted": submitted, "failures": failures,
+            "stopped_at": next_item if next_item < len(items) else None, "interrupted": bool(stop)}
 
 
-def _exit_note(pid: int) -> str:
+def _catch_interrupts(stop: list) -> None:
+    # From a batch's first commit on, an interrupt or a hang-up stops the batch rather than the process:
+    # the handoffs under way are finished first.
+    import _signal
+
+    for name in _HANDOFF_SIGNALS:
+        _signal.signal(getattr(_signal, name), lambda signum, frame: stop.append(signum))
+
+
+def _read_acks(launches: list) -> None:
+    """Wait until at least one of the launches has more of its acknowledgement (or a deadline passed)."""
+    if not launches:
+        return
+    poller = select.poll()
+    by_fd = {}
+    for launch in launches:
+        poller.register(launch.fd, select.POLLIN)
+        by_fd[launch.fd] = launch
+    soonest = min(launch.give_up_at for launch in launches) - time.time()
+    ready = poller.poll(max(0, int(soonest * 1000) + 1))
+    for fd, _ in ready:
+        by_fd[fd].read()
+    if not ready:
+        for launch in launches:
+            if time.time() >= launch.give_up_at:
+                launch.read()
+
+
+def _hand_over(db_file: str, job_id: str, spec: dict, launch) -> dict | str:
+    """A batch job's handoff, once its acknowledgement is in (or its launch failed): the result of submit(),
+    or the message of a job that was not handed over (it is submission_failed by then)."""
     try:
-        status = proc.poll_child(pid)
-    except ChildProcessError:
-        return ""
-    if status is None:
-        return ""
-    code, sig = proc.describe_status(status)
-    return f" (the supervisor exited with {'code ' + str(code) if sig is None else proc.signal_name(sig)})"
+        if isinstance(launch, LaunchError):
+            raise launch
+        try:
+            supervisor_id, reconciled = launch.supervisor_id(), False
+        finally:
+            launch.close()
+    except (LaunchError, ack.BadAck, OSError) as e:
+        try:
+            supervisor_id, reconciled = _reconcile_launch(db_file, job_id, str(e)), True
+        except LaunchError as refused:
+            return str(refused)
+    return {"id": job_id, "handle": spec["handle"], "name": spec["name"], "supervisor_id": supervisor_id,
+            "reconciled": reconciled}
 
 
 def _record_reconciled(conn, job_id: str, reason: str) -> None:

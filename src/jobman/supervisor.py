@@ -15,11 +15,10 @@ from runkit.hashing import sha256
 from runkit.ids import is_uuid, uuid7
 
 from . import faults, home as homes
-from .dbretry import DatabaseGone, Retrier
-from .eligibility import Supervisor, log as _log
+from .dbretry import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, Retrier, file_identity, jitter
 from .errors import JobmanError
-from .model import JobState
 from .store import queries, schema, transitions
+from .supervisor_log import log as _log
 
 CREDENTIAL_BYTES = 32
 EXIT_REFUSED = 3
@@ -36,27 +35,31 @@ def main(args: list[str]) -> int:
         sys.stderr.write("jobman __supervise: private command; it takes exactly one job id and nothing else\n")
         return 2
     job_id = args[0]
+    home = homes.home_dir()
+    path = homes.db_path(home)
+    # `jobman run` starts us before it commits the job (jobman.launch): open the database meanwhile if it is
+    # there (the first job of a home creates it), and claim nothing before the credential has come.
+    conn = None
+    if os.path.exists(path):
+        try:
+            conn = _connect(path)
+        except JobmanError:
+            conn = None
+    supervisor_id = uuid7()
+    me = proc.self_identity()
     credential = _read_credential()
     if len(credential) != CREDENTIAL_BYTES:
         sys.stderr.write("jobman __supervise: refused: no launch credential on stdin\n")
         return EXIT_REFUSED
-    home = homes.home_dir()
-    path = homes.db_path(home)
-    try:
-        conn = schema.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
-    except JobmanError as e:
-        sys.stderr.write(f"jobman __supervise: refused: {e}\n")
-        return EXIT_REFUSED
-    trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
-    if trace:  # the tests count what an idle supervisor asks of the database
-        log = open(trace, "a", buffering=1)
-        pid = os.getpid()
-        conn.set_trace_callback(lambda sql: log.write(f"{time.time():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
-    conn.relax()
+    if conn is None:
+        try:
+            conn = _connect(path)
+        except JobmanError as e:
+            sys.stderr.write(f"jobman __supervise: refused: {e}\n")
+            return EXIT_REFUSED
     store = Retrier(conn, path, _log)
-    supervisor_id = uuid7()
-    me = proc.self_identity()
     faults.hit("supervisor:before_claim")
+    faults.hit_once("supervisor:one_dies_before_claim")
     if faults.active("supervisor:late_claim"):
         _sleep_past_deadline(conn, job_id)
     try:
@@ -68,10 +71,90 @@ def main(args: list[str]) -> int:
     faults.hit("supervisor:after_claim")
     _acknowledge(job_id, supervisor_id)
     _detach(home, job_id)
+    # What the owner needs from here on is loaded once `jobman run` has its answer: not on its clock.
     import gc
+
+    from .eligibility import Supervisor
+    from .model import JobState
 
     gc.freeze()  # what start-up made lives as long as we do: no collection need ever walk it again
     return Supervisor(store, home, job_id, supervisor_id, JobState.from_row(state)).run()
+
+
+def resume(args: list[str]) -> int:
+    """`__resume JOB_ID SUPERVISOR_ID DB_DEV:DB_INO BELL_FD`: a supervisor back from its lean waiting form
+    (jobman.lean), in the same process, with a fresh interpreter. Nothing is taken from the arguments on
+    trust: the job is this process's only if the database at its path is still the file it claimed the
+    job in, and the job's record names this supervisor id and this very process (pid and start time)."""
+    faults.linger("supervisor:after_wake")
+    try:
+        job_id, supervisor_id, db_file, fd = args
+        identity = tuple(int(n) for n in db_file.split(":"))
+        fd = int(fd)
+        if not (is_uuid(job_id) and is_uuid(supervisor_id) and len(identity) == 2):
+            raise ValueError
+    except ValueError:
+        _log(f"jobman __resume: private command; refused arguments {args!r}")
+        return 2
+    home = homes.home_dir()
+    path = homes.db_path(home)
+    try:
+        conn = _reconnect(path, identity)
+    except DatabaseGone as e:
+        _log(f"{e}: this supervisor no longer claims job {job_id}; no target was running; exiting")
+        return 0
+    store = Retrier(conn, path, _log)
+    store.identity = identity
+    from .eligibility import Supervisor
+    from .model import Snapshot
+
+    me = proc.self_identity()
+    snap = Snapshot.from_row(store.call("read the job's state", queries.snapshot, job_id, time.time()))
+    mine = snap is not None and (snap.supervisor_id, snap.supervisor_pid, snap.supervisor_start_time,
+                                 snap.supervisor_boot_id) == (supervisor_id, me.pid, me.start_time, me.boot_id)
+    if not mine or snap.phase == "finished":
+        why = ("the job record is gone" if snap is None else f"finished {snap.outcome} by another process"
+               if mine else f"owned by supervisor {snap.supervisor_id} (pid {snap.supervisor_pid})")
+        _log(f"back from the lean form, no longer the owner of job {job_id} ({why}); exiting without touching it")
+        return 0
+    import gc
+
+    gc.freeze()
+    return Supervisor(store, home, job_id, supervisor_id, snap, bell_fd=fd).run(first=snap)
+
+
+def _connect(path: str):
+    conn = schema.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
+    conn.relax()
+    trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
+    if trace:  # the tests count what an idle supervisor asks of the database
+        log = open(trace, "a", buffering=1)
+        pid = os.getpid()
+        conn.set_trace_callback(lambda sql: log.write(f"{time.time():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
+    return conn
+
+
+def _reconnect(path: str, identity: tuple[int, int]):
+    """Open the database again after the lean form, waiting out storage trouble (the job goes on waiting
+    meanwhile, its lease kept by the round); DatabaseGone if the file at the path is another one now."""
+    backoff, noted = FIRST_BACKOFF, False
+    while True:
+        if file_identity(path) != identity:
+            raise DatabaseGone(f"the database file {path} was deleted or replaced while the job waited")
+        try:
+            conn = _connect(path)
+        except JobmanError as e:
+            if not noted:
+                _log(f"waiting for the database: cannot open it again: {e}; retrying with backoff")
+                noted = True
+            time.sleep(jitter(backoff))
+            backoff = min(backoff * 2, MAX_BACKOFF)
+            continue
+        if file_identity(path) == identity:
+            if noted:
+                _log("the database opens again")
+            return conn
+        conn.close()
 
 
 def _claim(store: Retrier, job_id: str, credential_hash: bytes, supervisor_id: str, me):

@@ -128,6 +128,26 @@ def test_a_lost_job_says_when_its_tree_is_gone(jobman):
     assert "its target process tree is gone" in jobman.show(job_id)["lost_note"]
 
 
+def test_a_long_queue_lists_its_newest_hundred_waiting_jobs_and_says_how_many_more_wait(jobman):
+    """A sweep keeps thousands waiting: by default the list shows every running job, the newest 100 waiting
+    and the newest 100 finished, and says on stderr how many it left out; --active and --all show them all."""
+    jobman("group", "set", "sweep", "--limit", "0", check=True)
+    running_job = jobman.run("sleep", "60")
+    done = jobman.run("true")
+    jobman("wait", done)
+    ids = jobman("run", "--array", "1-105", "--group", "sweep", "--", "true", check=True).stdout.split()
+    wait_for(lambda: all(jobman.state(j)["waiting_for"] == "slot" for j in ids), timeout=30)
+    listed = jobman("list", "--json", check=True)
+    shown = [j["id"] for j in json.loads(listed.stdout)]
+    assert shown == ids[::-1][:100] + [done, running_job]  # newest first; the oldest 5 waiting left out
+    assert listed.stderr == "jobman: 5 older waiting job(s) not shown (jobman list --all)\n"
+    table = jobman("list", check=True).stdout.splitlines()
+    assert len(table) == 1 + 102 and "104 ahead in line" in table[1]  # places count the whole line
+    assert len(json.loads(jobman("list", "--active", "--json", check=True).stdout)) == 106
+    assert len(json.loads(jobman("list", "--all", "--json", check=True).stdout)) == 107
+    jobman("cancel", running_job, check=True)
+
+
 def test_other_peoples_text_never_reaches_the_terminal_as_control(jobman):
     """Issue 23: a command containing an escape sequence retitled the terminal through list and show, and a newline
     split a row of the table. Shown escaped, one line per job; --json and logs stay byte-exact."""

@@ -1,6 +1,7 @@
 """Process control and logs (Jobman part 4): trees stopped completely, identities verified before
 any signal, output straight to capped per-attempt files, exit reporting, environment policy, prune."""
 import json
+import subprocess
 import os
 import signal
 import shutil
@@ -348,3 +349,51 @@ def test_a_supervisor_killed_before_its_target_started_frees_the_slot(jobman):
     assert jobman("wait", nxt, "--timeout", "30s").returncode == 0
     assert jobman.state(job_id)["outcome"] == "lost" and jobman.state(job_id)["slot_held"] == 0
     assert jobman.show(job_id)["target_processes"] == []
+
+
+def _fd_targets(pid: int) -> dict[int, str]:
+    found = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass  # closed meanwhile
+    return found
+
+
+def test_no_descriptor_of_the_submitter_reaches_the_supervisor_or_the_target(jobman, tmp_path):
+    # Issue 20: a descriptor the submitting shell left open (here fd 7, a copy of the pipe into `cat`)
+    # used to stay open in the supervisor and the target, so the pipeline waited for the job to end.
+    script = f"(exec 7>&1; {shutil.which('jobman', path=jobman.env['PATH'])} run -- sleep 30) | cat"
+    started = time.monotonic()
+    result = subprocess.run(["/bin/sh", "-c", script], env=jobman.env, capture_output=True, text=True, timeout=40)
+    took = time.monotonic() - started
+    job_id = result.stdout.strip()
+    assert result.returncode == 0 and len(job_id) == 36, result
+    assert took < 1.5, f"the pipeline took {took:.1f}s: something of the job holds it open"
+    # And a pipe handed to `jobman run` as fd 7 reaches neither process: the supervisor keeps its log, the
+    # database and its doorbell; the target exactly stdin from /dev/null and stdout/stderr to its log.
+    read_end, write_end = os.pipe()
+    try:
+        submitted = subprocess.run([shutil.which("jobman", path=jobman.env["PATH"]), "run", "--", "sleep", "30"],
+                                   env=jobman.env, capture_output=True, text=True, timeout=40,
+                                   pass_fds=(write_end,), preexec_fn=lambda: os.dup2(write_end, 7) and None)
+        job_id = submitted.stdout.strip()
+        assert submitted.returncode == 0, submitted.stderr
+        pipe = os.readlink(f"/proc/self/fd/{write_end}")
+        target = target_of(jobman, job_id)
+        supervisor = jobman.state(job_id)["supervisor_pid"]
+        home = str(jobman.home)
+        allowed = ("/dev/null", f"{home}/jobman.db", f"{home}/jobman.db-wal", f"{home}/jobman.db-shm",
+                   f"{home}/bells/{job_id}.fifo")
+        held = _fd_targets(supervisor)
+        assert pipe not in held.values()
+        # (the job's own logs: its supervisor's, and the attempt's, which the log cap watches; a pidfd)
+        strays = [t for t in held.values() if t not in allowed and not t.startswith(f"{home}/logs/{job_id}/")
+                  and t != "anon_inode:[pidfd]"]
+        assert not strays, held
+        log = target["log_path"]
+        assert _fd_targets(target["pid"]) == {0: "/dev/null", 1: log, 2: log}
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -386,14 +386,19 @@ def test_a_finished_dependency_wakes_its_dependents_only(jobman, tmp_path):
            "JOBMAN_RENEW_INTERVAL": "30s"}
     a = jobman("run", "--", *gated(gate_a), env=env, check=True).stdout.strip()
     b = jobman("run", "--", *gated(gate_b), env=env, check=True).stdout.strip()
-    after_a = [jobman("run", "--after", a, "--", "true", env=env, check=True).stdout.strip() for _ in range(5)]
+    # The dependents of b wait first, so one of them holds the lease round throughout: a holder among the
+    # dependents of a would hand the round on as its job starts, waking a waiter for that alone.
     after_b = [jobman("run", "--after", b, "--", "true", env=env, check=True).stdout.strip() for _ in range(5)]
+    wait_for(lambda: _round_holder_pid(jobman, after_b), timeout=30)
+    after_a = [jobman("run", "--after", a, "--", "true", env=env, check=True).stdout.strip() for _ in range(5)]
     wait_for(lambda: all(jobman.state(j)["waiting_for"] == "dependencies" for j in after_a + after_b), timeout=30)
     pids_b = {jobman.state(j)["supervisor_pid"] for j in after_b}
+    assert _round_holder_pid(jobman, after_b) in pids_b
     start = _quiet(trace)
     gate_a.touch()
     assert jobman("wait", "-q", *after_a, timeout=30).returncode == 0
-    assert not _who_looked(trace, start, _quiet(trace)) & pids_b
+    end = _quiet(trace)
+    assert not _who_looked(trace, start, end) & pids_b
     assert all(jobman.state(j)["phase"] == "waiting" for j in after_b)
     gate_b.touch()
     assert jobman("wait", "-q", *after_b, timeout=30).returncode == 0

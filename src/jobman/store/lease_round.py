@@ -17,12 +17,61 @@ _RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WH
           " AND phase = 'waiting' AND supervisor_id = ? AND lease_expires_at < ?")
 
 
-def waiting(conn) -> list:
-    """Every waiting job with its supervisor's identity and its windows."""
+def holder(conn) -> tuple[str, float] | None:
+    """(supervisor id, held until) of the round, if anyone holds or held it."""
+    row = conn.execute("SELECT supervisor_id, expires_at FROM lease_round").fetchone()
+    return tuple(row) if row else None
+
+
+# Whether a waiting job's reason to wait has gone, so that its supervisor should have been rung: a cancel
+# asked for, a hold let go, a time gate passed, or dependencies that allow a decision now (all ended, or
+# one ended so that its condition can never hold). A free slot is judged per group (slot_waiters_to_wake).
+_GONE = """(s.cancel_requested_at IS NOT NULL
+  OR (s.waiting_for = 'held' AND s.held_at IS NULL)
+  OR (s.waiting_for IN ('not_before', 'retry') AND s.wait_until < :now)
+  OR (s.waiting_for = 'dependencies' AND (
+      NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on
+                   WHERE d.job_id = s.job_id AND ds.phase != 'finished')
+      OR EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on
+                  WHERE d.job_id = s.job_id AND ds.phase = 'finished'
+                    AND ((d.condition = 'success' AND ds.outcome != 'succeeded')
+                         OR (d.condition = 'failure' AND ds.outcome = 'succeeded'))))))"""
+
+
+def waiting(conn, now: float) -> list:
+    """Every waiting job with its supervisor's identity, its windows, its lease and whether its reason to
+    wait has gone: (job_id, revision, supervisor_id, pid, start_time, boot_id, lease, renew_interval,
+    lease_expires_at, gone)."""
     return conn.execute(
         "SELECT s.job_id, s.revision, s.supervisor_id, s.supervisor_pid, s.supervisor_start_time,"
-        " s.supervisor_boot_id, j.lease_duration, j.renew_interval"
-        " FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.phase = 'waiting'").fetchall()
+        " s.supervisor_boot_id, j.lease_duration, j.renew_interval, s.lease_expires_at, " + _GONE +
+        " FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.phase != 'finished' AND s.phase = 'waiting'",
+        {"now": now}).fetchall()
+
+
+def slot_waiters_to_wake(conn) -> list[str]:
+    """The waiters that free slots are for: in each group with a line and a free slot, the first as many
+    of its line as it has free slots."""
+    from .queries import free_slots, slot_waiters
+
+    wake = []
+    for (group,) in conn.execute("SELECT DISTINCT line_group FROM job_state WHERE phase != 'finished'"
+                                 " AND phase = 'waiting' AND waiting_for = 'slot'").fetchall():
+        free = free_slots(conn, group)
+        if free:
+            wake += slot_waiters(conn, group, free)
+    return wake
+
+
+def others_due(conn, now: float) -> tuple[bool, bool]:
+    """What a reconcile pass would find beside waiting jobs: (a submission past its claim deadline or a
+    starting or running job past its lease; a finished job that still holds a slot). Small indexes only."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM job_state WHERE phase = 'submitting' AND claim_deadline < :now)"
+        " OR EXISTS (SELECT 1 FROM job_state WHERE phase != 'finished' AND phase IN ('starting', 'running')"
+        " AND lease_expires_at < :now),"
+        " EXISTS (SELECT 1 FROM job_state WHERE slot_held = 1 AND phase = 'finished')", {"now": now}).fetchone()
+    return bool(row[0]), bool(row[1])
 
 
 def hold_and_renew(conn, supervisor_id: str, now: float, hold_until: float, renewals: list) -> bool:
@@ -35,10 +84,13 @@ def hold_and_renew(conn, supervisor_id: str, now: float, hold_until: float, rene
     return True
 
 
-def release(conn, supervisor_id: str, job_id: str) -> str | None:
-    """Give the round up (if it is still ours); returns a waiting job whose supervisor may take it on."""
+def release(conn, supervisor_id: str, job_id: str) -> list:
+    """Give the round up (if it is still ours); returns a few waiting jobs whose supervisors may take it on:
+    the newest, which tend to wait longest (a holder whose job starts hands the round on again), from the
+    index of waiting jobs by submission time. [(job_id, pid, start_time, boot_id)]; the caller rings the
+    first whose supervisor is alive and awake."""
     with Transaction(conn, durable=False):
         conn.execute("DELETE FROM lease_round WHERE supervisor_id = ?", (supervisor_id,))
-        row = conn.execute("SELECT job_id FROM job_state WHERE phase = 'waiting' AND job_id != ?"
-                           " ORDER BY lease_expires_at LIMIT 1", (job_id,)).fetchone()
-    return row[0] if row else None
+        return conn.execute("SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id FROM job_state"
+                            " WHERE phase = 'waiting' AND job_id != ? ORDER BY line_at DESC, job_id DESC LIMIT 8",
+                            (job_id,)).fetchall()

@@ -188,4 +188,11 @@ MIGRATIONS = [
         expires_at    REAL NOT NULL
     );
     """,
+    # 5: a sweep keeps thousands of jobs waiting: `jobman list` finds the newest waiting and the newest finished
+    # jobs from an index each, however many of the other kind are newer (line_at is the job's submission
+    # time), and so does the holder of the lease round the waiters it may hand the round on to.
+    """
+    CREATE INDEX job_state_waiting_newest ON job_state(line_at DESC, job_id DESC) WHERE phase = 'waiting';
+    CREATE INDEX job_state_finished_newest ON job_state(line_at DESC, job_id DESC) WHERE phase = 'finished';
+    """,
 ]

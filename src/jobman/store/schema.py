@@ -10,10 +10,10 @@ an empty or missing file at the path is never mistaken for a fresh one. Opening 
 (SQLite's own open would make an empty file over a deleted one).
 """
 import os
-import sqlite3
 import time
 
 from ..errors import BadInput, JobmanError
+from .sqlite import sqlite3
 
 BUSY_TIMEOUT_MS = 60_000
 DEFAULT_GROUP = "default"  # created with the database; its limit starts at the number of CPUs
@@ -23,7 +23,7 @@ def default_group_limit() -> int:
     return os.cpu_count() or 1
 
 
-SCHEMA_VERSION = 4  # len(migrations.MIGRATIONS), loaded only to create or migrate (tests/jobman/test_schema.py)
+SCHEMA_VERSION = 5  # len(migrations.MIGRATIONS), loaded only to create or migrate (tests/jobman/test_schema.py)
 
 
 class DatabaseMissing(BadInput):

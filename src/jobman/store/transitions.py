@@ -4,7 +4,7 @@ Mutable rows carry a revision. Each update names the expected revision (and phas
 clause; "no row updated" raises Conflict, and the caller reloads before deciding again. Events are
 appended in the same transaction as the change they record.
 """
-import sqlite3
+from .sqlite import sqlite3
 
 from runkit.durations import format_time
 from runkit.jsonfast import dumps
@@ -53,35 +53,15 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
     runs just before COMMIT (the CLI ignores interrupts from there on). Returns the stored spec, with
     the job's handle (its short number) added.
     """
-    from runkit.jsonfast import dumps
+    return submit_many(conn, [(job_id, spec, dependencies, credential_hash)], now, before_commit)[0]
 
-    from .. import selectors
 
-    windows = spec["windows"]
+def submit_many(conn, jobs: list[tuple[str, dict, list, bytes]], now: float, before_commit=None) -> list[dict]:
+    """submit() for several jobs [(job_id, spec, dependencies, credential_hash)] in one transaction (one
+    synced commit: a batch's jobs are committed a few at a time). All of them or none."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if not queries.group_exists(conn, spec["group"]):
-            raise no_such_group(spec["group"])
-        edges, seen = [], set()
-        for selector, condition in dependencies:
-            target = selectors.resolve(conn, selector)
-            if (target, condition) not in seen:
-                seen.add((target, condition))
-                edges.append({"job": target, "condition": condition, "selector": selector})
-        spec = dict(spec, dependencies=edges)
-        handle = next_handle(conn)
-        conn.execute(
-            "INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window, lease_duration,"
-            " renew_interval, poll_interval, handle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, spec["name"], dumps(spec), spec["group"], spec["priority"], now,
-             windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle))
-        conn.execute(
-            "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline)"
-            " VALUES (?, 'submitting', 1, ?, ?)", (job_id, credential_hash, now + windows["claim"]))
-        conn.executemany("INSERT INTO dependencies (job_id, depends_on, condition) VALUES (?, ?, ?)",
-                         [(job_id, e["job"], e["condition"]) for e in edges])
-        add_event(conn, job_id, "job_submitted", now, claim_deadline=now + windows["claim"],
-                  **({"restart_of": spec["restart_of"]} if spec.get("restart_of") else {}))
+        stored = [_insert_job(conn, *job, now) for job in jobs]
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -91,10 +71,40 @@ def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]]
         conn.execute("COMMIT")
     except KeyboardInterrupt:
         # A Ctrl-C that arrived before interrupts were ignored: if COMMIT did not run, nothing is
-        # submitted; if it did, the job is accepted and the handoff must go on.
+        # submitted; if it did, the jobs are accepted and the handoff must go on.
         if conn.in_transaction:
             conn.execute("ROLLBACK")
             raise
+    return stored
+
+
+def _insert_job(conn, job_id: str, spec: dict, dependencies: list[tuple[str, str]], credential_hash: bytes,
+                now: float) -> dict:
+    from .. import selectors
+
+    windows = spec["windows"]
+    if not queries.group_exists(conn, spec["group"]):
+        raise no_such_group(spec["group"])
+    edges, seen = [], set()
+    for selector, condition in dependencies:
+        target = selectors.resolve(conn, selector)
+        if (target, condition) not in seen:
+            seen.add((target, condition))
+            edges.append({"job": target, "condition": condition, "selector": selector})
+    spec = dict(spec, dependencies=edges)
+    handle = next_handle(conn)
+    conn.execute(
+        "INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window, lease_duration,"
+        " renew_interval, poll_interval, handle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (job_id, spec["name"], dumps(spec), spec["group"], spec["priority"], now,
+         windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle))
+    conn.execute(
+        "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline)"
+        " VALUES (?, 'submitting', 1, ?, ?)", (job_id, credential_hash, now + windows["claim"]))
+    conn.executemany("INSERT INTO dependencies (job_id, depends_on, condition) VALUES (?, ?, ?)",
+                     [(job_id, e["job"], e["condition"]) for e in edges])
+    add_event(conn, job_id, "job_submitted", now, claim_deadline=now + windows["claim"],
+              **({"restart_of": spec["restart_of"]} if spec.get("restart_of") else {}))
     return dict(spec, handle=handle)
 
 
