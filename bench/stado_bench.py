@@ -58,7 +58,7 @@ def measure(name: str, url: str, options: dict, env: dict, n: int) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"stado-bench-{name}-"))
     store = MeteredStore(open_store(url, options, env=env))
     submit_times = []
-    for i in range(n):
+    for _ in range(n):
         t0 = time.perf_counter()
         submission.submit(store, [Submission(JobSpec(command="true"))])
         submit_times.append(time.perf_counter() - t0)

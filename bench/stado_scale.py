@@ -79,7 +79,7 @@ def window(backend: Backend, queued: int) -> dict:
     store = MeteredStore(inner)
     agent = Agent(store, _config(tmp, "idle", slots=1, poll_seconds=0.05), log=lambda line: None)
     passes = []
-    for n in range(queued // 1000 + 12):  # the first pass, then until every entry was seen once, then 10 more
+    for _ in range(queued // 1000 + 12):  # the first pass, then until every entry was seen once, then 10 more
         store.reset()
         t0 = time.perf_counter()
         claiming.claim_pass(agent)
@@ -202,7 +202,7 @@ def drain_table(rows: list[dict]) -> str:
             "lost races/claim", "jobs per agent (min-max)")
     body = [(r["backend"], f"{r['agents']} x {r['slots']}", f"{r['jobs_per_s']:.1f}",
              " ".join(f"{r['requests_per_job'][k]:.2f}" for k in KINDS), f"{r['cpu_ms_per_job']:.1f}",
-             f"{r['lost_per_claim']:.2f}", "%d-%d" % r["claims_min_max"]) for r in rows]
+             f"{r['lost_per_claim']:.2f}", "{}-{}".format(*r["claims_min_max"])) for r in rows]
     return _table([head] + body)
 
 

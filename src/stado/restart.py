@@ -106,7 +106,7 @@ def stop_orphans(agent) -> None:
     # too): never the job's next attempt on this host, nor an agent that happens to hold a file of that
     # directory open, this one included.
     running = processes_with("WC_JOB_ID", [job_id for job_id, _, _, _ in left])
-    for job_id, tag, directory, owner in left:
+    for job_id, tag, _directory, owner in left:
         pids = [st.pid for st in running.get(job_id, []) if of_attempt(st.pid, tag)]
         if not pids:
             continue

@@ -20,7 +20,7 @@ and move `last_fired` past the times the others were about to fire.
 The firing step takes the time as an argument (tests drive it across minute boundaries).
 """
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 from runkit.ids import uuid7_derived
 
@@ -58,7 +58,7 @@ def parse_cron(expr: str, tz: str = "UTC"):
 
 def _zone(tz: str):
     if tz in ("UTC", "utc"):
-        return timezone.utc
+        return UTC
     try:
         from zoneinfo import ZoneInfo
 

@@ -46,7 +46,7 @@ def in_thread(name, fn):
     def run():
         try:
             box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001  (handed back to the test)
+        except BaseException as e:
             box["error"] = e
 
     thread = threading.Thread(target=run, name=name, daemon=True)
