@@ -2,8 +2,9 @@
 put-if-match and delete-if-match, each telling our own write (a retried request that landed) from
 another writer's by the nonce every document carries.
 """
-import json
 import os
+
+from runkit import jsonfast
 
 from . import documents as d
 from .errors import CorruptDocument
@@ -92,7 +93,7 @@ def read_json(store: ObjectStore, key: str) -> tuple[dict, Version] | None:
     except NotFound:
         return None
     try:
-        doc = json.loads(blob.data)
+        doc = jsonfast.loads(blob.data)
     except ValueError as e:
         raise CorruptDocument(key, f"not JSON: {str(e)[:80]}") from None
     if not isinstance(doc, dict):
