@@ -193,6 +193,10 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
         job_id = fire_job_id(doc, fire)
         queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce())
         queued["schedule"] = {"name": doc["name"], "fire_time": d.iso(fire)}
+        try:  # a damaged schedule must not put a job in the queue that no agent can read
+            d.decode(keys.queued(job_id), d.encode(queued), job_id)
+        except CorruptDocument as e:
+            raise CorruptDocument(keys.schedule(doc["name"]), f"its spec does not make a job: {e.reason}") from None
         made = create(store, keys.queued(job_id), queued)
         if made is not None:
             index(store, queued)
