@@ -198,7 +198,7 @@ def past_cap(spec: dict, offer: Offer, seconds: float) -> str | None:
 # -- what agents' records say ----------------------------------------------------------------------------
 
 def offer_of(record: dict) -> Offer | None:
-    """The offer an agent published in its agents/ record (older records lack the later fields); None if the
+    """The offer an agent published in its agents/ record (a field it lacks takes the agent's default); None if the
     record's offer cannot be read (an agent record is advisory: it is then not counted)."""
     try:
         memory = record.get("memory")
@@ -238,13 +238,11 @@ def silent_for(record: dict, now: float) -> float | None:
 
 def is_live(record: dict, now: float) -> bool:
     """Whether an agents/ record speaks for a live agent: its last_seen is younger than the window it
-    recorded (records from before windows were recorded: the 30 s refresh of that time)."""
+    recorded (a record that states no window cannot be judged: not live)."""
     silent = silent_for(record, now)
-    if silent is None:
-        return False
     window = record.get("live_for")
-    if isinstance(window, bool) or not isinstance(window, (int, float)):
-        window = live_for(REFRESH_MAX)
+    if silent is None or isinstance(window, bool) or not isinstance(window, (int, float)):
+        return False
     return silent <= max(LIVE_FLOOR, window)
 
 

@@ -13,6 +13,7 @@ from . import keys
 from .cas import read, remove
 from .errors import CorruptDocument
 from .objectstore.base import ObjectStore, StoreError
+from .problems import CORRUPT, Problem
 
 def index(store: ObjectStore, queued: dict) -> None:
     store.put(keys.ready(queued["spec"].get("priority") or 0, queued["id"]), d.encode(queued))
@@ -34,19 +35,21 @@ def unindex(store: ObjectStore, queued: dict) -> None:
         remove(store, key, found[1])
 
 
-def reconcile(store: ObjectStore) -> list[str]:
-    """Index queue entries the index lacks; remove index entries whose job is no longer queued. ready/ is
+def reconcile(store: ObjectStore) -> "list[str | Problem]":
+    """Index queue entries the index lacks; remove index entries whose job is no longer queued: a line for each
+    thing done, a Problem for each queue entry that cannot be read. ready/ is
     listed before queue/: an entry listed was written after its queue entry, so a queue entry missing from
     the later listing was claimed (or ended) since, and a requeue meanwhile wrote a new version of the
     entry, which the conditional delete leaves alone. Two LISTs of whole prefixes: the slow cadence's."""
     indexed = {job_id: e for e in store.list(keys.READY) if (job_id := keys.job_id_of_ready(e.key))}
     queued = {job_id: e for e in store.list(keys.QUEUE) if (job_id := keys.job_id_of(e.key, keys.QUEUE))}
-    lines = []
+    lines: list[str | Problem] = []
     for job_id in queued.keys() - indexed.keys():
         try:
             found = read(store, keys.queued(job_id), job_id)
         except CorruptDocument as e:
-            lines.append(f"{e}: skipped; `stado status` lists it, `stado repair {job_id}` clears it")
+            lines.append(Problem(CORRUPT, job_id, f"{e}: skipped; `stado status` lists it, `stado repair {job_id}` "
+                                                  "clears it"))
             continue
         if found is not None:
             index(store, found[0])

@@ -4,8 +4,7 @@ A running job is alive while the promise its worker wrote holds. The promise is 
 the one clock the fleet shares (storeclock.py): the running document's own write time (`modified`, the store's)
 plus the lease its worker promised (`lease_seconds`, a duration the worker measured on one clock), against the
 store's time now. So no host's wall clock decides: a worker whose clock runs an hour ahead is reaped as soon
-as any other, and a reaper whose clock is off reaps no sooner nor later. (A document with a promise but no
-`lease_seconds` is judged by its `lease_expires_at`, a time on its writer's clock.) Once the promise has passed,
+as any other, and a reaper whose clock is off reaps no sooner nor later. Once the promise has passed,
 two writes still prove it alive, each judged by the store's own `modified`: the pulse at
 status/<id>/heartbeat newer than the promise (the renewal is failing, not the worker), or a blob under
 status/<id>/checkpoints/ newer than the promise (a big checkpoint upload starves the renewal while the job
@@ -16,7 +15,6 @@ promises) is kept and counted as unpromised: nothing says when it should have sp
 The reaper's move is a move like any other (jobs.py): a put-if-match of its decision on the version it
 read, so a renewal that lands first wins and the reaper's move is refused.
 """
-import time
 from dataclasses import dataclass, field
 
 from . import documents as d
@@ -26,6 +24,7 @@ from .errors import CorruptDocument
 from .jobs import settle
 from .jobs.common import running_records
 from .objectstore.base import NotFound, ObjectStore
+from .problems import CORRUPT, Problem
 from .storeclock import StoreClock
 
 REQUEUE_BUDGET = 1          # requeued once after a lost worker, failed on the second loss
@@ -67,18 +66,19 @@ class Watch:
 
 
 def promise_of(doc: dict, modified: float | None = None) -> float | None:
-    """When the job's worker said it would speak again, by the store's clock where the document's write time
-    (`modified`) and promised lease are known; None if it carries no promise."""
+    """When the job's worker said it would speak again: by the store's clock, the document's write time
+    (`modified`) plus its promised lease (a lease it does not state is none: the promise ran out as it was
+    written); for a caller that knows no write time, its `lease_expires_at`. None if it carries no promise."""
     try:
         written = d.parse_iso(doc.get("lease_expires_at"))
     except (TypeError, ValueError):
         written = None
     if written is None:
         return None
+    if modified is None:
+        return written
     lease = doc.get("lease_seconds")
-    if modified is not None and isinstance(lease, (int, float)) and not isinstance(lease, bool):
-        return modified + lease
-    return written
+    return modified + (lease if isinstance(lease, (int, float)) and not isinstance(lease, bool) else 0.0)
 
 
 def liveness(doc: dict, *, now: float, pulse_at: float | None = None, checkpoint_at: float | None = None,
@@ -156,7 +156,8 @@ class ReapSummary:
     settled: int = 0            # decided moves (finishing, cancel tombstones) finished on the way
     alive: dict = field(default_factory=lambda: dict.fromkeys(ALIVE, 0))
     lost_race: int = 0          # renewed (or moved) between our read and our write: theirs stands
-    lines: list = field(default_factory=list)
+    lines: list = field(default_factory=list)     # what it did, one line each
+    problems: list = field(default_factory=list)  # what it could not decide on (Problem), skipped
 
     @property
     def reaped(self) -> int:
@@ -179,28 +180,31 @@ class ReapSummary:
 def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,
          skip: frozenset = frozenset(), watch: Watch | None = None, clock: StoreClock | None = None) -> ReapSummary:
     """One pass over running/: finish decided moves, reap jobs whose worker is gone. `clock`: the store's clock as
-    the caller measured it (its uncertainty widens the margin); `now` overrides it (the store's time). `skip`: job
-    ids the caller itself runs (an agent never reaps its own slots: its renewal speaks for them). `watch`: kept by
-    a caller that reaps again and again (an agent), so that no clock alone ever decides (Watch)."""
-    if now is None:
-        now = clock.now() if clock is not None else time.time()
-    if clock is not None:
+    the caller measured it (its uncertainty widens the margin; the watch is timed on its host's monotonic clock);
+    `now` overrides its reading (the store's time). `skip`: job ids the caller itself runs (an agent never reaps
+    its own slots: its renewal speaks for them). `watch`: kept by a caller that reaps again and again (an agent),
+    so that no clock alone ever decides (Watch)."""
+    if clock is None:
+        clock = StoreClock()  # not measured: this host's clocks
+    else:
         margin += clock.uncertainty
+    if now is None:
+        now = clock.now()
     out = ReapSummary()
     listed = []
     records = running_records(store)
     while True:
-        asked = time.monotonic()
+        asked = clock.monotonic()
         item = next(records, None)
         if item is None:
             break
         job_id, found, corrupt, entry = item
-        answered = time.monotonic()
+        answered = clock.monotonic()
         listed.append(job_id)
         if job_id in skip:
             continue
         if corrupt is not None:
-            out.lines.append(f"{corrupt}: skipped (`stado repair {job_id}` clears it)")
+            out.problems.append(Problem(CORRUPT, job_id, f"{corrupt}: skipped (`stado repair {job_id}` clears it)"))
             continue
         try:
             if found is not None:
@@ -210,7 +214,7 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
                 _one(store, *found, out=out, writer=writer, now=now, margin=margin, watched=watched,
                      modified=modified)
         except CorruptDocument as e:  # a record its move meets (a terminal record, a queue entry)
-            out.lines.append(f"{e}: skipped (`stado repair {job_id}` clears it)")
+            out.problems.append(Problem(CORRUPT, job_id, f"{e}: skipped (`stado repair {job_id}` clears it)"))
     if watch is not None:
         watch.keep(listed)
     return out
@@ -257,10 +261,12 @@ def alive_on(store: ObjectStore, instance_ref: str, *, now: float | None = None,
     "checkpoint"), or no promise at all ("unpromised"). A job being cancelled counts until it is settled; a
     running record that cannot be read counts too ("corrupt": its instance cannot be told). One LIST of
     running/, a GET per record, more only where a promise has passed."""
-    if now is None:
-        now = clock.now() if clock is not None else time.time()
-    if clock is not None:
+    if clock is None:
+        clock = StoreClock()
+    else:
         margin += clock.uncertainty
+    if now is None:
+        now = clock.now()
     keeping = []
     for job_id, found, corrupt, entry in running_records(store):
         if corrupt is not None:

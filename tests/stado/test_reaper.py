@@ -136,7 +136,7 @@ def test_a_renewal_that_lands_first_wins_and_the_reaper_writes_nothing():
     thread.start()
     gate.wait_reached()
     renewed = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60)
-    assert not isinstance(renewed, jobs.Fenced)
+    assert not isinstance(renewed, jobs.Overtaken)
     gate.release()
     thread.join()
     assert box["s"].reaped == 0 and box["s"].lost_race == 1

@@ -6,7 +6,7 @@ import pytest
 
 from runkit.redact import REDACTED, StreamRedactor, redact_text, secret_values
 from stado.admission import Offer, why_not
-from stado.environment import JOB_NAMES, job_environment
+from stado.agent.environment import JOB_NAMES, job_environment
 from stado.errors import BadInput, UnsafeArtifactName
 from stado.spec import check_artifact_name
 

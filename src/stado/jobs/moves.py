@@ -7,11 +7,11 @@ from ..errors import Conflict, CorruptDocument
 from ..lookup import terminal_records
 from ..objectstore.base import ObjectStore, Version
 from ..readyindex import index, unindex
-from .common import CONFLICT_RETRIES, Fenced, _now, running_records
+from .common import CONFLICT_RETRIES, Overtaken, _now, running_records
 
 
 def renew(store: ObjectStore, doc: dict, version: Version, *, lease_expires_at: float, now: float | None = None,
-          started_at: float | None = None, process: dict | None = None) -> tuple[dict, Version] | Fenced:
+          started_at: float | None = None, process: dict | None = None) -> tuple[dict, Version] | Overtaken:
     """Renew the lease: a compare-and-swap on the running document, so a writer that moved it first
     (cancel, reaper) wins and this worker learns it."""
     for _ in range(2):
@@ -21,13 +21,13 @@ def renew(store: ObjectStore, doc: dict, version: Version, *, lease_expires_at: 
         if new_version is not None:
             return new, new_version
         if current is None or not _own_renewal(doc, current):
-            return Fenced(current)
+            return Overtaken(current)
         # Our own earlier renewal landed though its answer was lost: renew on top of it, not against it.
         found = read(store, keys.running(doc["id"]), doc["id"])
         if found is None or not _own_renewal(doc, found[0]):
-            return Fenced(found[0] if found else None)
+            return Overtaken(found[0] if found else None)
         doc, version = found
-    return Fenced(current)
+    return Overtaken(current)
 
 
 def _own_renewal(mine: dict, current: dict) -> bool:
@@ -44,7 +44,7 @@ def pulse(store: ObjectStore, doc: dict, *, renewed: bool, now: float | None = N
     store.put(keys.heartbeat(doc["id"]), d.encode(body))
 
 
-def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *, now: float | None = None) -> dict | Fenced:
+def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *, now: float | None = None) -> dict | Overtaken:
     """Running -> terminal (or back to the queue for a retry). First the fenced decision (put-if-match
     of phase 'finishing' with the outcome: it is also this writer's take), then settle() writes the new
     record and deletes the old."""
@@ -55,13 +55,13 @@ def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *, now: f
         if new_version is not None:
             return settle(store, fin, new_version, writer=doc["owner"], now=t, taken=True)
         if current is None or not _own_renewal(doc, current):
-            return Fenced(current)
+            return Overtaken(current)
         # A renewal of ours landed though its answer was lost: decide on top of it.
         found = read(store, keys.running(doc["id"]), doc["id"])
         if found is None or not _own_renewal(doc, found[0]):
-            return Fenced(found[0] if found else None)
+            return Overtaken(found[0] if found else None)
         doc, version = dict(found[0], process=doc.get("process")), found[1]
-    return Fenced(current)
+    return Overtaken(current)
 
 
 def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
