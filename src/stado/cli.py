@@ -357,7 +357,8 @@ def _fast_submit(argv: list[str]):
     ns = fast_parse(argv[1:], SUBMIT_OPTIONS, max_positionals=1)
     if ns is None:
         return None
-    ns.command, ns.cmd = "submit", (ns.positionals[0] if ns.positionals else None)
+    positionals = ns.positionals  # type: ignore[attr-defined]  # fast_parse's Namespace carries them
+    ns.command, ns.cmd = "submit", (positionals[0] if positionals else None)  # type: ignore[attr-defined]
     return ns
 
 

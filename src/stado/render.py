@@ -97,7 +97,7 @@ def job_details(data: dict) -> str:
         value = data.get(key)
         if value in (None, [], "") and key not in ("terminal", "state"):
             continue
-        if key == "error":
+        if key == "error" and isinstance(value, dict):
             value = f"{value['class']}: {value['message']}"
         lines.append(f"{key + ':':<18}{value}")
     return "\n".join(lines)

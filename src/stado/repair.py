@@ -90,13 +90,14 @@ def _finish_moves(store: ObjectStore, job_id: str, *, by: str, now: float) -> li
 
 def _clear_tombstones(store: ObjectStore, job_id: str) -> list[str]:
     finder = getattr(store, "tombstones", None)
-    if finder is None:
+    inner = getattr(store, "inner", None)
+    if finder is None or inner is None:
         return []
     lines = []
     wanted = {keys.state_key(state, job_id) for state in LIFECYCLE}
     for prefix in {keys.STATE_PREFIXES[state] for state in LIFECYCLE}:
         for entry in finder(prefix):
             if entry.key in wanted:
-                store.inner.delete(entry.key)
+                inner.delete(entry.key)
                 lines.append(f"{job_id}: removed the tombstone left standing at {entry.key}")
     return lines

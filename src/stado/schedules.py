@@ -187,6 +187,7 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
         return None
     lines = []
     if skipped:
+        assert latest_skipped is not None  # counted: the latest of them is known
         lines.append(f"schedule {doc['name']}: skipped {skipped} fire time(s) up to {d.iso(latest_skipped)} (no agent "
                      f"ran within {grace:g} s of them)")
     if fire is not None:

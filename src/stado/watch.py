@@ -25,7 +25,7 @@ def events(store: ObjectStore, selector: str, *, interval: float = 1.0):
     """State changes, output chunks (each attempt's, in order; a header once a job has more than one
     attempt), then End with the job's exit status."""
     job_id = find(store, selector)
-    last, after, headed = None, (0, 0), set()
+    last, after, headed = None, (0, 0), set[int]()
     while True:
         data = status_json(view(store, job_id))
         label = data["state"] + ("" if data["phase"] in (None, "running") else f"/{data['phase']}")

@@ -51,6 +51,10 @@ from .takeover import settle_left_by_replaced, stop_orphans
 from .workroot import HostLock, drain_path
 from .workspace import Workspace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..schedules import ScheduleKnowledge
+
 
 class Agent:
     def __init__(self, store: ObjectStore, config: AgentConfig, log=None, host=None, *, clock: Clock = SYSTEM,
@@ -86,7 +90,7 @@ class Agent:
         self._record_due = self._settle_due = self._index_due = self._schedules_due = 0.0
         self._watch = Watch()  # how long each running document has looked unchanged to this agent (reaper.Watch)
         self._record_generation = 0
-        self._schedules = None  # schedules.ScheduleKnowledge, made at the first firing step
+        self._schedules: ScheduleKnowledge | None = None  # made at the first firing step
 
     @property
     def instance_ref(self) -> str:

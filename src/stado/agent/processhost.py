@@ -54,12 +54,12 @@ class ProcessHost:
             return ended
         for pid in pids:
             try:
-                status = proc.poll_child(pid)
+                polled = proc.poll_child(pid)
             except ChildProcessError:
                 ended[pid] = (None, None)
                 continue
-            if status is not None:
-                ended[pid] = self._ended(pid, status)
+            if polled is not None:
+                ended[pid] = self._ended(pid, polled)
         return ended
 
     def _ended(self, pid: int, status: int) -> tuple[int | None, int | None]:

@@ -14,8 +14,25 @@ Why a slot is stopped is a Stop, kept beside the phase: a cancel, a timeout, its
 it never started). The phase says where the slot is; the stop says what its end records.
 """
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from .. import documents as d
+
+
+class SlotIO(Protocol):
+    """What a slot's transfers offer (agent.jobio.JobIO on this host; the simulator's and the tests' own)."""
+
+    output_path: str
+
+    def inputs(self, refs: list, work_dir: str) -> tuple[str, Any]: ...
+
+    def inputs_in(self) -> bool: ...
+
+    def tell(self, message: str) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def close(self, upload_artifacts: bool) -> tuple[str, str | None]: ...
 
 
 class Phase:
@@ -40,14 +57,14 @@ class Stop:
 @dataclass
 class Slot:
     doc: dict
-    version: object
+    version: Any                        # the running record's Version (None: a re-adoption not yet verified)
     job_dir: str
     phase: str = Phase.CLAIMED
     stop: str | None = None             # why its group is (to be) stopped: a Stop
     process: dict | None = None         # pid, pgid, start time, boot id, work dir of the job's shell
     started_at: float = 0.0             # the attempt's start, by the store's clock (the claim's; kept across a re-adoption)
     started_mono: float = 0.0           # when its process started, on this agent's monotonic clock
-    io: object = None                   # its JobIO: inputs, output, artifacts on threads of their own
+    io: SlotIO = None  # type: ignore[assignment]  # its JobIO (set as it begins): transfers on threads of their own
     verify: tuple | None = None         # (queue doc, version): a claim whose genuineness is still to be read
     launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)

@@ -51,6 +51,7 @@ def _settle(ctx: AgentContext, slot: Slot, res: dict) -> None:
         return _done(slot)
     if isinstance(got, jobs.Overtaken):
         return _settle_overtaken(ctx, slot, doc, got.current)
+    assert got is not None  # its own take just landed: the move is its to finish
     how = f"exit {res['exit_code']}" if res["exit_code"] is not None else (
         f"signal {res['signal']}" if res["signal"] else res["error"]["class"] if res["error"] else "?")
     ctx.log(f"{slot.job_id}: {how} -> {got['state']}" + (" (retry queued)" if got["state"] == "queued" else ""))

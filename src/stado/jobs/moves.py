@@ -44,7 +44,8 @@ def pulse(store: ObjectStore, doc: dict, *, renewed: bool, now: float | None = N
     store.put(keys.heartbeat(doc["id"]), d.encode(body))
 
 
-def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *, now: float | None = None) -> dict | Overtaken:
+def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *,
+           now: float | None = None) -> dict | Overtaken | None:
     """Running -> terminal (or back to the queue for a retry). First the fenced decision (put-if-match
     of phase 'finishing' with the outcome: it is also this writer's take), then settle() writes the new
     record and deletes the old."""
@@ -80,9 +81,10 @@ def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now:
         return None  # nothing decided: a running attempt is its owner's (or the reaper's) to move
     if not taken:
         mine = d.taken_doc(doc, writer=writer, now=t, nonce=new_nonce())
-        version, _ = replace(store, keys.running(job_id), mine, version)
-        if version is None:
+        took, _ = replace(store, keys.running(job_id), mine, version)
+        if took is None:
             return None
+        version = took
         doc = mine
     if doc.get("phase") == "finishing" and doc.get("requeue"):
         new = _requeue(store, d.requeued_after_loss(doc, now=t, nonce=new_nonce(), writer=writer), doc)

@@ -9,6 +9,7 @@ stado's documents carry a nonce for that (see base.py).
 obstore is imported only when a cloud store is opened: the CLI pays nothing for it otherwise.
 The functions above the class are pure, so GCS's rules are unit-tested without a server.
 """
+import builtins
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -275,7 +276,7 @@ class CloudStore(ObjectStore):
             return False
         raise translate(RuntimeError(f"HTTP error: status code: {status} {body}"), self.provider, self.where, key)
 
-    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "builtins.list[Entry]":
         prefix = dir_prefix(prefix)
         offset = None if start_after is None else check_key(start_after)
         out: list[Entry] = []
