@@ -206,10 +206,10 @@ def cmd_submit(args) -> int:
         items = [submission_from_args(args, command=args.cmd)]
     docs = submission.submit(_store(), items)
     if args.json:
-        _json({"jobs": [{"id": doc["id"], "name": doc["spec"]["name"]} for doc in docs]})
+        _json({"jobs": [{"id": doc.id, "name": doc.spec.name} for doc in docs]})
     else:
         for doc in docs:
-            _out(doc["id"])
+            _out(doc.id)
     return 0
 
 
@@ -222,7 +222,7 @@ def cmd_status(args) -> int:
         from .lookup import find, view
 
         v = view(store, find(store, args.id))
-        data = dict(status_json(v), spec=v.doc.get("spec"))
+        data = dict(status_json(v), spec=v.doc.spec.raw)
         _json(data) if args.json else _out(render.job_details(data))
         return 0
     from .overview import overview
@@ -278,10 +278,10 @@ def cmd_rerun(args) -> int:
 
     original, new = submission.rerun(_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside)
     if args.json:
-        _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"],
-               "rerun_inputs": new["rerun_inputs"], "inputs": new["spec"]["inputs"]})
+        _json({"id": new.id, "rerun_of": original.id, "name": new.spec.name,
+               "rerun_inputs": new.rerun_inputs, "inputs": new.spec.inputs})
     else:
-        _out(new["id"])
+        _out(new.id)
     return 0
 
 

@@ -15,15 +15,15 @@ from .errors import CorruptDocument
 from .objectstore.base import ObjectStore, StoreError
 from .problems import CORRUPT, Problem
 
-def index(store: ObjectStore, queued: dict) -> None:
-    store.put(keys.ready(queued["spec"].get("priority") or 0, queued["id"]), d.encode(queued))
+def index(store: ObjectStore, queued: d.Job) -> None:
+    store.put(keys.ready(queued.spec.priority or 0, queued.id), d.encode(queued))
 
 
-def unindex(store: ObjectStore, queued: dict) -> None:
+def unindex(store: ObjectStore, queued: d.Job) -> None:
     """Remove the job's entry if it is the copy of `queued` (a requeue wrote a newer one: that one stays)."""
-    key = keys.ready(queued["spec"].get("priority") or 0, queued["id"])
+    key = keys.ready(queued.spec.priority or 0, queued.id)
     try:
-        found = read(store, key, queued["id"])
+        found = read(store, key, queued.id)
     except CorruptDocument:
         found = None
         try:
@@ -31,7 +31,7 @@ def unindex(store: ObjectStore, queued: dict) -> None:
             store.delete_if_match(key, blob.version)
         except StoreError:
             pass
-    if found is not None and found[0].get("nonce") == queued.get("nonce"):
+    if found is not None and found[0].nonce == queued.nonce:
         remove(store, key, found[1])
 
 

@@ -192,8 +192,8 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
                      f"ran within {grace:g} s of them)")
     if fire is not None:
         job_id = fire_job_id(doc, fire)
-        queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce())
-        queued["schedule"] = {"name": doc["name"], "fire_time": d.iso(fire)}
+        queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce(),
+                              schedule={"name": doc["name"], "fire_time": d.iso(fire)})
         try:  # a damaged schedule must not put a job in the queue that no agent can read
             d.decode(keys.queued(job_id), d.encode(queued), job_id)
         except CorruptDocument as e:

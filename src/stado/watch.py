@@ -6,7 +6,7 @@ from collections import namedtuple
 
 from runkit.outcomes import stado_exit_status
 
-from .documents import status_json
+from .documents import RUNNING_PHASE, status_json
 from .lookup import find, view
 from .objectstore.base import ObjectStore
 from .overview import output_since
@@ -28,7 +28,7 @@ def events(store: ObjectStore, selector: str, *, interval: float = 1.0):
     last, after, headed = None, (0, 0), set[int]()
     while True:
         data = status_json(view(store, job_id))
-        label = data["state"] + ("" if data["phase"] in (None, "running") else f"/{data['phase']}")
+        label = data["state"] + ("" if data["phase"] in (None, RUNNING_PHASE) else f"/{data['phase']}")
         if label != last:
             last = label
             yield State(data, label)

@@ -131,7 +131,7 @@ def test_status_shows_a_job_with_damaged_records(case):
     except StadoError as e:
         assert not readable, e
         return
-    assert readable and decode(keys.state_key(v.state, JOB), json.dumps(v.doc).encode(), JOB)
+    assert readable and decode(keys.state_key(v.state, JOB), json.dumps(v.doc.raw).encode(), JOB)
     details = render.job_details(dict(status_json(v), spec=v.doc.get("spec")))
     assert details.splitlines()[0].split() == ["id:", JOB] and "state:" in details, details
     assert shown[JOB] == v.state

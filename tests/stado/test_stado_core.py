@@ -204,8 +204,7 @@ def test_failed_record_carries_a_bounded_error_classification():
 
 def test_terminal_records_resolve_in_the_documented_order():
     base = {"id": "j", "generation": 1, "nonce": "n", "spec": {"command": "x"}}
-    recs = {"cancelled": dict(base, state="cancelled"), "failed": dict(base, state="failed"),
-            "completed": dict(base, state="completed"), "running": dict(base, state="running")}
+    recs = {state: d.Job(dict(base, state=state)) for state in ("cancelled", "failed", "completed", "running")}
     assert d.resolve("j", recs).state == "completed"
     del recs["completed"]
     assert d.resolve("j", recs).state == "failed"

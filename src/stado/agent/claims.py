@@ -17,6 +17,7 @@ from collections import namedtuple
 
 from runkit.ids import is_uuid
 
+from .. import documents as d
 from .. import jobs, keys
 from ..admission import Room, why_not
 from ..cas import read, remove
@@ -31,7 +32,7 @@ READY, WAIT = "ready", "wait"
 class QueueKnowledge:
     def __init__(self, store: ObjectStore):
         self.store = store
-        self._docs: dict[str, tuple[Version, dict]] = {}   # queue key -> (version, decoded document)
+        self._docs: dict[str, tuple[Version, d.Job]] = {}   # queue key -> (version, decoded document)
         self._skip: dict[str, Version] = {}                 # queue key -> the version found corrupt or not for us
         self.blocked: set[str] = set()                      # job ids held up by a corrupt record elsewhere
         self._final: dict[str, str] = {}                    # producer id -> its terminal state (never changes)
@@ -67,7 +68,7 @@ class QueueKnowledge:
             del self._skip[key]
         # A producer's terminal state is kept while a job still listed waits on it, not for good: an agent that runs
         # for months would otherwise remember every producer it ever looked up.
-        wanted = {ref.get("job") for _, doc in self._docs.values() for ref in doc["spec"].get("inputs") or ()}
+        wanted = {ref.get("job") for _, doc in self._docs.values() for ref in doc.spec.inputs or ()}
         self._final = {producer: state for producer, state in self._final.items() if producer in wanted}
         self._queued_ids = seen
         self._running_ids = None
@@ -81,7 +82,7 @@ class QueueKnowledge:
         if not blocked:
             self._cursor = None
 
-    def document(self, job_id: str, entry: Entry) -> tuple[dict, Version] | None:
+    def document(self, job_id: str, entry: Entry) -> tuple[d.Job, Version] | None:
         """The entry's document (a copy of the queue entry): from memory while the index entry's version is
         unchanged, else one GET. CorruptDocument if it cannot be read; None if it is gone."""
         known = self._docs.get(entry.key)
@@ -106,10 +107,10 @@ class QueueKnowledge:
         """Known corrupt or not for this agent at this version, or held up until the slow cadence."""
         return self._skip.get(entry.key) == entry.version or job_id in self.blocked
 
-    def inputs_state(self, queued: dict) -> str:
+    def inputs_state(self, queued: d.Job) -> str:
         """READY, WAIT (a producer has not finished) or the reason an input can never be delivered.
         CorruptDocument if a producer's terminal record cannot be read."""
-        for ref in queued["spec"].get("inputs") or ():
+        for ref in queued.spec.inputs or ():
             if ref.get("upload"):
                 continue  # stored before the job was queued: nothing to wait for
             state = self._producer_state(ref["job"])
@@ -192,7 +193,7 @@ class ClaimPass:
             hint = self._candidate(job_id, entry)
             if hint is None:
                 continue
-            spec = hint["spec"]
+            spec = hint.spec
             try:
                 inputs = queue.inputs_state(hint)
                 if inputs == WAIT:
@@ -258,7 +259,7 @@ class ClaimPass:
             self.queue.forget(entry.key)
         return ledger
 
-    def _candidate(self, job_id: str, entry: Entry) -> dict | None:
+    def _candidate(self, job_id: str, entry: Entry) -> d.Job | None:
         """The entry's job if this agent may run it (known corrupt and ineligible ones are said once)."""
         try:
             found = self.queue.document(job_id, entry)
@@ -268,7 +269,7 @@ class ClaimPass:
             return None
         if found is None:
             return None
-        reason = why_not(found[0]["spec"], self.ctx.offer)
+        reason = why_not(found[0].spec, self.ctx.offer)
         if reason:
             self.queue.skip(entry)
             self.ctx.log_once(entry.key, entry.version, f"{job_id}: not for this agent: {reason}")

@@ -177,12 +177,12 @@ class Agent:
             elif isinstance(decision, Hold):
                 unsure = decision.unsure
                 self.log(f"{unsure}; held, not started: checked again on the next tick")
-                self.holdings.hold(unsure.doc["id"], unsure.doc["spec"])
+                self.holdings.hold(unsure.doc.id, unsure.doc.spec)
                 slot = self.runner.claimed(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version))
                 self._record(slot)
                 self.runner.begin(slot, draining=self.draining)
             elif isinstance(decision, Claim):
-                self.holdings.hold(decision.doc["id"], decision.doc["spec"])
+                self.holdings.hold(decision.doc.id, decision.doc.spec)
                 slot = self.runner.claimed(decision.doc, decision.version, claimed_mono=decision.claimed_mono)
                 self._record(slot)
                 self.runner.begin(slot, inputs_missing=decision.inputs_missing, draining=self.draining)
@@ -299,7 +299,7 @@ class Agent:
 
     def room(self) -> Room:
         """What is free now: the offer less what its slots hold (the holdings kept in step with the slots)."""
-        self.holdings.sync({job_id: slot.doc["spec"] for job_id, slot in self.slots.items()})
+        self.holdings.sync({job_id: slot.doc.spec for job_id, slot in self.slots.items()})
         return self.holdings.free()
 
     def _new_io(self, job_id: str, directory: str, attempt: int = 1) -> JobIO:

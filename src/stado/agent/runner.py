@@ -34,12 +34,12 @@ class SlotRunner:
 
     # -- start ----------------------------------------------------------------------------------------------
 
-    def claimed(self, doc: dict, version, *, verify=None, claimed_mono: float | None = None) -> Slot:
+    def claimed(self, doc: d.Job, version, *, verify=None, claimed_mono: float | None = None) -> Slot:
         """A slot for a job just claimed (the agent records it, then calls begin). `claimed_mono`: when the claim's
         write began, on the agent's monotonic clock (its promise runs from then)."""
         ctx = self.ctx
-        job_id = doc["id"]
-        slot = Slot(doc, version, ctx.workspace.prepare(job_id, doc.get("started_at")), verify=verify)
+        job_id = doc.id
+        slot = Slot(doc, version, ctx.workspace.prepare(job_id, doc.started_at), verify=verify)
         slot.started_at = attempt_start(doc, ctx.clock.now())
         slot.started_mono = ctx.clock.monotonic()
         slot.renew_due = slot.started_mono + ctx.cfg.poll_seconds
@@ -49,18 +49,18 @@ class SlotRunner:
     def begin(self, slot: Slot, *, inputs_missing: str | None = None, draining: bool = False) -> None:
         """A slot just recorded: its inputs fetched and its process started, if it can be now."""
         ctx = self.ctx
-        ctx.log(f"{slot.job_id}: claimed ({slot.doc['spec']['command'][:80]!r})")
+        ctx.log(f"{slot.job_id}: claimed ({slot.doc.spec.command[:80]!r})")
         slot.io = ctx.new_io(slot.job_id, slot.job_dir, d.attempt_of(slot.doc))
         if inputs_missing:
             self.fail_before_start(slot, "input_unavailable", inputs_missing)
         else:
             self.launch(slot, draining=draining)
 
-    def adopt(self, doc: dict, version, job_dir: str, *, ended=None) -> Slot:
+    def adopt(self, doc: d.Job, version, job_dir: str, *, ended=None) -> Slot:
         """A slot for a job the worker this agent replaced left on this host: its process (if any) is watched
         to its end, not spawned (takeover.py)."""
         ctx = self.ctx
-        slot = Slot(doc, version, job_dir, process=doc.get("process"), adopted=True)
+        slot = Slot(doc, version, job_dir, process=doc.process, adopted=True)
         if ended is None:
             slot.phase = Phase.RUNNING
             slot.exit_watch = ctx.host.watch_exit(slot.process)
@@ -71,7 +71,7 @@ class SlotRunner:
         slot.started_mono = mono - max(0.0, now - slot.started_at)
         slot.renew_due = mono + ctx.cfg.poll_seconds
         slot.promised_until = promised_until(doc, mono)
-        slot.io = ctx.new_io(doc["id"], job_dir, d.attempt_of(doc))
+        slot.io = ctx.new_io(doc.id, job_dir, d.attempt_of(doc))
         return slot
 
     def launch(self, slot: Slot, *, draining: bool = False) -> None:
@@ -86,7 +86,7 @@ class SlotRunner:
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
         work = os.path.join(job_dir, "work")
         if slot.delivered is None:
-            state, delivered = slot.io.inputs(doc["spec"].get("inputs") or [], work)
+            state, delivered = slot.io.inputs(doc.spec.inputs or [], work)
             if state == "failed":
                 return self.fail_before_start(slot, "input_unavailable", delivered)
             if state != "done":
@@ -100,15 +100,15 @@ class SlotRunner:
         slot.phase = Phase.RUNNING
         inputs_json = json.dumps(delivered, sort_keys=True)
         inputs_file = ctx.workspace.inputs_file(job_dir, inputs_json)
-        held = ctx.holdings.hold(job_id, doc["spec"])  # CARGO_BUILD_JOBS and the accelerator variables name it
+        held = ctx.holdings.hold(job_id, doc.spec)  # CARGO_BUILD_JOBS and the accelerator variables name it
         # The record's own string (a float's round trip can move it a millisecond): it names the attempt in its
         # directory and in every process's environment, and the restart check and orphan pass match the two.
-        started_at = doc.get("started_at") or d.iso(slot.started_at)
+        started_at = doc.started_at or d.iso(slot.started_at)
         env = job_environment(ctx.job_env, stado_bin=ctx.workspace.stado_bin(job_dir), job_id=job_id,
                               started_at=started_at, inputs_json=inputs_json, inputs_file=inputs_file,
                               cores=held.cores, devices=held.devices if ctx.offer.devices else None)
         try:
-            slot.process = ctx.host.spawn(doc["spec"]["command"], env, job_dir, work, slot.io.output_path)
+            slot.process = ctx.host.spawn(doc.spec.command, env, job_dir, work, slot.io.output_path)
         except OSError as e:
             return self.fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
         slot.started_mono = ctx.clock.monotonic()
@@ -190,12 +190,12 @@ class SlotRunner:
             return
         if slot.adopted and not slot.gone and not ctx.host.alive(slot.process):
             slot.ended(self._adopted_exit(slot))
-        timeout = slot.doc["spec"].get("timeout")
+        timeout = slot.doc.spec.timeout
         if (not slot.gone and slot.process and timeout and mono - slot.started_mono > timeout
                 and slot.stop is None):
             self.stop(slot, Stop.TIMEOUT)
         if not slot.gone and slot.process and slot.stop is None:
-            slot.cost_note = past_cap(slot.doc["spec"], ctx.offer, mono - slot.started_mono)
+            slot.cost_note = past_cap(slot.doc.spec, ctx.offer, mono - slot.started_mono)
             if slot.cost_note:
                 self.stop(slot, Stop.COST_CAP)
         if slot.stop:
@@ -240,7 +240,7 @@ class SlotRunner:
         began, now = ctx.clock.monotonic(), ctx.clock.now()
         try:
             got = jobs.renew(ctx.store, slot.doc, slot.version, lease_expires_at=ctx.lease.promise(now), now=now,
-                             process=slot.process if slot.doc.get("process") is None else None)
+                             process=slot.process if slot.doc.process is None else None)
         except CorruptDocument as e:
             # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
             # longer ours to run, and what holds its key cannot be read to learn why.
@@ -267,15 +267,15 @@ class SlotRunner:
         except StoreError:
             pass  # the next renewal attempt writes the next pulse
 
-    def _overtaken(self, slot: Slot, current: dict | None) -> None:
+    def _overtaken(self, slot: Slot, current: d.Job | None) -> None:
         """Another writer moved the running document: a cancel, or the reaper (then the job may be ours to
         take back: re-adoption)."""
-        if current is not None and current.get("phase") == "cancelling" and current.get("claim") == slot.doc.get("claim"):
+        if current is not None and current.cancelling and current.claim == slot.doc.claim:
             slot.doc = current  # a cancel of this very attempt (another claim's cancel is that claim's owner's)
             return self.stop(slot, Stop.CANCEL)
-        if current is not None and current.get("reaped") and current.get("claim") == slot.doc.get("claim"):
+        if current is not None and current.reaped and current.claim == slot.doc.claim:
             return  # the reaper's move is under way: look again on the next tick
-        if slot.process and not slot.gone and (current is None or current.get("claim") != slot.doc.get("claim")):
+        if slot.process and not slot.gone and (current is None or current.claim != slot.doc.claim):
             return self._readopt(slot)  # takes the job back, or says who took it first
         try:
             cancelled = current is None and read(self.ctx.store, keys.terminal("cancelled", slot.job_id)) is not None

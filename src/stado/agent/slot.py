@@ -56,7 +56,7 @@ class Stop:
 
 @dataclass
 class Slot:
-    doc: dict
+    doc: d.Job
     version: Any                        # the running record's Version (None: a re-adoption not yet verified)
     job_dir: str
     phase: str = Phase.CLAIMED
@@ -82,7 +82,7 @@ class Slot:
 
     @property
     def job_id(self) -> str:
-        return self.doc["id"]
+        return self.doc.id
 
     @property
     def pgid(self) -> int | None:
@@ -118,13 +118,13 @@ class Slot:
         return due
 
 
-def promised_until(doc: dict, written_mono: float) -> float:
+def promised_until(doc: d.Job, written_mono: float) -> float:
     """When the promise in `doc` runs out on this agent's monotonic clock: from when its write began (the
     store's stamp, by which the reaper judges it, is no earlier)."""
-    lease = doc.get("lease_seconds")
+    lease = doc.lease_seconds
     return written_mono + (lease if isinstance(lease, (int, float)) else 0.0)
 
 
-def attempt_start(doc: dict, now: float) -> float:
+def attempt_start(doc: d.Job, now: float) -> float:
     """The attempt's start by the store's clock: its record's started_at, else `now` (the claim just made)."""
-    return d.parse_iso(doc.get("started_at")) or now
+    return d.parse_iso(doc.started_at) or now

@@ -25,13 +25,13 @@ def finish(ctx: AgentContext, slot: Slot) -> None:
     assert slot.exit is not None
     exit_code, sig = slot.exit
     res = d.classify_exit(exit_code, sig, timed_out=slot.stop == Stop.TIMEOUT,
-                          timeout=slot.doc["spec"].get("timeout"))
+                          timeout=slot.doc.spec.timeout)
     if slot.stop == Stop.COST_CAP:
         res = d.result("failed", exit_code=exit_code, signal=sig, error_class="cost_cap", message=slot.cost_note)
     if slot.upload_error:
         res = d.result("failed", exit_code=exit_code, error_class="internal", message=slot.upload_error)
     if ctx.offer.price_per_hour is not None:  # what the attempt cost, from its start until it was settled
-        res["cost_usd"] = round(cost_of(slot.doc["spec"], ctx.offer, ctx.clock.monotonic() - slot.started_mono), 6)
+        res["cost_usd"] = round(cost_of(slot.doc.spec, ctx.offer, ctx.clock.monotonic() - slot.started_mono), 6)
     _settle(ctx, slot, res)
 
 
@@ -40,9 +40,7 @@ def _done(slot: Slot) -> None:
 
 
 def _settle(ctx: AgentContext, slot: Slot, res: dict) -> None:
-    doc = dict(slot.doc)
-    if slot.process is not None:
-        doc["process"] = slot.process
+    doc = slot.doc if slot.process is None else slot.doc.with_(process=slot.process)
     try:
         got = jobs.finish(ctx.store, doc, slot.version, res, now=ctx.clock.now())
     except CorruptDocument as e:
@@ -54,26 +52,26 @@ def _settle(ctx: AgentContext, slot: Slot, res: dict) -> None:
     assert got is not None  # its own take just landed: the move is its to finish
     how = f"exit {res['exit_code']}" if res["exit_code"] is not None else (
         f"signal {res['signal']}" if res["signal"] else res["error"]["class"] if res["error"] else "?")
-    ctx.log(f"{slot.job_id}: {how} -> {got['state']}" + (" (retry queued)" if got["state"] == "queued" else ""))
+    ctx.log(f"{slot.job_id}: {how} -> {got.state}" + (" (retry queued)" if got.state == d.QUEUED else ""))
     _done(slot)
 
 
-def _settle_overtaken(ctx: AgentContext, slot: Slot, doc: dict, current: dict | None) -> None:
-    if current is not None and current.get("phase") == "cancelling" and current.get("claim") == doc.get("claim"):
+def _settle_overtaken(ctx: AgentContext, slot: Slot, doc: d.Job, current: d.Job | None) -> None:
+    if current is not None and current.cancelling and current.claim == doc.claim:
         slot.doc = current  # a cancel of this very attempt; another claim's cancel is its own owner's to settle
         return _settle_cancel(ctx, slot)
-    if (current is not None and current.get("phase") == "finishing" and current.get("claim") == doc.get("claim")
-            and not current.get("reaped")):
+    if (current is not None and current.finishing and current.claim == doc.claim
+            and not current.reaped):
         # Our own decision, written by an earlier pass whose move was interrupted: finish it.
         try:
             found = read(ctx.store, keys.running(slot.job_id), slot.job_id)
-            ours = found is not None and found[0].get("claim") == doc.get("claim")
+            ours = found is not None and found[0].claim == doc.claim
             got = jobs.settle(ctx.store, *found, writer=ctx.agent_id, now=ctx.clock.now()) if found and ours else None
         except CorruptDocument as e:
             ctx.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
                     f"(`stado repair {slot.job_id}`)")
             return _done(slot)
-        ctx.log(f"{slot.job_id}: {got['state'] if got else 'settled by another agent'} (finished the move of an "
+        ctx.log(f"{slot.job_id}: {got.state if got else 'settled by another agent'} (finished the move of an "
                 "earlier pass)")
         return _done(slot)
     ctx.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
@@ -110,7 +108,7 @@ def _hand_back(ctx: AgentContext, slot: Slot) -> None:
 def _settle_cancel(ctx: AgentContext, slot: Slot) -> None:
     try:
         found = read(ctx.store, keys.running(slot.job_id), slot.job_id)
-        if found is not None and found[0].get("phase") == "cancelling" and found[0].get("claim") == slot.doc["claim"]:
+        if found is not None and found[0].cancelling and found[0].claim == slot.doc.claim:
             jobs.settle(ctx.store, *found, writer=ctx.agent_id, now=ctx.clock.now())
     except CorruptDocument as e:
         ctx.log(f"{slot.job_id}: process group {slot.pgid} stopped; the cancel could not be settled: {e}; left for "

@@ -17,6 +17,7 @@ beside its successor.
 """
 from collections.abc import Iterator
 
+from .. import documents as d
 from .. import jobs, keys
 from ..cas import read
 from ..errors import CorruptDocument
@@ -51,37 +52,37 @@ def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner) -> Iterator[S
             yield slot
 
 
-def _left_here(ctx: AgentContext, doc: dict) -> bool:
-    owner = doc.get("owner")
-    return (doc.get("instance_ref") == ctx.instance_ref and owner is not None and owner != ctx.agent_id
-            and doc.get("phase") in ("running", "cancelling") and agent_gone(ctx.cfg.work_root, owner))
+def _left_here(ctx: AgentContext, doc: d.Job) -> bool:
+    owner = doc.owner
+    return (doc.instance_ref == ctx.instance_ref and owner is not None and owner != ctx.agent_id
+            and (doc.running_phase or doc.cancelling) and agent_gone(ctx.cfg.work_root, owner))
 
 
-def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: dict, version) -> Slot | None:
-    job_id = doc["id"]
-    directory = job_dir(ctx.cfg.work_root, job_id, doc.get("started_at") or "")
+def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> Slot | None:
+    job_id = doc.id
+    directory = job_dir(ctx.cfg.work_root, job_id, doc.started_at or "")
     users = ctx.host.users_of(directory)
     if users:
         ctx.log(f"init: {job_id}: left by the worker this one replaced, but still run here by pid {min(users)}; it "
                 "keeps its lease")
-        if doc.get("process") is None:  # it died between the spawn and the renewal that records the process
-            doc = dict(doc, process=ctx.host.found_process(users, job_id, doc.get("started_at")))
+        if doc.process is None:  # it died between the spawn and the renewal that records the process
+            doc = doc.with_(process=ctx.host.found_process(users, job_id, doc.started_at))
         return _take_over(ctx, runner, doc, version, directory, ended=None)
     status = read_exit_status(directory)
-    if doc.get("phase") == "cancelling" or status is not None:
+    if doc.cancelling or status is not None:
         return _take_over(ctx, runner, doc, version, directory, ended=status or (None, None))
     now = ctx.clock.now()
     new = lapse(ctx.store, doc, version, writer=ctx.agent_id, reason=REPLACED, now=now)
     if new is None:
         return None  # moved meanwhile (a cancel, the reaper): theirs stands
-    started = doc.get("started_at") or doc.get("claimed_at")
-    how = "requeued" if new["state"] == "queued" else new["state"]
+    started = doc.started_at or doc.claimed_at
+    how = "requeued" if new.state == "queued" else new.state
     ctx.log(f"init: {job_id}: {how} ({REPLACED}; started {started} by the worker this one replaced on "
-            f"{doc.get('instance_ref')}; restart {doc.get('requeues', 0) + 1})")
+            f"{doc.instance_ref}; restart {doc.requeues + 1})")
     return None
 
 
-def _take_over(ctx: AgentContext, runner: SlotRunner, doc: dict, version, directory: str, *, ended) -> Slot | None:
+def _take_over(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, directory: str, *, ended) -> Slot | None:
     """Become the job's owner (a compare-and-swap on its running document) and give it a slot that watches
     (or has seen) its process rather than starting one."""
     now = ctx.clock.now()
@@ -91,11 +92,11 @@ def _take_over(ctx: AgentContext, runner: SlotRunner, doc: dict, version, direct
         return None
     ctx.workspace.take(directory)  # its directory is this agent's now: never taken for a gone agent's leftover
     slot = runner.adopt(*got, directory, ended=ended)
-    if doc.get("phase") == "cancelling":
+    if doc.cancelling:
         runner.stop(slot, Stop.CANCEL)
     elif ended is not None and ended != (None, None):
         code, sig = ended
-        ctx.log(f"init: {doc['id']}: its command had ended ({f'exit {code}' if sig is None else f'signal {sig}'}) "
+        ctx.log(f"init: {doc.id}: its command had ended ({f'exit {code}' if sig is None else f'signal {sig}'}) "
                 f"when the worker this one replaced died; recording it")
     return slot
 
@@ -122,9 +123,9 @@ def stop_orphans(ctx: AgentContext, mine: set[str]) -> None:
             found = read(ctx.store, keys.running(job_id), job_id)
         except (StoreError, CorruptDocument):
             continue
-        if found is not None and found[0].get("owner") == owner:
+        if found is not None and found[0].owner == owner:
             continue
-        where = (f"now held by agent {found[0].get('owner')} on {found[0].get('instance_ref')}" if found is not None
+        where = (f"now held by agent {found[0].owner} on {found[0].instance_ref}" if found is not None
                  else "no longer running under it")
         ctx.log(f"{job_id}: pid(s) {', '.join(map(str, sorted(pids)))} left running by agent {owner}, which is gone, "
                 f"for a job {where}; stopping them")
