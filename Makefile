@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed-stamp
 BASE_STAMP := $(VENV)/.installed-base-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo lint test test-json-fallback test-deps sim soak soak-short bench bench-queue bench-deps clean
+.PHONY: install bytecode demo lint test test-json-fallback test-deps sim soak soak-short bench bench-queue bench-deps \
+	bench-requests bench-submit clean
 
 install: $(STAMP)
 
@@ -81,6 +82,15 @@ bench: $(STAMP) bytecode bench-deps
 # A queue held and drained at 100, 500 and 2,000 jobs, beside task-spooler and nq (about 15 minutes).
 bench-queue: $(STAMP) bytecode bench-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/queue_bench.py $(BENCH_ARGS)
+
+# What a stado job costs in object-store requests, counted on the wire of a SeaweedFS the bench starts (every
+# scenario of docs/stado.md's "What a job costs in requests"; about 2 minutes), and where `stado submit` spends its
+# time, beside a bare `python -c pass` (about a minute). BENCH_ARGS: their options (--help).
+bench-requests: $(STAMP) bytecode stado-servers-check
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/stado_requests.py $(BENCH_ARGS)
+
+bench-submit: $(STAMP) bytecode stado-servers-check
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/stado_submit_time.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache

@@ -47,17 +47,28 @@ def group_remove(name: str, environ=os.environ) -> None:
                        f"finished jobs, jobman cancel stops the others")
 
 
-def prune(environ=os.environ, older_than: float = 0.0, only_succeeded: bool = False) -> list[str]:
+def prune(environ=os.environ, older_than: float = 0.0, only_succeeded: bool = False,
+          jobs: list[str] | None = None) -> list[str]:
     """Remove finished jobs (and their logs) that finished more than `older_than` seconds ago (only those
-    that succeeded, if asked). Never an unfinished job, nor one an unfinished job depends on, nor a lost
-    job whose target still holds a slot."""
+    that succeeded, if asked; only the `jobs` named, if any: all of them or none). Never an unfinished job,
+    nor one an unfinished job depends on, nor a lost job whose target still holds a slot."""
     import shutil
 
     st = State(environ, create=False)
     if st.conn is None:
+        if jobs:
+            st.resolve(jobs[0])
         return []
     st.reconcile()
-    removed = transitions.prune(st.conn, time.time() - older_than, only_succeeded)
+    only = None if not jobs else [st.resolve(selector) for selector in jobs]
+    removed, kept = transitions.prune(st.conn, time.time() - older_than, only_succeeded, only)
+    if kept:
+        job_id, phase, slot_held = kept[0]
+        why = (f"it is {phase}: jobman cancel stops it first" if phase != "finished" else
+               "its processes still hold a slot (lost): jobman cancel stops them first" if slot_held else
+               "an unfinished job depends on it, or it is newer than --older-than or did not succeed")
+        raise BadInput(f"job {queries.handle_of(st.conn, job_id) or job_id} cannot be pruned: {why}; nothing was "
+                       "removed")
     for job_id in removed:
         shutil.rmtree(homes.job_log_dir(st.home, job_id), ignore_errors=True)
         try:

@@ -153,26 +153,35 @@ def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | Non
                         count_rest=not (limit or active_only or everything))
 
 
-def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None) -> dict:
-    """Wait until every job is finished. Returns {"jobs": [views], "exit_status": int, "timed_out": bool}."""
+def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None,
+         every: bool = False, group: str | None = None) -> dict:
+    """Wait until every job is finished: the ones named, and with `every` every job unfinished now, with `group`
+    every one of that group unfinished now (in submission order after the named ones). Returns {"jobs": [views],
+    "exit_status": int, "timed_out": bool}. Each look reads only the jobs still unfinished."""
     st = State(environ, create=False, reading=True)
     ids = [st.resolve(s) for s in selector_list]
+    if (every or group is not None) and st.conn is not None:
+        if group is not None and not queries.group_exists(st.conn, group):
+            raise NotFound(f"no group {group!r}: see jobman group list")
+        ids += [i for i in queries.unfinished(st.conn, None if every else group) if i not in set(ids)]
     give_up = None if timeout is None else time.time() + timeout
     delay = 0.02
     started = time.time()
+    pending = list(dict.fromkeys(ids))
     while True:
         st.reconcile()
-        rows = jobs_of(queries.job(st.conn, i) for i in ids)
-        pending = [r for r in rows if not r.finished]
+        rows = jobs_of(queries.job(st.conn, i) for i in pending)
+        pending = [r.job_id for r in rows if not r.finished]
         if not pending:
             break
         if give_up is not None and time.time() >= give_up:
-            return {"jobs": [job_view(r) for r in rows], "exit_status": None, "timed_out": True}
+            return {"jobs": [job_view(r) for r in jobs_of(queries.job(st.conn, i) for i in ids)], "exit_status": None,
+                    "timed_out": True}
         if progress:
             progress(rows, time.time() - started)
         time.sleep(delay)
         delay = min(delay * 1.5, 0.25)
-    views = [job_view(r) for r in rows]
+    views = [job_view(r) for r in jobs_of(queries.job(st.conn, i) for i in ids)]
     status = next((v["exit_status"] for v in views if v["exit_status"] != 0), 0)
     return {"jobs": views, "exit_status": status, "timed_out": False}
 

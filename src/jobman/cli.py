@@ -17,11 +17,12 @@ commands:
                                       jobs, newest first, and why waiting jobs wait
   show JOB [--env]                    spec, state, outcome, attempts and events of one job
   logs [JOB]                          a job's output, the newest job's without JOB (--follow streams it)
-  wait JOB...                         wait for jobs to end; the exit status mirrors them
+  wait JOB... | --all | --group G     wait for jobs to end; the exit status mirrors them
   cancel JOB...                       stop waiting or running jobs
   restart JOB [--with-dependents]     submit a finished job again (and its dependency_failed dependents)
   signal JOB SIG                      send a signal to every process of a running job
   hold JOB... / release JOB...        keep jobs that have not started from starting / let them go
+  priority JOB N                      move a job that has not started to priority N in its group's line
   group set NAME --limit N | list | rm NAME
                                       concurrency groups
   reconcile                           explain abandoned jobs (every command also does this)
@@ -102,13 +103,18 @@ def _version() -> str:
 
 
 def _storage_trouble(error: Exception) -> str | None:
-    """One line for a database that cannot be used now (busy, full, read-only, failing), or None."""
-    if "sqlite3" not in sys.modules:
+    """One line for a database that cannot be used (busy, full, read-only, failing, damaged, a table missing),
+    or None for any other error."""
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None or not isinstance(error, sqlite3.DatabaseError):
         return None
     from .dbretry import trouble
+    from .home import db_path, home_dir
+    from .store.schema import explain
 
-    reason = trouble(error)
-    return None if reason is None else f"the jobman database cannot be used now: {reason} ({error})"
+    if getattr(error, "sqlite_errorcode", 0) & 0xFF in (5, 6):  # busy, locked: someone else holds it, for now
+        return f"the jobman database cannot be used now: {trouble(error)} ({error}); run the command again"
+    return str(explain(db_path(home_dir()), error))
 
 
 def _error(message: str) -> None:
@@ -158,6 +164,22 @@ def _whole(flag: str, low: int, high: int):
     return argparse_type(whole_number(flag, low, high))
 
 
+def _text(flag: str):
+    """An argparse type for a word that must mean something: not empty, valid UTF-8 (names are stored as text)."""
+    from runkit.cliargs import argparse_type
+
+    def convert(value: str) -> str:
+        if not value:
+            raise ValueError(f"{flag} needs a value (an empty one matches nothing)")
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValueError(f"{flag} {value.encode(errors='surrogateescape')!r} is not valid UTF-8") from None
+        return value
+
+    return argparse_type(convert)
+
+
 # --- run -----------------------------------------------------------------------------------------
 
 def cmd_run(args: list[str]) -> int:
@@ -191,8 +213,8 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
     p.add_argument("--state", action="append", default=[], metavar="STATE",
                    help="only jobs in STATE: a phase (waiting, running, ...), an outcome (failed, ...) or held; "
                         "repeatable or comma-separated")
-    p.add_argument("--group", metavar="NAME", help="only jobs of group NAME")
-    p.add_argument("--name", metavar="GLOB", help="only jobs whose name matches GLOB (*, ?, [...])")
+    p.add_argument("--group", metavar="NAME", type=_text("--group"), help="only jobs of group NAME")
+    p.add_argument("--name", metavar="GLOB", type=_text("--name"), help="only jobs whose name matches GLOB (*, ?, [...])")
     ns = p.parse_args(args)
     from . import api
     from .store import queries
@@ -264,19 +286,26 @@ def cmd_logs(args: list[str]) -> int:
 
 
 def cmd_wait(args: list[str]) -> int:
-    p = _parser("jobman wait", "Wait until every JOB has ended. Exit status: 0 if all succeeded, else that of\n"
-                "the first job (in argument order) that did not (see jobman --help for the codes).", json=True)
-    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p = _parser("jobman wait", "Wait until every JOB has ended (with --all: every job unfinished now; with --group\n"
+                "G: every job of group G unfinished now). Exit status: 0 if all succeeded, else that of\n"
+                "the first job (in argument order, then submission order) that did not (see jobman --help).",
+                json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB")
+    p.add_argument("--all", action="store_true", help="also every job unfinished now")
+    p.add_argument("--group", metavar="G", type=_text("--group"), help="also every job of group G unfinished now")
     p.add_argument("--timeout", type=_duration("--timeout"), metavar="D",
                    help="give up after D (exit 120 with a message; the jobs go on)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     ns = p.parse_args(args)
     from . import api
+    from .errors import BadInput
 
+    if not ns.jobs and not ns.all and ns.group is None:
+        raise BadInput("jobman wait: name the jobs to wait for, or give --all or --group G (see jobman wait --help)")
     progress = None
     if not ns.quiet and sys.stderr.isatty():
         progress = _progress_line
-    result = api.wait(ns.jobs, timeout=ns.timeout, progress=progress)
+    result = api.wait(ns.jobs, timeout=ns.timeout, progress=progress, every=ns.all, group=ns.group)
     if progress:
         sys.stderr.write("\r\033[K")
     if ns.json:
@@ -358,4 +387,6 @@ COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, 
             "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": _elsewhere("cmd_group"),
             "prune": _elsewhere("cmd_prune"), "restart": _elsewhere("cmd_restart"), "signal": _elsewhere("cmd_signal"),
             "hold": _elsewhere("cmd_hold"), "release": _elsewhere("cmd_release"),
-            "completion": _elsewhere("cmd_completion"), "__jobs": _elsewhere("cmd_jobs_words")}
+            "priority": _elsewhere("cmd_priority"),
+            "completion": _elsewhere("cmd_completion"), "__jobs": _elsewhere("cmd_jobs_words"),
+            "__groups": _elsewhere("cmd_group_words")}

@@ -2,7 +2,7 @@
 scripts: parse, call, render, as in jobman.cli (whose helpers they use; imported only when one runs)."""
 import sys
 
-from .cli import JSON_HELP, _duration, _parser, _print_json, _print_results
+from .cli import JSON_HELP, _duration, _parser, _print_json, _print_results, _text
 
 
 def cmd_restart(args: list[str]) -> int:
@@ -62,6 +62,29 @@ def cmd_release(args: list[str]) -> int:
     return _cmd_hold_or_release(args, False)
 
 
+def cmd_priority(args: list[str]) -> int:
+    p = _parser("jobman priority", "Move a job that has not started to priority N: within its group, jobs of a\n"
+                "higher priority take a free slot first, and it keeps its place by submission order within\n"
+                "its new priority (as tsp -u and pueue's switch move jobs in their queues).", json=True)
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("priority", metavar="N", type=_priority)
+    ns = p.parse_args(args)
+    from . import control
+
+    result = control.set_priority(ns.job, ns.priority)
+    if ns.json:
+        _print_json(result)
+    else:
+        sys.stdout.write(f"{ns.job}: {result['message']}\n")
+    return 0
+
+
+def _priority(text: str) -> int:
+    from .run_args import INT32, whole_number
+
+    return whole_number("N", *INT32)(text)
+
+
 def cmd_completion(args: list[str]) -> int:
     p = _parser("jobman completion", "Print a shell completion script. bash: eval \"$(jobman completion bash)\" in\n"
                 "~/.bashrc; zsh: the same in ~/.zshrc; fish: jobman completion fish | source.")
@@ -81,6 +104,14 @@ def cmd_jobs_words(args: list[str]) -> int:
     return 0
 
 
+def cmd_group_words(args: list[str]) -> int:
+    """Private: the group names --group completes to (for the completion scripts)."""
+    from .completion import group_words
+
+    sys.stdout.write("".join(f"{word}\n" for word in group_words()))
+    return 0
+
+
 def cmd_group(args: list[str]) -> int:
     p = _parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once; 0 pauses it.\n"
                 "The default group's limit starts at the number of CPUs.")
@@ -92,7 +123,7 @@ def cmd_group(args: list[str]) -> int:
     lst = sub.add_parser("list", help="groups with their limits and use")
     lst.add_argument("--json", action="store_true", help=JSON_HELP)
     rm = sub.add_parser("rm", help="remove a group no job belongs to (prune its finished jobs first)")
-    rm.add_argument("name")
+    rm.add_argument("name", type=_text("NAME"))
     rm.add_argument("--json", action="store_true", help=JSON_HELP)
     ns = p.parse_args(args)
     from . import admin, render
@@ -116,15 +147,17 @@ def cmd_group(args: list[str]) -> int:
 
 
 def cmd_prune(args: list[str]) -> int:
-    p = _parser("jobman prune", "Remove finished jobs and their logs. Never touches an unfinished job, one an\n"
-                "unfinished job depends on, or a lost job whose processes still run.", json=True)
+    p = _parser("jobman prune", "Remove finished jobs and their logs (the JOBs named, or every finished one).\n"
+                "Never touches an unfinished job, one an unfinished job depends on, or a lost job whose\n"
+                "processes still run; JOBs that include one of those are refused whole.", json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (handles, names, ids, id prefixes)")
     p.add_argument("--older-than", type=_duration("--older-than"), default=0.0, metavar="D",
                    help="only jobs that finished more than D ago")
     p.add_argument("--succeeded", action="store_true", help="only jobs that succeeded (keep the others to look at)")
     ns = p.parse_args(args)
     from . import admin
 
-    removed = admin.prune(older_than=ns.older_than, only_succeeded=ns.succeeded)
+    removed = admin.prune(older_than=ns.older_than, only_succeeded=ns.succeeded, jobs=ns.jobs)
     if ns.json:
         _print_json(removed)
     else:

@@ -13,23 +13,24 @@ FLAGS = {
     "ls": "--active --all --limit --state --group --name --json",
     "show": "--env --json",
     "logs": "--attempt --stderr --follow --tail --json",
-    "wait": "--timeout --json --quiet",
+    "wait": "--all --group --timeout --json --quiet",
     "cancel": "--json",
     "restart": "--with-dependents --json",
     "signal": "--json",
     "hold": "--json",
     "release": "--json",
+    "priority": "--json",
     "group": "--limit --json",
     "reconcile": "--json",
     "prune": "--older-than --succeeded --json",
     "completion": "",
 }
-TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release")
+TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release", "priority")
 JOBS_SHOWN = 200  # handles and names offered for a JOB argument
 
 BASH = """# jobman completion for bash: eval "$(jobman completion bash)"
 _jobman() {
-    local cur="${COMP_WORDS[COMP_CWORD]}" cmd="${COMP_WORDS[1]}" flags="" i
+    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="${COMP_WORDS[1]}" flags="" i
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "%(commands)s --help --version" -- "$cur"))
         return
@@ -42,6 +43,14 @@ _jobman() {
             fi
         done
     fi
+    case "$prev" in
+        --after-success|--after-failure|--after)
+            COMPREPLY=($(compgen -W "$(jobman __jobs 2>/dev/null)" -- "$cur")); return ;;
+        --group)
+            COMPREPLY=($(compgen -W "$(jobman __groups 2>/dev/null)" -- "$cur")); return ;;
+        --state)
+            COMPREPLY=($(compgen -W "%(states)s" -- "$cur")); return ;;
+    esac
     case "$cmd" in
 %(cases)s
     esac
@@ -77,17 +86,39 @@ def script(shell: str) -> str:
     commands = " ".join(FLAGS)
     if shell in ("bash", "zsh"):
         cases = "\n".join(f'        {cmd}) flags="{flags}" ;;' for cmd, flags in FLAGS.items() if flags)
-        bash = BASH % {"commands": commands, "cases": cases, "takes_job": " ".join(TAKES_JOB)}
+        bash = BASH % {"commands": commands, "cases": cases, "takes_job": " ".join(TAKES_JOB),
+                       "states": " ".join(_states())}
         return bash if shell == "bash" else ZSH % {"bash": bash}
     if shell == "fish":
         lines = [FISH_HEAD % {"commands": commands, "takes_job": " ".join(TAKES_JOB)}]
+        values = {"--after-success": "(jobman __jobs 2>/dev/null)", "--after-failure": "(jobman __jobs 2>/dev/null)",
+                  "--after": "(jobman __jobs 2>/dev/null)", "--group": "(jobman __groups 2>/dev/null)",
+                  "--state": " ".join(_states())}
         for cmd, flags in FLAGS.items():
             for flag in flags.split():
-                lines.append(f'complete -c jobman -n "__fish_seen_subcommand_from {cmd}" -l {flag[2:]}\n')
+                value = f' -x -a "{values[flag]}"' if flag in values else ""
+                lines.append(f'complete -c jobman -n "__fish_seen_subcommand_from {cmd}" -l {flag[2:]}{value}\n')
         return "".join(lines)
     from .errors import BadInput
 
     raise BadInput(f"no completion for shell {shell!r}: use bash, zsh or fish")
+
+
+def _states() -> tuple:
+    from .store.queries import STATE_WORDS
+
+    return STATE_WORDS
+
+
+def group_words(environ=os.environ) -> list[str]:
+    """The groups' names (what --group completes to): the default one before the first submission."""
+    from .api import State
+    from .store import queries, schema
+
+    st = State(environ, create=False, reading=True, notify=lambda message: None)
+    if st.conn is None:
+        return [schema.DEFAULT_GROUP]
+    return [row["name"] for row in queries.groups(st.conn, None) if row["name"].isprintable() and " " not in row["name"]]
 
 
 def job_words(environ=os.environ) -> list[str]:

@@ -59,6 +59,25 @@ def send_signal(selector: str, sig: int, environ=os.environ) -> dict:
     return {"id": job_id, "signal": name, "pids": sent, "message": message}
 
 
+def set_priority(selector: str, priority: int, environ=os.environ) -> dict:
+    """Move a job that has not started to another priority; it keeps its place by submission order within it.
+    The group's line is rung: as many of its front as there are free slots, and the job itself."""
+    from .api import State
+
+    st = State(environ, create=False)
+    job_id = st.resolve(selector)
+    st.reconcile()
+    what, state = transitions.set_priority(st.conn, job_id, priority, time.time())
+    if what == "not_waiting":
+        raise BadInput(f"cannot change the priority of job {selector}: it is {state['outcome'] or state['phase']}; "
+                       "only a job that has not started waits in line")
+    if what == "changed":
+        group = queries.group_of(st.conn, job_id)
+        doorbell.ring_all(st.home, [job_id, *queries.slot_waiters(st.conn, group, queries.free_slots(st.conn, group))])
+    return {"id": job_id, "priority": priority, "changed": what == "changed",
+            "message": f"priority {priority}" + ("" if what == "changed" else " already")}
+
+
 def set_held(selectors: list[str], held: bool, environ=os.environ) -> list[dict]:
     """Hold (or release) each job. Every selector is resolved and every job checked first: a job that
     has started already is an error that changes nothing."""

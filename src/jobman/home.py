@@ -7,9 +7,13 @@ from .errors import BadInput
 def home_dir(env=os.environ) -> str:
     home = env.get("JOBMAN_HOME")
     if home:
-        return os.path.abspath(home)
-    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state, "jobman")
+        home = os.path.abspath(home)
+    else:
+        state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        home = os.path.join(state, "jobman")
+    if os.path.exists(home) and not os.path.isdir(home):
+        raise BadInput(f"the jobman home {home} is a file, not a directory: set JOBMAN_HOME to a directory")
+    return home
 
 
 def ensure_home(home: str) -> str:

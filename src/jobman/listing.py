@@ -9,6 +9,8 @@ import time
 from runkit.durations import format_duration
 
 from .store import queries
+from runkit.printable import printable
+
 from .render import command_text, state_text, why_text
 
 NAME_WIDTH = 20  # a longer name is cut in the table (show and --json give it whole)
@@ -106,11 +108,11 @@ def job_table(views: list[dict], width: int | None = None, colour: bool = False,
     for v in views:
         started = v.get("started_at")
         took = None if started is None else (v["finished_at"] or now) - started
-        cells = [str(v.get("handle") or "-"), _cut(v["name"] or "-", NAME_WIDTH), _state_word(v)]
+        cells = [str(v.get("handle") or "-"), _cut(printable(v["name"] or "-"), NAME_WIDTH), _state_word(v)]
         cells += [str(v["attempts"])] if tries else []
         cells += [v["group"]] if groups else []
         cells += [_clock(started, now), format_duration(took) if took is not None else "-"]
-        rows.append((cells, command_text(v["command"]), why_text(v, now), v))
+        rows.append((cells, command_text(v["command"]), printable(why_text(v, now)), v))
     widths = [max(len(h), *(len(r[0][i]) for r in rows)) for i, h in enumerate(headers)]
     out = [_line(headers, widths, "COMMAND", "", width, None)]
     for cells, command, why, view in rows:

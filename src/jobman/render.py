@@ -3,6 +3,7 @@ import json
 import shlex
 
 from runkit.durations import format_duration, format_time
+from runkit.printable import printable
 
 
 def _when(ts: float | None) -> str:
@@ -14,10 +15,11 @@ def _ago(ts: float | None, now: float) -> str:
 
 
 def command_text(argv) -> str:
-    return shlex.join(argv) if argv else "?"
+    return printable(shlex.join(argv)) if argv else "?"
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row[:-1]):
@@ -60,7 +62,10 @@ ENV_SHOWN = 12  # names of differing variables shown (show --env lists every var
 def show(view: dict, all_env: bool = False) -> str:
     spec = view["spec"]
     out = []
-    add = out.append
+
+    def add(line: str) -> None:
+        out.append(printable(line))  # names, commands, environments and events carry other people's text
+
     add(f"job:         {view['handle']}  (id {view['id']})")
     if view["name"]:
         add(f"name:        {view['name']}")

@@ -246,3 +246,41 @@ def test_exact_zero_log_limit_means_no_cap_and_8k_is_kept(jobman):
     for limit in ("0", "0K", "8K"):
         job_id = jobman.run("true", opts=["--log-limit", limit])
         assert jobman.show(job_id)["spec"]["log"]["limit"] == (8192 if limit == "8K" else 0)
+
+
+# Every command and every option that takes text, given bytes that are not UTF-8 (the shell passes them; Python
+# smuggles them through as lone surrogates): one line, exit 2, nothing written, never a traceback (issue 23).
+# What a job's command itself may hold is bytes (`run -- printf '\xff'`): that is run, not refused.
+UNDECODABLE = "x\udcff"
+UNDECODABLE_ARGS = [
+    ["show", UNDECODABLE], ["logs", UNDECODABLE], ["wait", UNDECODABLE], ["cancel", UNDECODABLE],
+    ["restart", UNDECODABLE], ["hold", UNDECODABLE], ["release", UNDECODABLE], ["signal", UNDECODABLE, "TERM"],
+    ["signal", "JOB", UNDECODABLE], ["priority", UNDECODABLE, "1"], ["priority", "JOB", UNDECODABLE],
+    ["prune", UNDECODABLE], ["list", "--name", UNDECODABLE], ["list", "--group", UNDECODABLE],
+    ["list", "--state", UNDECODABLE], ["wait", "--group", UNDECODABLE], ["group", "set", UNDECODABLE, "--limit", "1"],
+    ["group", "rm", UNDECODABLE], ["completion", UNDECODABLE], ["run", "--name", UNDECODABLE, "--", "true"],
+    ["run", "--group", UNDECODABLE, "--", "true"], ["run", "--cwd", UNDECODABLE, "--", "true"],
+    ["run", "--after", UNDECODABLE, "--", "true"],
+    ["run", "--not-before", UNDECODABLE, "--", "true"], ["run", "--timeout", UNDECODABLE, "--", "true"],
+    ["logs", "JOB", "--tail", UNDECODABLE], [UNDECODABLE],
+]
+
+
+@pytest.mark.parametrize("args", UNDECODABLE_ARGS, ids=lambda args: " ".join(a.replace(UNDECODABLE, "BAD")
+                                                                              for a in args))
+def test_undecodable_bytes_anywhere_are_one_line_and_change_nothing(jobman, args):
+    job_id = jobman.run("true")
+    jobman("wait", job_id, check=True)
+    before = jobman.count_jobs()
+    result = jobman(*[job_id if a == "JOB" else a for a in args])
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (result.returncode, result.stderr)
+    assert jobman.count_jobs() == before
+
+
+def test_undecodable_bytes_in_a_command_are_run_as_given(jobman, tmp_path):
+    out = tmp_path / "out"
+    job_id = jobman.run("sh", "-c", f"printf '%s' \"$1\" > {out}", "sh", UNDECODABLE)
+    assert jobman("wait", job_id).returncode == 0
+    assert out.read_bytes() == b"x\xff"
+    assert "Traceback" not in jobman("show", job_id).stderr and "Traceback" not in jobman("list").stderr

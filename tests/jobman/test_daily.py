@@ -63,6 +63,13 @@ def test_bash_completion_completes_commands_flags_and_jobs(jobman):
     assert sorted(_bash_complete(jobman, "jobman show ")) == ["1", "nightly-build"]
     assert _bash_complete(jobman, "jobman logs night") == ["nightly-build"]
     assert _bash_complete(jobman, "jobman completion f") == ["fish"]
+    # Issue 23: values of --after*, --group and --state too.
+    jobman("group", "set", "gpu", "--limit", "1", check=True)
+    assert sorted(_bash_complete(jobman, "jobman run --after-success ")) == ["1", "nightly-build"]
+    assert _bash_complete(jobman, "jobman run --after nigh") == ["nightly-build"]
+    assert sorted(_bash_complete(jobman, "jobman run --group ")) == ["default", "gpu"]
+    assert _bash_complete(jobman, "jobman list --state succ") == ["succeeded"]
+    assert "held" in _bash_complete(jobman, "jobman list --state ")
     for shell, needle in (("zsh", "bashcompinit"), ("fish", "complete -c jobman")):
         text = jobman("completion", shell, check=True).stdout
         assert needle in text and "restart" in text and "with-dependents" in text
@@ -108,6 +115,24 @@ def test_prune_succeeded_keeps_the_failures(jobman):
     assert [j["id"] for j in json.loads(jobman("list", "--json", check=True).stdout)] == [bad]
 
 
+def test_prune_named_jobs_removes_those_or_nothing(jobman, tmp_path):
+    """Issue 23: `jobman prune JOB...` removes the jobs named (and their logs), all of them or none."""
+    first, second, third = (jobman.run("true") for _ in range(3))
+    gate = tmp_path / "gate"
+    running = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    jobman("wait", first, second, third, check=True)
+    refused = jobman("prune", first, running)
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1 and "nothing was removed" in \
+        refused.stderr, refused.stderr
+    assert jobman.count_jobs() == 4
+    assert json.loads(jobman("prune", first, "--json", check=True).stdout) == [first]
+    assert not (jobman.home / "logs" / first).exists() and (jobman.home / "logs" / second).exists()
+    assert jobman("prune", "nosuchjob").returncode == 2
+    assert {j["id"] for j in json.loads(jobman("list", "--json", check=True).stdout)} == {second, third, running}
+    gate.touch()
+    jobman("wait", running, check=True)
+
+
 def test_on_finish_hook_gets_the_outcome_and_cannot_change_it(jobman, tmp_path):
     out = tmp_path / "hook.out"
     hook = f'echo "$JOBMAN_JOB_ID $JOBMAN_JOB_HANDLE $JOBMAN_OUTCOME $JOBMAN_EXIT_CODE" >> {out}; exit 9'
@@ -126,3 +151,36 @@ def test_on_finish_hook_gets_the_outcome_and_cannot_change_it(jobman, tmp_path):
     assert jobman("wait", cancelled).returncode == 122
     wait_for(lambda: out.read_text().endswith("dependency_failed\n"), timeout=20, message="the second hook")
     assert jobman("run", "--on-finish", "", "--", "true").returncode == 2
+
+
+def _has_open(pid: int, name: str) -> bool:
+    import os
+
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}").endswith(name) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+def test_wait_all_and_wait_group(jobman, tmp_path):
+    """Issue 23: `jobman wait --all` and `--group G` (pueue's wait, tsp -w): every job unfinished at the call (of
+    that group), the exit status mirroring them as for named jobs."""
+    gate = tmp_path / "gate"
+    jobman("group", "set", "g", "--limit", "4", check=True)
+    ok = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", opts=["--group", "g"])
+    bad = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; exit 3", opts=["--group", "g"])
+    other = jobman.run("sh", "-c", f"while [ ! -e {gate}.other ]; do sleep 0.02; done")
+    timed = jobman("wait", "--group", "g", "--timeout", "0.3")
+    assert timed.returncode == 120
+    with subprocess.Popen([JOBMAN, "wait", "--group", "g", "--json"], env=jobman.env, stdout=subprocess.PIPE,
+                          text=True) as waiting:
+        # It has read which jobs it waits for once it has the database open (and they are still gated).
+        wait_for(lambda: _has_open(waiting.pid, "jobman.db"), message="the wait to open the database")
+        gate.touch()
+        out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == 3 and [v["id"] for v in json.loads(out)["jobs"]] == [ok, bad]
+    assert jobman.state(other)["phase"] != "finished"
+    (tmp_path / "gate.other").touch()
+    assert jobman("wait", "--all").returncode == 0  # only `other` was unfinished: it succeeds
+    assert jobman("wait", "--all").returncode == 0  # nothing unfinished: nothing to wait for
+    assert jobman("wait").returncode == 2 and jobman("wait", "--group", "nosuch").returncode == 2

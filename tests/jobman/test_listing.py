@@ -126,3 +126,20 @@ def test_a_lost_job_says_when_its_tree_is_gone(jobman):
     kill_all([target])
     wait_for(lambda: "target process tree is gone too" in listed_line(), timeout=10, message="list to say gone")
     assert "its target process tree is gone" in jobman.show(job_id)["lost_note"]
+
+
+def test_other_peoples_text_never_reaches_the_terminal_as_control(jobman):
+    """Issue 23: a command containing an escape sequence retitled the terminal through list and show, and a newline
+    split a row of the table. Shown escaped, one line per job; --json and logs stay byte-exact."""
+    hostile = "echo '\x1b]0;pwned\x07'; printf 'two\\nlines'"
+    job = jobman.run("sh", "-c", hostile, "x\ny")
+    jobman("wait", job)
+    listed = jobman("list", check=True).stdout
+    shown = jobman("show", job, check=True).stdout
+    for out in (listed, shown):
+        assert "\x1b" not in out and "\x07" not in out, out
+        assert "\\e]0;pwned\\x07" in out, out
+    row = [line for line in listed.splitlines() if "pwned" in line]
+    assert len(row) == 1 and "x\\ny" in row[0], listed            # the argument's newline did not split the row
+    assert json.loads(jobman("show", job, "--json", check=True).stdout)["spec"]["argv"][-2:] == [hostile, "x\ny"]
+    assert "\x1b]0;pwned\x07" in jobman("logs", job, check=True).stdout  # the job's output as it wrote it

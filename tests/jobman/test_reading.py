@@ -114,3 +114,13 @@ def test_a_corrupt_record_is_reported_and_hides_nothing_else(jobman):
     assert shown.returncode == 2 and "unreadable" in shown.stderr and len(shown.stderr.splitlines()) == 1
     assert jobman.show(good)["outcome"] == "succeeded"
 
+
+
+def test_show_and_list_give_the_same_record(jobman):
+    """Issue 23: `show --json` gave `"started_at": null` for a job that ran, while `list --json` had it."""
+    job = jobman.run("true")
+    jobman("wait", job, check=True)
+    listed = next(j for j in json.loads(jobman("list", "--json", check=True).stdout) if j["id"] == job)
+    shown = jobman.show(job)
+    assert shown["started_at"] is not None
+    assert {k: shown[k] for k in listed if k != "detail"} == {k: listed[k] for k in listed if k != "detail"}

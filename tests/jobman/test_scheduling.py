@@ -477,3 +477,25 @@ def test_bad_scheduling_input(jobman, args, needle):
 def test_bad_group_limit(jobman, limit):
     result = jobman("group", "set", "g", "--limit", limit)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_waiting_jobs_priority_can_change_and_it_keeps_its_place_within_the_new_one(jobman, tmp_path):
+    """Issue 23: `jobman priority JOB N` (tsp -u, pueue's switch): the job moves to priority N in its group's line,
+    in submission order within it."""
+    gate = tmp_path / "gate"
+    jobman("group", "set", "one", "--limit", "1", check=True)
+    order = tmp_path / "order"
+    blocker = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", opts=["--group", "one"])
+    wait_for(lambda: jobman.state(blocker)["phase"] == "running")
+    jobs = [jobman.run("sh", "-c", f"echo {n} >> {order}", opts=["--group", "one", "--priority", str(p)])
+            for n, p in ((1, 5), (2, 0), (3, 0), (4, 5))]
+    changed = json.loads(jobman("priority", jobs[2], "5", "--json", check=True).stdout)
+    assert changed == {"id": jobs[2], "priority": 5, "changed": True, "message": "priority 5"}
+    assert jobman.show(jobs[2])["priority"] == 5 and "priority_changed" in [e["kind"] for e in jobman.show(jobs[2])["events"]]
+    refused = jobman("priority", blocker, "9")
+    assert refused.returncode == 2 and "it is running" in refused.stderr
+    assert jobman("priority", jobs[0], "x").returncode == 2
+    gate.touch()
+    assert jobman("wait", *jobs, timeout=60).returncode == 0
+    # 1 and 4 (priority 5, submitted first and last) around 3 (moved to 5: submitted between them), then 2.
+    assert order.read_text().split() == ["1", "3", "4", "2"]

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from jobman.errors import BadInput
+from jobman.errors import JobmanError
 from jobman.store import queries, schema, transitions
 
 # The schema of user_version 1, as jobman's first release created it.
@@ -118,7 +118,7 @@ def test_migration_runs_once_and_a_newer_database_is_refused(tmp_path):
     assert queries.count_jobs(again) == len(JOBS)
     again.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
     again.close()
-    with pytest.raises(BadInput, match="newer than this jobman understands"):
+    with pytest.raises(JobmanError, match="newer than this jobman understands"):
         schema.connect(path, create=False)
 
 

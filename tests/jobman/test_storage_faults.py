@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.helpers import alive, kill_all, wait_for
 from tests.jobman.conftest import Jobman
 from tests.jobman.mounts import fill, read_only_view, small_tmpfs
@@ -256,3 +258,85 @@ def test_an_old_database_is_migrated(tmp_path):
 
     assert queries.line(migrated, "default") == ["00000002-0000-7000-8000-000000000000",
                                                  "00000000-0000-7000-8000-000000000000"]
+
+
+def test_a_full_home_is_full_not_damaged_and_reading_still_works(tmp_path):
+    """Issue 23: `jobman list` on a full home said 'disk I/O error ... move the damaged file aside' (exit 2), and
+    following that advice moves a healthy database away. Reading commands work; writing ones say the disk is
+    full, in one line, exit 1; nothing suggests moving the database."""
+    mount = tmp_path / "small"
+    with small_tmpfs(mount, "8m"):
+        jobman = Jobman(mount / "home")
+        done = jobman.run("sh", "-c", "echo hello")
+        assert jobman("wait", done).returncode == 0
+        kill_all(jobman.processes())  # no connection open: SQLite removed its WAL and index, and must make them
+        assert fill(mount / "filler") > 0
+        for args in (["list"], ["list", "--json"], ["show", done], ["logs", done], ["wait", done]):
+            result = jobman(*args)
+            assert result.returncode == 0 and "Traceback" not in result.stderr, (args, result.stderr)
+        assert "hello" in jobman("logs", done).stdout
+        for args in (["run", "--", "true"], ["cancel", done], ["group", "set", "g", "--limit", "1"]):
+            result = jobman(*args)
+            assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, (args, result.stderr)
+            assert "is full" in result.stderr and "aside" not in result.stderr and "damaged" not in \
+                result.stderr.replace("not damaged", ""), (args, result.stderr)
+
+
+def test_damage_is_told_by_sqlite_and_exits_1(jobman, tmp_path):
+    """Damage (a garbage file, a table missing) is one line, exit 1, and only what fails SQLite's own checks is
+    called damaged. A database from a newer jobman exits 1 too; a home that is a file is named as such."""
+    job_id = jobman.run("true")
+    jobman("wait", job_id, check=True)
+    kill_all(jobman.processes())
+    db = jobman.home / "jobman.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE events")
+    for args in (["show", job_id], ["run", "--", "true"], ["list"]):
+        result = jobman(*args)
+        assert "Traceback" not in result.stderr, (args, result.stderr)
+        if result.returncode:
+            assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, (args, result.stderr)
+            assert "lacks part of its schema" in result.stderr and "events" in result.stderr, result.stderr
+    assert jobman("show", job_id).returncode == 1
+    for suffix in ("-wal", "-shm"):
+        (jobman.home / f"jobman.db{suffix}").unlink(missing_ok=True)
+    db.write_bytes(b"this is not a database" * 200)
+    for args in (["list"], ["show", job_id], ["run", "--", "true"]):
+        result = jobman(*args)
+        assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, (args, result.stderr)
+        assert "is damaged (SQLite: file is not a database)" in result.stderr and "aside" in result.stderr
+    other = Jobman(tmp_path / "newer")
+    other.run("true")
+    kill_all(other.processes())
+    with sqlite3.connect(other.home / "jobman.db") as conn:
+        conn.execute("PRAGMA user_version = 99")
+    newer = other("list")
+    assert newer.returncode == 1 and "newer than this jobman understands" in newer.stderr
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    result = Jobman(afile)("list")
+    assert result.returncode == 2 and "is a file, not a directory" in result.stderr
+
+
+READING = [["list"], ["list", "--json"], ["show", "JOB"], ["logs", "JOB"], ["wait", "JOB"], ["group", "list"]]
+
+
+@pytest.mark.parametrize("table", ["jobs", "job_state", "attempts", "events", "dependencies", "groups",
+                                   "handle_sequence", "lease_round"])
+def test_each_reading_command_on_a_database_missing_a_table(jobman, table):
+    """Issue 23: a database missing one of its tables made `jobman show` and `run` end in a traceback. Every
+    reading command either reads what is there, or says in one line (exit 1) that the database lacks part of its
+    schema; none writes, none tracebacks."""
+    job_id = jobman.run("true")
+    jobman("wait", job_id, check=True)
+    kill_all(jobman.processes())
+    with sqlite3.connect(jobman.home / "jobman.db") as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(f"DROP TABLE {table}")
+    for args in READING:
+        result = jobman(*[job_id if a == "JOB" else a for a in args])
+        assert "Traceback" not in result.stderr, (args, result.stderr)
+        assert result.returncode in (0, 1), (args, result.returncode, result.stderr)
+        if result.returncode == 1:
+            assert len(result.stderr.strip().splitlines()) == 1 and "lacks part of its schema" in result.stderr, \
+                (args, result.stderr)

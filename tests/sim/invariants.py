@@ -42,6 +42,7 @@ RECORD_STATES = ("queued", "running") + keys.TERMINAL_STATES
 # The longest a pulse after a passed promise may keep a dead worker's job alive (docs/stado.md, "Liveness"; the
 # reaper's EVIDENCE_FLOOR, or the job's lease if longer).
 EVIDENCE_FLOOR = 30.0
+CLOCK_GRAIN = 0.001  # the store's clock is read to a millisecond (a float's rounding is not an early fire)
 SKEW_BOUND = 300.0  # an agent whose clock is further off the store's than this is not honest (issue 19)
 CANCELLED_KINDS = ("cancelled_queued", "cancelled_running", "cancelled_finishing", "already_cancelling")
 
@@ -174,7 +175,7 @@ def _cron_fired(sim, actor, job: str, fire_time: str) -> None:
     if fire in sim.fired:
         return
     sim.fired[fire] = (sim.steps, sim.now)
-    if sim.now < fire:
+    if sim.now < fire - CLOCK_GRAIN:
         violation(sim, "cron-early", f"{actor.name} (its clock {actor.skew:+.0f} s off the store's) submits the fire "
                                      f"time {fire_time} as {sim.names.get(job, job)} {fire - sim.now:.1f} s before it "
                                      "is due by the store's clock")

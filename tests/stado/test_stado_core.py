@@ -275,7 +275,7 @@ def test_retries_count_failed_attempts_apart_from_requeues():
 def test_rerun_resubmits_the_exact_spec_under_a_new_id():
     store = MemoryStore()
     job = submit(store, "make test", name="ci", cores=3, priority=7, capabilities=("gpu",), timeout=90.0)
-    original, new = submission.rerun(store, "ci")
+    original, new = submission.rerun(store, "ci", beside=True)
     assert new["id"] != job["id"] and new["rerun_of"] == job["id"]
     assert new["spec"] == original["spec"]
 

@@ -7,7 +7,9 @@
 it runs; None means unthrottled. `stall()` stops forwarding in both directions (connections stay open,
 bytes wait), `resume()` lets them go again; `stall(bulk_over=N)` stalls only the connections that have
 carried more than N bytes from the server (a transfer stops moving; small requests still pass). `down` and `up` count the bytes forwarded from the server
-and to it, so a test can tell a resumed download from one started again at zero.
+and to it, so a test can tell a resumed download from one started again at zero. `tap(direction, data, carried)`, if
+given, sees every piece read ("up": from the client) before it is forwarded, with its connection's own dict
+(bench/s3wire.py parses the requests and answers that way).
 """
 import socket
 import threading
@@ -43,8 +45,8 @@ class _Bucket:
 
 
 class ThrottledProxy:
-    def __init__(self, target: tuple[str, int], rate: float | None = None):
-        self.target, self.rate = target, rate
+    def __init__(self, target: tuple[str, int], rate: float | None = None, tap=None):
+        self.target, self.rate, self.tap = target, rate, tap
         self.down = self.up = 0
         self._moving = threading.Event()
         self._moving.set()
@@ -122,6 +124,8 @@ class ThrottledProxy:
                 data = src.recv(PIECE)
                 if not data:
                     break
+                if self.tap is not None:
+                    self.tap(direction, data, carried)
                 for i in range(0, len(data), 4096):
                     piece = data[i:i + 4096]
                     self._wait_moving(carried)

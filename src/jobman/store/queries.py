@@ -69,6 +69,17 @@ def slot_waiters(conn, group: str, limit: int = -1) -> list[str]:
     return [r[0] for r in conn.execute(f"SELECT job_id {_LINE} LIMIT ?", (group, limit))]
 
 
+def unfinished(conn, group: str | None = None) -> list[str]:
+    """Every unfinished job (of `group`), in submission order."""
+    where, args = ("", ()) if group is None else (" AND j.group_name = ?", (group,))
+    return [r[0] for r in conn.execute("SELECT j.id FROM jobs j JOIN job_state s ON s.job_id = j.id"
+                                       f" WHERE s.phase != 'finished'{where} ORDER BY j.submitted_at, j.id", args)]
+
+
+def group_exists(conn, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone() is not None
+
+
 def group_of(conn, job_id: str) -> str:
     return conn.execute("SELECT group_name FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
 
@@ -102,12 +113,14 @@ def dependencies(conn, job_id: str) -> list:
 
 
 def job(conn, job_id: str):
-    return conn.execute(
-        "SELECT j.*, s.* FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE j.id = ?", (job_id,)).fetchone()
+    """One job as `show` reads it: the same record `list` reads (its first attempt's start included), and every
+    column of its row."""
+    return conn.execute(f"SELECT j.*, s.*, {_FIRST_START} FROM jobs j JOIN job_state s ON s.job_id = j.id WHERE j.id = ?",
+                        (job_id,)).fetchone()
 
 
-_LIST_COLUMNS = ("j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*,"
-                 " (SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at")
+_FIRST_START = "(SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at"
+_LIST_COLUMNS = "j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*, " + _FIRST_START
 PHASES = ("submitting", "starting", "waiting", "running", "finished")
 STATE_WORDS = PHASES + OUTCOMES + ("held",)  # what `jobman list --state` accepts
 
@@ -197,10 +210,6 @@ def groups(conn, only: str | None = None) -> list:
         "   AND s.phase = 'waiting' AND s.waiting_for = 'slot') AS waiting"
         " FROM groups g" + (" WHERE g.name = ?" if only else "") + " ORDER BY g.name",
         (only,) if only else ()).fetchall()
-
-
-def group_exists(conn, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone() is not None
 
 
 # --- reconciliation --------------------------------------------------------------------------------

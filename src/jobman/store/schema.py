@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 
-from ..errors import BadInput
+from ..errors import BadInput, JobmanError
 
 BUSY_TIMEOUT_MS = 60_000
 DEFAULT_GROUP = "default"  # created with the database; its limit starts at the number of CPUs
@@ -30,6 +30,15 @@ class DatabaseMissing(BadInput):
     """The database is missing or empty where the home shows it existed: never silently start afresh."""
 
     exit_code = 1
+
+
+class StorageTrouble(JobmanError):
+    """The database is sound but cannot be used now: its disk is full, read-only, or failing to read."""
+
+
+class DatabaseDamaged(JobmanError):
+    """The database fails SQLite's own checks (its integrity check, or it is not a database at all): the one
+    case in which moving it aside is the advice."""
 
 
 def _uri(path: str, **params: str) -> str:
@@ -52,12 +61,79 @@ def connect(path: str, *, create: bool = True, busy_timeout_ms: int = BUSY_TIMEO
         try:
             return _open(path, busy_timeout_ms)
         except sqlite3.OperationalError as e:
-            if not (read_only_fallback and getattr(e, "sqlite_errorcode", 0) & 0xFF == 14 and _read_only_fs(path)):
+            if not (read_only_fallback and _code(e) in (8, 10, 13, 14) and _unwritable(path)):
                 raise
+            # A reading command on a home it cannot write (read-only, or full to the last byte, where SQLite cannot
+            # make its WAL index). Immutable reads the database file alone: right when no WAL holds commits beside
+            # it (every commit checkpointed; the failed open may have left an empty one); with one, a read-only
+            # open shares its index.
+            if _size(path + "-wal"):
+                return _open(path, busy_timeout_ms, read_only=True)
             return _open(path, busy_timeout_ms, immutable=True)
     except sqlite3.DatabaseError as e:
-        raise BadInput(f"cannot open the jobman database {path}: {e}; "
-                       f"check JOBMAN_HOME or move the damaged file aside") from None
+        raise explain(path, e) from None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _code(error: BaseException) -> int:
+    return getattr(error, "sqlite_errorcode", 0) & 0xFF
+
+
+def _unwritable(path: str) -> bool:
+    return _read_only_fs(path) or _disk_full(path)
+
+
+def _disk_full(path: str) -> bool:
+    try:
+        st = os.statvfs(os.path.dirname(path) or ".")
+    except OSError:
+        return False
+    return st.f_bavail == 0 or st.f_favail == 0
+
+
+def explain(path: str, error: sqlite3.DatabaseError) -> JobmanError:
+    """The one line for a database that cannot be used: full, read-only and damaged told apart (only a
+    database that fails SQLite's own checks is called damaged, and only then is moving it aside the advice)."""
+    home, code = os.path.dirname(path), _code(error)
+    if code == 13 or (code in (10, 14) and _disk_full(path)):
+        return StorageTrouble(f"the disk holding {home} is full: free some space there and run the command again; "
+                              f"nothing was changed (the database {path} is not damaged)")
+    if code == 8 or (code in (10, 14) and _read_only_fs(path)):
+        return StorageTrouble(f"{home} is on a read-only filesystem: reading commands work, writing ones need it "
+                              f"writable (or set JOBMAN_HOME elsewhere); the database is not damaged")
+    if code in (11, 26):
+        verdict = integrity_verdict(path) or str(error)
+        return DatabaseDamaged(f"the jobman database {path} is damaged (SQLite: {verdict}): move it aside "
+                               f"(mv {path} {path}.damaged) and jobman starts afresh; earlier jobs' logs stay in "
+                               f"{home}/logs")
+    if code == 10:
+        return StorageTrouble(f"cannot read the jobman database {path}: {error} (the disk or filesystem under {home} "
+                              f"is failing; the database itself was not found damaged)")
+    if "no such table" in str(error) or "no such column" in str(error):
+        verdict = integrity_verdict(path)
+        return DatabaseDamaged(f"the jobman database {path} lacks part of its schema ({error}"
+                               f"{'; SQLite: ' + verdict if verdict else ''}): restore it from a copy, or move it "
+                               f"aside (mv {path} {path}.damaged) and jobman starts afresh")
+    return JobmanError(f"cannot use the jobman database {path}: {error}; check JOBMAN_HOME")
+
+
+def integrity_verdict(path: str) -> str | None:
+    """SQLite's quick_check of the file, read-only: its first complaint, or None if it passes."""
+    try:
+        conn = sqlite3.connect(_uri(path, immutable="1"), uri=True)
+        try:
+            found = conn.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        return str(e)
+    return None if found == "ok" else str(found).splitlines()[0][:200]
 
 
 class Connection(sqlite3.Connection):
@@ -79,8 +155,8 @@ class Connection(sqlite3.Connection):
         self.execute("PRAGMA cache_size = 16")
 
 
-def _open(path: str, busy_timeout_ms: int, immutable: bool = False) -> sqlite3.Connection:
-    params = {"immutable": "1"} if immutable else {"mode": "rw"}
+def _open(path: str, busy_timeout_ms: int, immutable: bool = False, read_only: bool = False) -> sqlite3.Connection:
+    params = {"immutable": "1"} if immutable else {"mode": "ro" if read_only else "rw"}
     conn = sqlite3.connect(_uri(path, **params), uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000,
                            check_same_thread=False, factory=Connection)
     conn.row_factory = sqlite3.Row
@@ -96,8 +172,8 @@ def _open(path: str, busy_timeout_ms: int, immutable: bool = False) -> sqlite3.C
         _migrate(conn)
     elif version > SCHEMA_VERSION:
         conn.close()
-        raise BadInput(f"the jobman database {path} has schema version {version}, newer than this jobman "
-                       f"understands ({SCHEMA_VERSION}); upgrade jobman")
+        raise JobmanError(f"the jobman database {path} has schema version {version}, newer than this jobman "
+                          f"understands ({SCHEMA_VERSION}); upgrade jobman (nothing was changed)")
     return conn
 
 

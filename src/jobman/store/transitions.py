@@ -317,6 +317,27 @@ def set_held(conn, job_id: str, held: bool, now: float) -> tuple[str, sqlite3.Ro
             continue
 
 
+def set_priority(conn, job_id: str, priority: int, now: float) -> tuple[str, sqlite3.Row]:
+    """Move a job that has not started to another priority: its place in its group's line (job_state) and its
+    row's priority together, in submission order within the new priority. Returns ("changed" | "unchanged" |
+    "not_waiting", state); the caller rings the line."""
+    while True:
+        state = load_state(conn, job_id)
+        if state["phase"] not in HOLDABLE:
+            return "not_waiting", state
+        before = conn.execute("SELECT priority FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+        if before == priority:
+            return "unchanged", state
+        try:
+            with Transaction(conn):
+                _update(conn, job_id, state["revision"], HOLDABLE, {"line_priority": priority})
+                conn.execute("UPDATE jobs SET priority = ? WHERE id = ?", (priority, job_id))
+                add_event(conn, job_id, "priority_changed", now, before=before, after=priority)
+            return "changed", load_state(conn, job_id)
+        except Conflict:
+            continue
+
+
 def remove_group(conn, name: str) -> bool:
     """Remove a group no job belongs to (finished ones included: their rows name it). Whether it was removed."""
     with Transaction(conn):
@@ -336,17 +357,30 @@ def set_group_limit(conn, name: str, limit: int) -> None:
                      " SET slot_limit = excluded.slot_limit, revision = revision + 1", (name, limit))
 
 
-def prune(conn, cutoff: float, only_succeeded: bool = False) -> list[str]:
-    """Remove the jobs that finished at or before `cutoff` (only those that succeeded, if asked), in one
-    transaction. Never an unfinished job, nor one an unfinished job depends on, nor a lost job whose target
-    still holds a slot. Returns their ids."""
+_PRUNABLE = ("s.phase = 'finished' AND s.slot_held = 0"
+             " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
+             "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')")
+
+
+def prune(conn, cutoff: float, only_succeeded: bool = False, only: list[str] | None = None) -> tuple[list[str], list]:
+    """Remove the jobs that finished at or before `cutoff` (only those that succeeded, if asked; only the jobs
+    `only` names, if given), in one transaction. Never an unfinished job, nor one an unfinished job depends on,
+    nor a lost job whose target still holds a slot. Returns (removed ids, []); with `only`, all or nothing:
+    if one of them may not be removed, nothing is, and the second list has (id, phase, slot_held) of each."""
     with Transaction(conn):
-        ids = [r[0] for r in conn.execute(
-            "SELECT s.job_id FROM job_state s WHERE s.phase = 'finished' AND s.finished_at <= ? AND s.slot_held = 0"
-            + (" AND s.outcome = 'succeeded'" if only_succeeded else "") +
-            " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
-            "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')", (cutoff,))]
+        where, args = f"{_PRUNABLE} AND s.finished_at <= ?", [cutoff]
+        if only_succeeded:
+            where += " AND s.outcome = 'succeeded'"
+        if only is not None:
+            where += f" AND s.job_id IN ({','.join('?' * len(only))})"
+            args += only
+        ids = [r[0] for r in conn.execute(f"SELECT s.job_id FROM job_state s WHERE {where}", args)]
+        if only is not None and len(ids) < len(set(only)):
+            kept = [tuple(r) for r in conn.execute(
+                f"SELECT job_id, phase, slot_held FROM job_state WHERE job_id IN ({','.join('?' * len(only))})", only)
+                if r[0] not in ids]
+            return [], kept
         for job_id in ids:
             conn.execute("DELETE FROM dependencies WHERE depends_on = ?", (job_id,))
             conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-    return ids
+    return ids, []

@@ -75,7 +75,7 @@ def test_submit_upload_delivers_a_local_file_verified_and_rerun_reuses_it(stado_
          "sha256": hashlib.sha256(tool.read_bytes()).hexdigest(), "mode": 0o755}]
     assert store.get(f"status/{job}/uploads/in.csv").data == b"a,b\n1,2\n"
     data.write_text("changed after submission\n")  # what was sent is what runs
-    again = stado(stado_env, "job", "rerun", job).stdout.strip()
+    again = stado(stado_env, "job", "rerun", job, "--beside").stdout.strip()
     agent = run_until_idle(stado_env, tmp_path)
     for one in (job, again):
         assert machine_status(stado_env, one)["state"] == "completed", agent.log()
