@@ -7,7 +7,7 @@ passed to the Agent as the real one is (the in-process tests, tests/stado/inproc
 - the process host (agent.processhost.ProcessHost): spawn, reap, alive, signal are simulated processes that exit
   on their own after a drawn time with a drawn status, or when signalled (world.Sim);
 - a slot's transfers (agent.jobio.JobIO runs them on threads): nothing to move, no output simulated;
-- the job directories (agent.workspace.Workspace): no files;
+- the job directories (agent.workspace.Workspace): none on disk (tests/stado/inprocess.py's FakeWorkspace);
 - the loop's wait (a simulated sleep, woken early when one of its processes exits, as SIGCHLD wakes the real
   one), and run()'s lock file and signals (left out);
 - ids, nonces and the claim back-off's randomness are the simulator's while a run lasts (patches.py).
@@ -17,6 +17,7 @@ from runkit.clock import Clock
 
 from stado.agent import Agent, AgentConfig
 from stado.storecheck import ensure_safe
+from tests.stado.inprocess import FakeWorkspace
 
 from . import invariants
 
@@ -34,28 +35,6 @@ class SimClock(Clock):
 
     def monotonic(self) -> float:
         return self.sim.now
-
-
-class SimWorkspace:
-    """The jobs' directories: none on disk."""
-
-    def __init__(self, stado_bin: str):
-        self._stado_bin = stado_bin
-
-    def prepare(self, job_id: str, started_at: str | None) -> str:
-        return f"/nonexistent/stado-sim/jobs/{job_id}"
-
-    def stado_bin(self, directory: str) -> str:
-        return self._stado_bin
-
-    def inputs_file(self, directory: str, inputs_json: str) -> str:
-        return f"{directory}/inputs.json"
-
-    def take(self, directory: str) -> None:
-        pass
-
-    def release(self, directory: str) -> None:
-        pass
 
 
 class SimIO:
@@ -120,7 +99,8 @@ class SimAgent(Agent):
                              poll_seconds=poll_seconds, host="sim", cores=4, memory=None, kill_after=2.0,
                              settle_seconds=settle_seconds, keep_work=True, schedules=schedules)
         super().__init__(sim.store, config, log=lambda line: sim.trace.event(actor, line.split(": ", 1)[-1]),
-                         host=SimHost(sim, actor), clock=SimClock(sim, actor), workspace=SimWorkspace("stado"),
+                         host=SimHost(sim, actor), clock=SimClock(sim, actor),
+                         workspace=FakeWorkspace("/nonexistent/stado-sim"),
                          new_io=lambda job_id, directory, attempt=1: SimIO())
         self.sim, self.actor = sim, actor
         self.job_env.clear()  # the jobs' environment is not simulated

@@ -126,11 +126,16 @@ class FakeIO:
 
 
 class FakeWorkspace:
+    """The jobs' directories, none on disk (the simulator's agents use it too)."""
+
+    def __init__(self, root: str = "/nonexistent/stado-inprocess", stado_bin: str = "stado"):
+        self.root, self._stado_bin = root, stado_bin
+
     def prepare(self, job_id: str, started_at: str | None) -> str:
-        return f"/nonexistent/stado-inprocess/jobs/{job_id}"
+        return f"{self.root}/jobs/{job_id}"
 
     def stado_bin(self, directory: str) -> str:
-        return "stado"
+        return self._stado_bin
 
     def inputs_file(self, directory: str, inputs_json: str) -> str:
         return f"{directory}/inputs.json"
