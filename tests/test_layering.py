@@ -75,6 +75,24 @@ def _module_path(name: str) -> Path | None:
     return None
 
 
+def _load_closure(start: str, packages: tuple) -> tuple[set[str], set[tuple[str, str]]]:
+    """(the modules of `packages` that loading `start` loads, following load-time imports; (module, import) of
+    every load-time import of those modules that lies outside `packages`)."""
+    seen, pending, outside = set(), [start], set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for imported in _load_time_imports(name):
+            if imported.split(".")[0] in packages:
+                if _module_path(imported):
+                    pending.append(imported)
+            else:
+                outside.add((name, imported))
+    return seen, outside
+
+
 def _load_time_imports(name: str) -> set[str]:
     """What importing module `name` imports at once: its module-level imports, those inside a
     module-level try or if included (a lazy import inside a function is not taken at load time)."""
@@ -103,18 +121,8 @@ SUPERVISOR_STDLIB = {"errno", "os", "select", "sqlite3", "sys", "time", "_json"}
 def test_supervisor_start_path_imports_only_what_it_uses():
     """Follows the load-time imports from jobman.supervisor through every jobman and runkit module it
     reaches; what lies outside them must be exactly SUPERVISOR_STDLIB."""
-    seen, pending, outside = set(), ["jobman.supervisor"], set()
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for imported in _load_time_imports(name):
-            if imported.split(".")[0] in ("jobman", "runkit"):
-                if _module_path(imported):
-                    pending.append(imported)
-            else:
-                outside.add(imported.split(".")[0])
+    seen, outside = _load_closure("jobman.supervisor", ("jobman", "runkit"))
+    outside = {imported.split(".")[0] for _, imported in outside}
     assert {"jobman.eligibility", "jobman.attempt", "jobman.store.transitions"} <= seen  # the walk follows
     assert outside == SUPERVISOR_STDLIB, (sorted(outside - SUPERVISOR_STDLIB), sorted(SUPERVISOR_STDLIB - outside))
 
@@ -154,3 +162,45 @@ def test_platform_calls_live_in_runkit_proc_alone():
     violations = [f"{path.relative_to(SRC)}:{where}" for path in sorted(SRC.rglob("*.py")) if path != PLATFORM_MODULE
                   for where in platform_calls(path)]
     assert violations == []
+
+
+# The dashboards (`jobman ui`, `stado ui`): their packages and the web framework are loaded by that command alone.
+UI_PACKAGES = ("jobman.ui", "stado.ui", "runkit.web")
+WEB_FRAMEWORK = {"starlette", "uvicorn", "anyio", "h11", "playwright"}
+UI_LAUNCHERS = {"jobman.cli_control", "stado.clifleet"}  # they import the dashboard inside `cmd_ui` only
+START_PATHS = ("jobman.cli", "jobman.supervisor", "stado.cli", "stado.agentcli", "stado.agent")
+
+
+def _is_ui(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in UI_PACKAGES)
+
+
+def test_only_the_ui_commands_import_the_dashboards_or_the_web_framework():
+    violations = []
+    for path in sorted(SRC.rglob("*.py")):
+        name = _module_name(path)
+        if _is_ui(name):
+            continue
+        found = {m for m in imported_modules(path) if _is_ui(m) or m.split(".")[0] in WEB_FRAMEWORK}
+        if name in UI_LAUNCHERS:
+            found &= _load_time_imports(name)  # a lazy import in the command is what launches it
+        if found:
+            violations.append(f"{path.relative_to(SRC)} imports {', '.join(sorted(found))}")
+    assert violations == []
+    assert any(_is_ui(m) for m in imported_modules(SRC / "jobman" / "cli_control.py"))  # the check sees the launch
+
+
+def test_start_up_paths_never_load_the_dashboards():
+    """What `jobman run`, the supervisor, `stado submit` and an agent load at start (followed through every module
+    of this tree they reach) holds no dashboard module and no web framework; and so it is at run time."""
+    import subprocess
+    import sys
+
+    for start in START_PATHS:
+        seen, outside = _load_closure(start, ("jobman", "runkit", "stado"))
+        assert not [m for m in seen if _is_ui(m)], start
+        assert not [i for _, i in outside if i.split(".")[0] in WEB_FRAMEWORK], start
+    code = ("import sys, jobman.cli, jobman.supervisor, stado.cli, stado.agent; print(sorted(m for m in sys.modules "
+            f"if m.split('.')[0] in {sorted(WEB_FRAMEWORK)!r} or m.startswith({UI_PACKAGES!r})))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"

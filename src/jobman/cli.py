@@ -29,6 +29,7 @@ commands:
   prune [--older-than D] [--succeeded]
                                       remove finished jobs and their logs
   completion bash|zsh|fish            a shell completion script
+  ui [--host H] [--port P]            a live web dashboard of the jobs (prints its URL; Ctrl-C stops it)
 
 JOB is a job's handle (the number in the # column of jobman list), its id, a display name (the newest
 job with it), or a unique id prefix (6+ characters). Every reading command takes --json.
@@ -387,6 +388,5 @@ COMMANDS = {"run": cmd_run, "list": cmd_list, "ls": cmd_list, "show": cmd_show, 
             "wait": cmd_wait, "reconcile": cmd_reconcile, "cancel": cmd_cancel, "group": _elsewhere("cmd_group"),
             "prune": _elsewhere("cmd_prune"), "restart": _elsewhere("cmd_restart"), "signal": _elsewhere("cmd_signal"),
             "hold": _elsewhere("cmd_hold"), "release": _elsewhere("cmd_release"),
-            "priority": _elsewhere("cmd_priority"),
-            "completion": _elsewhere("cmd_completion"), "__jobs": _elsewhere("cmd_jobs_words"),
-            "__groups": _elsewhere("cmd_group_words")}
+            "priority": _elsewhere("cmd_priority"), "completion": _elsewhere("cmd_completion"), "ui": _elsewhere("cmd_ui"),
+            "__jobs": _elsewhere("cmd_jobs_words"), "__groups": _elsewhere("cmd_group_words")}

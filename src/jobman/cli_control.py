@@ -2,7 +2,7 @@
 scripts: parse, call, render, as in jobman.cli (whose helpers they use; imported only when one runs)."""
 import sys
 
-from .cli import JSON_HELP, _duration, _parser, _print_json, _print_results, _text
+from .cli import JSON_HELP, _duration, _parser, _print_json, _print_results, _text, _whole
 
 
 def cmd_restart(args: list[str]) -> int:
@@ -163,3 +163,27 @@ def cmd_prune(args: list[str]) -> int:
     else:
         sys.stdout.write(f"removed {len(removed)} finished job(s)\n")
     return 0
+
+
+def cmd_ui(args: list[str]) -> int:
+    p = _parser("jobman ui", "A live web dashboard of this home's jobs: the list (filters, search), the dependency\n"
+                "graph, a timeline of attempts, groups and their holders, each job with its log tailing live;\n"
+                "cancel, restart, hold and release behind a confirmation. Prints its URL, which carries a token\n"
+                "made at each start (the page needs it); Ctrl-C stops the server. Needs the `ui` extra.")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; another one is warned about)")
+    p.add_argument("--port", type=_whole("--port", 0, 65535), default=0, help="port (default: a free one)")
+    ns = p.parse_args(args)
+    from runkit.web.server import LaunchError, run
+
+    from .errors import BadInput
+
+    def make_app(launch):
+        from .ui.app import create
+
+        return create(launch)
+
+    try:
+        return run("jobman", ns.host, ns.port, make_app)
+    except LaunchError as e:
+        raise BadInput(str(e)) from None

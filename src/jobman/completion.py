@@ -24,6 +24,7 @@ FLAGS = {
     "reconcile": "--json",
     "prune": "--older-than --succeeded --json",
     "completion": "",
+    "ui": "--host --port",
 }
 TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release", "priority")
 JOBS_SHOWN = 200  # handles and names offered for a JOB argument

@@ -21,7 +21,6 @@ COLOURS = {"succeeded": "32", "failed": "31", "timed_out": "31", "submission_fai
 
 def read(conn, *, active_only: bool, limit: int | None, finished: int | None, where, count_rest: bool) -> dict:
     """{"jobs": views newest first, "not_shown": jobs matching but left out}, from one snapshot."""
-    from .api import job_view
     from .model import Job
 
     conn.execute("BEGIN")  # deferred: a read snapshot (WAL), never a lock on writers
@@ -29,23 +28,32 @@ def read(conn, *, active_only: bool, limit: int | None, finished: int | None, wh
         rows = [Job.from_row(row) for row in queries.list_jobs(conn, limit=limit, active_only=active_only,
                                                                  finished=finished, where=where)]
         not_shown = queries.count_jobs(conn, where) - len(rows) if count_rest else 0
-        lines, views = {}, []
-        for row in rows:
-            view = job_view(row)
-            if row.outcome == "lost":
-                view["wait_detail"] = lost_text(row)
-            elif row.waiting_for == "slot":
-                group = row.group_name
-                if group not in lines:
-                    lines[group] = {job: n for n, job in enumerate(queries.line(conn, group))}
-                ahead = lines[group].get(view["id"])
-                if ahead is not None:
-                    place = "next in line" if ahead == 0 else f"{ahead} ahead in line"
-                    view["wait_detail"] = f"{view['wait_detail']}; {place}"
-            views.append(view)
+        views = annotate(conn, rows)
     finally:
         conn.execute("COMMIT")
     return {"jobs": views, "not_shown": not_shown}
+
+
+def annotate(conn, rows) -> list[dict]:
+    """The views of model.Job records, each waiting or lost one saying why: its place in its group's line, what
+    is left of a lost one (read inside the caller's snapshot, so every row agrees with the others)."""
+    from .api import job_view
+
+    lines, views = {}, []
+    for row in rows:
+        view = job_view(row)
+        if row.outcome == "lost":
+            view["wait_detail"] = lost_text(row)
+        elif row.waiting_for == "slot":
+            group = row.group_name
+            if group not in lines:
+                lines[group] = {job: n for n, job in enumerate(queries.line(conn, group))}
+            ahead = lines[group].get(view["id"])
+            if ahead is not None:
+                place = "next in line" if ahead == 0 else f"{ahead} ahead in line"
+                view["wait_detail"] = f"{view['wait_detail']}; {place}"
+        views.append(view)
+    return views
 
 
 def lost_text(row) -> str:

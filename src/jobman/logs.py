@@ -1,5 +1,6 @@
 """Reading a job's output: per-attempt log files, with the span the size cap dropped marked, and
 following them live across retries until the job ends."""
+import os
 import time
 
 from .home import cut_path, stderr_log_path
@@ -58,6 +59,15 @@ def _read_from(path: str, logical: int) -> tuple[bytes, int]:
     if not at_line_start and (newline := data.find(b"\n")) >= 0:
         skip = newline + 1  # the partial line the cut fell in: counted with the dropped bytes
     return _marker(dropped - logical + skip) + data[skip:], start + len(data)
+
+
+def _logical_end(path: str) -> int:
+    """Where the output of a log file ends, counting what the cap cut from its front."""
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        size = 0
+    return size + _cut(path)[1]
 
 
 def tail_lines(data: bytes, n: int) -> bytes:
@@ -138,3 +148,31 @@ def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | 
                 out.flush()
             return exit_status(state.outcome, state.exit_code, state.exit_signal)
         time.sleep(FOLLOW_POLL)
+
+
+def since(conn, job_id: str, after: tuple[int, int], *, stderr: bool = False,
+          first_max: int | None = None) -> tuple[list, tuple[int, int], bool]:
+    """Output written after `after` ((attempt, logical offset in it); (0, 0): from the start), as (attempt, bytes)
+    pieces in order; the position reached; and whether nothing more will come (the job has finished and all its
+    output was read). The state is read before the output, so output written before the job finished is never
+    missed. first_max: of an attempt read from its start, only its newest first_max bytes, after a line saying how
+    many were left out. What `jobman ui` tails a running job's log with."""
+    state = JobState.from_row(queries.load_state(conn, job_id))
+    attempt, logical = after
+    pieces = []
+    for a in _attempts(conn, job_id):
+        if a.number < attempt:
+            continue
+        if a.number > attempt:
+            attempt, logical = a.number, 0
+        path = _stream_path(a, stderr)
+        if logical == 0 and first_max is not None:
+            start = _logical_end(path) - first_max
+            if start > _cut(path)[0]:
+                pieces.append((a.number, f"[jobman: {start} bytes of earlier output not shown here; jobman logs "
+                                         f"{job_id} shows them]\n".encode()))
+                logical = start
+        data, logical = _read_from(path, logical)
+        if data:
+            pieces.append((a.number, data))
+    return pieces, (attempt, logical), state.finished

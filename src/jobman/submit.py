@@ -32,10 +32,15 @@ def _ignore_interrupts() -> None:
     # From the commit until the id is printed, an interrupt, a hang-up or a closed terminal must not
     # abandon a job whose ownership is being transferred. (_signal: the signal package's enums cost
     # every submission ~3 ms.)
+    # A submission made from a worker thread (`jobman ui` restarting a job) cannot change dispositions, and must
+    # not: they are its server's, whose Ctrl-C must still stop it; Python raises ValueError there.
     import _signal
 
     for name in _HANDOFF_SIGNALS:
-        _signal.signal(getattr(_signal, name), _signal.SIG_IGN)
+        try:
+            _signal.signal(getattr(_signal, name), _signal.SIG_IGN)
+        except ValueError:
+            return
 
 
 def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]]) -> dict:

@@ -157,6 +157,17 @@ def _parser():
 
     _json_flag(sub.add_parser("doctor", help="check the store: reachable, credentials, conditional writes, clock, queue"))
 
+    ui = sub.add_parser("ui", help="a live web dashboard of the store's queue, running jobs, agents and schedules",
+                        description="A live web dashboard: the queue in claim order (unschedulable jobs and why), "
+                                    "running jobs with their agent, promise and pulse, agents, schedules, the pause, "
+                                    "recent terminal jobs, costs, and each job's spec, attempts, output and artifacts; "
+                                    "cancel, rerun, pause and resume behind a confirmation. Prints its URL, which "
+                                    "carries a token made at each start (the page needs it); Ctrl-C stops the server. "
+                                    "Needs the `ui` extra.")
+    ui.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1: this machine only; another one is warned about)")
+    ui.add_argument("--port", type=argparse_type(_port), default=0, help="port (default: a free one)")
+
     ck = sub.add_parser("checkpoint", help="inside a job: stage a checkpoint; its upload proves the job alive")
     cksub = ck.add_subparsers(dest="checkpoint_command", metavar="put", parser_class=Parser)
     cp = cksub.add_parser("put", help="stage files; the agent uploads them while the job runs")
@@ -172,6 +183,13 @@ def _parser():
 
 
 _float = argparse_type(_number)
+
+
+def _port(text: str) -> int:
+    port = _whole(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{text} is not a port: give 1-65535, or 0 for a free one")
+    return port
 
 
 def _store():
@@ -336,7 +354,7 @@ def cmd_artifact_put(args) -> int:
 
 
 from .clifleet import (cmd_agent, cmd_doctor, cmd_may_delete, cmd_pause, cmd_reap, cmd_repair,  # noqa: E402
-                       cmd_resume, cmd_schedule_add, cmd_schedule_change, cmd_schedule_list)
+                       cmd_resume, cmd_schedule_add, cmd_schedule_change, cmd_schedule_list, cmd_ui)
 
 COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
@@ -346,7 +364,7 @@ COMMANDS = {
     ("artifact", "put"): cmd_artifact_put, ("checkpoint", "put"): cmd_checkpoint_put, ("repair",): cmd_repair, ("reap",): cmd_reap,
     ("schedule", "add"): cmd_schedule_add, ("schedule", "list"): cmd_schedule_list,
     ("schedule", "rm"): cmd_schedule_change, ("schedule", "pause"): cmd_schedule_change,
-    ("schedule", "resume"): cmd_schedule_change, ("doctor",): cmd_doctor,
+    ("schedule", "resume"): cmd_schedule_change, ("doctor",): cmd_doctor, ("ui",): cmd_ui,
 }
 
 

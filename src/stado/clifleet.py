@@ -194,3 +194,19 @@ def cmd_doctor(args) -> int:
         for check in report["checks"]:
             _out(f"  {check['verdict']:<8} {check['check']:<19} {check['detail']}")
     return 0 if report["ok"] else 4
+
+
+def cmd_ui(args) -> int:
+    from runkit.web.server import LaunchError, run
+
+    store = _store()
+
+    def make_app(launch):
+        from .ui.app import create
+
+        return create(launch, store)
+
+    try:
+        return run("stado", args.host, args.port, make_app)
+    except LaunchError as e:
+        raise BadInput(str(e)) from None

@@ -162,6 +162,7 @@ class Job(Record):
     error: dict | None = _field("error")  # type: ignore[assignment]
     cancelled_by: str | None = _field("cancelled_by")  # type: ignore[assignment]
     rerun_inputs: str | None = _field("rerun_inputs")  # type: ignore[assignment]
+    cost_usd: float | None = _field("cost_usd")  # type: ignore[assignment]
     schedule: dict | None = _field("schedule")  # type: ignore[assignment]
 
     @property

@@ -35,10 +35,7 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
 
     now = time.time() if now is None else now
     out = Overview()
-    present = _listed(store, out)
-    by_state: dict[str, list[str]] = {}
-    for job_id, states in present.items():
-        by_state.setdefault(states[0], []).append(job_id)
+    present, by_state = listed(store, out)
     # Finished jobs beyond the limit are counted from the listing (they are not read); every other job is
     # counted once it resolved, so a job whose only record is corrupt is counted apart, not as queued.
     counts: dict[str, int] = {}
@@ -62,6 +59,16 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
     _agents(store, out, now)
     _notes(out, now)
     return out
+
+
+def listed(store: ObjectStore, out: Overview) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(job id -> the states it has records in, terminal first; state -> the ids whose truth it holds), from one
+    LIST per prefix (`stado status` and the dashboard read this way)."""
+    present = _listed(store, out)
+    by_state: dict[str, list[str]] = {}
+    for job_id, states in present.items():
+        by_state.setdefault(states[0], []).append(job_id)
+    return present, by_state
 
 
 def _listed(store: ObjectStore, out: Overview) -> dict[str, list[str]]:

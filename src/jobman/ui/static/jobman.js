@@ -1,0 +1,309 @@
+// jobman's dashboard: the job list (one page, filtered on the server), the dependency graph and the timeline of
+// the jobs in that page, the groups, and a job's page with its log tailing live. Every name, command and line of
+// output is set as text (UI.el), never as HTML.
+"use strict";
+(() => {
+  const { el, clear, get, post } = UI;
+  const STATE_WORDS = ["submitting", "starting", "waiting", "running", "held", "succeeded", "failed", "timed_out",
+    "cancelled", "dependency_failed", "submission_failed", "lost"];
+  const CONDITIONS = { success: "after success", failure: "after failure", end: "after end" };
+  const COLOURS = { succeeded: "#1f9d55", failed: "#d64545", timed_out: "#d64545", submission_failed: "#d64545",
+    running: "#1c8ad6", waiting: "#a0a7b4", starting: "#a0a7b4", submitting: "#a0a7b4", cancelled: "#c98a12",
+    dependency_failed: "#c98a12", lost: "#9b45c9", held: "#c98a12" };
+  const filter = { states: [], group: "", name: "", q: "", offset: 0, limit: 100 };
+  const selected = new Set();
+  let data = null, groups = [], route = { tab: "jobs" }, jobView = null, logSource = null;
+  const main = () => document.getElementById("main");
+
+  const stateWord = (job) => (job.held && job.state !== "finished" && !job.outcome ? "held" : job.state);
+  const stateCell = (job) => el("span", { class: `state s-${stateWord(job)}`, "data-testid": "state",
+    text: stateWord(job) + (job.outcome === "failed" && job.exit_code !== null && job.exit_code !== undefined
+      ? ` (${job.exit_code})` : job.outcome === "failed" && job.signal ? ` (${job.signal})` : "") });
+  const label = (job) => `${job.handle ?? "?"} ${job.name || ""}`.trim();
+  const command = (argv) => (Array.isArray(argv) ? argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)).join(" ") : "?");
+
+  // --- routing ---------------------------------------------------------------------------------------------
+  function parseRoute() {
+    const hash = location.hash.replace(/^#\/?/, "");
+    if (hash.startsWith("job/")) return { tab: "job", job: decodeURIComponent(hash.slice(4)) };
+    return { tab: ["graph", "timeline", "groups"].includes(hash) ? hash : "jobs" };
+  }
+  async function draw(to, first, current) {
+    route = to;
+    if (route.tab === "job") await showJob(first, current);
+    else if (route.tab === "groups") {
+      const got = await get("/api/groups");
+      if (current()) { groups = got; renderGroups(); }
+    } else {
+      const got = await get("/api/jobs", params());
+      if (current()) { data = got; renderJobs(); }
+    }
+  }
+  const leave = () => { if (logSource) { logSource.close(); logSource = null; } jobView = null; };
+  const { refresh } = UI.pages(parseRoute, leave, draw);
+  const params = () => ({ state: filter.states.join(","), group: filter.group, name: filter.name, q: filter.q,
+    offset: filter.offset, limit: filter.limit });
+
+  // --- the filters, the actions and the pager (jobs, graph and timeline share them) -------------------------
+  // The filters are built once and kept: a refresh (a change, or the periodic one) never takes the focus from the
+  // search box or what is typed in it; only the counts on the state chips move.
+  let bar = null;
+  function filters() {
+    if (bar) return bar;
+    const chips = el("div", { class: "chips", "data-testid": "state-filter" }, STATE_WORDS.map((word) => el("button", {
+      class: "chip", "data-state": word, onclick: () => { toggle(filter.states, word); filter.offset = 0; refresh(); },
+    })));
+    const search = el("input", { type: "search", placeholder: "search: name, command, id or #handle", size: 34,
+      value: filter.q, "data-testid": "search" });
+    search.addEventListener("change", () => { filter.q = search.value; filter.offset = 0; refresh(); });
+    const group = el("input", { type: "text", placeholder: "group", size: 10, value: filter.group, "data-testid": "group" });
+    group.addEventListener("change", () => { filter.group = group.value.trim(); filter.offset = 0; refresh(); });
+    const name = el("input", { type: "text", placeholder: "name glob (a*)", size: 14, value: filter.name });
+    name.addEventListener("change", () => { filter.name = name.value.trim(); filter.offset = 0; refresh(); });
+    bar = el("div", { class: "filters" }, chips, search, group, name);
+    return bar;
+  }
+  function countChips() {
+    const counts = data.counts || {};
+    for (const chip of filters().querySelectorAll(".chip")) {
+      const word = chip.dataset.state;
+      chip.textContent = `${word} ${counts[word] || 0}`;
+      chip.classList.toggle("on", filter.states.includes(word));
+    }
+  }
+  function toggle(list, word) { const i = list.indexOf(word); if (i >= 0) list.splice(i, 1); else list.push(word); }
+
+  function pager() {
+    const from = data.total ? data.offset + 1 : 0, to = data.offset + data.jobs.length;
+    const size = el("select", { "data-testid": "page-size" }, [50, 100, 200, 500].map((n) =>
+      el("option", { value: n, selected: n === filter.limit }, `${n} a page`)));
+    size.addEventListener("change", () => { filter.limit = Number(size.value); filter.offset = 0; refresh(); });
+    return el("div", { class: "pager" },
+      el("span", { "data-testid": "page-range", text: `${from}-${to} of ${data.total}` }),
+      el("button", { disabled: data.offset === 0, onclick: () => { filter.offset = Math.max(0, filter.offset - filter.limit); refresh(); } }, "‹ newer"),
+      el("button", { disabled: to >= data.total, onclick: () => { filter.offset += filter.limit; refresh(); } }, "older ›"),
+      size);
+  }
+
+  function actionBar(ids, describe, counted = true) {
+    const deps = el("input", { type: "checkbox", id: "with-deps" });
+    const button = (action, verb) => el("button", { disabled: ids.length === 0, "data-action": action,
+      onclick: () => act(action, verb, ids, describe, deps.checked) }, verb);
+    return el("div", { class: "actions" }, counted ? el("span", { class: "muted", text: `${ids.length} selected` }) : null,
+      button("cancel", "Cancel"), button("restart", "Restart"), el("label", { class: "muted" }, deps, " with dependents"),
+      button("hold", "Hold"), button("release", "Release"));
+  }
+
+  async function act(action, verb, ids, describe, withDependents) {
+    const extra = action === "restart" && withDependents ? " (and the jobs that ended dependency_failed because of them)" : "";
+    const ok = await UI.confirm(`${verb} ${ids.length} job(s)${extra}?`, ids.map(describe), verb);
+    if (!ok) return;
+    try {
+      const result = await post("/api/actions", { action, jobs: ids, with_dependents: withDependents });
+      for (const r of result.results) UI.notice(`${describe(r.id)}: ${r.error || r.message}`, r.error ? "error" : "");
+      if (action !== "restart") selected.clear();
+    } catch (e) {
+      UI.notice(e.message, "error");
+    }
+    refresh();
+  }
+
+  // --- jobs, graph, timeline ----------------------------------------------------------------------------------
+  function describeFrom(jobs) {
+    const byId = new Map(jobs.map((j) => [j.id, j]));
+    return (id) => { const j = byId.get(id); return j ? `job ${label(j)} (${stateWord(j)})` : id; };
+  }
+
+  function renderJobs() {
+    const describe = describeFrom(data.jobs);
+    const ids = [...selected];
+    let body;
+    if (route.tab === "graph") body = graphPanel();
+    else if (route.tab === "timeline") body = timelinePanel();
+    else body = jobTable();
+    countChips();
+    let rest = document.getElementById("jobs-rest");
+    if (!rest || !main().contains(bar)) {
+      rest = el("div", { id: "jobs-rest" });
+      clear(main(), el("section", { class: "panel" }, filters(), rest));
+    }
+    clear(rest, el("div", { class: "actions" }, actionBar(ids, describe), pager()), body);
+  }
+
+  function jobTable() {
+    const all = el("input", { type: "checkbox", title: "select every job of this page",
+      checked: data.jobs.length > 0 && data.jobs.every((j) => selected.has(j.id)) });
+    all.addEventListener("change", () => { for (const j of data.jobs) all.checked ? selected.add(j.id) : selected.delete(j.id); renderJobs(); });
+    const rows = data.jobs.map((job) => {
+      const box = el("input", { type: "checkbox", checked: selected.has(job.id) });
+      box.addEventListener("change", () => { box.checked ? selected.add(job.id) : selected.delete(job.id); renderJobs(); });
+      const took = job.started_at ? (job.finished_at || Date.now() / 1000) - job.started_at : null;
+      return el("tr", { class: "row", "data-job-id": job.id, "data-testid": "job-row" },
+        el("td", {}, box),
+        el("td", {}, el("a", { href: `#/job/${job.id}`, text: String(job.handle ?? "-") })),
+        el("td", {}, el("a", { href: `#/job/${job.id}`, class: "name", text: job.name || "-" })),
+        el("td", {}, stateCell(job)),
+        el("td", { text: job.group }),
+        el("td", { text: String(job.attempts || 0) }),
+        el("td", { text: UI.when(job.submitted_at) }),
+        el("td", { text: UI.duration(took) }),
+        el("td", { class: "command", title: command(job.command), text: command(job.command) }),
+        el("td", { class: "wrap why", text: job.corrupt || (job.phase === "finished" && !["succeeded", "failed"].includes(job.outcome) ? job.detail : job.wait_detail) || "" }));
+    });
+    return el("table", { "data-testid": "jobs" },
+      el("thead", {}, el("tr", {}, el("th", {}, all), ["#", "name", "state", "group", "tries", "submitted", "time", "command", "why"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 10, class: "muted", text: "no jobs match" }))));
+  }
+
+  function graphPanel() {
+    const { nodes, edges } = data.graph;
+    const wrap = el("div", { class: "graph-wrap", "data-testid": "graph" });
+    if (!nodes.length) return clear(wrap, el("p", { class: "muted", text: "no jobs in view" }));
+    const g = new dagre.graphlib.Graph({ multigraph: true });
+    g.setGraph({ rankdir: "LR", nodesep: 18, ranksep: 60, marginx: 12, marginy: 12 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const n of nodes) g.setNode(n.id, { width: Math.min(220, 24 + 7 * Math.max(label(n).length, stateWord(n).length)), height: 38, node: n });
+    edges.forEach((e, i) => g.setEdge(e.from, e.to, { label: CONDITIONS[e.condition] || e.condition, width: 80, height: 14, labelpos: "c", edge: e }, `e${i}`));
+    dagre.layout(g);
+    const size = g.graph();
+    const svg = el("svg:svg", { width: size.width, height: size.height, viewBox: `0 0 ${size.width} ${size.height}` });
+    svg.append(el("svg:defs", {}, el("svg:marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" },
+      el("svg:path", { d: "M0,0 L10,5 L0,10 z", fill: "#7b8494" }))));
+    for (const key of g.edges()) {
+      const e = g.edge(key);
+      const d = e.points.map((p, i) => `${i ? "L" : "M"}${p.x},${p.y}`).join(" ");
+      svg.append(el("svg:g", { class: "edge", "data-condition": e.edge.condition },
+        el("svg:path", { d, fill: "none", stroke: "#7b8494", "stroke-width": 1.3, "marker-end": "url(#arrow)" }),
+        el("svg:text", { x: e.x, y: e.y + 4, "text-anchor": "middle", fill: "#555d6b", text: e.label })));
+    }
+    for (const id of g.nodes()) {
+      const { x, y, width, height, node } = g.node(id);
+      const word = stateWord(node);
+      const group = el("svg:g", { class: "node", "data-job-id": id, "data-state": word, cursor: "pointer",
+        onclick: () => { location.hash = `#/job/${id}`; } },
+        el("svg:title", { text: `${label(node)}: ${word}` }),
+        el("svg:rect", { x: x - width / 2, y: y - height / 2, width, height, rx: 5, fill: COLOURS[word] || "#a0a7b4",
+          "fill-opacity": node.in_view ? 0.95 : 0.35, stroke: node.in_view ? "#1d2330" : "#8a94a6", "stroke-dasharray": node.in_view ? "" : "4 3" }),
+        el("svg:text", { x, y: y - 2, "text-anchor": "middle", fill: "#fff", "font-weight": 600, text: clip(label(node), width) }),
+        el("svg:text", { x, y: y + 12, "text-anchor": "middle", fill: "#fff", text: word }));
+      svg.append(group);
+    }
+    return clear(wrap, svg);
+  }
+  const clip = (text, width) => { const most = Math.floor((width - 10) / 7); return text.length > most ? text.slice(0, most - 1) + "…" : text; };
+
+  function timelinePanel() {
+    const rows = data.timeline;
+    const wrap = el("div", { class: "timeline-wrap", "data-testid": "timeline" });
+    if (!rows.length) return clear(wrap, el("p", { class: "muted", text: "no jobs in view" }));
+    const now = Date.now() / 1000;
+    const start = Math.min(...rows.map((r) => r.submitted_at));
+    const end = rows.some((r) => !r.finished_at) ? now : Math.max(...rows.map((r) => r.finished_at));
+    const left = 200, width = 900, rowH = 20, span = Math.max(end - start, 1);
+    const x = (t) => left + ((t - start) / span) * width;
+    const svg = el("svg:svg", { width: left + width + 70, height: rows.length * rowH + 30 });
+    for (let i = 0; i <= 4; i++) {
+      const t = start + (span * i) / 4;
+      svg.append(el("svg:line", { x1: x(t), x2: x(t), y1: 0, y2: rows.length * rowH + 8, stroke: "#e3e5ea" }),
+        el("svg:text", { x: x(t), y: rows.length * rowH + 22, "text-anchor": "middle", fill: "#6b7280", text: UI.when(t) }));
+    }
+    rows.forEach((r, i) => {
+      const y = i * rowH + 4;
+      const row = el("svg:g", { class: "trow", "data-job-id": r.id, cursor: "pointer", onclick: () => { location.hash = `#/job/${r.id}`; } },
+        el("svg:text", { x: 4, y: y + 12, fill: "#1d2330", text: clip(label(r), left - 6) }));
+      const firstStart = r.attempts.length ? r.attempts[0].started_at : (r.finished_at || now);
+      row.append(el("svg:rect", { x: x(r.submitted_at), y: y + 6, width: Math.max(1, x(firstStart) - x(r.submitted_at)), height: 4, fill: "#c9cdd6" },
+        el("svg:title", { text: `waited ${UI.duration(firstStart - r.submitted_at)} before its first attempt` })));
+      for (const d of r.retry_delays) {
+        const until = Math.min(d.until || now, now);
+        row.append(el("svg:rect", { x: x(d.from), y: y + 5, width: Math.max(1, x(until) - x(d.from)), height: 6, fill: "#f0c36d" },
+          el("svg:title", { text: `retry delay before attempt ${d.attempt}` })));
+      }
+      for (const a of r.attempts) {
+        const stop = a.ended_at || now, outcome = a.outcome || "running";
+        row.append(el("svg:rect", { class: "attempt", "data-outcome": outcome, x: x(a.started_at), y: y + 2, width: Math.max(2, x(stop) - x(a.started_at)), height: 14, rx: 2,
+          fill: COLOURS[outcome === "exited" ? (a.exit_code === 0 ? "succeeded" : "failed") : outcome] || (a.exit_code === 0 ? "#1f9d55" : "#d64545"),
+          stroke: outcome === "timed_out" ? "#7a1010" : "none", "stroke-width": 2 },
+          el("svg:title", { text: `attempt ${a.number}: ${outcome}${a.exit_code !== null && a.exit_code !== undefined ? `, exit ${a.exit_code}` : ""}${a.signal ? `, signal ${a.signal}` : ""}, ${UI.duration(stop - a.started_at)}` })));
+      }
+      svg.append(row);
+    });
+    return clear(wrap, el("p", { class: "muted", text: "one row per job in view: grey line waiting, yellow a retry's delay, one bar per attempt (red outline: timed out)" }), svg);
+  }
+
+  // --- groups ---------------------------------------------------------------------------------------------------
+  function renderGroups() {
+    const rows = groups.map((g) => el("tr", { class: "row", "data-group": g.name },
+      el("td", { text: g.name }), el("td", { text: g.limit === 0 ? "0 (paused)" : String(g.limit) }),
+      el("td", { text: String(g.running) }), el("td", { text: String(g.waiting) }),
+      el("td", { class: "wrap" }, g.holders.length ? g.holders.map((h, i) => [i ? ", " : "",
+        el("a", { href: `#/job/${h.id}`, text: `${h.handle} ${h.name || ""}`.trim() }), ` (${h.state})`]) : el("span", { class: "muted", text: "none" }))));
+    clear(main(), el("section", { class: "panel" }, el("h2", { text: "Groups" }),
+      el("table", { "data-testid": "groups" }, el("thead", {}, el("tr", {}, ["group", "limit", "holding a slot", "waiting for one", "holders"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, rows))));
+  }
+
+  // --- one job ------------------------------------------------------------------------------------------------------
+  async function showJob(first, current) {
+    const job = await get(`/api/job/${encodeURIComponent(route.job)}`);
+    if (!current()) return;
+    jobView = job;
+    const describe = () => `job ${label(job)} (${stateWord(job)})`;
+    let log = document.getElementById("log");
+    if (!log) log = el("pre", { class: "log", id: "log", "data-testid": "log" });
+    const facts = el("dl", { class: "facts" },
+      fact("id", job.id), fact("name", job.name || "-"), fact("state", stateCell(job)),
+      job.phase === "waiting" ? fact("waiting for", `${job.waiting_for}: ${job.wait_detail || ""}`) : null,
+      job.detail ? fact("detail", job.detail) : null,
+      job.lost_note ? fact("lost", job.lost_note) : null,
+      job.phase === "finished" ? fact("exit status", String(job.exit_status)) : null,
+      fact("group", `${job.group} (priority ${job.priority})`),
+      fact("command", el("span", { class: "mono", text: command(job.command) })),
+      fact("submitted", UI.when(job.submitted_at)),
+      fact("started", UI.when(job.attempts_detail.length ? job.attempts_detail[0].started_at : null)),
+      fact("finished", UI.when(job.finished_at)),
+      job.restart_of ? fact("restart of", el("a", { href: `#/job/${job.restart_of.id}`, text: String(job.restart_of.handle || job.restart_of.id) })) : null,
+      job.supervisor ? fact("supervisor", `pid ${job.supervisor.pid} ${job.supervisor.alive ? "alive" : "gone"}`) : null);
+    const processes = (job.target_processes || []).length ? el("section", { class: "panel", "data-testid": "lost-processes" },
+      el("h2", { text: "Processes it left (still alive)" }),
+      el("table", {}, el("tbody", {}, job.target_processes.map((p) => el("tr", {}, el("td", { text: `pid ${p.pid}` }), el("td", { class: "mono wrap", text: p.command })))))) : null;
+    const deps = job.dependencies.length ? el("table", {}, el("tbody", {}, job.dependencies.map((d) => el("tr", {},
+      el("td", { text: CONDITIONS[d.condition] || d.condition }), el("td", {}, el("a", { href: `#/job/${d.job}`, text: `${d.handle} ${d.name || ""}`.trim() })),
+      el("td", { class: `state s-${d.state}`, text: d.state }))))) : el("p", { class: "muted", text: "none" });
+    const attempts = el("table", { "data-testid": "attempts" }, el("thead", {}, el("tr", {}, ["#", "started", "ended", "took", "outcome", "exit", "signal", "pid", "error"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, job.attempts_detail.map((a) => el("tr", {}, el("td", { text: String(a.number) }), el("td", { text: UI.when(a.started_at) }),
+        el("td", { text: UI.when(a.ended_at) }), el("td", { text: UI.duration(a.duration) }), el("td", { class: `state s-${a.outcome}`, text: a.outcome || "-" }),
+        el("td", { text: a.exit_code ?? "-" }), el("td", { text: a.signal || "-" }), el("td", { text: a.pid ?? "-" }), el("td", { class: "wrap", text: a.error || "" })))));
+    const events = el("table", { "data-testid": "events" }, el("tbody", {}, job.events.map((e) => {
+      const { at, kind, ...rest } = e;
+      return el("tr", {}, el("td", { text: UI.when(at) }), el("td", { text: kind }), el("td", { class: "mono wrap", text: Object.keys(rest).length ? JSON.stringify(rest) : "" }));
+    })));
+    clear(main(),
+      el("section", { class: "panel" }, el("h2", { "data-testid": "job-title", text: `job ${label(job)}` }),
+        actionBar([job.id], describe, false), facts),
+      processes,
+      el("div", { class: "grid2" },
+        el("section", { class: "panel" }, el("h2", { text: "Attempts" }), attempts, el("h2", { text: "Dependencies" }), deps),
+        el("section", { class: "panel" }, el("h2", { text: "Spec" }), specView(job))),
+      el("section", { class: "panel" }, el("h2", { text: "Log" }), log),
+      el("section", { class: "panel" }, el("h2", { text: "Events" }), events));
+    if (first) tail(job.id, log);
+  }
+  const fact = (name, value) => [el("dt", { text: name }), el("dd", {}, value)];
+
+  // The spec as `jobman show --json` gives it (secret-looking values already masked), its environment folded away.
+  function specView(job) {
+    const { env, ...rest } = job.spec;
+    const names = Object.keys(env || {}).sort();
+    return el("div", {}, el("pre", { class: "json", "data-testid": "spec", text: JSON.stringify(rest, null, 2) }),
+      el("details", {}, el("summary", { text: `environment: ${names.length} variables` }),
+        el("table", {}, el("tbody", {}, names.map((k) => el("tr", {}, el("td", { class: "mono", text: k }), el("td", { class: "mono wrap", text: env[k] })))))));
+  }
+
+  function tail(id, log) {
+    // A header before each attempt once the job has, or may have, more than one.
+    const several = () => jobView && (jobView.attempts > 1 || (jobView.spec.retry && jobView.spec.retry.retries));
+    logSource = UI.tail(`/api/job/${encodeURIComponent(id)}/log`, log, (attempt) => several() || attempt > 1);
+  }
+
+})();

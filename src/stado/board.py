@@ -1,0 +1,201 @@
+"""What `stado ui` reads: the queue in claim order one page at a time, the running jobs with their promise and
+pulse, recent terminal jobs, agents, schedules, the pause record, the cost of capped jobs, one job's page, and a
+fingerprint that moves with any of it. Read the way `stado status` reads (overview's listings, then the records
+that state each shown job's truth, resolved by documents.resolve), without writing anything.
+
+A page costs one LIST per prefix and a GET per job shown: with 10,000 jobs queued, the queue's order comes from
+the claim-order index's key names (`ready/<rank>-<id>`, no bodies read), and only the page's records are read.
+"""
+import time
+
+from . import documents as d
+from . import keys
+from .admission import cost_of, offer_of, unschedulable
+from .errors import ArtifactError, BadInput
+from .lookup import find, view
+from .objectstore.base import NotFound, ObjectStore, StoreError
+from .overview import Overview, _agents, _records, listed, output_since
+from .pause import pause_record
+
+PAGE_MAX = 500
+RECENT = 50  # terminal jobs shown, newest first
+
+
+def _resolved(store: ObjectStore, job_id: str, states: list[str], out: Overview):
+    v = d.resolve(job_id, _records(store, job_id, states, out))
+    if v is not None:
+        v.also = [s for s in states if s != v.state]
+    return v
+
+
+def _claim_order(store: ObjectStore, queued: list[str], out: Overview) -> list[str]:
+    """The queued ids in the order agents claim them: priority, then creation, from the index's key names; a
+    queue entry the index lacks (a crash between the two writes, healed by the agents' slow pass) is placed by its
+    own priority, read from its record."""
+    rank = {}
+    for entry in store.list(keys.READY):
+        job_id = keys.job_id_of_ready(entry.key)
+        if job_id is not None:
+            rank[job_id] = int(entry.key[len(keys.READY):].split("-", 1)[0])
+    for job_id in queued:
+        if job_id not in rank:
+            v = _resolved(store, job_id, ["queued"], out)
+            priority = v.doc.spec.priority if v is not None else 0
+            rank[job_id] = keys.PRIORITY_HIGHEST - int(priority)
+    return sorted(queued, key=lambda job_id: (rank[job_id], job_id))
+
+
+def _matching(store: ObjectStore, search: str):
+    """(lower-cased text, ids whose name contains it (names/ index)) for the search box; None: no search."""
+    text = search.strip().lower()
+    if not text:
+        return None
+    named = set()
+    for entry in store.list(keys.NAMES):
+        name, _, job_id = entry.key[len(keys.NAMES):].rpartition("/")
+        if text in name.lower():
+            named.add(job_id)
+    return text, named
+
+
+def _matches(job_id: str, wanted) -> bool:
+    """Whether a job is in the search's result: its name contains the text, or its id starts with it."""
+    return wanted is None or job_id in wanted[1] or job_id.startswith(wanted[0])
+
+
+def _row(v, now: float, agents: dict) -> dict:
+    """A job as the page lists it: `stado status --json`'s fields, and its spec's scheduling parts."""
+    row = dict(d.status_json(v))
+    spec = v.doc.spec.raw  # shown as stored
+    row.update(priority=spec.get("priority", 0), capabilities=spec.get("capabilities") or [],
+               cores=spec.get("cores"), memory=spec.get("memory"), accelerators=spec.get("accelerators"),
+               cost_cap=spec.get("cost_cap"), schedule=(v.doc.schedule or {}).get("name"))
+    return row
+
+
+def board(store: ObjectStore, *, offset: int = 0, limit: int = 100, search: str = "", recent: int = RECENT,
+          now: float | None = None) -> dict:
+    """Everything the dashboard's main page shows, in one pass: {"paused", "counts", "queue": {"total",
+    "offset", "limit", "jobs"}, "running", "recent", "agents", "stale_agents", "schedules", "costs", "problems"}.
+    Queue rows carry their place in claim order and, when no live agent can run them, why; running rows their
+    promise, whether it has passed and their last pulse."""
+    if not (0 <= offset and 1 <= limit <= PAGE_MAX):
+        raise BadInput(f"a page starts at 0 or later and holds 1 to {PAGE_MAX} jobs")
+    now = time.time() if now is None else now
+    out = Overview()
+    present, by_state = listed(store, out)
+    _agents(store, out, now)
+    agents = {a.get("agent"): a for a in out.agents}
+    wanted = _matching(store, search)
+    order = [j for j in _claim_order(store, by_state.get("queued", []), out) if _matches(j, wanted)]
+    queue = []
+    for place, job_id in enumerate(order[offset:offset + limit], start=offset):
+        v = _resolved(store, job_id, present[job_id], out)
+        if v is None:
+            continue
+        row = _row(v, now, agents)
+        row["place"] = place
+        row["unschedulable"] = unschedulable(v.doc.spec, out.agents, now) if v.state == "queued" else None
+        queue.append(row)
+    running = []
+    for job_id in sorted(j for j in by_state.get("running", []) if _matches(j, wanted)):
+        v = _resolved(store, job_id, present[job_id], out)
+        if v is not None:
+            running.append(_running_row(store, v, now, agents))
+    finished = sorted((j for s in keys.TERMINAL_STATES for j in by_state.get(s, []) if _matches(j, wanted)),
+                      reverse=True)
+    recent_rows = [_row(v, now, agents) for job_id in finished[:recent]
+                   if (v := _resolved(store, job_id, present[job_id], out)) is not None]
+    from .schedules import list_schedules
+
+    counts = {state: len(ids) for state, ids in by_state.items()}
+    rows = queue + running + recent_rows
+    return {"paused": pause_record(store), "counts": counts,
+            "queue": {"total": len(order), "offset": offset, "limit": limit, "jobs": queue},
+            "running": running, "recent": recent_rows, "agents": out.agents, "stale_agents": out.stale_agents,
+            "schedules": list_schedules(store, now=now),
+            "costs": [_cost(r, agents) for r in rows if r.get("cost_cap") is not None],
+            "problems": out.problems, "now": d.iso(now)}
+
+
+def _running_row(store: ObjectStore, v, now: float, agents: dict) -> dict:
+    row = _row(v, now, agents)
+    try:
+        promise = d.parse_iso(v.doc.lease_expires_at)
+    except (TypeError, ValueError):
+        promise = None
+    row["promise_passed_seconds"] = (round(now - promise, 1) if promise is not None and now > promise
+                                     and d.process_may_run(v.doc) else None)
+    try:
+        row["pulse_at"] = d.iso(store.head(keys.heartbeat(v.id)).modified)
+    except (NotFound, StoreError, TypeError, ValueError):
+        row["pulse_at"] = None
+    agent = agents.get(v.doc.owner)
+    started = d.parse_iso(v.doc.started_at) if v.doc.started_at else None
+    offer = offer_of(agent) if agent else None
+    row["cost_so_far"] = (round(cost_of(v.doc.spec, offer, now - started), 6)
+                          if offer is not None and started is not None and offer.price_per_hour is not None else None)
+    row["agent_live"] = agent is not None
+    return row
+
+
+def _cost(row: dict, agents: dict) -> dict:
+    agent = agents.get(row.get("owner")) or {}
+    spent = row.get("cost_usd") if row.get("cost_usd") is not None else row.get("cost_so_far")
+    return {"id": row["id"], "name": row["name"], "state": row["state"], "cost_cap": row["cost_cap"],
+            "cost_usd": spent, "price_per_hour": agent.get("price_per_hour"), "instance_ref": row.get("instance_ref"),
+            "share_of_cap": None if spent is None or not row["cost_cap"] else round(spent / row["cost_cap"], 4)}
+
+
+def job(store: ObjectStore, selector: str) -> dict:
+    """One job: what `stado status ID --json` prints (spec included), its attempts as its record keeps them, its
+    pulse, and its artifacts with their sizes and SHA-256 as the result manifest lists them (or why not)."""
+    job_id = find(store, selector)
+    v = view(store, job_id)
+    doc = v.doc
+    data = dict(d.status_json(v), spec=doc.spec.raw)
+    current = {"attempt": d.attempt_of(doc), "instance_ref": doc.instance_ref, "owner": doc.owner,
+               "claimed_at": doc.claimed_at, "started_at": doc.started_at,
+               "finished_at": doc.finished_at, "result": doc.result or (
+                   {"outcome": doc.outcome, "exit_code": doc.exit_code, "signal": doc.signal, "error": doc.error,
+                    "cost_usd": doc.cost_usd} if v.state in keys.TERMINAL_STATES else None)}
+    data["attempts"] = {"current": current, "previous": doc.last_attempt, "previous_result": doc.last_result,
+                        "requeue_reason": doc.requeue_reason, "reaped": doc.reaped, "cancel": doc.cancel}
+    try:
+        data["pulse_at"] = d.iso(store.head(keys.heartbeat(job_id)).modified)
+    except (NotFound, StoreError, TypeError, ValueError):
+        data["pulse_at"] = None
+    try:
+        from .artifacts import read_manifest
+
+        data["manifest"], data["manifest_problem"] = read_manifest(store, job_id), None
+    except ArtifactError as e:
+        data["manifest"], data["manifest_problem"] = None, str(e)
+    return data
+
+
+def output(store: ObjectStore, job_id: str, after: tuple[int, int]) -> dict:
+    """The job's stored output chunks after `after` ((attempt, chunk)), as it was stored (redacted by its agent):
+    {"pieces": [(attempt, bytes)], "after", "done": the job is terminal, so nothing more will come}. The state
+    is read first, so a chunk written before the job ended is never missed."""
+    done = view(store, job_id).terminal
+    chunks = output_since(store, job_id, after)
+    return {"pieces": [(seq[0], data) for seq, data in chunks], "after": chunks[-1][0] if chunks else after,
+            "done": done}
+
+
+def fingerprint(store: ObjectStore) -> tuple:
+    """The keys and versions of every job record, agent record, schedule and the pause record: any move, renewal,
+    pulse of an agent, pause or schedule change gives another one. One LIST per prefix."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for prefix in (keys.QUEUE, keys.RUNNING, keys.COMPLETED, keys.FAILED, keys.CANCELLED, keys.AGENTS,
+                   keys.SCHEDULES):
+        for entry in store.list(prefix):
+            digest.update(f"{entry.key}\0{entry.version}\n".encode())
+    try:
+        paused = store.head(keys.QUEUE_PAUSE).version
+    except NotFound:
+        paused = None
+    return (digest.hexdigest(), str(paused))

@@ -1,0 +1,222 @@
+// stado's dashboard: the queue in claim order (one page, unschedulable jobs and why), running jobs with their
+// agent, promise and pulse, agents, schedules, the pause, recent terminal jobs, costs; a job's page with its spec,
+// attempts, output (as stored: redacted by its agent) and artifacts. Every text is set as text (UI.el).
+"use strict";
+(() => {
+  const { el, clear, get, post } = UI;
+  const view = { offset: 0, limit: 100, q: "" };
+  const selected = new Set();
+  let route = { tab: "main" }, outputSource = null;
+  const main = () => document.getElementById("main");
+  const short = (id) => (id ? id.slice(0, 13) : "-");
+  const jobLink = (row) => el("a", { href: `#/job/${row.id}`, class: "mono", title: row.id, text: short(row.id) });
+  const stateCell = (row) => el("span", { class: `state s-${row.outcome && row.state !== "completed" ? row.outcome : row.state}`,
+    "data-testid": "state", text: row.state + (row.phase && row.phase !== "running" ? `/${row.phase}` : "") });
+  const size = (n) => (n === null || n === undefined ? "-" : n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(1)}G` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)}M` : n >= 1024 ? `${(n / 1024).toFixed(1)}K` : `${n} B`);
+  const whenIso = (text) => UI.when(UI.iso(text));
+
+  function parseRoute() {
+    const hash = location.hash.replace(/^#\/?/, "");
+    return hash.startsWith("job/") ? { tab: "job", job: decodeURIComponent(hash.slice(4)) } : { tab: "main" };
+  }
+  async function draw(to, first, current) {
+    route = to;
+    if (route.tab === "job") await showJob(first, current);
+    else {
+      const got = await get("/api/board", { offset: view.offset, limit: view.limit, q: view.q });
+      if (current()) renderMain(got);
+    }
+  }
+  const leave = () => { if (outputSource) { outputSource.close(); outputSource = null; } };
+  const { refresh } = UI.pages(parseRoute, leave, draw);
+
+  // --- actions ---------------------------------------------------------------------------------------------------
+  async function act(action, verb, ids, describe) {
+    if (!ids.length) return;
+    if (!(await UI.confirm(`${verb} ${ids.length} job(s)?`, ids.map(describe), verb))) return;
+    try {
+      const result = await post("/api/actions", { action, jobs: ids });
+      for (const r of result.results) UI.notice(`${short(r.id)}: ${r.error || r.message}`, r.error ? "error" : "");
+      selected.clear();
+    } catch (e) { UI.notice(e.message, "error"); }
+    refresh();
+  }
+  async function queueAction(action, reason) {
+    const verb = action === "pause" ? "Pause" : "Resume";
+    const lines = action === "pause" ? ["agents stop claiming; running jobs go on; submissions are still accepted"]
+      : ["agents claim again"];
+    if (!(await UI.confirm(`${verb} the queue?`, lines, verb))) return;
+    try {
+      const result = await post("/api/queue", { action, reason });
+      UI.notice(result.message);
+    } catch (e) { UI.notice(e.message, "error"); }
+    refresh();
+  }
+
+  // --- the main page -----------------------------------------------------------------------------------------------
+  // The inputs (search, a pause's reason) are built once and kept: a refresh never takes the focus or the text
+  // being typed; what is around them is drawn again.
+  let top = null;
+  function controls() {
+    if (top) return top;
+    const reason = el("input", { type: "text", placeholder: "why (optional)", size: 28, "data-testid": "pause-reason" });
+    const search = el("input", { type: "search", placeholder: "search: name or id prefix", size: 30, value: view.q, "data-testid": "search" });
+    search.addEventListener("change", () => { view.q = search.value; view.offset = 0; refresh(); });
+    top = {
+      reason, search, pause: el("button", { "data-action": "pause", onclick: () => queueAction("pause", reason.value) }, "Pause queue"),
+      state: el("div"), counts: el("span", { "data-testid": "counts" }), actions: el("div", { class: "actions" }), rest: el("div"),
+    };
+    top.node = el("div", {}, top.state, el("div", { class: "actions" }, top.reason, top.pause),
+      el("div", { class: "filters" }, top.counts, search, top.actions), top.rest);
+    return top;
+  }
+
+  function renderMain(b) {
+    const all = [...b.queue.jobs, ...b.running, ...b.recent];
+    const byId = new Map(all.map((r) => [r.id, r]));
+    const describe = (id) => { const r = byId.get(id); return r ? `${short(id)} ${r.name || ""} (${r.state})` : id; };
+    const ids = [...selected];
+    const c = controls();
+    if (!main().contains(c.node)) clear(main(), c.node);
+    clear(c.state, b.paused
+      ? el("div", { class: "banner paused", "data-testid": "paused" },
+        el("strong", { text: "Queue paused" }), ` by ${b.paused.by || "?"} at ${b.paused.at || "?"}${b.paused.reason ? `: ${b.paused.reason}` : ""} (agents do not claim; submissions are accepted) `,
+        el("button", { "data-action": "resume", onclick: () => queueAction("resume") }, "Resume"))
+      : el("div", { class: "muted", "data-testid": "not-paused", text: "Queue is claiming." }));
+    c.pause.disabled = Boolean(b.paused);
+    c.counts.textContent = ["queued", "running", "completed", "failed", "cancelled"].map((s) => `${b.counts[s] || 0} ${s}`).join(", ");
+    clear(c.actions, el("span", { class: "muted", text: `${ids.length} selected` }),
+      el("button", { disabled: !ids.length, "data-action": "cancel", onclick: () => act("cancel", "Cancel", ids, describe) }, "Cancel"),
+      el("button", { disabled: !ids.length, "data-action": "rerun", onclick: () => act("rerun", "Rerun", ids, describe) }, "Rerun"));
+    clear(c.rest, queuePanel(b), runningPanel(b), el("div", { class: "grid2" }, agentsPanel(b), schedulesPanel(b)),
+      recentPanel(b), costPanel(b), problemsPanel(b));
+  }
+
+  function box(row) {
+    const input = el("input", { type: "checkbox", checked: selected.has(row.id) });
+    input.addEventListener("change", () => { input.checked ? selected.add(row.id) : selected.delete(row.id); refresh(); });
+    return el("td", {}, input);
+  }
+  const resources = (r) => [`${r.cores || 1} cores`, r.memory ? size(r.memory) : null, r.accelerators ? `${r.accelerators} acc.` : null,
+    r.capabilities.length ? `caps ${r.capabilities.join(",")}` : null].filter(Boolean).join(", ");
+  const table = (testid, headers, rows, empty) => el("table", { "data-testid": testid },
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", { text: h })))),
+    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: headers.length, class: "muted", text: empty }))));
+
+  function queuePanel(b) {
+    const q = b.queue;
+    const from = q.total ? q.offset + 1 : 0, to = q.offset + q.jobs.length;
+    const pager = el("div", { class: "pager" }, el("span", { "data-testid": "page-range", text: `${from}-${to} of ${q.total}` }),
+      el("button", { disabled: q.offset === 0, onclick: () => { view.offset = Math.max(0, view.offset - view.limit); refresh(); } }, "‹ earlier"),
+      el("button", { disabled: to >= q.total, onclick: () => { view.offset += view.limit; refresh(); } }, "later ›"));
+    const rows = q.jobs.map((r) => el("tr", { class: "row", "data-job-id": r.id, "data-testid": "queue-row" },
+      box(r), el("td", { text: String(r.place + 1) }), el("td", {}, jobLink(r)), el("td", { text: r.name || "-" }),
+      el("td", { text: String(r.priority) }), el("td", { text: resources(r) }), el("td", { text: whenIso(r.submitted_at) }),
+      el("td", { class: "command", title: r.command, text: r.command }),
+      el("td", { class: "wrap" + (r.unschedulable ? " bad" : ""), "data-testid": "unschedulable",
+        text: r.unschedulable ? `unschedulable: ${r.unschedulable}` : r.state !== "queued" ? `now ${r.state}` : "" })));
+    return el("section", { class: "panel" }, el("div", { class: "actions" }, el("h2", { text: "Queue, in claim order (priority, then submission)" }), pager),
+      table("queue", ["", "#", "id", "name", "priority", "needs", "submitted", "command", "why it waits"], rows, "nothing queued"));
+  }
+
+  function runningPanel(b) {
+    const rows = b.running.map((r) => el("tr", { class: "row" + (r.promise_passed_seconds ? " late" : ""), "data-job-id": r.id, "data-testid": "running-row" },
+      box(r), el("td", {}, jobLink(r)), el("td", { text: r.name || "-" }), el("td", {}, stateCell(r)),
+      el("td", { text: r.instance_ref || "-", title: r.owner || "" }), el("td", { text: whenIso(r.started_at) }),
+      el("td", { class: r.promise_passed_seconds ? "bad" : "", "data-testid": "promise",
+        text: r.promise_passed_seconds ? `${whenIso(r.lease_expires_at)} — passed ${Math.round(r.promise_passed_seconds)} s ago` : whenIso(r.lease_expires_at) }),
+      el("td", { text: whenIso(r.pulse_at) }), el("td", { class: "command", title: r.command, text: r.command })));
+    return el("section", { class: "panel" }, el("h2", { text: `Running (${b.running.length})` }),
+      table("running", ["", "id", "name", "state", "agent", "started", "promise", "last pulse", "command"], rows, "nothing running"));
+  }
+
+  function agentsPanel(b) {
+    const offer = (a) => [`${a.cores} cores`, a.memory ? size(a.memory) : null, a.accelerators ? `${a.accelerators} accelerators` : null,
+      (a.capabilities || []).length ? `capabilities ${a.capabilities.join(",")}` : null, `provider ${a.provider}${a.spot ? " (spot)" : ""}`,
+      a.price_per_hour !== null && a.price_per_hour !== undefined ? `$${a.price_per_hour}/hour` : null].filter(Boolean).join(", ");
+    const rows = b.agents.map((a) => el("tr", { "data-testid": "agent-row" }, el("td", { text: a.instance_ref }),
+      el("td", { text: `${(a.running || []).length}/${a.slots}` }), el("td", { class: "wrap", text: offer(a) }),
+      el("td", { text: whenIso(a.last_seen) + (a.stopping ? " (stopping)" : "") })));
+    const stale = b.stale_agents.map((a) => el("tr", { class: "muted" }, el("td", { text: a.instance_ref }), el("td", { text: "-" }),
+      el("td", { text: `silent for ${a.silent_for} s: not counted as live` }), el("td", { text: whenIso(a.last_seen) })));
+    return el("section", { class: "panel" }, el("h2", { text: `Agents (${b.agents.length} live)` }),
+      table("agents", ["instance", "slots used", "offers", "last seen"], [...rows, ...stale], "no agent has written a record"));
+  }
+
+  function schedulesPanel(b) {
+    const rows = b.schedules.map((s) => el("tr", {}, el("td", { text: s.name }), el("td", { class: "mono", text: `${s.cron} (${s.tz || "UTC"})` }),
+      el("td", { text: s.paused ? "paused" : whenIso(s.next_fire) }), el("td", { text: `${s.fired || 0} fired, ${s.skipped || 0} skipped` }),
+      el("td", { class: "command", text: (s.spec || {}).command || "" })));
+    return el("section", { class: "panel" }, el("h2", { text: "Schedules" }),
+      table("schedules", ["name", "cron", "next fire", "so far", "command"], rows, "no schedules"));
+  }
+
+  function recentPanel(b) {
+    const rows = b.recent.map((r) => el("tr", { class: "row", "data-job-id": r.id, "data-testid": "recent-row" },
+      box(r), el("td", {}, jobLink(r)), el("td", { text: r.name || "-" }), el("td", {}, stateCell(r)), el("td", { text: r.outcome || "-" }),
+      el("td", { class: r.error ? "bad" : "", text: r.error ? r.error.class : "-", title: r.error ? r.error.message : "" }),
+      el("td", { text: r.exit_code ?? (r.signal ? `signal ${r.signal}` : "-") }), el("td", { text: whenIso(r.finished_at) }),
+      el("td", { class: "command", title: r.command, text: r.command })));
+    return el("section", { class: "panel" }, el("h2", { text: "Recent terminal jobs" }),
+      table("recent", ["", "id", "name", "state", "outcome", "error class", "exit", "finished", "command"], rows, "none yet"));
+  }
+
+  function costPanel(b) {
+    if (!b.costs.length) return null;
+    const rows = b.costs.map((c) => el("tr", {}, el("td", {}, jobLink(c)), el("td", { text: c.name || "-" }), el("td", { text: c.state }),
+      el("td", { text: `$${c.cost_cap}` }), el("td", { text: c.cost_usd === null || c.cost_usd === undefined ? "-" : `$${c.cost_usd.toFixed(4)}` }),
+      el("td", { class: c.share_of_cap > 1 ? "bad" : "", text: c.share_of_cap === null || c.share_of_cap === undefined ? "-" : `${Math.round(c.share_of_cap * 100)}%` }),
+      el("td", { text: c.price_per_hour === null || c.price_per_hour === undefined ? "-" : `$${c.price_per_hour}/hour` }),
+      el("td", { text: c.instance_ref || "-" })));
+    return el("section", { class: "panel", "data-testid": "costs" }, el("h2", { text: "Cost (jobs with a cost cap)" }),
+      table("cost", ["id", "name", "state", "cap", "spent", "of cap", "agent's price", "agent"], rows, ""));
+  }
+
+  function problemsPanel(b) {
+    if (!b.problems.length) return null;
+    return el("section", { class: "panel" }, el("h2", { text: "Problems" }), el("ul", {}, b.problems.map((p) => el("li", { class: "mono", text: p }))));
+  }
+
+  // --- one job -------------------------------------------------------------------------------------------------------
+  async function showJob(first, current) {
+    const job = await get(`/api/job/${encodeURIComponent(route.job)}`);
+    if (!current()) return;
+    const describe = () => `${short(job.id)} ${job.name || ""} (${job.state})`;
+    let out = document.getElementById("output");
+    if (!out) out = el("pre", { class: "log", id: "output", "data-testid": "output" });
+    const a = job.attempts;
+    const facts = el("dl", { class: "facts" }, ...[
+      ["id", job.id], ["name", job.name || "-"], ["state", stateCell(job)], ["outcome", job.outcome || "-"],
+      ["error", job.error ? `${job.error.class}: ${job.error.message}` : null], ["exit code", job.exit_code ?? null],
+      ["signal", job.signal || null], ["command", el("span", { class: "mono", text: job.command })],
+      ["submitted", whenIso(job.submitted_at)], ["claimed", whenIso(job.claimed_at)], ["started", whenIso(job.started_at)],
+      ["finished", whenIso(job.finished_at)], ["agent", job.instance_ref || null], ["promise", job.lease_expires_at ? whenIso(job.lease_expires_at) : null],
+      ["last pulse", job.pulse_at ? whenIso(job.pulse_at) : null], ["counters", `requeues ${job.requeues}, failed attempts ${job.failures}, hand-backs ${job.handbacks}`],
+      ["cost", job.cost_usd !== null && job.cost_usd !== undefined ? `$${job.cost_usd}` : null], ["rerun of", job.rerun_of || null],
+      ["cancelled by", job.cancelled_by || null]].filter(([, v]) => v !== null).map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v)]));
+    const attempt = (title, x, result) => x ? el("tr", {}, el("td", { text: title }), el("td", { text: x.instance_ref || "-" }),
+      el("td", { text: whenIso(x.started_at) }), el("td", { text: x.finished_at ? whenIso(x.finished_at) : "-" }),
+      el("td", { class: "wrap", text: result ? `${result.outcome || ""}${result.error ? ` (${result.error.class}: ${result.error.message})` : ""}${result.exit_code !== null && result.exit_code !== undefined ? `, exit ${result.exit_code}` : ""}` : "-" })) : null;
+    const attempts = el("table", { "data-testid": "attempts" }, el("thead", {}, el("tr", {}, ["attempt", "agent", "started", "ended", "result"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, attempt(`${a.current.attempt} (this one)`, a.current, a.current.result), attempt(`${a.current.attempt - 1} (before)`, a.previous, a.previous_result)));
+    const manifest = job.manifest ? el("table", { "data-testid": "artifacts" }, el("thead", {}, el("tr", {}, ["artifact", "size", "sha256"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, job.manifest.artifacts.map((x) => el("tr", {}, el("td", { text: x.name }), el("td", { text: size(x.size) }), el("td", { class: "mono", text: x.sha256 })))),
+      ...(job.manifest.refused || []).map((x) => el("p", { class: "bad", text: `not uploaded: ${x.name}: ${x.reason}` })))
+      : el("p", { class: "muted", text: job.manifest_problem || "no result manifest (yet): artifacts are listed once the job has ended" });
+    clear(main(),
+      el("section", { class: "panel" }, el("h2", { "data-testid": "job-title", text: `job ${job.name || job.id}` }),
+        el("div", { class: "actions" },
+          el("button", { "data-action": "cancel", onclick: () => act("cancel", "Cancel", [job.id], describe) }, "Cancel"),
+          el("button", { "data-action": "rerun", onclick: () => act("rerun", "Rerun", [job.id], describe) }, "Rerun")), facts),
+      el("div", { class: "grid2" },
+        el("section", { class: "panel" }, el("h2", { text: "Attempts" }), attempts, el("h2", { text: "Artifacts" }), manifest),
+        el("section", { class: "panel" }, el("h2", { text: "Spec" }), el("pre", { class: "json", "data-testid": "spec", text: JSON.stringify(job.spec, null, 2) }))),
+      el("section", { class: "panel" }, el("h2", { text: "Output (as stored: redacted by its agent)" }), out));
+    if (first) tail(job.id, out);
+  }
+
+  function tail(id, out) {
+    outputSource = UI.tail(`/api/job/${encodeURIComponent(id)}/output`, out, (attempt, first) => !first || attempt > 1);
+  }
+
+})();
