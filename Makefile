@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 BASE_STAMP := $(VENV)/.installed-base-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo test test-json-fallback test-deps sim soak soak-short bench bench-queue bench-deps \
+.PHONY: install bytecode demo lint test test-json-fallback test-deps sim soak soak-short bench bench-queue bench-deps \
 	bench-requests bench-submit clean
 
 install: $(STAMP)
@@ -30,7 +30,13 @@ bytecode: $(BASE_STAMP)
 # Extra set-up the test suite needs (object-store servers, ...): mk/*.mk add to this rule.
 test-deps:: $(STAMP)
 
-test: $(STAMP) bytecode test-deps
+# The linter and the type checker, at zero findings; first in `make test`, so a finding fails fast. Their rule
+# set and scope are in pyproject.toml ([tool.ruff], [tool.mypy]: add a package to `files` to type-check it).
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+test: $(STAMP) lint bytecode test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-json-fallback
 	$(MAKE) --no-print-directory soak-short

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from runkit import redact  # noqa: E402
-from runkit.redact import StreamRedactor  # noqa: E402
+from runkit import redact
+from runkit.redact import StreamRedactor
 
 SECRETS = ["the-agent-secret-42", "s3cr3t-proxy-pass"]
 PIECE = 4 * 1024 * 1024

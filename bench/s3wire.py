@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.stado.throttle import ThrottledProxy  # noqa: E402  (the forwarding; this module parses what passes)
+from tests.stado.throttle import ThrottledProxy
 
 # The headers that say what a request is for (its conditions, its range); the rest is signing and framing.
 KEPT_HEADERS = ("if-match", "if-none-match", "range", "content-length")

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from soak_common import render_table  # noqa: E402
+from soak_common import render_table
 
 PHASES = ("jobman", "stado-file", "stado-s3")
 # Share of the time each phase gets, and how often chaos strikes (mean seconds between faults).

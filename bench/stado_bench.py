@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 from stado import cas, keys, submission  # noqa: E402
 from stado.agent import Agent, AgentConfig  # noqa: E402
-from stado.claiming import claim_pass  # noqa: E402
 from stado.documents import parse_iso  # noqa: E402
 from stado.submission import Submission  # noqa: E402
 from stado.metered import KINDS, MeteredStore  # noqa: E402
@@ -58,7 +57,7 @@ def measure(name: str, url: str, options: dict, env: dict, n: int) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"stado-bench-{name}-"))
     store = MeteredStore(open_store(url, options, env=env))
     submit_times = []
-    for i in range(n):
+    for _ in range(n):
         t0 = time.perf_counter()
         submission.submit(store, [Submission(JobSpec(command="true"))])
         submit_times.append(time.perf_counter() - t0)
@@ -75,7 +74,7 @@ def measure(name: str, url: str, options: dict, env: dict, n: int) -> dict:
     # One idle poll: a claim pass over an empty queue.
     store.reset()
     for _ in range(10):
-        claim_pass(agent)
+        agent.claim()
     idle = {k: v / 10 for k, v in store.counts.items()}
     idle_prefixes = sorted({prefix for (_, prefix) in store.by_prefix})
     cli_ms, bare_ms = cli_submit_ms(url, options, env, tmp, 10)

@@ -356,7 +356,7 @@ def condition(request) -> str:
 
 # Frames that only carry a request for their caller (the caller is where the request is made).
 HELPERS = re.compile(r"^(cas\.py:.*|lookup\.py:(terminal_records|records)|jobs/common\.py:running_records"
-                     r"|.*:<(dictcomp|genexpr|lambda|listcomp)>|agent\.py:guard|storeclock\.py:measure)$")
+                     r"|.*:<(dictcomp|genexpr|lambda|listcomp)>|agent/owner\.py:guard|storeclock\.py:measure)$")
 TERMINAL = "completed|failed|cancelled"
 # (where: the stado function that made it, kind, key's first segment (a regex), a frame the stack must hold or
 # None, what it is for). The first rule that matches names the request; one that none names shows its function.
@@ -369,12 +369,12 @@ PURPOSES = [
     ("storecheck.py:missing_guarantees", ".*", "control", None,
      "start-up: the store check (are conditional writes honoured on this path?)"),
     ("storecheck.py:ensure_safe", "PUT", "control", None, "start-up: the store check's verdict, for people"),
-    ("agent.py:_write_record", "PUT", "agents", None, "its agents/ record (at start, then every 6 polls, 1-30 s)"),
-    ("agent.py:_write_record", "HEAD", "agents", None,
+    ("agent/owner.py:_write_record", "PUT", "agents", None, "its agents/ record (at start, then every 6 polls, 1-30 s)"),
+    ("agent/owner.py:_write_record", "HEAD", "agents", None,
      "the store's clock: the record's Last-Modified read back (until the reading is narrow)"),
-    ("agent.py:run", "DELETE", "agents", None, "exit: its agents/ record removed"),
-    ("restart.py:settle_left_by_replaced", "LIST", "running", None, "start-up: the restart check lists running/"),
-    ("restart.py:settle_left_by_replaced", "GET", "running", None,
+    ("agent/owner.py:end", "DELETE", "agents", None, "exit: its agents/ record removed"),
+    ("agent/takeover.py:settle_left_by_replaced", "LIST", "running", None, "start-up: the restart check lists running/"),
+    ("agent/takeover.py:settle_left_by_replaced", "GET", "running", None,
      "start-up: the restart check reads every running document"),
     ("reaper.py:reap", "LIST", "running", None, "reaper pass (every --settle-seconds): LIST running/"),
     ("reaper.py:reap", "GET", "running", None,
@@ -396,11 +396,11 @@ PURPOSES = [
     ("schedules.py:add", "PUT", "schedules", None, "schedule add: create the schedule (create-if-absent)"),
     ("schedules.py:get", "GET", "schedules", None, "schedule rm: read the schedule"),
     ("schedules.py:remove_schedule", "DELETE", "schedules", None, "schedule rm: delete it (if-match)"),
-    ("claiming.py:list_window", "LIST", "ready", None, "poll: one page of the claim-order index ready/"),
-    ("claiming.py:document", "GET", "ready", None, "claim pass: the index entry (its version is new to this agent)"),
-    ("pause.py:pause_record", "GET", "control", "claiming.py:_paused",
+    ("agent/claims.py:list_window", "LIST", "ready", None, "poll: one page of the claim-order index ready/"),
+    ("agent/claims.py:document", "GET", "ready", None, "claim pass: the index entry (its version is new to this agent)"),
+    ("pause.py:pause_record", "GET", "control", "agent/claims.py:_paused",
      "claim pass: the pause record (404: not paused), when a job could be claimed"),
-    ("claiming.py:_ledger", "GET", "queue", None, "claim pass: the ledger entry (the index is only a hint)"),
+    ("agent/claims.py:_ledger", "GET", "queue", None, "claim pass: the ledger entry (the index is only a hint)"),
     ("jobs/claim.py:claim", "PUT", "running", None, "claim: create running/ (create-if-absent: one winner)"),
     ("jobs/claim.py:stale_claim", "GET", TERMINAL, None,
      "after creating running/: terminal-first check, GET {top}/ (did the job end meanwhile?)"),
@@ -428,7 +428,7 @@ PURPOSES = [
     ("jobs/moves.py:_terminate", "DELETE", "queue", None, "settle: delete the queue entry (if-match)"),
     ("jobs/moves.py:settle", "PUT", "running", None, "settle: take running/ (put-if-match)"),
     ("jobs/moves.py:settle", "DELETE", "running", None, "settle: delete running/ (if-match on the version taken)"),
-    ("slotend.py:_settle_cancel", "GET", "running", None,
+    ("agent/slotend.py:_settle_cancel", "GET", "running", None,
      "settle of a cancel: running/ read again (the refused renewal had just read it)"),
     ("jobs/cancel.py:cancel", "GET", ".*", None, "cancel: every record of the job, {top}/ (lifecycle order)"),
     ("jobs/cancel.py:_who_stops", "GET", "agents", None, "cancel: the owner's agents/ record (says who stops it)"),
@@ -488,7 +488,7 @@ def categorise(rows: list[dict], s: Scenario) -> None:
             row["whose"] = "start-up"
         elif row["at"] > s.t1:
             row["whose"] = "after"
-        elif row["where"] in ("claiming.py:list_window", "pause.py:pause_record"):
+        elif row["where"] in ("agent/claims.py:list_window", "pause.py:pause_record"):
             row["whose"] = "pass"
         else:
             row["whose"] = "background"

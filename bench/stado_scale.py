@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from stado import cas, claiming, jobs, keys, submission  # noqa: E402
-from stado.agent import Agent, AgentConfig  # noqa: E402
+from stado import cas, jobs, keys, submission  # noqa: E402
+from stado.agent import Agent, AgentConfig, claims  # noqa: E402
 from stado.documents import parse_iso  # noqa: E402
 from stado.metered import KINDS, MeteredStore  # noqa: E402
 from stado.objectstore.connect import open_store  # noqa: E402
@@ -79,10 +79,10 @@ def window(backend: Backend, queued: int) -> dict:
     store = MeteredStore(inner)
     agent = Agent(store, _config(tmp, "idle", slots=1, poll_seconds=0.05), log=lambda line: None)
     passes = []
-    for n in range(queued // 1000 + 12):  # the first pass, then until every entry was seen once, then 10 more
+    for _ in range(queued // 1000 + 12):  # the first pass, then until every entry was seen once, then 10 more
         store.reset()
         t0 = time.perf_counter()
-        claiming.claim_pass(agent)
+        agent.claim()
         passes.append((time.perf_counter() - t0, dict(store.counts)))
     first, steady = passes[0], passes[-10:]
     latency = urgent_latency(backend, prefix, queued, tmp)
@@ -96,7 +96,7 @@ def _agent_process(backend: Backend, prefix: str, queued: int, tmp: Path, ready)
     agent = Agent(backend.open(prefix), _config(tmp, "urgent", slots=1, poll_seconds=0.05), log=lambda line: None)
     agent._index_due = float("inf")  # the slow cadence's whole-queue index check is not what is measured here
     for _ in range(queued // 1000 + 2):
-        claiming.claim_pass(agent)  # warm: every entry seen once, as an agent that has run a while has
+        agent.claim()  # warm: every entry seen once, as an agent that has run a while has
     ready.set()
     agent.run()
 
@@ -141,7 +141,7 @@ def window_table(rows: list[dict]) -> str:
 
 def _count_races(counts: dict) -> None:
     """In a drain agent's process: count its claims and lost claim races (same-interface wrappers)."""
-    claim, read = jobs.claim, claiming.read
+    claim, read = jobs.claim, claims.read
 
     def counting_claim(*args, **kwargs):
         got = claim(*args, **kwargs)
@@ -154,7 +154,7 @@ def _count_races(counts: dict) -> None:
             counts["lost"] += 1  # the index named a job another agent had already taken
         return got
 
-    jobs.claim, claiming.read = counting_claim, counting_read
+    jobs.claim, claims.read = counting_claim, counting_read
 
 
 def _drain_agent(backend: Backend, prefix: str, tmp: Path, i: int, slots: int, barrier, results) -> None:
@@ -202,7 +202,7 @@ def drain_table(rows: list[dict]) -> str:
             "lost races/claim", "jobs per agent (min-max)")
     body = [(r["backend"], f"{r['agents']} x {r['slots']}", f"{r['jobs_per_s']:.1f}",
              " ".join(f"{r['requests_per_job'][k]:.2f}" for k in KINDS), f"{r['cpu_ms_per_job']:.1f}",
-             f"{r['lost_per_claim']:.2f}", "%d-%d" % r["claims_min_max"]) for r in rows]
+             f"{r['lost_per_claim']:.2f}", "{}-{}".format(*r["claims_min_max"])) for r in rows]
     return _table([head] + body)
 
 

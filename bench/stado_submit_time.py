@@ -76,7 +76,7 @@ def measure(rounds: int, importtime_runs: int, backends: dict[str, dict]) -> dic
     bare, real = [], {name: [] for name in backends}
     phases = {name: [] for name in backends}
     harness = {name: [] for name in backends}
-    for name, env in backends.items():  # warm: the store's directory, the bucket prefix, the .pyc files
+    for env in backends.values():  # warm: the store's directory, the bucket prefix, the .pyc files
         wall([STADO, "submit", "true"], env)
     for _ in range(rounds):
         bare.append(wall([sys.executable, "-c", "pass"], dict(os.environ))[0])

@@ -33,9 +33,9 @@ mark("import objectstore.connect")
 url, options = connect.load_config(os.environ["STADO_CONFIG"])
 mark("read STADO_CONFIG (tomllib)")
 if not url.startswith("file:"):
-    import obstore.store  # noqa: E402,F401
+    import obstore.store  # noqa: F401
 
-    import stado.objectstore.cloud  # noqa: E402,F401
+    import stado.objectstore.cloud  # noqa: F401
 
     mark("import obstore and objectstore.cloud")
 store = connect.open_store(url, options)

@@ -47,6 +47,17 @@ MAX_COUNT = 1_000_000_000  # of jobs listed or lines shown: a bound SQLite's LIM
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["__supervise"]:  # the supervisor's own process: it answers for its errors itself
+        from .supervisor import main as supervise
+
+        return supervise(args[1:])
+    from runkit.climain import run_main
+
+    return run_main(lambda: _run(args, exit_at_once=argv is None), _failure,
+                    "jobman: error")
+
+
+def _run(args: list[str], *, exit_at_once: bool) -> int:
     if not args:
         sys.stderr.write(USAGE)
         return 2
@@ -57,10 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"jobman {_version()}\n")
         return 0
     command, rest = args[0], args[1:]
-    if command == "__supervise":
-        from .supervisor import main as supervise
-
-        return supervise(rest)
     handler = COMMANDS.get(command)
     if handler is None:
         _error(f"unknown command {command!r}; see jobman --help")
@@ -68,30 +75,23 @@ def main(argv: list[str] | None = None) -> int:
     from runkit.proc import ensure_std_fds
 
     ensure_std_fds()
+    code = handler(rest)
+    if exit_at_once and command == "run":
+        # Committed and printed: skip interpreter teardown (~10 ms on every submission).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _failure(error: Exception) -> tuple[str, int] | None:
+    """jobman's own errors, and a database that cannot be used now, as (one line, exit code)."""
     from .errors import JobmanError
 
-    try:
-        code = handler(rest)
-        if argv is None and command == "run":
-            # Committed and printed: skip interpreter teardown (~10 ms on every submission).
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-        return code
-    except JobmanError as e:
-        _error(str(e))
-        return e.exit_code
-    except Exception as e:
-        message = _storage_trouble(e)
-        if message is None:
-            raise
-        _error(message)
-        return 1
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return 130
-    except BrokenPipeError:
-        return 0
+    if isinstance(error, JobmanError):
+        return str(error), error.exit_code
+    message = _storage_trouble(error)
+    return None if message is None else (message, 1)
 
 
 def _version() -> str:

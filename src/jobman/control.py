@@ -95,7 +95,7 @@ def set_held(selectors: list[str], held: bool, environ=os.environ) -> list[dict]
             raise BadInput(f"cannot {verb} job {selector}: it is {phase}; only a job that has not started "
                            f"can be held{hint}")
     results = []
-    for selector, job_id in zip(selectors, ids):
+    for job_id in ids:
         what, state = transitions.set_held(st.conn, job_id, held, time.time())
         if what == "changed":
             doorbell.ring(st.home, job_id)

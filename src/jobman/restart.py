@@ -55,7 +55,7 @@ def failed_because_of(conn, job_id: str) -> list[str]:
 def _spec(conn, job_id: str) -> dict:
     try:
         spec = loads(queries.spec_json(conn, job_id))
-        spec["argv"], spec["env"]  # noqa: B018
+        _ = spec["argv"], spec["env"]  # a KeyError here: the stored spec lacks them
     except (ValueError, KeyError, TypeError) as e:
         raise BadInput(f"job {job_id} cannot be restarted: its stored specification is unreadable ({e})") from None
     return spec

@@ -9,7 +9,7 @@ DESCRIPTION = (
     "Windows (settings stored with each job): JOBMAN_CLAIM_WINDOW (10s), JOBMAN_LEASE (15s),\n"
     "JOBMAN_RENEW_INTERVAL (5s), JOBMAN_POLL_INTERVAL (30s, a waiting job's fallback poll, every 1-1.5 times it).")
 
-from runkit.fastargs import Option, add_to_argparse, fast_parse, to_namespace
+from runkit.fastargs import Option, add_to_argparse, fast_parse, to_namespace  # noqa: E402 (after the text it documents)
 
 
 INT32 = (-2**31, 2**31 - 1)

@@ -6,7 +6,7 @@ path of a submission, which reads its options with runkit.fastargs, may use the 
 """
 import math
 
-_CLASSES = {}
+_CLASSES: dict = {}
 
 
 def whole(text: str) -> int:
@@ -39,7 +39,7 @@ def argparse_type(convert, name: str | None = None):
 
             raise argparse.ArgumentTypeError(str(e)) from None
 
-    parse.__name__ = name or getattr(convert, "__name__", "value")  # argparse names the type in some messages
+    parse.__name__ = name or getattr(convert, "__name__", None) or "value"  # argparse names the type in some messages
     return parse
 
 

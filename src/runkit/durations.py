@@ -116,7 +116,7 @@ def parse_time(text: str, now: float) -> float:
     if len(s) in (5, 8) and s[2] == ":":
         try:
             parts = [int(p) for p in s.split(":")]
-            clock = datetime.time(*parts)
+            clock = datetime.time(*parts)  # type: ignore[arg-type]  # hour, minute[, second]
         except ValueError:
             raise ValueError(f"malformed time {text!r}: use HH:MM or HH:MM:SS") from None
         today = datetime.datetime.fromtimestamp(now).date()

@@ -33,7 +33,7 @@ class Namespace:
 
 
 def defaults(options: list[Option]) -> dict:
-    values = {}
+    values: dict = {}
     for o in options:
         if o.kind == "append":
             values.setdefault(o.dest, [])

@@ -3,10 +3,10 @@
 
 def sha256(data: bytes) -> bytes:
     try:
-        from _sha256 import sha256 as impl  # CPython 3.11's builtin module
+        from _sha256 import sha256 as impl  # type: ignore[import-not-found]  # CPython 3.11's builtin module
     except ImportError:
         try:
-            from _sha2 import sha256 as impl  # CPython 3.12+
+            from _sha2 import sha256 as impl  # type: ignore[import-not-found]  # CPython 3.12+
         except ImportError:
             from hashlib import sha256 as impl
     return impl(data).digest()

@@ -34,7 +34,7 @@ def _unserialisable(value):
 try:
     import _json
 except Exception:  # not CPython, or a broken build: the json package it is
-    _json = None
+    _json = None  # type: ignore[assignment]
 
 
 def _accelerator():

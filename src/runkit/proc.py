@@ -111,7 +111,7 @@ def verify(pid: int | None, start_time: int | None, boot: str | None, awake: boo
 
 
 def _default_signals():
-    import _signal  # the C module: the signal package's IntEnums pull in enum (~2 ms a start)
+    import _signal  # type: ignore[import-not-found]  # the C module: the signal package's IntEnums pull in enum (~2 ms a start)
 
     return _signal.valid_signals() - {_signal.SIGKILL, _signal.SIGSTOP}
 
@@ -237,7 +237,7 @@ def children(pid: int) -> list[int] | None:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None if not _PROC else []
-    kids = []
+    kids: list[int] = []
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
@@ -294,6 +294,8 @@ def signal_exact(pid: int, start_time: int, sig: int) -> bool:
                 return True
             except OSError:
                 return False
+        return False
+    if pidfd is None:  # unreachable: the branches above returned; told to the type checker
         return False
     import signal
 

@@ -127,12 +127,12 @@ def _spans(text: str, folded: str) -> list[tuple[int, int, int]]:
     for start, end, bits in hits:
         # A shape's \s may cross line ends (a value on the line after `PASSWORD=`, `Authorization:` on the
         # line before `Basic`): widen over separators both ways, then to whole lines.
-        end = _SEPARATORS.match(text, end).end()
+        end = _SEPARATORS.match(text, end).end()  # type: ignore[union-attr]  # it matches the empty string too
         end = text.find("\n", end)
         while start and text[start - 1].isspace():
             start -= 1
         widened.append((text.rfind("\n", 0, start) + 1, len(text) if end < 0 else end, bits))
-    spans = []
+    spans: list[tuple[int, int, int]] = []
     for start, end, bits in sorted(widened):
         if spans and start <= spans[-1][1]:
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]), spans[-1][2] | bits)
@@ -141,7 +141,7 @@ def _spans(text: str, folded: str) -> list[tuple[int, int, int]]:
     return spans
 
 
-def redact_text(text: str, secrets: list[str] = ()) -> str:
+def redact_text(text: str, secrets: "list[str] | tuple[()]" = ()) -> str:
     """The text with the given secret values and common credential shapes (AWS keys, bearer tokens,
     private key blocks, GitHub/GitLab/Slack/Google tokens, JWTs, URL passwords, KEY=value pairs of
     secret-looking names) replaced by [REDACTED]."""
@@ -188,7 +188,7 @@ class StreamRedactor:
     _BLOCK_START = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----")
     _BLOCK_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY-----")
 
-    def __init__(self, secrets: list[str] = ()):
+    def __init__(self, secrets: "list[str] | tuple[()]" = ()):
         self.secrets = [s for s in secrets if s]
         self._tail = max([len(s) for s in self.secrets] + [512])
         self._pending = ""

@@ -8,6 +8,8 @@ Also: which agents' records still speak for a live agent (time is an argument), 
 """
 from dataclasses import dataclass
 
+from .documents import Spec
+
 # An agent refreshes its record every 6 polls, between 1 s and 30 s, and counts as live for 3 refreshes,
 # never less than LIVE_FLOOR (clocks of different hosts disagree a little; one loop may stall on an upload).
 REFRESH_POLLS = 6
@@ -34,22 +36,28 @@ class Offer:
     slots: int = 1
 
 
-def why_not(spec: dict, offer: Offer) -> str | None:
+def _spec(spec: "Spec | dict") -> Spec:
+    """A job's Spec (a plain dict of a spec's fields, as a test or a caller building one by hand has, read as one)."""
+    return spec if isinstance(spec, Spec) else Spec(spec)
+
+
+def why_not(spec: "Spec | dict", offer: Offer) -> str | None:
     """None if the agent could run the job (when free); else the reason, in words for the agent's log and
     `stado status`."""
-    missing = sorted(set(spec.get("capabilities") or ()) - offer.capabilities)
+    spec = _spec(spec)
+    missing = sorted(set(spec.capabilities or ()) - offer.capabilities)
     if missing:
         return f"needs capabilities {', '.join(missing)}"
-    providers = spec.get("providers") or ()
+    providers = spec.providers or ()
     if providers and offer.provider not in providers:
         return f"allows providers {', '.join(providers)}, this agent is {offer.provider}"
-    spot = spec.get("spot", "allow")
+    spot = spec.spot
     if spot == "require" and not offer.spot:
         return "requires a spot machine, this agent is not spot"
     if spot == "never" and offer.spot:
         return "refuses spot machines, this agent is spot"
-    cap = spec.get("cost_cap")
-    if cap is not None and offer.price_per_hour is None and not spec.get("cost_cap_advisory"):
+    cap = spec.cost_cap
+    if cap is not None and offer.price_per_hour is None and not spec.cost_cap_advisory:
         return (f"has a cost cap of ${cap:g}, this agent declares no price (--price-per-hour), so its cost cannot be "
                 "judged")
     if cap == 0 and (offer.price_per_hour or 0) > 0:
@@ -71,16 +79,16 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-def _cores(spec: dict) -> int:
-    return int(spec.get("cores") or 1)
+def _cores(spec: "Spec | dict") -> int:
+    return _spec(spec).cores
 
 
-def _memory(spec: dict) -> int:
-    return int(spec.get("memory") or 0)
+def _memory(spec: "Spec | dict") -> int:
+    return _spec(spec).memory
 
 
-def _accelerators(spec: dict) -> int:
-    return int(spec.get("accelerators") or 0)
+def _accelerators(spec: "Spec | dict") -> int:
+    return _spec(spec).accelerators
 
 
 # -- what is free now ----------------------------------------------------------------------------------
@@ -105,19 +113,19 @@ class Room:
     memory: int | None
     accelerators: int
 
-    def fits(self, spec: dict) -> bool:
+    def fits(self, spec: "Spec | dict") -> bool:
         return (self.slots >= 1 and _cores(spec) <= max(self.cores, 0)
                 and (self.memory is None or _memory(spec) <= max(self.memory, 0))
                 and _accelerators(spec) <= max(self.accelerators, 0))
 
-    def take(self, spec: dict) -> None:
+    def take(self, spec: "Spec | dict") -> None:
         self.slots -= 1
         self.cores -= _cores(spec)
         self.accelerators -= _accelerators(spec)
         if self.memory is not None:
             self.memory -= _memory(spec)
 
-    def short_of(self, spec: dict) -> str:
+    def short_of(self, spec: "Spec | dict") -> str:
         """What the job waits for, in words for the agent's log."""
         wants = []
         if self.slots < 1:
@@ -140,14 +148,14 @@ class Holdings:
         self.offer = offer
         self.held: dict[str, Reservation] = {}
 
-    def sync(self, running: dict[str, dict]) -> None:
+    def sync(self, running: "dict[str, Spec]") -> None:
         """running: the job id -> spec of every slot the agent has."""
         for job_id in [j for j in self.held if j not in running]:
             del self.held[job_id]
         for job_id, spec in running.items():
             self.hold(job_id, spec)
 
-    def hold(self, job_id: str, spec: dict) -> Reservation:
+    def hold(self, job_id: str, spec: "Spec | dict") -> Reservation:
         """The job's reservation (made now, from what is free, if it has none yet)."""
         got = self.held.get(job_id)
         if got is None:
@@ -166,7 +174,7 @@ class Holdings:
 
 # -- cost ----------------------------------------------------------------------------------------------
 
-def share_of(spec: dict, offer: Offer) -> float:
+def share_of(spec: "Spec | dict", offer: Offer) -> float:
     """The share of the agent a job reserves: the largest of its cores, memory and accelerators as fractions of
     what the agent offers, and its one slot of the agent's slots (a job alone in the only slot pays for all)."""
     parts = [_cores(spec) / offer.cores, 1 / max(offer.slots, 1)]
@@ -177,15 +185,15 @@ def share_of(spec: dict, offer: Offer) -> float:
     return min(1.0, max(parts))
 
 
-def cost_of(spec: dict, offer: Offer, seconds: float) -> float:
+def cost_of(spec: "Spec | dict", offer: Offer, seconds: float) -> float:
     """US dollars a job has cost after running `seconds`: the agent's price per hour (declared), pro-rated by its
     share."""
     return (offer.price_per_hour or 0.0) * share_of(spec, offer) * max(seconds, 0.0) / 3600.0
 
 
-def past_cap(spec: dict, offer: Offer, seconds: float) -> str | None:
+def past_cap(spec: "Spec | dict", offer: Offer, seconds: float) -> str | None:
     """Why the job must be stopped for its cost (its error message), or None while it is within its cap."""
-    cap = spec.get("cost_cap")
+    cap = _spec(spec).cost_cap
     if cap is None or not offer.price_per_hour:  # no price (an advisory cap), or free: it never passes
         return None
     cost = cost_of(spec, offer, seconds)
@@ -198,7 +206,7 @@ def past_cap(spec: dict, offer: Offer, seconds: float) -> str | None:
 # -- what agents' records say ----------------------------------------------------------------------------
 
 def offer_of(record: dict) -> Offer | None:
-    """The offer an agent published in its agents/ record (older records lack the later fields); None if the
+    """The offer an agent published in its agents/ record (a field it lacks takes the agent's default); None if the
     record's offer cannot be read (an agent record is advisory: it is then not counted)."""
     try:
         memory = record.get("memory")
@@ -238,17 +246,15 @@ def silent_for(record: dict, now: float) -> float | None:
 
 def is_live(record: dict, now: float) -> bool:
     """Whether an agents/ record speaks for a live agent: its last_seen is younger than the window it
-    recorded (records from before windows were recorded: the 30 s refresh of that time)."""
+    recorded (a record that states no window cannot be judged: not live)."""
     silent = silent_for(record, now)
-    if silent is None:
-        return False
     window = record.get("live_for")
-    if isinstance(window, bool) or not isinstance(window, (int, float)):
-        window = live_for(REFRESH_MAX)
+    if silent is None or isinstance(window, bool) or not isinstance(window, (int, float)):
+        return False
     return silent <= max(LIVE_FLOOR, window)
 
 
-def unschedulable(spec: dict, agents: list[dict], now: float) -> str | None:
+def unschedulable(spec: "Spec | dict", agents: list[dict], now: float) -> str | None:
     """Why no live agent can run the job (None if one can, or if no agent is live to ask). Records of
     agents that stopped speaking (is_live) and agents that are stopping do not count."""
     reasons = []

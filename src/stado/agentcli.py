@@ -47,9 +47,9 @@ def add_agent_parser(sub) -> None:
 
 
 def config_from_args(args):
-    from .agentconfig import AgentConfig
+    from .agent.config import AgentConfig
     from .spec import parse_list, parse_memory
-    from .workroot import default_work_root
+    from .agent.workroot import default_work_root
 
     host = args.host or os.environ.get("STADO_HOST") or None
     extra = {"host": host} if host else {}
@@ -70,7 +70,7 @@ def config_from_args(args):
 def cmd_agent(args, open_store) -> int:
     from .agent import run_agent
     from .keys import READY
-    from .workroot import prepare_work_root
+    from .agent.workroot import prepare_work_root
 
     if args.drain:
         return _drain(args)
@@ -87,7 +87,7 @@ def cmd_agent(args, open_store) -> int:
 
 def _drain(args) -> int:
     from .drain import drain
-    from .workroot import default_work_root
+    from .agent.workroot import default_work_root
 
     def say(line: str) -> None:
         sys.stdout.write(f"stado: {line}\n")

@@ -63,7 +63,7 @@ def stage(paths: list[str], env: dict[str, str], name: str | None = None, *, wha
     staging, staging_tmp = os.path.join(area, into), os.path.join(area, tmp_dir)
     os.makedirs(staging, exist_ok=True)
     os.makedirs(staging_tmp, exist_ok=True)
-    staged = []
+    staged: list[dict] = []
     work = os.path.realpath(os.path.join(area, WORK))
     for path in paths:
         if not os.path.isfile(path):
@@ -171,7 +171,7 @@ def download(store: ObjectStore, job_id: str, entries: list[dict], directory: st
     except OSError as e:
         raise BadInput(f"cannot write results into {directory} ({e.strerror or e}): give a directory that can be "
                        "created and written") from None
-    targets = [(entry, _inside(directory, entry.get("name"))) for entry in entries]
+    targets = [(entry, _inside(directory, entry.get("name") or "")) for entry in entries]
     for _, target in targets:
         if os.path.islink(target) or os.path.isdir(target):
             raise UnsafeArtifactName(f"{target} exists and is a link or directory; refused")

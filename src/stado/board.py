@@ -40,7 +40,7 @@ def _claim_order(store: ObjectStore, queued: list[str], out: Overview) -> list[s
     for job_id in queued:
         if job_id not in rank:
             v = _resolved(store, job_id, ["queued"], out)
-            priority = (v.doc.get("spec") or {}).get("priority") or 0 if v is not None else 0
+            priority = v.doc.spec.priority if v is not None else 0
             rank[job_id] = keys.PRIORITY_HIGHEST - int(priority)
     return sorted(queued, key=lambda job_id: (rank[job_id], job_id))
 
@@ -66,10 +66,10 @@ def _matches(job_id: str, wanted) -> bool:
 def _row(v, now: float, agents: dict) -> dict:
     """A job as the page lists it: `stado status --json`'s fields, and its spec's scheduling parts."""
     row = dict(d.status_json(v))
-    spec = v.doc.get("spec") or {}
+    spec = v.doc.spec.raw  # shown as stored
     row.update(priority=spec.get("priority", 0), capabilities=spec.get("capabilities") or [],
                cores=spec.get("cores"), memory=spec.get("memory"), accelerators=spec.get("accelerators"),
-               cost_cap=spec.get("cost_cap"), schedule=(v.doc.get("schedule") or {}).get("name"))
+               cost_cap=spec.get("cost_cap"), schedule=(v.doc.schedule or {}).get("name"))
     return row
 
 
@@ -95,7 +95,7 @@ def board(store: ObjectStore, *, offset: int = 0, limit: int = 100, search: str 
             continue
         row = _row(v, now, agents)
         row["place"] = place
-        row["unschedulable"] = unschedulable(v.doc.get("spec") or {}, out.agents, now) if v.state == "queued" else None
+        row["unschedulable"] = unschedulable(v.doc.spec, out.agents, now) if v.state == "queued" else None
         queue.append(row)
     running = []
     for job_id in sorted(j for j in by_state.get("running", []) if _matches(j, wanted)):
@@ -121,7 +121,7 @@ def board(store: ObjectStore, *, offset: int = 0, limit: int = 100, search: str 
 def _running_row(store: ObjectStore, v, now: float, agents: dict) -> dict:
     row = _row(v, now, agents)
     try:
-        promise = d.parse_iso(v.doc.get("lease_expires_at"))
+        promise = d.parse_iso(v.doc.lease_expires_at)
     except (TypeError, ValueError):
         promise = None
     row["promise_passed_seconds"] = (round(now - promise, 1) if promise is not None and now > promise
@@ -130,10 +130,10 @@ def _running_row(store: ObjectStore, v, now: float, agents: dict) -> dict:
         row["pulse_at"] = d.iso(store.head(keys.heartbeat(v.id)).modified)
     except (NotFound, StoreError, TypeError, ValueError):
         row["pulse_at"] = None
-    agent = agents.get(v.doc.get("owner"))
-    started = d.parse_iso(v.doc.get("started_at")) if v.doc.get("started_at") else None
+    agent = agents.get(v.doc.owner)
+    started = d.parse_iso(v.doc.started_at) if v.doc.started_at else None
     offer = offer_of(agent) if agent else None
-    row["cost_so_far"] = (round(cost_of(v.doc.get("spec") or {}, offer, now - started), 6)
+    row["cost_so_far"] = (round(cost_of(v.doc.spec, offer, now - started), 6)
                           if offer is not None and started is not None and offer.price_per_hour is not None else None)
     row["agent_live"] = agent is not None
     return row
@@ -152,16 +152,15 @@ def job(store: ObjectStore, selector: str) -> dict:
     pulse, and its artifacts with their sizes and SHA-256 as the result manifest lists them (or why not)."""
     job_id = find(store, selector)
     v = view(store, job_id)
-    data = dict(d.status_json(v), spec=v.doc.get("spec"))
     doc = v.doc
-    current = {"attempt": d.attempt_of(doc), "instance_ref": doc.get("instance_ref"), "owner": doc.get("owner"),
-               "claimed_at": doc.get("claimed_at"), "started_at": doc.get("started_at"),
-               "finished_at": doc.get("finished_at"), "result": doc.get("result") or (
-                   {k: doc.get(k) for k in ("outcome", "exit_code", "signal", "error", "cost_usd")}
-                   if v.state in keys.TERMINAL_STATES else None)}
-    data["attempts"] = {"current": current, "previous": doc.get("last_attempt"), "previous_result": doc.get("last_result"),
-                        "requeue_reason": doc.get("requeue_reason"), "reaped": doc.get("reaped"),
-                        "cancel": doc.get("cancel")}
+    data = dict(d.status_json(v), spec=doc.spec.raw)
+    current = {"attempt": d.attempt_of(doc), "instance_ref": doc.instance_ref, "owner": doc.owner,
+               "claimed_at": doc.claimed_at, "started_at": doc.started_at,
+               "finished_at": doc.finished_at, "result": doc.result or (
+                   {"outcome": doc.outcome, "exit_code": doc.exit_code, "signal": doc.signal, "error": doc.error,
+                    "cost_usd": doc.cost_usd} if v.state in keys.TERMINAL_STATES else None)}
+    data["attempts"] = {"current": current, "previous": doc.last_attempt, "previous_result": doc.last_result,
+                        "requeue_reason": doc.requeue_reason, "reaped": doc.reaped, "cancel": doc.cancel}
     try:
         data["pulse_at"] = d.iso(store.head(keys.heartbeat(job_id)).modified)
     except (NotFound, StoreError, TypeError, ValueError):

@@ -2,8 +2,9 @@
 put-if-match and delete-if-match, each telling our own write (a retried request that landed) from
 another writer's by the nonce every document carries.
 """
-import json
 import os
+
+from runkit import jsonfast
 
 from . import documents as d
 from .errors import CorruptDocument
@@ -14,7 +15,7 @@ def new_nonce() -> str:
     return os.urandom(12).hex()
 
 
-def read(store: ObjectStore, key: str, job_id: str | None = None) -> tuple[dict, Version] | None:
+def read(store: ObjectStore, key: str, job_id: str | None = None) -> tuple[d.Job, Version] | None:
     """The decoded document and its version, None if absent; CorruptDocument if unreadable."""
     try:
         blob = store.get(key)
@@ -23,7 +24,7 @@ def read(store: ObjectStore, key: str, job_id: str | None = None) -> tuple[dict,
     return d.decode(key, blob.data, job_id), blob.version
 
 
-def create(store: ObjectStore, key: str, doc: dict) -> Version | None:
+def create(store: ObjectStore, key: str, doc: d.Job) -> Version | None:
     """Create-if-absent. None when another writer's document is there; our own retried request that
     landed counts as success (the nonce tells). A connection dropped mid-request leaves the same
     question, settled the same way; if even the read-back fails, the store error goes to the caller."""
@@ -42,10 +43,10 @@ def create(store: ObjectStore, key: str, doc: dict) -> Version | None:
             current = d.decode(key, found.data)
         except CorruptDocument:
             return None
-        return found.version if current.get("nonce") == doc["nonce"] else None
+        return found.version if current.nonce == doc.nonce else None
 
 
-def _ours(store: ObjectStore, key: str, doc: dict) -> Version | None:
+def _ours(store: ObjectStore, key: str, doc: d.Job) -> Version | None:
     """The key's version if the document there is the one we wrote (same nonce), else None."""
     try:
         blob = store.get(key)
@@ -55,10 +56,10 @@ def _ours(store: ObjectStore, key: str, doc: dict) -> Version | None:
         current = d.decode(key, blob.data)
     except CorruptDocument:
         return None
-    return blob.version if current.get("nonce") == doc["nonce"] else None
+    return blob.version if current.nonce == doc.nonce else None
 
 
-def replace(store: ObjectStore, key: str, doc: dict, version: Version) -> tuple[Version | None, dict | None]:
+def replace(store: ObjectStore, key: str, doc: d.Job, version: Version) -> tuple[Version | None, d.Job | None]:
     """Put-if-match. (new version, None) on success; (None, current document or None if gone) when
     another writer moved first. A retried request of ours that landed counts as success."""
     try:
@@ -71,7 +72,7 @@ def replace(store: ObjectStore, key: str, doc: dict, version: Version) -> tuple[
         if found is None:
             return None, None
         current, current_version = found
-        if current.get("nonce") == doc["nonce"]:
+        if current.nonce == doc.nonce:
             return current_version, None
         if isinstance(e, StoreUnavailable) and current_version == version:
             raise  # it did not land and nobody moved first: the caller's next pass tries again
@@ -92,7 +93,7 @@ def read_json(store: ObjectStore, key: str) -> tuple[dict, Version] | None:
     except NotFound:
         return None
     try:
-        doc = json.loads(blob.data)
+        doc = jsonfast.loads(blob.data)
     except ValueError as e:
         raise CorruptDocument(key, f"not JSON: {str(e)[:80]}") from None
     if not isinstance(doc, dict):

@@ -224,10 +224,10 @@ def cmd_submit(args) -> int:
         items = [submission_from_args(args, command=args.cmd)]
     docs = submission.submit(_store(), items)
     if args.json:
-        _json({"jobs": [{"id": doc["id"], "name": doc["spec"]["name"]} for doc in docs]})
+        _json({"jobs": [{"id": doc.id, "name": doc.spec.name} for doc in docs]})
     else:
         for doc in docs:
-            _out(doc["id"])
+            _out(doc.id)
     return 0
 
 
@@ -240,7 +240,7 @@ def cmd_status(args) -> int:
         from .lookup import find, view
 
         v = view(store, find(store, args.id))
-        data = dict(status_json(v), spec=v.doc.get("spec"))
+        data = dict(status_json(v), spec=v.doc.spec.raw)
         _json(data) if args.json else _out(render.job_details(data))
         return 0
     from .overview import overview
@@ -296,10 +296,10 @@ def cmd_rerun(args) -> int:
 
     original, new = submission.rerun(_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside)
     if args.json:
-        _json({"id": new["id"], "rerun_of": original["id"], "name": new["spec"]["name"],
-               "rerun_inputs": new["rerun_inputs"], "inputs": new["spec"]["inputs"]})
+        _json({"id": new.id, "rerun_of": original.id, "name": new.spec.name,
+               "rerun_inputs": new.rerun_inputs, "inputs": new.spec.inputs})
     else:
-        _out(new["id"])
+        _out(new.id)
     return 0
 
 
@@ -375,53 +375,57 @@ def _fast_submit(argv: list[str]):
     ns = fast_parse(argv[1:], SUBMIT_OPTIONS, max_positionals=1)
     if ns is None:
         return None
-    ns.command, ns.cmd = "submit", (ns.positionals[0] if ns.positionals else None)
+    positionals = ns.positionals  # type: ignore[attr-defined]  # fast_parse's Namespace carries them
+    ns.command, ns.cmd = "submit", (positionals[0] if positionals else None)  # type: ignore[attr-defined]
     return ns
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = _fast_submit(argv)
-        if args is None:
-            parser = _parser()
-            if argv and argv[0] in ("--version", "-V"):
-                sys.stdout.write(f"{PROG} {_version()}\n")
-                return 0
-            if not argv or argv[0] in ("-h", "--help", "help"):
-                parser.print_help(sys.stdout if argv else sys.stderr)
-                return 0 if argv else 2
-            command_words = None
-            if argv[:2] == ["schedule", "add"] and "--" in argv:  # the command is everything after --
-                cut = argv.index("--")
-                argv, command_words = argv[:cut], argv[cut + 1:]
-            args = parser.parse_args(argv)
-            args.cmd_words = command_words
-        sub = getattr(args, f"{args.command}_command", None) if args.command in ("job", "queue", "machine",
-                                                                                 "artifact", "schedule", "checkpoint") else None
-        key = (args.command, sub) if sub is not None else (args.command,)
-        if key not in COMMANDS:
-            raise BadInput(f"`stado {args.command}` needs a subcommand; see `stado {args.command} --help`")
-        return COMMANDS[key](args)
-    except StadoError as e:
-        return _fail(str(e), e.exit_code)
-    except BrokenPipeError:
-        return 1
-    except OSError as e:  # a file or directory the command could not use: one line, never a traceback
-        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
-        return _fail(f"{e.strerror or e}{where}", 1)
-    except KeyboardInterrupt:
-        return 130
-    except Exception as e:  # the store's errors keep their own root; translated here
-        from .objectstore.base import AccessDenied, ConfigError, StoreError, StoreUnavailable
+    from runkit.climain import run_main
 
-        if isinstance(e, ConfigError):
-            return _fail(str(e), 2)
-        if isinstance(e, (StoreUnavailable, AccessDenied)):
-            return _fail(str(e), 4)
-        if isinstance(e, StoreError):
-            return _fail(f"object store error: {e}", 1)
-        raise
+    return run_main(lambda: _run(sys.argv[1:] if argv is None else argv), _failure, PROG)
+
+
+def _run(argv: list[str]) -> int:
+    args = _fast_submit(argv)
+    if args is None:
+        parser = _parser()
+        if argv and argv[0] in ("--version", "-V"):
+            sys.stdout.write(f"{PROG} {_version()}\n")
+            return 0
+        if not argv or argv[0] in ("-h", "--help", "help"):
+            parser.print_help(sys.stdout if argv else sys.stderr)
+            return 0 if argv else 2
+        command_words = None
+        if argv[:2] == ["schedule", "add"] and "--" in argv:  # the command is everything after --
+            cut = argv.index("--")
+            argv, command_words = argv[:cut], argv[cut + 1:]
+        args = parser.parse_args(argv)
+        args.cmd_words = command_words
+    sub = getattr(args, f"{args.command}_command", None) if args.command in ("job", "queue", "machine",
+                                                                             "artifact", "schedule", "checkpoint") else None
+    key = (args.command, sub) if sub is not None else (args.command,)
+    if key not in COMMANDS:
+        raise BadInput(f"`stado {args.command}` needs a subcommand; see `stado {args.command} --help`")
+    return COMMANDS[key](args)
+
+
+def _failure(error: Exception) -> tuple[str, int] | None:
+    """stado's errors as (one line, exit code); the store's keep their own root and are translated here too."""
+    if isinstance(error, StadoError):
+        return str(error), error.exit_code
+    from .objectstore.base import AccessDenied, ConfigError, StoreError, StoreUnavailable
+
+    if isinstance(error, ConfigError):
+        return str(error), 2
+    if isinstance(error, (StoreUnavailable, AccessDenied)):
+        return str(error), 4
+    if isinstance(error, StoreError):
+        return f"object store error: {error}", 1
+    if isinstance(error, OSError):  # a file or directory the command could not use: one line, never a traceback
+        where = f" ({error.filename})" if getattr(error, "filename", None) else ""
+        return f"{error.strerror or error}{where}", 1
+    return None
 
 
 def _version() -> str:
@@ -431,8 +435,3 @@ def _version() -> str:
         return version("jobman-stado")
     except PackageNotFoundError:
         return "(version unknown: not installed as a package)"
-
-
-def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"{PROG}: {message}\n")
-    return code

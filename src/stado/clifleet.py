@@ -164,10 +164,11 @@ def _store_clock(store):
 
 
 def _print_reap(summary, as_json: bool) -> None:
+    lines = summary.lines + [problem.text for problem in summary.problems]
     if as_json:
-        _json(dict(summary.as_json(), lines=summary.lines))
+        _json(dict(summary.as_json(), lines=lines))
     else:
-        for line in summary.lines:
+        for line in lines:
             _out(line)
         _out(summary.line())
     sys.stdout.flush()

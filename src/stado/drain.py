@@ -12,7 +12,7 @@ import time
 
 from runkit import proc
 
-from .workroot import agent_gone, drain_path, live_agents
+from .agent.workroot import agent_gone, drain_path, live_agents
 
 
 def drain(work_root: str, *, say, poll: float = 0.2) -> int:

@@ -11,7 +11,7 @@ from .spec import check_name
 LIFECYCLE = ("queued", "running") + keys.TERMINAL_STATES
 
 
-def records(store: ObjectStore, job_id: str, corrupt: list | None = None) -> dict[str, tuple[dict, Version]]:
+def records(store: ObjectStore, job_id: str, corrupt: list | None = None) -> dict[str, tuple[d.Job, Version]]:
     """Every record the job has, by state (normally one; two while a move is under way).
 
     Read in lifecycle order (queued, running, terminal): every move writes its new record before it
@@ -34,7 +34,7 @@ def records(store: ObjectStore, job_id: str, corrupt: list | None = None) -> dic
     return found
 
 
-def terminal_records(store: ObjectStore, job_id: str) -> dict[str, tuple[dict, Version]]:
+def terminal_records(store: ObjectStore, job_id: str) -> dict[str, tuple[d.Job, Version]]:
     """The job's terminal records (final once written; normally none or one). CorruptDocument if one
     cannot be read: something terminal was written there, and no writer may decide on a guess."""
     found = {}

@@ -171,7 +171,7 @@ class OutputPump:
             except StoreError as e:
                 more = False
                 failing_since = failing_since or time.monotonic()
-                if said != type(e):
+                if said is not type(e):
                     said = type(e)
                     self.log(f"{self.uploader.job_id}: output upload failed ({type(e).__name__}: {str(e)[:160]}); "
                              "trying again")

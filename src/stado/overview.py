@@ -90,7 +90,7 @@ def _listed(store: ObjectStore, out: Overview) -> dict[str, list[str]]:
     return present
 
 
-def _records(store: ObjectStore, job_id: str, states: list[str], out: Overview) -> dict[str, dict]:
+def _records(store: ObjectStore, job_id: str, states: list[str], out: Overview) -> dict[str, d.Job]:
     """The records to resolve the job from: the first readable one states its truth; after a terminal one,
     running/ (if listed) tells whether the job still moves (a cancelled job whose processes are being stopped)."""
     records, first = {}, None
@@ -128,13 +128,13 @@ def _notes(out: Overview, now: float) -> None:
     for view in out.jobs:
         if view.state == "running" and d.process_may_run(view.doc):
             try:
-                promise = d.parse_iso(view.doc.get("lease_expires_at"))
+                promise = d.parse_iso(view.doc.lease_expires_at)
             except (TypeError, ValueError):
                 promise = None
             if promise is not None and now > promise:
                 out.promise_passed[view.id] = now - promise  # until it is reaped or speaks again
         if view.state == "queued":
-            reason = unschedulable(view.doc.get("spec") or {}, out.agents, now)
+            reason = unschedulable(view.doc.spec, out.agents, now)
             if reason:
                 out.unschedulable[view.id] = reason
 

@@ -13,16 +13,17 @@ from . import keys
 from .cas import read, remove
 from .errors import CorruptDocument
 from .objectstore.base import ObjectStore, StoreError
+from .problems import CORRUPT, Problem
 
-def index(store: ObjectStore, queued: dict) -> None:
-    store.put(keys.ready(queued["spec"].get("priority") or 0, queued["id"]), d.encode(queued))
+def index(store: ObjectStore, queued: d.Job) -> None:
+    store.put(keys.ready(queued.spec.priority or 0, queued.id), d.encode(queued))
 
 
-def unindex(store: ObjectStore, queued: dict) -> None:
+def unindex(store: ObjectStore, queued: d.Job) -> None:
     """Remove the job's entry if it is the copy of `queued` (a requeue wrote a newer one: that one stays)."""
-    key = keys.ready(queued["spec"].get("priority") or 0, queued["id"])
+    key = keys.ready(queued.spec.priority or 0, queued.id)
     try:
-        found = read(store, key, queued["id"])
+        found = read(store, key, queued.id)
     except CorruptDocument:
         found = None
         try:
@@ -30,23 +31,25 @@ def unindex(store: ObjectStore, queued: dict) -> None:
             store.delete_if_match(key, blob.version)
         except StoreError:
             pass
-    if found is not None and found[0].get("nonce") == queued.get("nonce"):
+    if found is not None and found[0].nonce == queued.nonce:
         remove(store, key, found[1])
 
 
-def reconcile(store: ObjectStore) -> list[str]:
-    """Index queue entries the index lacks; remove index entries whose job is no longer queued. ready/ is
+def reconcile(store: ObjectStore) -> "list[str | Problem]":
+    """Index queue entries the index lacks; remove index entries whose job is no longer queued: a line for each
+    thing done, a Problem for each queue entry that cannot be read. ready/ is
     listed before queue/: an entry listed was written after its queue entry, so a queue entry missing from
     the later listing was claimed (or ended) since, and a requeue meanwhile wrote a new version of the
     entry, which the conditional delete leaves alone. Two LISTs of whole prefixes: the slow cadence's."""
     indexed = {job_id: e for e in store.list(keys.READY) if (job_id := keys.job_id_of_ready(e.key))}
     queued = {job_id: e for e in store.list(keys.QUEUE) if (job_id := keys.job_id_of(e.key, keys.QUEUE))}
-    lines = []
+    lines: list[str | Problem] = []
     for job_id in queued.keys() - indexed.keys():
         try:
             found = read(store, keys.queued(job_id), job_id)
         except CorruptDocument as e:
-            lines.append(f"{e}: skipped; `stado status` lists it, `stado repair {job_id}` clears it")
+            lines.append(Problem(CORRUPT, job_id, f"{e}: skipped; `stado status` lists it, `stado repair {job_id}` "
+                                                  "clears it"))
             continue
         if found is not None:
             index(store, found[0])

@@ -4,8 +4,7 @@ A running job is alive while the promise its worker wrote holds. The promise is 
 the one clock the fleet shares (storeclock.py): the running document's own write time (`modified`, the store's)
 plus the lease its worker promised (`lease_seconds`, a duration the worker measured on one clock), against the
 store's time now. So no host's wall clock decides: a worker whose clock runs an hour ahead is reaped as soon
-as any other, and a reaper whose clock is off reaps no sooner nor later. (A document with a promise but no
-`lease_seconds` is judged by its `lease_expires_at`, a time on its writer's clock.) Once the promise has passed,
+as any other, and a reaper whose clock is off reaps no sooner nor later. Once the promise has passed,
 two writes still prove it alive, each judged by the store's own `modified`: the pulse at
 status/<id>/heartbeat newer than the promise (the renewal is failing, not the worker), or a blob under
 status/<id>/checkpoints/ newer than the promise (a big checkpoint upload starves the renewal while the job
@@ -16,7 +15,6 @@ promises) is kept and counted as unpromised: nothing says when it should have sp
 The reaper's move is a move like any other (jobs.py): a put-if-match of its decision on the version it
 read, so a renewal that lands first wins and the reaper's move is refused.
 """
-import time
 from dataclasses import dataclass, field
 
 from . import documents as d
@@ -26,6 +24,7 @@ from .errors import CorruptDocument
 from .jobs import settle
 from .jobs.common import running_records
 from .objectstore.base import NotFound, ObjectStore
+from .problems import CORRUPT, Problem
 from .storeclock import StoreClock
 
 REQUEUE_BUDGET = 1          # requeued once after a lost worker, failed on the second loss
@@ -66,22 +65,23 @@ class Watch:
             del self._seen[job_id]
 
 
-def promise_of(doc: dict, modified: float | None = None) -> float | None:
-    """When the job's worker said it would speak again, by the store's clock where the document's write time
-    (`modified`) and promised lease are known; None if it carries no promise."""
+def promise_of(doc: d.Job, modified: float | None = None) -> float | None:
+    """When the job's worker said it would speak again: by the store's clock, the document's write time
+    (`modified`) plus its promised lease (a lease it does not state is none: the promise ran out as it was
+    written); for a caller that knows no write time, its `lease_expires_at`. None if it carries no promise."""
     try:
-        written = d.parse_iso(doc.get("lease_expires_at"))
+        written = d.parse_iso(doc.lease_expires_at)
     except (TypeError, ValueError):
         written = None
     if written is None:
         return None
-    lease = doc.get("lease_seconds")
-    if modified is not None and isinstance(lease, (int, float)) and not isinstance(lease, bool):
-        return modified + lease
-    return written
+    if modified is None:
+        return written
+    lease = doc.lease_seconds
+    return modified + (lease if isinstance(lease, (int, float)) and not isinstance(lease, bool) else 0.0)
 
 
-def liveness(doc: dict, *, now: float, pulse_at: float | None = None, checkpoint_at: float | None = None,
+def liveness(doc: d.Job, *, now: float, pulse_at: float | None = None, checkpoint_at: float | None = None,
              margin: float = DEFAULT_MARGIN, modified: float | None = None) -> str:
     """The verdict on a running document (pure): 'promise' (it holds), 'pulse' or 'checkpoint' (passed, but
     that write came after it), 'unpromised' (no promise to judge), or 'expired'. `now`, `modified` (the
@@ -99,12 +99,12 @@ def liveness(doc: dict, *, now: float, pulse_at: float | None = None, checkpoint
     return "expired"
 
 
-def evidence_window(doc: dict) -> float:
+def evidence_window(doc: d.Job) -> float:
     """How long a pulse or a checkpoint newer than the passed promise keeps the job alive from its own time: the
     lease its worker promised, and never less than EVIDENCE_FLOOR. A live worker whose renewals fail pulses
     again at every attempt; a worker that died right after its last pulse is reaped once that window is past
     too (the seed's rule read literally, "a pulse newer than the passed promise", would keep it forever)."""
-    lease = doc.get("lease_seconds")
+    lease = doc.lease_seconds
     lease = lease if isinstance(lease, (int, float)) and not isinstance(lease, bool) else 0.0
     return max(lease, EVIDENCE_FLOOR)
 
@@ -119,7 +119,7 @@ def evidence(store: ObjectStore, job_id: str) -> tuple[float | None, float | Non
     return pulse_at, checkpoint_at
 
 
-def judge(store: ObjectStore, doc: dict, *, now: float, margin: float = DEFAULT_MARGIN,
+def judge(store: ObjectStore, doc: d.Job, *, now: float, margin: float = DEFAULT_MARGIN,
           watched: float | None = None, modified: float | None = None) -> str:
     """liveness() with the evidence read from the store, only when the promise has passed (a job whose
     promise holds costs no request). `watched`: how long the caller's Watch has seen this very version;
@@ -127,22 +127,22 @@ def judge(store: ObjectStore, doc: dict, *, now: float, margin: float = DEFAULT_
     verdict = liveness(doc, now=now, margin=margin, modified=modified)
     if verdict != "expired":
         return verdict
-    lease = doc.get("lease_seconds")
+    lease = doc.lease_seconds
     if watched is not None and isinstance(lease, (int, float)) and watched <= lease + margin:
         return "watch"
-    pulse_at, checkpoint_at = evidence(store, doc["id"])
+    pulse_at, checkpoint_at = evidence(store, doc.id)
     return liveness(doc, now=now, pulse_at=pulse_at, checkpoint_at=checkpoint_at, margin=margin, modified=modified)
 
 
-def lapse(store: ObjectStore, doc: dict, version, *, writer: str, reason: str, now: float) -> dict | None:
+def lapse(store: ObjectStore, doc: d.Job, version, *, writer: str, reason: str, now: float) -> d.Job | None:
     """Settle a running document whose worker is gone: requeued within the budget, else failed
     (worker_lease_expired). A document already being cancelled just settles as cancelled. Returns the new
     record; None when another writer (a renewal, a cancel, another reaper) moved the document first."""
-    if doc.get("phase") == "cancelling":
+    if doc.cancelling:
         return settle(store, doc, version, writer=writer, now=now)
-    requeue = doc.get("requeues", 0) < REQUEUE_BUDGET
+    requeue = doc.requeues < REQUEUE_BUDGET
     moved = d.reaped_doc(doc, now=now, nonce=new_nonce(), writer=writer, reason=reason, requeue=requeue)
-    new_version, _ = replace(store, keys.running(doc["id"]), moved, version)
+    new_version, _ = replace(store, keys.running(doc.id), moved, version)
     if new_version is None:
         return None
     return settle(store, moved, new_version, writer=writer, now=now, taken=True)
@@ -156,7 +156,8 @@ class ReapSummary:
     settled: int = 0            # decided moves (finishing, cancel tombstones) finished on the way
     alive: dict = field(default_factory=lambda: dict.fromkeys(ALIVE, 0))
     lost_race: int = 0          # renewed (or moved) between our read and our write: theirs stands
-    lines: list = field(default_factory=list)
+    lines: list = field(default_factory=list)     # what it did, one line each
+    problems: list = field(default_factory=list)  # what it could not decide on (Problem), skipped
 
     @property
     def reaped(self) -> int:
@@ -179,28 +180,31 @@ class ReapSummary:
 def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,
          skip: frozenset = frozenset(), watch: Watch | None = None, clock: StoreClock | None = None) -> ReapSummary:
     """One pass over running/: finish decided moves, reap jobs whose worker is gone. `clock`: the store's clock as
-    the caller measured it (its uncertainty widens the margin); `now` overrides it (the store's time). `skip`: job
-    ids the caller itself runs (an agent never reaps its own slots: its renewal speaks for them). `watch`: kept by
-    a caller that reaps again and again (an agent), so that no clock alone ever decides (Watch)."""
-    if now is None:
-        now = clock.now() if clock is not None else time.time()
-    if clock is not None:
+    the caller measured it (its uncertainty widens the margin; the watch is timed on its host's monotonic clock);
+    `now` overrides its reading (the store's time). `skip`: job ids the caller itself runs (an agent never reaps
+    its own slots: its renewal speaks for them). `watch`: kept by a caller that reaps again and again (an agent),
+    so that no clock alone ever decides (Watch)."""
+    if clock is None:
+        clock = StoreClock()  # not measured: this host's clocks
+    else:
         margin += clock.uncertainty
+    if now is None:
+        now = clock.now()
     out = ReapSummary()
     listed = []
     records = running_records(store)
     while True:
-        asked = time.monotonic()
+        asked = clock.monotonic()
         item = next(records, None)
         if item is None:
             break
         job_id, found, corrupt, entry = item
-        answered = time.monotonic()
+        answered = clock.monotonic()
         listed.append(job_id)
         if job_id in skip:
             continue
         if corrupt is not None:
-            out.lines.append(f"{corrupt}: skipped (`stado repair {job_id}` clears it)")
+            out.problems.append(Problem(CORRUPT, job_id, f"{corrupt}: skipped (`stado repair {job_id}` clears it)"))
             continue
         try:
             if found is not None:
@@ -210,7 +214,7 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
                 _one(store, *found, out=out, writer=writer, now=now, margin=margin, watched=watched,
                      modified=modified)
         except CorruptDocument as e:  # a record its move meets (a terminal record, a queue entry)
-            out.lines.append(f"{e}: skipped (`stado repair {job_id}` clears it)")
+            out.problems.append(Problem(CORRUPT, job_id, f"{e}: skipped (`stado repair {job_id}` clears it)"))
     if watch is not None:
         watch.keep(listed)
     return out
@@ -218,12 +222,12 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
 
 def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, margin: float,
          watched: float | None, modified: float | None) -> None:
-    job_id = doc["id"]
+    job_id = doc.id
     if d.decided(doc):
         term = settle(store, doc, version, writer=writer, now=now)
         if term is not None:
             out.settled += 1
-            out.lines.append(f"{job_id}: finished an interrupted move to {term['state']}")
+            out.lines.append(f"{job_id}: finished an interrupted move to {term.state}")
         return
     verdict = judge(store, doc, now=now, margin=margin, watched=watched, modified=modified)
     if verdict != "expired":
@@ -233,21 +237,21 @@ def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, marg
     if new is None:
         out.lost_race += 1
         return
-    promised = doc.get("lease_expires_at")
-    if new["state"] == "queued":
+    promised = doc.lease_expires_at
+    if new.state == "queued":
         out.requeued += 1
-        out.lines.append(f"{job_id}: requeued ({LEASE_EXPIRED}: promised by {promised}, owner {doc.get('owner')} on "
-                         f"{doc.get('instance_ref')}; requeue {new.get('requeues')})")
-    elif new["state"] == "cancelled" and doc.get("phase") == "cancelling":
+        out.lines.append(f"{job_id}: requeued ({LEASE_EXPIRED}: promised by {promised}, owner {doc.owner} on "
+                         f"{doc.instance_ref}; requeue {new.requeues})")
+    elif new.state == "cancelled" and doc.cancelling:
         out.cancelled += 1
-        out.lines.append(f"{job_id}: cancelled (its agent {doc.get('owner')} stopped speaking before it saw the cancel)")
-    elif new["state"] == "cancelled":
+        out.lines.append(f"{job_id}: cancelled (its agent {doc.owner} stopped speaking before it saw the cancel)")
+    elif new.state == "cancelled":
         out.cancelled += 1
         out.lines.append(f"{job_id}: cancelled (a cancel landed while its requeue was being written)")
     else:
         out.failed += 1
         out.lines.append(f"{job_id}: failed ({LEASE_EXPIRED} again: promised by {promised}, owner "
-                         f"{doc.get('owner')} on {doc.get('instance_ref')})")
+                         f"{doc.owner} on {doc.instance_ref})")
 
 
 def alive_on(store: ObjectStore, instance_ref: str, *, now: float | None = None, margin: float = DEFAULT_MARGIN,
@@ -257,16 +261,18 @@ def alive_on(store: ObjectStore, instance_ref: str, *, now: float | None = None,
     "checkpoint"), or no promise at all ("unpromised"). A job being cancelled counts until it is settled; a
     running record that cannot be read counts too ("corrupt": its instance cannot be told). One LIST of
     running/, a GET per record, more only where a promise has passed."""
-    if now is None:
-        now = clock.now() if clock is not None else time.time()
-    if clock is not None:
+    if clock is None:
+        clock = StoreClock()
+    else:
         margin += clock.uncertainty
+    if now is None:
+        now = clock.now()
     keeping = []
     for job_id, found, corrupt, entry in running_records(store):
         if corrupt is not None:
             keeping.append((job_id, "corrupt"))
             continue
-        if found is None or found[0].get("instance_ref") != instance_ref or not d.process_may_run(found[0]):
+        if found is None or found[0].instance_ref != instance_ref or not d.process_may_run(found[0]):
             continue
         modified = entry.modified if found[1] == entry.version else now
         verdict = judge(store, found[0], now=now, margin=margin, modified=modified)

@@ -1,7 +1,7 @@
 """Text and JSON views of what the library returns (no store access here)."""
 from . import keys
 from .admission import offer_of, size_text
-from .documents import status_json
+from .documents import RUNNING_PHASE, status_json
 from .overview import Overview
 
 STATE_ORDER = ("running", "queued") + keys.TERMINAL_STATES
@@ -9,7 +9,7 @@ STATE_ORDER = ("running", "queued") + keys.TERMINAL_STATES
 
 def _result(data: dict) -> str:
     if data.get("outcome") is None:
-        return "-" if data.get("phase") in (None, "running") else data["phase"]
+        return "-" if data.get("phase") in (None, RUNNING_PHASE) else data["phase"]
     text = data["outcome"]
     if not data.get("terminal"):
         return f"{text} ({data['phase']})"  # decided, but its processes are still being stopped
@@ -24,7 +24,7 @@ def _result(data: dict) -> str:
 
 
 def _state(row: dict, passed: float | None) -> str:
-    text = row["state"] + ("" if row["phase"] in (None, "running") else f"/{row['phase']}")
+    text = row["state"] + ("" if row["phase"] in (None, RUNNING_PHASE) else f"/{row['phase']}")
     return text if passed is None else f"{text}, promise passed {passed:.0f} s ago"
 
 
@@ -97,7 +97,7 @@ def job_details(data: dict) -> str:
         value = data.get(key)
         if value in (None, [], "") and key not in ("terminal", "state"):
             continue
-        if key == "error":
+        if key == "error" and isinstance(value, dict):
             value = f"{value['class']}: {value['message']}"
         lines.append(f"{key + ':':<18}{value}")
     return "\n".join(lines)

@@ -63,14 +63,9 @@ def _recorded(job_id: str, key: str, data: bytes, why: str) -> str:
             f"{min(len(data), EVIDENCE_BYTES)} bytes kept as evidence")
 
 
-def _failed_record(job_id: str, key: str, data: bytes, why: str, *, by: str, now: float) -> dict:
+def _failed_record(job_id: str, key: str, data: bytes, why: str, *, by: str, now: float) -> d.Job:
     evidence = base64.b64encode(data[:EVIDENCE_BYTES]).decode()
-    doc = {"schema": d.SCHEMA, "id": job_id, "state": "failed", "generation": 1, "nonce": new_nonce(),
-           "written_at": d.iso(now), "written_by": by, "spec": {"command": "(unknown: its only record was corrupt)"},
-           "finished_at": d.iso(now), "repaired": {"key": key, "reason": why, "bytes": len(data),
-                                                   "first_bytes_base64": evidence}}
-    doc.update(d.result("failed", error_class="internal", message=f"{key} was corrupt ({why}); cleared by stado repair"))
-    return doc
+    return d.repaired_doc(job_id, key, why=why, size=len(data), evidence=evidence, by=by, now=now, nonce=new_nonce())
 
 
 def _finish_moves(store: ObjectStore, job_id: str, *, by: str, now: float) -> list[str]:
@@ -81,22 +76,23 @@ def _finish_moves(store: ObjectStore, job_id: str, *, by: str, now: float) -> li
     if found is None:
         return []
     doc, version = found
-    if doc.get("phase") == "finishing" or (doc.get("phase") == "cancelling" and doc.get("owner") is None):
+    if doc.finishing or (doc.cancelling and doc.owner is None):
         term = settle(store, doc, version, writer=by, now=now)
         if term is not None:
-            return [f"{job_id}: finished its interrupted move to {term['state']}"]
+            return [f"{job_id}: finished its interrupted move to {term.state}"]
     return []
 
 
 def _clear_tombstones(store: ObjectStore, job_id: str) -> list[str]:
     finder = getattr(store, "tombstones", None)
-    if finder is None:
+    inner = getattr(store, "inner", None)
+    if finder is None or inner is None:
         return []
     lines = []
     wanted = {keys.state_key(state, job_id) for state in LIFECYCLE}
     for prefix in {keys.STATE_PREFIXES[state] for state in LIFECYCLE}:
         for entry in finder(prefix):
             if entry.key in wanted:
-                store.inner.delete(entry.key)
+                inner.delete(entry.key)
                 lines.append(f"{job_id}: removed the tombstone left standing at {entry.key}")
     return lines

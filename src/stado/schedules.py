@@ -20,7 +20,7 @@ and move `last_fired` past the times the others were about to fire.
 The firing step takes the time as an argument (tests drive it across minute boundaries).
 """
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 from runkit.ids import uuid7_derived
 
@@ -58,7 +58,7 @@ def parse_cron(expr: str, tz: str = "UTC"):
 
 def _zone(tz: str):
     if tz in ("UTC", "utc"):
-        return timezone.utc
+        return UTC
     try:
         from zoneinfo import ZoneInfo
 
@@ -187,12 +187,17 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
         return None
     lines = []
     if skipped:
+        assert latest_skipped is not None  # counted: the latest of them is known
         lines.append(f"schedule {doc['name']}: skipped {skipped} fire time(s) up to {d.iso(latest_skipped)} (no agent "
                      f"ran within {grace:g} s of them)")
     if fire is not None:
         job_id = fire_job_id(doc, fire)
-        queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce())
-        queued["schedule"] = {"name": doc["name"], "fire_time": d.iso(fire)}
+        queued = d.queued_doc(job_id, doc["spec"], now=now, submitter=submitter, nonce=new_nonce(),
+                              schedule={"name": doc["name"], "fire_time": d.iso(fire)})
+        try:  # a damaged schedule must not put a job in the queue that no agent can read
+            d.decode(keys.queued(job_id), d.encode(queued), job_id)
+        except CorruptDocument as e:
+            raise CorruptDocument(keys.schedule(doc["name"]), f"its spec does not make a job: {e.reason}") from None
         made = create(store, keys.queued(job_id), queued)
         if made is not None:
             index(store, queued)

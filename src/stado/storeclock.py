@@ -14,8 +14,11 @@ store's resolution; `uncertainty` is half their width. Judgements that must neve
 firing a schedule) add it to their margin. Bounds that no longer meet (the store's clock was set, or a monotonic
 clock drifted) start again from the latest measurement. Until they are narrow, every record write measures
 again (one HEAD); then every `every` seconds.
+
+The host's wall and monotonic clocks are read through a runkit.clock.Clock (the host's own, unless a test or
+the simulator passes another), and `monotonic()` hands that monotonic clock on to whoever judges by this one.
 """
-import time
+from runkit.clock import SYSTEM, Clock
 
 from .objectstore.base import ObjectStore
 
@@ -26,8 +29,10 @@ NARROW = 0.05  # bounds this close together need no more measuring for a while
 
 
 class StoreClock:
-    def __init__(self, every: float = 600.0):
-        self.every = every
+    __slots__ = ("_bounds", "_due", "every", "host")
+
+    def __init__(self, every: float = 600.0, host: Clock = SYSTEM):
+        self.every, self.host = every, host
         self._bounds: tuple[float, float] | None = None  # the offset (store seconds - monotonic seconds): lo, hi
         self._due = float("-inf")
 
@@ -40,14 +45,18 @@ class StoreClock:
         return 0.0 if self._bounds is None else (self._bounds[1] - self._bounds[0]) / 2
 
     def due(self) -> bool:
-        return time.monotonic() >= self._due
+        return self.host.monotonic() >= self._due
+
+    def monotonic(self) -> float:
+        """This host's monotonic clock, the one the store's time is counted on."""
+        return self.host.monotonic()
 
     def measure(self, store: ObjectStore, key: str, write) -> None:
         """`write()` puts `key` (an object this process owns); its `modified` is read back with one HEAD.
         StoreError if either request fails (what was measured before stays)."""
-        began = time.monotonic()
+        began = self.host.monotonic()
         write()
-        ended = time.monotonic()
+        ended = self.host.monotonic()
         modified = store.head(key).modified
         stamp = 1.0 if modified == int(modified) else 0.0  # whole seconds: it landed within the next one
         lo, hi = modified - ended, modified + stamp - began
@@ -60,25 +69,25 @@ class StoreClock:
         """The store's time now (the middle of what the measurements allow); this host's wall clock until the
         first measurement."""
         if self._bounds is None:
-            return time.time()
-        return (self._bounds[0] + self._bounds[1]) / 2 + time.monotonic()
+            return self.host.wall()
+        return (self._bounds[0] + self._bounds[1]) / 2 + self.host.monotonic()
 
     def skew(self) -> float | None:
         """How far this host's wall clock is from the store's (positive: the store is ahead), None before the
         first measurement. Read now, so a wall-clock jump since the measurement shows at once."""
         if self._bounds is None:
             return None
-        return self.now() - time.time()
+        return self.now() - self.host.wall()
 
 
 def skew_words(skew: float) -> str:
     return f"{abs(skew):.1f} s {'behind' if skew > 0 else 'ahead of'} the store's"
 
 
-def measured(store: ObjectStore, key: str) -> StoreClock:
+def measured(store: ObjectStore, key: str, host: Clock = SYSTEM) -> StoreClock:
     """A clock measured once, for a command that judges by the store's time (`stado reap`, `stado machine
     may-delete`): it writes `key`, reads it back and deletes it (three requests)."""
-    clock = StoreClock()
+    clock = StoreClock(host=host)
     try:
         clock.measure(store, key, lambda: store.put(key, b"{}"))
     finally:

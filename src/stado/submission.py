@@ -48,7 +48,7 @@ def _producer(store: ObjectStore, selector: str, name: str) -> str:
 
 
 def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,
-           rerun_of: str | None = None, rerun_inputs: str | None = None, now: float | None = None) -> list[dict]:
+           rerun_of: str | None = None, rerun_inputs: str | None = None, now: float | None = None) -> list[d.Job]:
     """Queue jobs, all or nothing as far as validation goes: every spec and every input is checked (inputs
     resolved to ids, uploads checked) before the first write. Inputs may name a job earlier in the same
     batch. An input given by a name records it (`given`), for `stado job rerun --fresh-inputs`. Uploads
@@ -111,7 +111,7 @@ def _send_uploads(store: ObjectStore, planned: list) -> list:
 
 
 def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fresh_inputs: bool = False,
-          beside: bool = False) -> tuple[dict, dict]:
+          beside: bool = False) -> tuple[d.Job, d.Job]:
     """Resubmit a job's exact spec under a new id (seed 003): its inputs are the very producers the original
     read. With fresh_inputs, an input given by a name is resolved by that name again (the newest job that has
     it: a fixed and re-run producer is used); one given by id, and an upload, stay as they were. The new
@@ -126,7 +126,7 @@ def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fr
         raise BadInput(f"job {job_id} is still {seen.state}: a rerun would run it a second time beside it; wait for it "
                        f"to end (`stado job watch {selector}`), or pass --beside to run both")
     original = seen.doc
-    spec = spec_from_json(original["spec"])
+    spec = spec_from_json(original.spec.raw)
     inputs = tuple((ref.given or ref.job, ref.name) if fresh_inputs and not ref.upload else ref for ref in spec.inputs)
     new = submit(store, [Submission(with_inputs(spec, ()), inputs)], submitter=submitter, rerun_of=job_id,
                  rerun_inputs="fresh" if fresh_inputs else "original")[0]

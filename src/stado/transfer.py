@@ -82,7 +82,8 @@ class Worker:
 
     def __init__(self, fn, progress: Progress, *, stall_seconds: float | None, name: str, notify=None):
         self.progress, self.stall_seconds, self.notify = progress, stall_seconds, notify
-        self.result = self.error = None
+        self.result = None
+        self.error: BaseException | None = None
         self._fn = fn
         self._finished = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -130,7 +131,9 @@ def watch(worker: Worker, on_progress=None, every: float = 0.25):
         if state == "done":
             return worker.result
         if state != "running":
-            raise TransferStalled("cancelled") if isinstance(worker.error, Cancelled) else worker.error
+            error = worker.error
+            assert error is not None  # stalled or failed: check() keeps why
+            raise TransferStalled("cancelled") if isinstance(error, Cancelled) else error
         worker.wait(every)
 
 

@@ -6,7 +6,7 @@ from collections import namedtuple
 
 from runkit.outcomes import stado_exit_status
 
-from .documents import status_json
+from .documents import RUNNING_PHASE, status_json
 from .lookup import find, view
 from .objectstore.base import ObjectStore
 from .overview import output_since
@@ -25,10 +25,10 @@ def events(store: ObjectStore, selector: str, *, interval: float = 1.0):
     """State changes, output chunks (each attempt's, in order; a header once a job has more than one
     attempt), then End with the job's exit status."""
     job_id = find(store, selector)
-    last, after, headed = None, (0, 0), set()
+    last, after, headed = None, (0, 0), set[int]()
     while True:
         data = status_json(view(store, job_id))
-        label = data["state"] + ("" if data["phase"] in (None, "running") else f"/{data['phase']}")
+        label = data["state"] + ("" if data["phase"] in (None, RUNNING_PHASE) else f"/{data['phase']}")
         if label != last:
             last = label
             yield State(data, label)

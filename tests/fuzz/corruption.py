@@ -46,7 +46,7 @@ def damaged(draw, base: dict, kinds=TORN + MALFORMED) -> bytes:
     return data
 
 
-# -- real documents, made by stado's own code --------------------------------------------------------------
+# -- real documents, made by stado's own code (their stored JSON objects) ----------------------------------
 
 def queued(job_id: str, command: str = "true", **spec) -> dict:
     from stado import documents as d
@@ -54,7 +54,7 @@ def queued(job_id: str, command: str = "true", **spec) -> dict:
     from stado.spec import JobSpec
 
     return d.queued_doc(job_id, dict(JobSpec(command).to_json(), **spec), now=time.time(), submitter="fuzz",
-                        nonce=new_nonce())
+                        nonce=new_nonce()).raw
 
 
 def running(job_id: str) -> dict:
@@ -62,8 +62,8 @@ def running(job_id: str) -> dict:
     from stado.cas import new_nonce
 
     now = time.time()
-    return d.claim_doc(queued(job_id), agent_id="agent-fuzz", instance_ref="local@fuzz", now=now,
-                       lease_expires_at=now - 60, nonce=new_nonce())
+    return d.claim_doc(d.Job(queued(job_id)), agent_id="agent-fuzz", instance_ref="local@fuzz", now=now,
+                       lease_expires_at=now - 60, nonce=new_nonce()).raw
 
 
 def terminal(job_id: str, outcome: str = "succeeded") -> dict:
@@ -72,16 +72,16 @@ def terminal(job_id: str, outcome: str = "succeeded") -> dict:
 
     res = d.result(outcome, exit_code=0 if outcome == "succeeded" else 1,
                    error_class=None if outcome == "succeeded" else "exit_code", message="fuzz")
-    finishing = d.finishing_doc(running(job_id), res, now=time.time(), nonce=new_nonce())
-    return d.terminal_doc(finishing, now=time.time(), nonce=new_nonce(), writer="agent-fuzz")
+    finishing = d.finishing_doc(d.Job(running(job_id)), res, now=time.time(), nonce=new_nonce())
+    return d.terminal_doc(finishing, now=time.time(), nonce=new_nonce(), writer="agent-fuzz").raw
 
 
 def cancelled(job_id: str) -> dict:
     from stado import documents as d
     from stado.cas import new_nonce
 
-    cancelling = d.cancelling_doc(running(job_id), by="op", reason="fuzz", now=time.time(), nonce=new_nonce())
-    return d.terminal_doc(cancelling, now=time.time(), nonce=new_nonce(), writer="agent-fuzz")
+    cancelling = d.cancelling_doc(d.Job(running(job_id)), by="op", reason="fuzz", now=time.time(), nonce=new_nonce())
+    return d.terminal_doc(cancelling, now=time.time(), nonce=new_nonce(), writer="agent-fuzz").raw
 
 
 def manifest(job_id: str) -> dict:

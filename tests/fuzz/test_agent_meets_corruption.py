@@ -8,6 +8,7 @@ import time
 
 from hypothesis import example, given, strategies as st
 
+from stado import documents as d
 from stado import keys, readyindex
 from stado.agent import Agent, AgentConfig
 from stado.lookup import view
@@ -43,7 +44,7 @@ def _lay_out(store, damage: dict) -> None:
     for job_id in GOOD:
         doc = c.queued(job_id, "true")
         _put(store, doc)
-        readyindex.index(store, doc)
+        readyindex.index(store, d.Job(doc))
     if "queue" in damage:
         store.put(keys.queued(VICTIM["queue"]), damage["queue"])
         store.put(keys.ready(0, VICTIM["queue"]), damage["queue"])
@@ -53,13 +54,13 @@ def _lay_out(store, damage: dict) -> None:
         store.put(keys.terminal("completed", VICTIM["terminal"]), damage["terminal"])
         leftover = c.queued(VICTIM["terminal"])
         _put(store, leftover)
-        readyindex.index(store, leftover)
+        readyindex.index(store, d.Job(leftover))
     if "manifest" in damage:
         _put(store, c.terminal(VICTIM["manifest"]))
         store.put(keys.manifest(VICTIM["manifest"]), damage["manifest"])
         consumer = c.queued(CONSUMER, "true", inputs=[{"job": VICTIM["manifest"], "name": "a.txt"}])
         _put(store, consumer)
-        readyindex.index(store, consumer)
+        readyindex.index(store, d.Job(consumer))
     if "agent" in damage:
         store.put(keys.agent("01a22e00-0000-7000-8000-000000000301"), damage["agent"])
     if "store-check" in damage:

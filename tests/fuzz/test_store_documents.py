@@ -13,6 +13,7 @@ from stado.objectstore import open_store
 
 from . import corruption as c
 from .conftest import examples
+from datetime import UTC
 
 GOOD = "01a22e00-0000-7000-8000-00000000000a"   # a completed job beside the damaged one: it must stay visible
 JOB = "01a22e00-0000-7000-8000-00000000000b"
@@ -95,34 +96,72 @@ def _as_named(name) -> bytes:
 @examples(150)
 @given(DAMAGED_JOB)
 @example(case=(["cancelled"], [True], (_as_named(["a", "list"]),)))
+@example(case=(["queued"], [False], (b"",)))
+@example(case=(["completed"], [True], (b"{",)))
 def test_status_shows_a_job_with_damaged_records(case):
+    """`stado status` (table and JSON) shows the good job and accounts for the damaged one: as a job when one of
+    its records can be read, else counted corrupt; every record it could not read is named under problems, and
+    `stado status ID` shows the job it resolves."""
     from stado import render
-    from stado.documents import status_json
+    from stado.documents import decode, status_json
     from stado.lookup import view
     from stado.overview import overview
 
+    states, damage, data = case
     store = _damaged_job(*case)
+    unreadable = [keys.state_key(s, JOB) for s, hurt, d in zip(states, damage, data) if hurt and not _decodes(s, d)]
+    # Readers go in the documented order and stop at the first record they can read: what they met before it
+    # is what they must report.
+    order = [keys.state_key(s, JOB) for s in keys.TERMINAL_STATES + ("running", "queued") if s in states]
+    met = order[:next((i + 1 for i, k in enumerate(order) if k not in unreadable), len(order))]
     ov = overview(store, finished_limit=None)
-    render.overview_table(ov)
-    json.dumps(render.overview_json(ov))
+    table, as_json = render.overview_table(ov), render.overview_json(ov)
+    json.dumps(as_json)
+    rows = [line.split()[0] for line in table.splitlines()]
+    shown = {job["id"]: job["state"] for job in as_json["jobs"]}
+    assert shown.get(GOOD) == "completed" and GOOD in rows, table
+    readable = len(unreadable) < len(states)
+    assert (JOB in shown and JOB in rows) == readable, table
+    assert as_json["corrupt"] == (0 if readable else 1) and ("1 corrupt" in table) == (not readable), table
+    for key in (k for k in met if k in unreadable):  # unreadable at this key, for readers as for the decoder
+        assert any(p.startswith(key) for p in as_json["problems"]), (key, as_json["problems"])
+        assert f"problem: {key}" in table, table
     try:
         v = view(store, JOB)
-    except StadoError:
+    except StadoError as e:
+        assert not readable, e
         return
-    render.job_details(dict(status_json(v), spec=v.doc.get("spec")))
+    assert readable and decode(keys.state_key(v.state, JOB), json.dumps(v.doc.raw).encode(), JOB)
+    details = render.job_details(dict(status_json(v), spec=v.doc.get("spec")))
+    assert details.splitlines()[0].split() == ["id:", JOB] and "state:" in details, details
+    assert shown[JOB] == v.state
+
+
+def _decodes(state: str, data: bytes) -> bool:
+    from stado.documents import decode
+
+    try:
+        decode(keys.state_key(state, JOB), data, JOB)
+    except CorruptDocument:
+        return False
+    return True
 
 
 @examples(250)
 @given(c.damaged(c.manifest(JOB)))
+@example(data=json.dumps(c.manifest(JOB)).encode())
 def test_a_damaged_result_manifest_is_an_artifact_error(tmp_path_factory, data):
     from stado.artifacts import read_manifest, results
 
     store = _store(**{keys.terminal("completed", JOB): json.dumps(c.terminal(JOB)).encode(),
                       keys.manifest(JOB): data})
     try:
-        read_manifest(store, JOB)
+        manifest = read_manifest(store, JOB)
     except StadoError as e:
         _one_line(e)
+        assert keys.manifest(JOB) in str(e) and e.exit_code == 5
+    else:
+        assert manifest == json.loads(data) and isinstance(manifest["artifacts"], list)
     out = tmp_path_factory.mktemp("results")
     try:
         results(store, JOB, str(out / "dir"), stall_timeout=5)
@@ -163,20 +202,72 @@ def test_a_damaged_agent_record_is_reported_and_status_goes_on(data):
     json.dumps(render.overview_json(ov))
 
 
+# An instant when the schedule's every-minute cron is due (2100-01-01T00:00:00Z), ten minutes after its last fire
+# (a few fire times skipped on the way, not a hundred thousand: each costs a step of cronsim).
+DUE = 4_102_444_800.0
+SCHEDULE = dict(c.schedule(), last_fired=DUE - 600)
+
+
 @examples(250)
-@given(c.damaged(c.schedule()))
-@example(data=json.dumps(dict(c.schedule(), spec=None)).encode())
-@example(data=json.dumps(dict(c.schedule(), cron=5)).encode())
+@given(c.damaged(SCHEDULE))
+@example(data=json.dumps(SCHEDULE).encode())
+@example(data=json.dumps(dict(SCHEDULE, spec=None)).encode())
+@example(data=json.dumps(dict(SCHEDULE, spec={"command": 5})).encode())
+@example(data=json.dumps(dict(SCHEDULE, cron=5)).encode())
+@example(data=b"{")
 def test_a_damaged_schedule_is_skipped_by_every_agent_and_listed(data):
+    """An agent's firing step (ScheduleKnowledge.tick) fires a sound schedule when due, and only sound jobs: a
+    damaged schedule whose spec would not make a job document fires nothing and is said (one line naming its
+    key); firing again at the same time writes nothing more. `stado schedule list` lists every schedule that is a
+    JSON object, and names the key of one that is not."""
+    from stado.documents import decode
     from stado.schedules import ScheduleKnowledge, list_schedules
 
-    store = _store(**{keys.schedule("nightly"): data})
-    for line in ScheduleKnowledge(store, submitter="fuzz").tick(4_102_444_800.0):
-        assert "\n" not in line
+    key = keys.schedule("nightly")
+    store = _store(**{key: data})
+    lines = ScheduleKnowledge(store, submitter="fuzz").tick(DUE)
+    assert all("\n" not in line for line in lines)
+    queued = {e.key: decode(e.key, store.get(e.key).data) for e in store.list(keys.QUEUE)}  # every one a sound job
+    doc = _json_object(data)
+    if data == json.dumps(SCHEDULE).encode():
+        assert len(queued) == 2, lines  # 23:59 and 00:00, both within the grace
+    if doc is None or not isinstance(doc.get("spec"), dict) or not isinstance(doc["spec"].get("command"), str):
+        assert not queued, queued
+    if queued:
+        assert all(job.get("schedule", {}).get("name") == doc.get("name") for job in queued.values())
+    elif doc is not None and not doc.get("paused"):
+        assert any(line.startswith(key) for line in lines) or not _due(doc), lines
+    assert ScheduleKnowledge(store, submitter="fuzz").tick(DUE) is not None
+    assert {e.key for e in store.list(keys.QUEUE)} == set(queued), "fired twice"
     try:
-        list_schedules(store)
-    except StadoError as e:
+        listed = list_schedules(store)
+    except CorruptDocument as e:
         _one_line(e)
+        assert doc is None and key in str(e)
+        return
+    assert doc is not None and len(listed) == 1
+
+
+def _json_object(data: bytes) -> dict | None:
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _due(doc: dict) -> bool:
+    """Whether the (maybe damaged) schedule has a fire time in the grace before DUE, by cronsim itself."""
+    from datetime import datetime
+
+    from cronsim import CronSim
+
+    try:
+        last = float(doc.get("last_fired") or 0)
+        start = datetime.fromtimestamp(max(last, DUE - 120), UTC)
+        return next(CronSim(doc["cron"], start)).timestamp() <= DUE
+    except Exception:  # whatever makes it unreadable makes it not due here
+        return False
 
 
 @examples(200)
@@ -189,8 +280,9 @@ def test_read_json_gives_an_object_or_a_corrupt_document(data):
         found = read_json(store, keys.schedule("nightly"))
     except CorruptDocument as e:
         _one_line(e)
+        assert _json_object(data) is None
         return
-    assert isinstance(found[0], dict)
+    assert found is not None and found[0] == _json_object(data)
 
 
 @examples(200)
@@ -201,4 +293,5 @@ def test_a_damaged_store_check_verdict_is_checked_again(data):
 
     store = _store(**{VERDICT_KEY: data})
     ensure_safe(store)
-    assert json.loads(store.get(VERDICT_KEY).data)["safe"] is True
+    again = json.loads(store.get(VERDICT_KEY).data)
+    assert again["safe"] is True and again["nonce"] != _json_object(data or b"null") and store.get(VERDICT_KEY).data != data

@@ -118,7 +118,7 @@ def test_dag_of_100_jobs(jobman):
     root = jobman.run("true", opts=["--name", "root"])
     previous = [root]
     every = [root]
-    for layer in range(9):
+    for _ in range(9):
         current = []
         for _ in range(11):
             opts = []

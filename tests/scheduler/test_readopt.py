@@ -8,7 +8,7 @@ import time
 import pytest
 
 from stado import cas, keys
-from stado.workroot import job_dir
+from stado.agent.workroot import job_dir
 
 from tests.stado.e2e.support import Agent, machine_status, stado, submit, wait_for
 

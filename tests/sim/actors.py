@@ -3,7 +3,6 @@ loop also runs the reaper's pass and the leftovers pass), a submitter (submissio
 (jobs.cancel), and restarting workers (an agent that crashed is replaced by a new agent on the same host,
 which starts with its restart check and leftovers pass).
 """
-from stado import documents as d
 from stado import jobs, keys, schedules, submission
 from stado.errors import Conflict, JobNotFound
 from stado.objectstore.base import StoreError

@@ -1,19 +1,40 @@
 """The agent in the simulator: stado.agent.Agent itself, its loop (Agent.loop), its claim pass
-(claiming.claim_pass), its slots (slot.SlotRunner: renew, fenced, re-adoption; slotend: finish, settle), its reaper's
-pass and its index check, unchanged. Only what touches the host is the simulator's:
+(agent.claims.ClaimPass), its slots (agent.runner.SlotRunner: renew, overtaken, re-adoption; agent.slotend: finish,
+settle), its reaper's pass and its index check, unchanged. Only what touches the host is the simulator's, each
+passed to the Agent as the real one is (the in-process tests, tests/stado/inprocess.py, pass the same kinds):
 
-- the process host (processhost.ProcessHost): spawn, reap, alive, signal are simulated processes that exit
+- the host's clocks (runkit.clock.Clock): the simulated time, with the agent's host's own skew on its wall clock;
+- the process host (agent.processhost.ProcessHost): spawn, reap, alive, signal are simulated processes that exit
   on their own after a drawn time with a drawn status, or when signalled (world.Sim);
-- a slot's transfers (jobio.JobIO runs them on threads): nothing to move, no output simulated;
-- the job directory (no files), the loop's wait (a simulated sleep, woken early when one of its processes
-  exits, as SIGCHLD wakes the real one), and run()'s lock file, signals and agents/ record (left out);
-- the module clocks, the claim back-off's randomness and ids are the simulator's while a run lasts (patches.py).
+- a slot's transfers (agent.jobio.JobIO runs them on threads): nothing to move, no output simulated;
+- the job directories (agent.workspace.Workspace): none on disk (tests/stado/inprocess.py's FakeWorkspace);
+- the loop's wait (a simulated sleep, woken early when one of its processes exits, as SIGCHLD wakes the real
+  one), and run()'s lock file and signals (left out);
+- ids, nonces and the claim back-off's randomness are the simulator's while a run lasts (patches.py).
 """
+
+from runkit.clock import Clock
 
 from stado.agent import Agent, AgentConfig
 from stado.storecheck import ensure_safe
+from tests.stado.inprocess import FakeWorkspace
 
 from . import invariants
+
+
+class SimClock(Clock):
+    """An agent's host clocks in a run: the simulated time; its wall clock off by its host's skew (which jumps)."""
+
+    __slots__ = ("actor", "sim")
+
+    def __init__(self, sim, actor):
+        self.sim, self.actor = sim, actor
+
+    def wall(self) -> float:
+        return self.sim.now + self.actor.skew
+
+    def monotonic(self) -> float:
+        return self.sim.now
 
 
 class SimIO:
@@ -78,9 +99,11 @@ class SimAgent(Agent):
                              poll_seconds=poll_seconds, host="sim", cores=4, memory=None, kill_after=2.0,
                              settle_seconds=settle_seconds, keep_work=True, schedules=schedules)
         super().__init__(sim.store, config, log=lambda line: sim.trace.event(actor, line.split(": ", 1)[-1]),
-                         host=SimHost(sim, actor))
+                         host=SimHost(sim, actor), clock=SimClock(sim, actor),
+                         workspace=FakeWorkspace("/nonexistent/stado-sim"),
+                         new_io=lambda job_id, directory, attempt=1: SimIO())
         self.sim, self.actor = sim, actor
-        self.job_env = {}
+        self.job_env.clear()  # the jobs' environment is not simulated
 
     def log(self, message: str) -> None:
         if self.sim.verbose:  # only a replayed run prints its trace
@@ -90,7 +113,7 @@ class SimAgent(Agent):
         """Agent.run minus the lock file and signals: the store probe (its verdict on this agent's own path to
         the store), then the loop (whose first cadence writes the agents/ record and measures the store's clock)."""
         ensure_safe(self.store, log=self.log)
-        self._cadences()
+        self.cadences()
         self.loop()
         return 0
 
@@ -98,15 +121,3 @@ class SimAgent(Agent):
         invariants.agent_idles(self.sim, self.actor)
         self.sim.sleep_until(min(deadline, self.sim.next_exit(self.actor)))
 
-    def prepare_job_dir(self, job_id: str, started_at: str | None) -> str:
-        return f"/nonexistent/stado-sim/jobs/{job_id}"
-
-    def write_inputs_file(self, directory: str, inputs_json: str) -> str:
-        return f"{directory}/inputs.json"
-
-    def new_io(self, job_id: str, directory: str, attempt: int = 1) -> SimIO:
-        return SimIO()
-
-    def drop(self, slot) -> None:
-        self.slots.pop(slot.job_id, None)
-        self._freed = True

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         return _one(args.seed, None, None, args.full_trace)
     found, elapsed = timed_explore(args.start, args.runs, None, args.workers or None)
     print(summary(found, args.runs, elapsed))
-    for signature, seeds in list(sorted(found.items(), key=lambda kv: -len(kv[1])))[:args.show]:
+    for _signature, seeds in list(sorted(found.items(), key=lambda kv: -len(kv[1])))[:args.show]:
         print()
         print(report(seeds[0], shrunk(seeds[0]), only_job=not args.full_trace))
     return 1 if found else 0

@@ -253,7 +253,7 @@ def process_starts(sim, proc, doc: dict) -> None:
 def process_stopped(sim, agent, proc) -> None:
     """self-fenced: an agent that stops its attempt as no longer its own must be right about it."""
     slot = agent.model.slots.get(proc.job) if agent.model is not None else None
-    if slot is None or slot.stopping != "lost":
+    if slot is None or slot.stop != "lost":
         return
     found = sim.backend.peek(keys.running(proc.job))
     if found is None:

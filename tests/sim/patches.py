@@ -1,14 +1,16 @@
 """What makes the library deterministic in a run, patched from the test side for the run's duration only:
-ids (uuid7), nonces (new_nonce where jobs and submissions make them, the manifest's os.urandom), the clock (time.time and time.monotonic,
-per actor), the agent's back-off after a lost claim race, and the agent's process calls (and its reading of the
-environment for secrets to redact: output is not simulated). No product code changes.
+ids (uuid7), nonces (new_nonce where jobs and submissions make them, the manifest's os.urandom), the clock (time.time
+and time.monotonic, per actor) of the modules that read it themselves (the submitter's and cancellers' library
+calls; an agent is given its clocks instead, agent_model.SimClock), the agent's back-off after a lost claim race,
+its pid, and its reading of the environment for secrets to redact (output is not simulated). No product code
+changes.
 """
 import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado import agent, artifacts, claiming, reaper, schedules, slot, slotend, storecheck, storeclock, submission
-from stado.objectstore import memory
+from stado import artifacts, reaper, schedules, storecheck, submission
+from stado.agent import claims, owner
 
 # The transitions' modules (the package's own names, claim and cancel, are its functions).
 job_cancel, job_claim, job_common, job_moves = (import_module(f"stado.jobs.{name}")
@@ -31,16 +33,6 @@ class _SimTime:
         import time
 
         return getattr(time, name)
-
-
-class _StoreClock:
-    """The store server's clock: the simulated time, without any host's skew."""
-
-    def __init__(self, sim):
-        self._sim = sim
-
-    def time(self) -> float:
-        return self._sim.now
 
 
 class _SimOs:
@@ -74,14 +66,11 @@ def deterministic(sim):
         (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce), (submission, "time", clock),
         (job_claim, "new_nonce", sim.new_nonce), (job_moves, "new_nonce", sim.new_nonce),
         (job_cancel, "new_nonce", sim.new_nonce), (job_common, "time", clock), (reaper, "new_nonce", sim.new_nonce),
-        (reaper, "time", clock), (agent, "uuid7", sim.new_agent_id), (agent, "time", clock),
-        (agent, "new_nonce", sim.new_nonce), (slot, "time", clock), (slotend, "time", clock), (claiming, "time", clock),
-        (claiming, "random", _SimRandom(sim)),
-        (agent, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
+        (owner, "uuid7", sim.new_agent_id), (owner, "new_nonce", sim.new_nonce), (claims, "random", _SimRandom(sim)),
+        (owner, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
-        (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)), (agent, "os", _SimOs(sim)),
-        (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce), (storeclock, "time", clock),
-        (memory, "time", _StoreClock(sim)),  # last_modified by the store's own clock (no host's jumps)
+        (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)), (owner, "os", _SimOs(sim)),
+        (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
     for module, name, value in replacements:

@@ -8,6 +8,7 @@ actor has seen (read or written), so a delete or overwrite of a generation its w
 writer) is caught at the request that does it.
 """
 from runkit import jsonfast
+from runkit.clock import Clock
 from stado import keys
 from stado.objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError
 from stado.objectstore.memory import MemoryStore
@@ -23,6 +24,21 @@ def job_of(key: str) -> str | None:
         if key.startswith(prefix):
             return keys.job_id_of(key, prefix)
     return None
+
+
+class StoreServerClock(Clock):
+    """The store server's clock: the simulated time, without any host's skew (what it stamps `modified` with)."""
+
+    __slots__ = ("sim",)
+
+    def __init__(self, sim):
+        self.sim = sim
+
+    def wall(self) -> float:
+        return self.sim.now
+
+    def monotonic(self) -> float:
+        return self.sim.now
 
 
 class SimBackend(MemoryStore):

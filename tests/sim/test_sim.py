@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _failure_report(found: dict[str, list[int]], pinned=None, show: int = 3) -> str:
     parts = []
-    for signature, seeds in sorted(found.items(), key=lambda kv: -len(kv[1]))[:show]:
+    for _signature, seeds in sorted(found.items(), key=lambda kv: -len(kv[1]))[:show]:
         parts.append(report(seeds[0], shrunk(seeds[0], pinned, budget_s=8.0)))
     return "\n\n".join(parts)
 

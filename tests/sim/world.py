@@ -17,7 +17,7 @@ from stado.objectstore.base import StoreUnavailable
 
 from . import invariants
 from .choices import Choices
-from .store import SimBackend, SimStore
+from .store import SimBackend, SimStore, StoreServerClock
 from .trace import Trace
 
 EPOCH = 1_800_000_000.0  # simulated wall clock at the start (2027): documents carry plausible times
@@ -90,7 +90,7 @@ class Sim:
         self.after = after  # steps the run goes on after its first violation (to show what it leads to)
         self.now = EPOCH
         self.main = greenlet.getcurrent()
-        self.backend = SimBackend()
+        self.backend = SimBackend(clock=StoreServerClock(self))
         self.store = SimStore(self, self.backend)
         self.trace = Trace(self)
         self.actors: list[Actor] = []

@@ -162,22 +162,24 @@ def test_the_orphan_pass_stops_a_gone_agents_job_processes_and_nothing_else(tmp_
     """Soak finding: an agent holding a file open in a directory left by a gone agent (its own upload of a
     job it had just finished) took itself for that job's orphan and SIGTERMed itself. Only processes that
     carry the job's WC_JOB_ID are the job's."""
-    from stado.restart import stop_orphans
-    from stado.workroot import job_dir, write_owner
+    from stado.agent.takeover import stop_orphans
+    from stado.agent.workroot import job_dir, write_owner
 
     store = open_store(f"file://{tmp_path}/store")
     work = tmp_path / "work"
     agent = Agent(store, AgentConfig(work_root=str(work), stado_bin="/bin/false", poll_seconds=0.1, host="h",
                                      until_idle=True, schedules=False, kill_after=1.0), log=lambda line: None)
     job_id = "01a22f09-0000-7000-8000-00000000beef"
-    directory = job_dir(str(work), job_id)
+    started_at = "2026-12-01T03:33:32.604Z"
+    directory = job_dir(str(work), job_id, started_at)
     os.makedirs(directory)
     write_owner(directory, "gone-agent")  # no lock file: that agent is gone
     held = open(os.path.join(directory, "output.log"), "w")  # this process, like an agent, holds a file there
     bystander = subprocess.Popen(["sleep", "60"], cwd=directory)  # no WC_JOB_ID: not the job's
-    orphan = subprocess.Popen(["sleep", "60"], cwd=directory, env={**os.environ, "WC_JOB_ID": job_id})
+    orphan = subprocess.Popen(["sleep", "60"], cwd=directory, env={**os.environ, "WC_JOB_ID": job_id,
+                                                                   "WC_JOB_STARTED_AT": started_at})
     try:
-        stop_orphans(agent)
+        stop_orphans(agent.ctx, set(agent.slots))
         assert orphan.wait(10) == -signal.SIGTERM
         assert bystander.poll() is None  # alive: it is not the job's
     finally:
@@ -192,8 +194,8 @@ def test_the_orphan_pass_stops_the_stale_attempt_and_never_the_next_one_on_the_s
     """Soak finding: two agents on one host shared a job's directory across attempts, and the stalled one
     removed the directory its job's next attempt ran in. Each attempt now has a directory of its own, and the
     orphan pass stops only the processes of the gone agent's attempt (WC_JOB_STARTED_AT), not the next one's."""
-    from stado.restart import stop_orphans
-    from stado.workroot import job_dir, write_owner
+    from stado.agent.takeover import stop_orphans
+    from stado.agent.workroot import job_dir, write_owner
 
     store = open_store(f"file://{tmp_path}/store")
     work = tmp_path / "work"
@@ -215,7 +217,7 @@ def test_the_orphan_pass_stops_the_stale_attempt_and_never_the_next_one_on_the_s
                         "started_at": next_at, "phase": "running"})
     store.put(keys.running(job_id), running)
     try:
-        stop_orphans(agent)
+        stop_orphans(agent.ctx, set(agent.slots))
         assert stale.wait(10) == -signal.SIGTERM
         assert following.poll() is None  # the next attempt's process: its record still names its agent
     finally:

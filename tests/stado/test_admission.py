@@ -1,20 +1,21 @@
 """Admission: the fence (can an agent ever run a job), what its slots hold (can it run the job now), the
 room a claim pass keeps back for a job that waits for it, what a job costs, and what an agent offers."""
 import os
-import types
 
 import pytest
+
+from runkit.clock import SYSTEM
 
 from stado import submission
 from stado.admission import (Holdings, Offer, Room, cost_of, offer_of, past_cap, share_of, size_text, unschedulable,
                              why_not)
-from stado.agent import Agent
-from stado.agentconfig import AgentConfig
-from stado.claiming import claim_pass
+from stado.agent import Agent, AgentConfig
 from stado.documents import iso
 from stado.errors import BadInput
 from stado.objectstore.memory import MemoryStore
 from stado.spec import JobSpec
+
+from .inprocess import FakeHost, FakeIO, FakeWorkspace
 
 G = 1 << 30
 GPU_BOX = Offer(frozenset({"x86", "cuda"}), cores=8, memory=64 * G, accelerators=2, devices=("3", "5"), slots=4)
@@ -147,17 +148,11 @@ def test_unschedulable_judges_the_whole_offer_of_live_agents():
 
 
 def _agent(tmp_path, store, **config):
-    """An in-process agent whose slots are stand-ins: the claim pass is real, nothing is spawned."""
+    """An in-process agent (tests/stado/inprocess.py): the claim pass and the slots are real, nothing is spawned."""
+    host = FakeHost(SYSTEM)
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h", **config),
-                  log=lambda _: None)
-    started = []
-
-    def start(doc, version, inputs_missing=None, verify=None, claimed_mono=None):
-        agent.slots[doc["id"]] = types.SimpleNamespace(doc=doc)
-        started.append(doc["spec"]["command"])
-
-    agent.runner.start = start
-    return agent, started
+                  log=lambda _: None, host=host, workspace=FakeWorkspace(), new_io=lambda *a, **k: FakeIO())
+    return agent, lambda: [p.command for p in host.procs.values()]
 
 
 def _submit(store, command, **spec):
@@ -173,21 +168,21 @@ def test_a_claim_pass_admits_against_what_is_free_and_keeps_room_for_the_job_ahe
     _submit(store, "three", cores=3, priority=6)  # does not fit the 2 cores left: keeps them back
     _submit(store, "one", priority=5)
     _submit(store, "huge", memory=32 * G, priority=10)  # can never fit: not for this agent, keeps nothing back
-    claim_pass(agent)
-    assert started == ["half", "gpu-1"]  # "one" would fit the 2 free cores, but "three" waits for them ahead of it
+    agent.claim()
+    assert started() == ["half", "gpu-1"]  # "one" would fit the 2 free cores, but "three" waits for them ahead of it
     assert agent.room() == Room(slots=2, cores=1, memory=16 * G, accelerators=0)
     _drop(agent, "half")
-    claim_pass(agent)  # gpu-2 waits for the device and keeps a core back for then: "three" does not fit the 2 left
-    assert started == ["half", "gpu-1"]
+    agent.claim()  # gpu-2 waits for the device and keeps a core back for then: "three" does not fit the 2 left
+    assert started() == ["half", "gpu-1"]
     _drop(agent, "gpu-1")
-    claim_pass(agent)
-    assert started == ["half", "gpu-1", "gpu-2", "three"]
+    agent.claim()
+    assert started() == ["half", "gpu-1", "gpu-2", "three"]
     assert agent.holdings.held.keys() == agent.slots.keys()
     _submit(store, "gpu-3", accelerators=1, priority=9)
     _submit(store, "late", priority=0)
     _drop(agent, "three")
-    claim_pass(agent)  # gpu-3 waits for the device only: the cores it does not need go to the jobs behind it
-    assert started[4:] == ["one", "late"] and "huge" not in started
+    agent.claim()  # gpu-3 waits for the device only: the cores it does not need go to the jobs behind it
+    assert started()[4:] == ["one", "late"] and "huge" not in started()
 
 
 def _drop(agent, command: str) -> None:

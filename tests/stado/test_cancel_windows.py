@@ -12,7 +12,6 @@ import pytest
 from stado import cas, jobs, keys, lookup, reaper, submission
 from stado import documents as d
 from stado.agent import Agent, AgentConfig
-from stado.claiming import claim_pass
 from stado.objectstore.memory import MemoryStore
 from stado.spec import JobSpec
 from stado.storeclock import measured
@@ -174,8 +173,7 @@ def _tick_until_dropped(agent, slot, lines) -> None:
     deadline = time.monotonic() + 20
     while slot.job_id in agent.slots:
         assert time.monotonic() < deadline, "\n".join(lines)
-        agent._reap_children()
-        agent.runner.tick(slot)
+        agent.step()  # reaps its children, ticks its slots, drops a settled one
         time.sleep(0.02)
 
 
@@ -187,13 +185,13 @@ def test_a_stale_worker_never_settles_another_workers_cancel(store, tmp_path):
     a, c = _agent(store, tmp_path, "a", a_lines), _agent(store, tmp_path, "c", c_lines)
     job = submission.submit(store, [submission.Submission(JobSpec("sleep 30"))])[0]["id"]
     try:
-        claim_pass(a)
+        a.claim()
         slot_a = a.slots[job]
         assert slot_a.process is not None
         # A is stopped (SIGSTOP, a laptop asleep): it renews nothing; the reaper, by the store's time, requeues J.
         summary = reaper.reap(store, writer="reaper", now=time.time() + LATER)
         assert summary.requeued == 1, summary.lines
-        claim_pass(c)
+        c.claim()
         slot_c = c.slots[job]
         assert slot_c.process is not None and slot_c.doc["claim"] != slot_a.doc["claim"]
         assert jobs.cancel(store, job, by="op").kind == "cancelled_running"

@@ -75,7 +75,7 @@ def _drive(store, tmp_path, script, gate):
     def controller():
         try:
             script(agent, lines)
-        except BaseException as e:  # noqa: BLE001  (handed to the main thread)
+        except BaseException as e:
             failure.append(e)
         finally:
             gate.touch()

@@ -81,6 +81,31 @@ def test_a_panic_inside_obstore_is_a_one_line_store_error():
         with pytest.raises(StoreError) as caught:
             call()
         assert "\n" not in str(caught.value) and "internal error in the object-store client" in str(caught.value)
+        assert type(caught.value.__cause__).__name__ == "PanicException"  # the cause is kept for a traceback
+
+
+def test_every_cloud_error_keeps_obstore_s_as_its_cause():
+    """One translation (cloud.Translated) for every call into obstore: the store's error says it in one line, and
+    obstore's own exception stays attached as its cause."""
+    from obstore.exceptions import BaseError
+
+    options = {"endpoint": "http://127.0.0.1:1", "max_retries": 0, "retry_timeout": 2, "connect_timeout": 1,
+               "allow_http": True}
+    store = open_store("s3://b/p", options, env={"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"})
+    for call in (lambda: store.get("k"), lambda: store.head("k"), lambda: store.get_range("k", 0, 5),
+                 lambda: store.put("k", b"x"), lambda: store.put_if_absent("k", b"x"),
+                 lambda: store.put_if_match("k", b"x", store_version()), lambda: list(store.list("")),
+                 lambda: store.list_page(""), lambda: store.delete("k")):
+        with pytest.raises(StoreUnavailable) as caught:
+            call()
+        assert "\n" not in str(caught.value) and "cannot reach" in str(caught.value)
+        assert isinstance(caught.value.__cause__, BaseError), repr(caught.value.__cause__)
+
+
+def store_version():
+    from stado.objectstore.base import Version
+
+    return Version('"etag"', None)
 
 
 def test_unknown_and_misplaced_options():

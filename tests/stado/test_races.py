@@ -46,7 +46,7 @@ def in_thread(name, fn):
     def run():
         try:
             box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001  (handed back to the test)
+        except BaseException as e:
             box["error"] = e
 
     thread = threading.Thread(target=run, name=name, daemon=True)
@@ -84,7 +84,7 @@ def test_a_stale_settle_never_runs_a_retry_twice(store):
     held = cas.read(store, running, job)
     assert held[0]["owner"] == "third" and held[0]["claim"] == retry[0]["claim"]
     renewed = jobs.renew(store, *retry, lease_expires_at=2e12)
-    assert not isinstance(renewed, jobs.Fenced), renewed            # the new owner is not fenced
+    assert not isinstance(renewed, jobs.Overtaken), renewed            # the new owner is not fenced
     assert state_keys(store, job) == [running]                     # nothing requeued a second time
     assert claim(store, job, "fourth") is None
     assert jobs.finish(store, *renewed, OK)["state"] == "completed"

@@ -1,4 +1,6 @@
 """The claim-order index (ready/): priority first, then creation time; kept in step with the queue."""
+from runkit.clock import SYSTEM
+
 from stado import cas, jobs, keys, submission
 from stado import documents as d
 from stado.objectstore.memory import MemoryStore
@@ -58,18 +60,20 @@ def test_reconcile_indexes_what_is_missing_and_drops_what_points_at_nothing():
 
 def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
     from stado.agent import Agent, AgentConfig
-    from stado.claiming import claim_pass
     from stado.metered import MeteredStore
+
+    from .inprocess import FakeHost, FakeIO, FakeWorkspace
 
     inner = MemoryStore()
     submission.submit(inner, [submission.Submission(JobSpec(f"sleep {n}", priority=-1)) for n in range(10_000)])
     urgent = submit(inner, "urgent", priority=5)
     store = MeteredStore(inner)
     started = []
+    host = FakeHost(SYSTEM)
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h"),
-                  log=lambda _: None)
-    agent.runner.start = lambda doc, version, **_: started.append(doc["spec"]["command"])
-    claim_pass(agent)
+                  log=lambda _: None, host=host, workspace=FakeWorkspace(), new_io=lambda *a, **k: FakeIO())
+    agent.claim()
+    started += [p.command for p in host.procs.values()]
     assert started == ["urgent"]
     assert store.by_prefix[("LIST", "ready")] == 1 and ("LIST", "queue") not in store.by_prefix
     assert store.counts["GET"] < 20, store.counts                          # the head only, not 10,000 entries
@@ -78,18 +82,18 @@ def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
 
 def test_a_window_full_of_jobs_this_agent_cannot_run_is_looked_past(tmp_path):
     from stado.agent import Agent, AgentConfig
-    from stado.claiming import claim_pass
+
+    from .inprocess import FakeHost, FakeIO, FakeWorkspace
 
     store = MemoryStore()
     submission.submit(store, [submission.Submission(JobSpec("on a gpu", capabilities=("gpu",), priority=9))
                               for _ in range(30)])
     cpu = submit(store, "on a cpu")
-    started = []
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h", window=10),
-                  log=lambda _: None)
-    agent.runner.start = lambda doc, version, **_: started.append(doc["id"])
+                  log=lambda _: None, host=FakeHost(SYSTEM), workspace=FakeWorkspace(), new_io=lambda *a, **k: FakeIO())
     for _ in range(6):
-        claim_pass(agent)
+        agent.claim()
+        started = list(agent.slots)
         if started:
             break
     assert started == [cpu["id"]]

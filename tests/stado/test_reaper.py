@@ -31,18 +31,18 @@ LATER = 40.0  # seconds: reaping at the store's time this much after a claim who
 
 
 def test_the_verdict():
-    doc = {"lease_expires_at": iso(1000.0)}
+    doc = d.Job({"lease_expires_at": iso(1000.0)})
     assert liveness(doc, now=999.0) == "promise"
     assert liveness(doc, now=1001.0, margin=2.0) == "promise"          # within the margin for clocks
     assert liveness(doc, now=1010.0) == "expired"
     assert liveness(doc, now=1010.0, pulse_at=1005.0) == "pulse"         # the renewal fails, not the worker
     assert liveness(doc, now=1010.0, pulse_at=999.0) == "expired"        # a pulse from before the promise
     assert liveness(doc, now=1010.0, checkpoint_at=1001.0) == "checkpoint"
-    assert liveness({"lease_expires_at": None}, now=1e12) == "unpromised"
-    assert liveness({}, now=1e12) == "unpromised"
+    assert liveness(d.Job({"lease_expires_at": None}), now=1e12) == "unpromised"
+    assert liveness(d.Job({}), now=1e12) == "unpromised"
     # By the store's clock: the document's own write time plus its promised lease, whatever its writer's clock said
     # (a worker an hour ahead wrote lease_expires_at an hour late).
-    ahead = {"lease_expires_at": iso(1000.0 + 3600), "lease_seconds": 5.0}
+    ahead = d.Job({"lease_expires_at": iso(1000.0 + 3600), "lease_seconds": 5.0})
     assert liveness(ahead, now=1004.0, modified=1000.0) == "promise"
     assert liveness(ahead, now=1010.0, modified=1000.0) == "expired"
     # A pulse proves the worker alive for a lease (at least 30 s) from its own time, not for ever.
@@ -136,7 +136,7 @@ def test_a_renewal_that_lands_first_wins_and_the_reaper_writes_nothing():
     thread.start()
     gate.wait_reached()
     renewed = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60)
-    assert not isinstance(renewed, jobs.Fenced)
+    assert not isinstance(renewed, jobs.Overtaken)
     gate.release()
     thread.join()
     assert box["s"].reaped == 0 and box["s"].lost_race == 1

@@ -1,7 +1,7 @@
 """Cron schedules: each fire time produces exactly one job however many agents fire it (time passed as an
 argument), a fire time already dealt with is never submitted again, missed fire times are skipped."""
 import multiprocessing
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import pytest
 
@@ -15,7 +15,7 @@ SPEC = JobSpec("echo tick", name="tick").to_json()
 
 
 def at(text: str) -> float:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
 def queued_ids(store):

@@ -8,7 +8,7 @@ from stado import cas, jobs, keys, lookup, submission
 from stado import documents as d
 from stado import pause as pausing
 from stado.errors import BadInput, JobNotFound
-from stado.jobs import Fenced
+from stado.jobs import Overtaken
 from stado.objectstore.memory import MemoryStore
 from stado.spec import JobSpec
 from stado.submission import Submission
@@ -168,7 +168,7 @@ def test_renewal_is_a_compare_and_swap_that_fences_a_stale_writer():
     doc2, _ = jobs.take_over(store, *cas.read(store, keys.running(job["id"])), agent_id="b", lease_expires_at=2600,
                              now=1560)
     stale = jobs.renew(store, doc, version, lease_expires_at=3000, now=1600)
-    assert isinstance(stale, Fenced) and stale.current["nonce"] == doc2["nonce"]
+    assert isinstance(stale, Overtaken) and stale.current["nonce"] == doc2["nonce"]
 
 
 def test_renewal_whose_response_was_lost_counts_as_renewed():
@@ -176,7 +176,7 @@ def test_renewal_whose_response_was_lost_counts_as_renewed():
     job = submit(inner)
     doc, version = claim(inner, job["id"])
     got = jobs.renew(LostResponses(inner), doc, version, lease_expires_at=2000, now=1500)
-    assert not isinstance(got, Fenced)
+    assert not isinstance(got, Overtaken)
 
 
 def test_finish_writes_terminal_then_deletes_running():
@@ -204,8 +204,7 @@ def test_failed_record_carries_a_bounded_error_classification():
 
 def test_terminal_records_resolve_in_the_documented_order():
     base = {"id": "j", "generation": 1, "nonce": "n", "spec": {"command": "x"}}
-    recs = {"cancelled": dict(base, state="cancelled"), "failed": dict(base, state="failed"),
-            "completed": dict(base, state="completed"), "running": dict(base, state="running")}
+    recs = {state: d.Job(dict(base, state=state)) for state in ("cancelled", "failed", "completed", "running")}
     assert d.resolve("j", recs).state == "completed"
     del recs["completed"]
     assert d.resolve("j", recs).state == "failed"
@@ -234,7 +233,7 @@ def test_cancel_of_a_running_job_fences_its_finish():
     assert report.kind == "cancelled_running"
     assert lookup.view(store, job["id"]).state == "cancelled"  # readers: terminal first
     got = jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
-    assert isinstance(got, Fenced) and got.current["phase"] == "cancelling"
+    assert isinstance(got, Overtaken) and got.current["phase"] == "cancelling"
     jobs.settle(store, *cas.read(store, keys.running(job["id"])), writer=AGENT)
     assert [e.key for e in store.list("")] == [keys.terminal("cancelled", job["id"])]
 
@@ -300,7 +299,7 @@ def test_corrupt_documents_are_reported_by_name():
 
 
 def test_lease_promise_adds_the_longest_lateness_capped_and_the_last_write():
-    from stado.lease import LeaseClock
+    from stado.agent.lease import LeaseClock
 
     clock = LeaseClock(poll_seconds=5, late_cap=10)
     assert clock.promise(100) == 105
@@ -322,7 +321,6 @@ def test_a_stale_queue_read_cannot_claim_a_job_that_already_ran():
 
 def test_an_idle_poll_is_one_list_of_the_index_and_never_lists_terminal_prefixes(tmp_path):
     from stado.agent import Agent, AgentConfig
-    from stado.claiming import claim_pass
     from stado.metered import MeteredStore
 
     store = MeteredStore(MemoryStore())
@@ -331,7 +329,7 @@ def test_an_idle_poll_is_one_list_of_the_index_and_never_lists_terminal_prefixes
     jobs.finish(store.inner, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h"), log=lambda _: None)
     for _ in range(5):
-        assert claim_pass(agent) == 0
+        assert agent.claim() == 0
     assert store.counts == {"PUT": 0, "GET": 0, "LIST": 5, "DELETE": 0}
     assert set(store.by_prefix) == {("LIST", "ready")}
 

@@ -87,7 +87,7 @@ def test_a_replaced_object_starts_again_and_bad_bytes_are_not_kept(tmp_path):
     assert not partial.exists()
     # An earlier attempt's bytes of another version of the object are thrown away, not mixed in.
     partial.write_bytes(b"x" * 500_000)
-    (tmp_path / "p.json").write_text('{"key": "blob", "size": 3000000, "sha256": "%s", "version": ["old", null]}' % SHA)
+    (tmp_path / "p.json").write_text(json.dumps({"key": "blob", "size": 3000000, "sha256": SHA, "version": ["old", None]}))
     inner.put("blob", DATA)
     _fetch(inner, partial)
     assert partial.read_bytes() == DATA
@@ -98,8 +98,8 @@ def test_kept_bytes_that_fail_verification_are_fetched_again_from_zero(tmp_path)
     version = inner.put("blob", DATA)
     partial = tmp_path / "p"
     partial.write_bytes(b"\0" * 700_000)  # what a crash mid-write can leave: the size, not the bytes
-    (tmp_path / "p.json").write_text('{"key": "blob", "size": 3000000, "sha256": "%s", "version": %s}'
-                                     % (SHA, json.dumps(list(version))))
+    (tmp_path / "p.json").write_text(json.dumps({"key": "blob", "size": 3000000, "sha256": SHA,
+                                                        "version": list(version)}))
     progress = Progress(len(DATA))
     transfer.download(inner, "blob", str(partial), size=len(DATA), sha256=SHA, progress=progress, stall_seconds=5)
     assert partial.read_bytes() == DATA and progress.done == len(DATA) and progress.resumed == 0

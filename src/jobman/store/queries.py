@@ -226,10 +226,6 @@ def groups(conn, only: str | None = None) -> list:
         (only,) if only else ()).fetchall()
 
 
-def group_exists(conn, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone() is not None
-
-
 # --- reconciliation --------------------------------------------------------------------------------
 
 # What is due, from two small indexes (claim deadlines of submissions; leases of active jobs), so

@@ -9,6 +9,7 @@ import asyncio
 import json
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from .server import STATIC, Launch, _Stopping
 
@@ -21,7 +22,8 @@ class Changes:
 
     def __init__(self, fingerprint, interval: float):
         self.fingerprint, self.interval = fingerprint, interval
-        self.version, self.error, self.watchers = 0, None, 0
+        self.version, self.watchers = 0, 0
+        self.error: str | None = None
         self._last = object()
         self._moved: asyncio.Event | None = None
         self._wanted: asyncio.Event | None = None
@@ -197,14 +199,14 @@ def whole(text: str | None, default: int, what: str) -> int:
     return int(text)
 
 
-def selection(body: dict, actions: tuple) -> tuple[str, list[str]]:
+def selection(body: dict, actions: tuple) -> "tuple[str, list[str]]":
     """(action, the jobs selected) of an action request; ValueError (the user's one line, a 400) otherwise."""
     action, selected = body.get("action"), body.get("jobs")
     if action not in actions:
         raise ValueError(f"unknown action {action!r}: use one of {', '.join(actions)}")
     if not isinstance(selected, list) or not selected or not all(isinstance(j, str) and j for j in selected):
         raise ValueError("select at least one job")
-    return action, selected
+    return str(action), selected
 
 
 def stream_response(generator):
@@ -222,7 +224,7 @@ async def tail(since, start, stop: asyncio.Event, every: float):
 
     from starlette.concurrency import run_in_threadpool
 
-    got, decoders = await run_in_threadpool(since, start), {}
+    got, decoders = await run_in_threadpool(since, start), dict[int, Any]()
     while True:
         for attempt, data in got["pieces"]:
             decoder = decoders.setdefault(attempt, getincrementaldecoder("utf-8")("replace"))

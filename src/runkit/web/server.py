@@ -194,7 +194,7 @@ class _Stopping:
         return self.event
 
     def set(self) -> None:
-        if self.loop is not None:
+        if self.loop is not None and self.event is not None:
             self.loop.call_soon_threadsafe(self.event.set)
 
 

@@ -29,7 +29,7 @@ class CancelReport(namedtuple("CancelReport", "job_id kind view message")):
     @property
     def honoured(self) -> bool:
         """Whether the job ends cancelled (False: it had already ended otherwise, and nothing was written)."""
-        return self.kind not in ("finishing", "already_terminal") or self.view.state == "cancelled"
+        return self.kind not in ("finishing", "already_terminal") or self.view.state == d.CANCELLED
 
 
 def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: str | None = None,
@@ -46,7 +46,7 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
         if v is None:
             raise JobNotFound(f"no job {selector}: check the id with `stado status`")
         if v.state in keys.TERMINAL_STATES:
-            ours = next((report for cancel_id, report in mine if (v.doc.get("cancel") or {}).get("id") == cancel_id),
+            ours = next((report for cancel_id, report in mine if v.doc.cancel_id == cancel_id),
                         None)
             if ours is not None:
                 return ours  # our own cancel, settled meanwhile by another writer (its answer to us was lost)
@@ -64,59 +64,59 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
 
 
 def _cancel_running(store, v, doc, version, *, by, reason, now, wrote) -> CancelReport | None:
-    job_id, phase = doc["id"], doc.get("phase")
-    if phase == "finishing" and not d.goes_back_to_queue(doc):
-        res = doc.get("result") or {}
+    job_id = doc.id
+    if doc.finishing and not d.goes_back_to_queue(doc):
+        res = doc.result or {}
         return CancelReport(job_id, "finishing", v, f"{job_id}: already finished ({res.get('outcome')}); its record "
                             "is being written; nothing written")
-    if phase == "cancelling":
+    if doc.cancelling:
         if d.decided(doc):
             settle(store, doc, version, writer=by, now=now)
         return CancelReport(job_id, "already_cancelling", v, f"{job_id}: already being cancelled")
     moved = d.cancelling_doc(doc, by=by, reason=reason, now=now, nonce=new_nonce())
-    if phase == "finishing":
+    if doc.finishing:
         report = CancelReport(job_id, "cancelled_finishing", v, f"{job_id}: cancelled; {_ended_attempt(doc)}; it "
                               "will not run again")
     else:
         report = CancelReport(job_id, "cancelled_running", v, f"{job_id}: cancelled; {_who_stops(store, doc, now)}")
-    wrote.append((moved["cancel"]["id"], report))
+    wrote.append((moved.cancel_id, report))
     new_version = replace(store, keys.running(job_id), moved, version)[0]
     if new_version is None:
         return None  # the owner renewed or finished meanwhile: look again
-    if phase == "finishing":
+    if doc.finishing:
         settle(store, moved, new_version, writer=by, now=now, taken=True)  # nothing runs: finish the move now
     else:
         create(store, keys.terminal("cancelled", job_id), d.terminal_doc(moved, now=now, nonce=new_nonce(), writer=by))
     return report
 
 
-def _ended_attempt(doc: dict) -> str:
+def _ended_attempt(doc: d.Job) -> str:
     """A finishing move that was sending the job back to the queue, in words (what the cancel stopped)."""
-    where = doc.get("instance_ref") or "its host"
-    if doc.get("requeue"):
+    where = doc.instance_ref or "its host"
+    if doc.requeue:
         return (f"its worker on {where} had been judged lost and the job was being requeued (a process of it still "
                 "running there is stopped when that agent speaks again)")
-    res = doc.get("result") or {}
+    res = doc.result or {}
     error = (res.get("error") or {}).get("message") or res.get("outcome")
     return f"attempt {d.attempt_of(doc)} had ended on {where} ({error}) and its retry was being queued"
 
 
-def _who_stops(store: ObjectStore, doc: dict, now: float) -> str:
+def _who_stops(store: ObjectStore, doc: d.Job, now: float) -> str:
     """Who will stop the job's processes, as far as the owner's agents/ record tells."""
     import json
 
     from ..admission import is_live, silent_for
 
-    where = doc.get("instance_ref") or "its host"
+    where = doc.instance_ref or "its host"
     try:
-        record = json.loads(store.get(keys.agent(doc.get("owner") or "-")).data)
+        record = json.loads(store.get(keys.agent(doc.owner or "-")).data)
     except (StoreError, ValueError):
         record = None
     if isinstance(record, dict) and is_live(record, now) and not record.get("stopping"):
         return f"its process group on {where} is stopped at its agent's next tick"
     silent = silent_for(record, now) if isinstance(record, dict) else None
     heard = f"has not been heard from for {silent:.0f} s" if silent is not None else "has no live record"
-    return (f"its agent {doc.get('owner')} on {where} {heard}: a process of it still running there is stopped when "
+    return (f"its agent {doc.owner} on {where} {heard}: a process of it still running there is stopped when "
             "that agent speaks again or another agent starts on that host; the reaper settles the job once the "
             "agent's lease promise has passed")
 
@@ -125,9 +125,9 @@ def _cancel_queued(store, v, queued, queued_version, *, by, reason, now, wrote) 
     """Cancelling a queued job takes its claim slot (create-if-absent on running/), so no agent can start
     it afterwards; then the move is settled like any other."""
     tomb = d.cancel_tombstone(queued, by=by, reason=reason, now=now, nonce=new_nonce())
-    report = CancelReport(queued["id"], "cancelled_queued", v, f"{queued['id']}: cancelled {_while_queued(queued)}")
-    wrote.append((tomb["cancel"]["id"], report))
-    version = create(store, keys.running(queued["id"]), tomb)
+    report = CancelReport(queued.id, "cancelled_queued", v, f"{queued.id}: cancelled {_while_queued(queued)}")
+    wrote.append((tomb.cancel_id, report))
+    version = create(store, keys.running(queued.id), tomb)
     if version is None:
         return None  # an agent claimed it first (cancel the running job instead), or our tombstone was settled
     if stale_claim(store, queued) == "terminal":
@@ -137,18 +137,18 @@ def _cancel_queued(store, v, queued, queued_version, *, by, reason, now, wrote) 
     return report
 
 
-def _while_queued(queued: dict) -> str:
+def _while_queued(queued: d.Job) -> str:
     """What the cancel of a queued job stopped, in words: a job that never ran, or one waiting to run again."""
-    last = queued.get("last_attempt") or {}
+    last = queued.last_attempt or {}
     where = last.get("instance_ref") or "a host"
     since = f" from {last['started_at']}" if last.get("started_at") else ""
     attempt = d.attempt_of(queued)
-    if queued.get("requeues") and queued.get("requeued_from") and queued.get("requeue_reason"):
+    if queued.requeues and queued.requeued_from and queued.requeue_reason:
         return (f"while queued for attempt {attempt}: attempt {attempt - 1} ran on {where}{since} until its worker was "
-                f"judged lost ({queued['requeue_reason']}); a process of it still running there is stopped when that "
+                f"judged lost ({queued.requeue_reason}); a process of it still running there is stopped when that "
                 "agent speaks again; it will not run again")
-    if queued.get("failures"):
-        error = ((queued.get("last_result") or {}).get("error") or {}).get("message") or "it failed"
+    if queued.failures:
+        error = ((queued.last_result or {}).get("error") or {}).get("message") or "it failed"
         return (f"while waiting for attempt {attempt}: attempt {attempt - 1} ran on {where}{since} and ended ({error}); "
                 "it will not run again")
     return "before it started"

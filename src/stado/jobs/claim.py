@@ -14,8 +14,8 @@ from .common import CONFLICT_RETRIES, _now
 from .moves import settle
 
 
-def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str, lease_expires_at: float,
-          now: float | None = None, queued_version: Version | None = None) -> tuple[dict, Version] | None:
+def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
+          now: float | None = None, queued_version: Version | None = None) -> tuple[d.Job, Version] | None:
     """Queued -> running: create-if-absent of running/<id>.json, one winner. None when the job is not ours
     to start: another claim or a cancel holds running/ (if it was claimed from this very queue entry, the
     entry is a leftover and is removed), the job already has a terminal record, or the queue entry we read
@@ -23,7 +23,7 @@ def claim(store: ObjectStore, queued: dict, *, agent_id: str, instance_ref: str,
     `queued` was read from; without it (`queued` came from the claim-order index, a hint) the ledger entry
     is read now and claimed as it stands."""
     t = _now(now)
-    job_id = queued["id"]
+    job_id = queued.id
     if queued_version is None:
         found = read(store, keys.queued(job_id), job_id)
         if found is None:
@@ -54,22 +54,22 @@ class Unverified(Exception):
     """A claim landed, but whether it is genuine could not be read (the store failed): the caller holds it,
     starts nothing, renews it, and calls verify_claim again on its next tick."""
 
-    def __init__(self, doc: dict, version: Version | None, queued: dict, queued_version: Version, error: StoreError):
-        super().__init__(f"{doc['id']}: claimed, but the check that the claim is genuine failed ({error})")
+    def __init__(self, doc: d.Job, version: Version | None, queued: d.Job, queued_version: Version, error: StoreError):
+        super().__init__(f"{doc.id}: claimed, but the check that the claim is genuine failed ({error})")
         self.doc, self.version, self.queued, self.queued_version, self.error = doc, version, queued, queued_version, error
 
 
-def verify_claim(store: ObjectStore, doc: dict, version: Version | None, queued: dict, queued_version: Version, *,
-                 writer: str, now: float | None = None) -> tuple[dict, Version] | None:
+def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued: d.Job, queued_version: Version, *,
+                 writer: str, now: float | None = None) -> tuple[d.Job, Version] | None:
     """After a claim's create won: (doc, version) if the claim is genuine (then the queue entry it came from
     is removed), None if it came from a stale read (then it is given back). A `version` of None: whether
     the create landed is not known (its answer was lost): running/ is read to tell. StoreError: not known yet."""
-    job_id = queued["id"]
+    job_id = queued.id
     if version is None:
         found = read(store, keys.running(job_id), job_id)
-        if found is None or found[0].get("claim") != doc["claim"]:
+        if found is None or found[0].claim != doc.claim:
             return None  # it did not land (or landed and was settled since): nothing of ours to start
-        if found[0].get("phase") != "running":
+        if not found[0].running_phase:
             settle(store, *found, writer=writer, now=now)  # a cancel reached it first: nothing was started
             return None
         doc, version = found
@@ -88,26 +88,26 @@ def verify_claim(store: ObjectStore, doc: dict, version: Version | None, queued:
     # Last, that the claim still stands: a claimant that stalled past its promise may have been reaped, and the
     # job claimed and started by another worker since (the queue entry would then be gone, as it is now).
     current = read(store, keys.running(job_id), job_id)
-    if current is None or current[0].get("claim") != doc["claim"]:
+    if current is None or current[0].claim != doc.claim:
         return None
-    if current[0].get("phase") == "cancelling":
+    if current[0].cancelling:
         settle(store, *current, writer=writer, now=now)  # a cancel reached the claim first: nothing was started
         return None
-    return current if current[0].get("phase") == "running" else None
+    return current if current[0].running_phase else None
 
 
-def stale_claim(store: ObjectStore, queued: dict) -> str | None:
+def stale_claim(store: ObjectStore, queued: d.Job) -> str | None:
     """Whether a create that just won running/ came from a stale read of the queue: "terminal" when the
     job already has a final record, "requeued" when its queue entry is newer (a higher generation) than the
     one read, None when the claim is genuine (the entry read is still there, or a competitor that saw our
     claim removed it: running/ was free, so no move of the job was under way). CorruptDocument when it
     cannot be told."""
-    job_id = queued["id"]
+    job_id = queued.id
     if terminal_records(store, job_id):
         return "terminal"
     current = read(store, keys.queued(job_id), job_id)
-    if current is not None and current[0].get("nonce") != queued["nonce"]:
-        if current[0].get("generation", 0) > queued.get("generation", 0):
+    if current is not None and current[0].nonce != queued.nonce:
+        if current[0].generation > queued.generation:
             return "requeued"
         # Older than the entry we claimed from: written late by a settler that was overtaken (its move had been
         # finished by another writer, and the entry it meant to write already consumed). Not the job's: drop it.
@@ -116,7 +116,7 @@ def stale_claim(store: ObjectStore, queued: dict) -> str | None:
     return None
 
 
-def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
+def give_back(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None = None,
               restore: bool = False, handed_back: bool = False) -> None:
     """Undo a claim (or cancel tombstone) whose process never started: delete running/ at our version.
     With `restore`, a queue entry that is gone meanwhile (a competitor that saw our claim removed it as a
@@ -124,47 +124,47 @@ def give_back(store: ObjectStore, doc: dict, version: Version, *, writer: str, n
     moved running/ first, settle that cancel: nothing ran, so nothing needs stopping."""
     if restore:
         _return_to_queue(store, doc, writer=writer, now=_now(now), handed_back=handed_back)
-    if remove(store, keys.running(doc["id"]), version):
+    if remove(store, keys.running(doc.id), version):
         return
-    found = read(store, keys.running(doc["id"]), doc["id"])
-    if found is not None and found[0].get("phase") == "cancelling" and found[0].get("claim") == doc["claim"]:
+    found = read(store, keys.running(doc.id), doc.id)
+    if found is not None and found[0].cancelling and found[0].claim == doc.claim:
         settle(store, found[0], found[1], writer=writer, now=now)
 
 
-def _return_to_queue(store: ObjectStore, doc: dict, *, writer: str, now: float, handed_back: bool = False) -> None:
+def _return_to_queue(store: ObjectStore, doc: d.Job, *, writer: str, now: float, handed_back: bool = False) -> None:
     """Before an unstarted claim lets go of running/: make sure the job stands in the queue under an entry
     that is not the one it was claimed from. A competitor that saw the claim may be about to delete that
     entry as a leftover (on its version): it must find it replaced, not gone, nor still there."""
     back = d.returned_doc(doc, now=now, nonce=new_nonce(), writer=writer, handed_back=handed_back)
-    key = keys.queued(doc["id"])
+    key = keys.queued(doc.id)
     for _ in range(CONFLICT_RETRIES):
-        found = read(store, key, doc["id"])
+        found = read(store, key, doc.id)
         if found is None:
             written = create(store, key, back) is not None
-        elif found[0].get("nonce") == doc.get("claimed_from"):
+        elif found[0].nonce == doc.claimed_from:
             written = replace(store, key, back, found[1])[0] is not None
         else:
             return  # another entry stands (ours, written before, or the job went round the queue)
         if written:
             index(store, back)
             return
-    raise Conflict(f"{doc['id']}: its queue entry kept changing while giving the claim back; the claim stays")
+    raise Conflict(f"{doc.id}: its queue entry kept changing while giving the claim back; the claim stays")
 
 
-def _finish_interrupted_claim(store: ObjectStore, queued: dict, queued_version: Version, mine: dict, *, writer: str,
+def _finish_interrupted_claim(store: ObjectStore, queued: d.Job, queued_version: Version, mine: d.Job, *, writer: str,
                               now: float) -> None:
-    found = read(store, keys.running(queued["id"]), queued["id"])
+    found = read(store, keys.running(queued.id), queued.id)
     if found is None:
         return
     holder, holder_version = found
-    if holder.get("claim") == mine["claim"] and holder.get("phase") == "cancelling":
+    if holder.claim == mine.claim and holder.cancelling:
         # Our create landed (its answer was lost) and a cancel reached the claim before we knew it was ours:
         # nothing was started, so the cancel is settled here.
         settle(store, holder, holder_version, writer=writer, now=now)
-    elif holder.get("phase") == "cancelling" and d.decided(holder):
+    elif holder.cancelling and d.decided(holder):
         settle(store, holder, holder_version, writer=writer, now=now)  # a cancel no process outlives, interrupted
     elif d.is_leftover_queue_entry(queued, holder):
-        if remove(store, keys.queued(queued["id"]), queued_version):  # claimed, but its claimant stopped short
+        if remove(store, keys.queued(queued.id), queued_version):  # claimed, but its claimant stopped short
             unindex(store, queued)
 
 
@@ -175,20 +175,20 @@ class Readopted(namedtuple("Readopted", "doc version why cancelled")):
     __slots__ = ()
 
 
-def readopt(store: ObjectStore, prior: dict, *, agent_id: str, instance_ref: str, lease_expires_at: float,
+def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
             now: float | None = None) -> Readopted:
     """Seed 003: a job requeued while the worker that claimed it still runs its process. Move the queued
     record back to running/ as the attempt already under way (the same started_at and process, a fresh
     lease), with the claim's one-winner create; if another worker or a cancellation took it first, say so."""
     t = _now(now)
-    job_id = prior["id"]
+    job_id = prior.id
     found = read(store, keys.queued(job_id), job_id)
-    if found is None or found[0].get("requeued_from") != prior.get("claim"):
+    if found is None or found[0].requeued_from != prior.claim:
         return _taken_first(store, job_id)
     queued, queued_version = found
-    doc = dict(d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t, lease_expires_at=lease_expires_at,
-                           nonce=new_nonce()), started_at=prior.get("started_at"), process=prior.get("process"),
-               readopted={"at": d.iso(t), "after": prior.get("claim")})
+    doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t, lease_expires_at=lease_expires_at,
+                      nonce=new_nonce()).with_(started_at=prior.started_at, process=prior.process,
+                                               readopted={"at": d.iso(t), "after": prior.claim})
     try:
         version = create(store, keys.running(job_id), doc)
     except StoreUnavailable as e:
@@ -209,11 +209,11 @@ def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
     owner) is a cancel of what this worker ran; a claim by another worker, cancelled there or not, is that
     worker's attempt, and never this worker's to settle."""
     holder = read(store, keys.running(job_id), job_id)
-    if holder is not None and holder[0].get("owner") is not None:
-        owner = f"agent {holder[0].get('owner')} on {holder[0].get('instance_ref')}"
-        there = " (and it is being cancelled there)" if holder[0].get("phase") == "cancelling" else ""
+    if holder is not None and holder[0].owner is not None:
+        owner = f"agent {holder[0].owner} on {holder[0].instance_ref}"
+        there = " (and it is being cancelled there)" if holder[0].cancelling else ""
         return Readopted(None, None, f"another worker ({owner}) claimed it{there}", False)
-    if holder is not None and holder[0].get("phase") == "cancelling":
+    if holder is not None and holder[0].cancelling:
         return Readopted(None, None, "a cancellation took the queued record", True)
     terminal = terminal_records(store, job_id)
     if "cancelled" in terminal:
@@ -223,12 +223,12 @@ def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
     return Readopted(None, None, "another worker took the queued record", False)
 
 
-def take_over(store: ObjectStore, doc: dict, version: Version, *, agent_id: str, lease_expires_at: float,
-              now: float | None = None) -> tuple[dict, Version] | None:
+def take_over(store: ObjectStore, doc: d.Job, version: Version, *, agent_id: str, lease_expires_at: float,
+              now: float | None = None) -> tuple[d.Job, Version] | None:
     """An agent restarting on a host becomes the owner of a job the worker it replaced left running there
     (a compare-and-swap, so a reaper or a cancel that moved first wins). None if it lost."""
     t = _now(now)
-    new = dict(d.renewed_doc(dict(doc, owner=agent_id), now=t, lease_expires_at=lease_expires_at, nonce=new_nonce()),
-               taken_over={"from": doc.get("owner"), "at": d.iso(t)})
-    new_version, _ = replace(store, keys.running(doc["id"]), new, version)
+    new = d.renewed_doc(doc.with_(owner=agent_id), now=t, lease_expires_at=lease_expires_at,
+                        nonce=new_nonce()).with_(taken_over={"from": doc.owner, "at": d.iso(t)})
+    new_version, _ = replace(store, keys.running(doc.id), new, version)
     return None if new_version is None else (new, new_version)

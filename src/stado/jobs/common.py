@@ -9,8 +9,9 @@ from ..errors import CorruptDocument
 CONFLICT_RETRIES = 8
 
 
-class Fenced(namedtuple("Fenced", "current")):
-    """A conditional write lost: `current` is what holds the key now (None: the key is gone)."""
+class Overtaken(namedtuple("Overtaken", "current")):
+    """A conditional write lost to another writer that moved first: `current` is what holds the key now (None: the
+    key is gone). (jobman's Fenced is an exception of its supervisor's; this is a value the caller decides on.)"""
 
     __slots__ = ()
 

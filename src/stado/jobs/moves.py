@@ -7,65 +7,66 @@ from ..errors import Conflict, CorruptDocument
 from ..lookup import terminal_records
 from ..objectstore.base import ObjectStore, Version
 from ..readyindex import index, unindex
-from .common import CONFLICT_RETRIES, Fenced, _now, running_records
+from .common import CONFLICT_RETRIES, Overtaken, _now, running_records
 
 
-def renew(store: ObjectStore, doc: dict, version: Version, *, lease_expires_at: float, now: float | None = None,
-          started_at: float | None = None, process: dict | None = None) -> tuple[dict, Version] | Fenced:
+def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at: float, now: float | None = None,
+          started_at: float | None = None, process: dict | None = None) -> tuple[d.Job, Version] | Overtaken:
     """Renew the lease: a compare-and-swap on the running document, so a writer that moved it first
     (cancel, reaper) wins and this worker learns it."""
     for _ in range(2):
         new = d.renewed_doc(doc, now=_now(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
                             started_at=started_at, process=process)
-        new_version, current = replace(store, keys.running(doc["id"]), new, version)
+        new_version, current = replace(store, keys.running(doc.id), new, version)
         if new_version is not None:
             return new, new_version
         if current is None or not _own_renewal(doc, current):
-            return Fenced(current)
+            return Overtaken(current)
         # Our own earlier renewal landed though its answer was lost: renew on top of it, not against it.
-        found = read(store, keys.running(doc["id"]), doc["id"])
+        found = read(store, keys.running(doc.id), doc.id)
         if found is None or not _own_renewal(doc, found[0]):
-            return Fenced(found[0] if found else None)
+            return Overtaken(found[0] if found else None)
         doc, version = found
-    return Fenced(current)
+    return Overtaken(current)
 
 
-def _own_renewal(mine: dict, current: dict) -> bool:
+def _own_renewal(mine: d.Job, current: d.Job) -> bool:
     """Whether the running document is one this owner wrote for this attempt (a renewal whose answer it
     never got), rather than a cancel, a reaper's or a settler's move."""
-    return (current.get("claim") == mine.get("claim") and current.get("owner") == mine.get("owner")
-            and current.get("written_by") == mine.get("owner") and current.get("phase") == "running")
+    return (current.claim == mine.claim and current.owner == mine.owner
+            and current.written_by == mine.owner and current.running_phase)
 
 
-def pulse(store: ObjectStore, doc: dict, *, renewed: bool, now: float | None = None) -> None:
+def pulse(store: ObjectStore, doc: d.Job, *, renewed: bool, now: float | None = None) -> None:
     """The per-job heartbeat, written after every renewal attempt, successful or not."""
-    body = {"job": doc["id"], "agent": doc.get("owner"), "at": d.iso(_now(now)), "renewed": renewed,
-            "generation": doc["generation"], "nonce": new_nonce()}
-    store.put(keys.heartbeat(doc["id"]), d.encode(body))
+    body = {"job": doc.id, "agent": doc.owner, "at": d.iso(_now(now)), "renewed": renewed,
+            "generation": doc.generation, "nonce": new_nonce()}
+    store.put(keys.heartbeat(doc.id), d.encode(body))
 
 
-def finish(store: ObjectStore, doc: dict, version: Version, res: dict, *, now: float | None = None) -> dict | Fenced:
+def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
+           now: float | None = None) -> d.Job | Overtaken | None:
     """Running -> terminal (or back to the queue for a retry). First the fenced decision (put-if-match
     of phase 'finishing' with the outcome: it is also this writer's take), then settle() writes the new
     record and deletes the old."""
     t = _now(now)
     for _ in range(2):
         fin = d.finishing_doc(doc, res, now=t, nonce=new_nonce())
-        new_version, current = replace(store, keys.running(doc["id"]), fin, version)
+        new_version, current = replace(store, keys.running(doc.id), fin, version)
         if new_version is not None:
-            return settle(store, fin, new_version, writer=doc["owner"], now=t, taken=True)
+            return settle(store, fin, new_version, writer=doc.owner, now=t, taken=True)  # type: ignore[arg-type]
         if current is None or not _own_renewal(doc, current):
-            return Fenced(current)
+            return Overtaken(current)
         # A renewal of ours landed though its answer was lost: decide on top of it.
-        found = read(store, keys.running(doc["id"]), doc["id"])
+        found = read(store, keys.running(doc.id), doc.id)
         if found is None or not _own_renewal(doc, found[0]):
-            return Fenced(found[0] if found else None)
-        doc, version = dict(found[0], process=doc.get("process")), found[1]
-    return Fenced(current)
+            return Overtaken(found[0] if found else None)
+        doc, version = found[0].with_(process=doc.process), found[1]
+    return Overtaken(current)
 
 
-def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now: float | None = None,
-           taken: bool = False) -> dict | None:
+def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None = None,
+           taken: bool = False) -> d.Job | None:
     """Finish the move of a running document whose phase already decided it ('finishing', or 'cancelling'
     once no process of it may run): take it at `version` (unless `taken`: the caller's own conditional
     write just produced `version`), write the new record, delete running/ at the version taken. Returns
@@ -75,68 +76,69 @@ def settle(store: ObjectStore, doc: dict, version: Version, *, writer: str, now:
     outcome stays readable there, nothing is overwritten on a guess, and the next pass finishes the move
     once the bad key is repaired (`stado repair`)."""
     t = _now(now)
-    job_id = doc["id"]
-    if doc.get("phase") not in ("finishing", "cancelling"):
+    job_id = doc.id
+    if not (doc.finishing or doc.cancelling):
         return None  # nothing decided: a running attempt is its owner's (or the reaper's) to move
     if not taken:
         mine = d.taken_doc(doc, writer=writer, now=t, nonce=new_nonce())
-        version, _ = replace(store, keys.running(job_id), mine, version)
-        if version is None:
+        took, _ = replace(store, keys.running(job_id), mine, version)
+        if took is None:
             return None
+        version = took
         doc = mine
-    if doc.get("phase") == "finishing" and doc.get("requeue"):
+    if doc.finishing and doc.requeue:
         new = _requeue(store, d.requeued_after_loss(doc, now=t, nonce=new_nonce(), writer=writer), doc)
         faults.point("requeue-written")
-    elif doc.get("phase") == "finishing" and d.retry_earned(doc, doc["result"]):
+    elif doc.finishing and d.retry_earned(doc, doc.result or {}):
         new = _requeue(store, d.requeued_after_failure(doc, now=t, nonce=new_nonce(), writer=writer), doc)
         faults.point("requeue-written")
     else:
         new = _terminate(store, doc, writer=writer, now=t)
-    if not remove(store, keys.running(job_id), version) and new["state"] == "queued":
+    if not remove(store, keys.running(job_id), version) and new.state == "queued":
         return _overtaken(store, doc, new, writer=writer, now=t)
     return new
 
 
-def _overtaken(store: ObjectStore, doc: dict, new: dict, *, writer: str, now: float) -> dict:
+def _overtaken(store: ObjectStore, doc: d.Job, new: d.Job, *, writer: str, now: float) -> d.Job:
     """A move back to the queue whose delete of running/ was refused: another writer took the record after this
     one did. Either a settler of the same decision (its entry and ours are one move), or a cancel that landed
     while the retry or requeue was being written: then the cancel stands, and the entry this move wrote is a
     leftover beside it, withdrawn here (a claim of it would start nothing anyway). Returns the record that
     stands for the job: the queue entry, or the cancelled record."""
-    job_id = doc["id"]
+    job_id = doc.id
     found = read(store, keys.running(job_id), job_id)
-    if found is not None and found[0].get("claim") == doc.get("claim") and d.decided(found[0]):
+    if found is not None and found[0].claim == doc.claim and d.decided(found[0]):
         finished = settle(store, *found, writer=writer, now=now)  # the cancel is decided: anyone may finish it
         if finished is not None:
             return finished
     terminal = terminal_records(store, job_id)
     if not terminal:
         return new
-    _withdraw(store, job_id, doc.get("claim"))
+    _withdraw(store, job_id, doc.claim)
     return next(iter(terminal.values()))[0]
 
 
 def _withdraw(store: ObjectStore, job_id: str, claim: str | None) -> None:
     """Remove the queue entry a move of `claim` wrote back, at the version read (never a newer entry)."""
     found = read(store, keys.queued(job_id), job_id)
-    if found is not None and claim is not None and found[0].get("requeued_from") == claim:
+    if found is not None and claim is not None and found[0].requeued_from == claim:
         if remove(store, keys.queued(job_id), found[1]):
             unindex(store, found[0])
 
 
-def _requeue(store: ObjectStore, again: dict, running: dict) -> dict:
+def _requeue(store: ObjectStore, again: d.Job, running: d.Job) -> d.Job:
     """Write the queue entry of a retry. Only the holder of running/ gets here, so the key holds nothing,
     this move's own entry (another settler wrote it), or the leftover entry this attempt was claimed from."""
-    key = keys.queued(again["id"])
+    key = keys.queued(again.id)
     for _ in range(CONFLICT_RETRIES):
-        found = read(store, key, again["id"])
+        found = read(store, key, again.id)
         if found is None:
             if create(store, key, again) is not None:
                 index(store, again)
                 return again
             continue
         current, current_version = found
-        if current.get("requeued_from") == running["claim"] or current.get("generation", 0) >= again["generation"]:
+        if current.requeued_from == running.claim or current.generation >= again.generation:
             index(store, current)  # the index copies the entry that stands (another settler may have written it)
             return current
         if replace(store, key, again, current_version)[0] is not None:
@@ -145,13 +147,13 @@ def _requeue(store: ObjectStore, again: dict, running: dict) -> dict:
     raise Conflict(f"{again['id']}: its queue entry kept changing while requeuing it; the next pass tries again")
 
 
-def _terminate(store: ObjectStore, doc: dict, *, writer: str, now: float) -> dict:
+def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float) -> d.Job:
     """Write the terminal record (create-if-absent: final once written), then remove a queue entry left
     beside it. A cancel tombstone or a reaper's verdict meeting a job that already ended writes nothing:
     the existing terminal record stands."""
-    job_id = doc["id"]
+    job_id = doc.id
     term = None
-    if doc.get("owner") is None or doc.get("reaped"):
+    if doc.owner is None or doc.reaped:
         # A cancel tombstone (a job that never started) or a reaper's verdict on a claim: either may stand on a
         # stale read (the queue entry it came from written late by an overtaken settler, the job already ended
         # meanwhile). A job has one final word: an existing terminal record stands.
@@ -160,13 +162,13 @@ def _terminate(store: ObjectStore, doc: dict, *, writer: str, now: float) -> dic
             term = next(iter(existing.values()))[0]
     if term is None:
         term = d.terminal_doc(doc, now=now, nonce=new_nonce(), writer=writer)
-        key = keys.terminal(term["state"], job_id)
+        key = keys.terminal(term.state, job_id)
         if create(store, key, term) is None:
             found = read(store, key, job_id)
             if found is None:  # terminal records are never deleted: the store is not answering straight
                 raise Conflict(f"{job_id}: {key} was reported present and then absent; the next pass tries again")
             term = found[0]
-    faults.point("cancel-written" if term["state"] == "cancelled" else "terminal-written")
+    faults.point("cancel-written" if term.state == "cancelled" else "terminal-written")
     try:
         leftover = read(store, keys.queued(job_id), job_id)
     except CorruptDocument:
@@ -196,5 +198,5 @@ def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
                              f"until that key is repaired (`stado repair {job_id}`)")
                 continue
             if term is not None:
-                lines.append(f"{job_id}: finished an interrupted move to {term['state']}")
+                lines.append(f"{job_id}: finished an interrupted move to {term.state}")
     return lines

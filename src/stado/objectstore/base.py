@@ -4,6 +4,7 @@ Keys are '/'-separated relative paths (``queue/<id>.json``). A backend moves byt
 nothing of jobs. Documents written by stado carry their own ``generation`` and writer ``nonce``
 (see stado.jobs), because some S3-compatible servers reuse an MD5 ETag for identical bytes.
 """
+import builtins
 from collections import namedtuple
 from collections.abc import Iterable, Iterator
 
@@ -170,7 +171,7 @@ class ObjectStore:
         in key order, with keys relative to the store (a URL prefix is never part of them)."""
         raise NotImplementedError
 
-    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "builtins.list[Entry]":
         """At most `limit` entries of list(prefix), in key order, starting after the key `start_after`: one
         request of a cloud backend (S3 lists 1,000 keys a page), whatever the prefix holds beyond it. A poll
         that reads a window of the queue costs the same with ten jobs queued or a hundred thousand."""

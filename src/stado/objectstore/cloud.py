@@ -9,6 +9,7 @@ stado's documents carry a nonce for that (see base.py).
 obstore is imported only when a cloud store is opened: the CLI pays nothing for it otherwise.
 The functions above the class are pure, so GCS's rules are unit-tested without a server.
 """
+import builtins
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -27,7 +28,6 @@ CREDENTIAL_HINTS = {
 # identity, service account) for them: an error that names it means no credentials were found.
 _METADATA_SERVICE = ("169.254.169.254", "169.254.170.2", "metadata.google.internal", "computeMetadata/",
                      "/latest/api/token", "/metadata/identity/", "Error performing token request")
-_RANGE_NOT_SATISFIABLE = re.compile(r"416 Range Not Satisfiable|InvalidRange|Wanted range starting at")
 _MISSING_BUCKET = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
 
 
@@ -131,6 +131,25 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None) ->
     return StoreError(f"{where}: {detail}")
 
 
+class Translated:
+    """The one translation of obstore's errors (translate()), as a context: the store's error leaves with obstore's
+    as its cause. A Rust panic is a BaseException, so everything is caught: translate() tells a panic apart and
+    lets KeyboardInterrupt, SystemExit and a generator's close go on as they are."""
+
+    __slots__ = ("provider", "where", "key")
+
+    def __init__(self, provider: str, where: str, key: str | None):
+        self.provider, self.where, self.key = provider, where, key
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if exc is None or isinstance(exc, StoreError):
+            return
+        raise translate(exc, self.provider, self.where, self.key) from exc
+
+
 class CloudStore(ObjectStore):
     """One obstore store (S3Store, AzureStore or GCSStore, already scoped to its URL prefix)."""
 
@@ -144,67 +163,62 @@ class CloudStore(ObjectStore):
         self.unique_versions = provider != "s3"
         self._store = store
         self._obs = obstore
-        self.where = where or url
+        self.where: str = where or url
 
-    def _error(self, exc: BaseException, key: str | None) -> StoreError:
-        return translate(exc, self.provider, self.where, key)
+    def _translated(self, key: str | None) -> "Translated":
+        """Around every call into obstore: what it raises leaves as the store's error contract."""
+        return Translated(self.provider, self.where, key)
 
     def get(self, key: str) -> Blob:
         check_key(key)
-        try:
+        with self._translated(key):
             result = self._obs.get(self._store, key)
             data = bytes(result.bytes())
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            raise self._error(exc, key) from None
         return Blob(data, version_from_meta(result.meta))
 
     def head(self, key: str) -> Entry:
         check_key(key)
-        try:
+        with self._translated(key):
             meta = self._obs.head(self._store, key)
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            raise self._error(exc, key) from None
         return Entry(key, version_from_meta(meta), meta["size"], meta["last_modified"].timestamp())
 
     def get_range(self, key: str, start: int, length: int) -> Blob:
         check_key(key)
         check_range(start, length)
         try:
-            result = self._obs.get(self._store, key, options={"range": (start, start + length)})
-            data = bytes(result.bytes())
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            if not _RANGE_NOT_SATISFIABLE.search(str(exc)):
-                raise self._error(exc, key) from None
-        else:
+            with self._translated(key):
+                result = self._obs.get(self._store, key, options={"range": (start, start + length)})
+                data = bytes(result.bytes())
             return Blob(data, version_from_meta(result.meta))
-        # A range that starts at or past the end (S3 and Azure answer 416): nothing to read there.
-        try:
-            meta = self._obs.head(self._store, key)
-        except BaseException as exc:
-            raise self._error(exc, key) from None
-        if meta["size"] > start:
-            raise StoreError(f"{self.where}: {key}: the server refused the range {start}-{start + length - 1} of a "
-                             f"{meta['size']}-byte object")
+        except NotFound:
+            raise
+        except StoreError as refused:
+            # A range that starts at or past the end is refused (S3 and Azure answer 416, and obstore gives no
+            # status to tell it by): the object's size says whether that is what happened.
+            try:
+                with self._translated(key):
+                    meta = self._obs.head(self._store, key)
+            except StoreError:
+                raise refused from refused.__cause__  # what the range read met, not the HEAD
+            if meta["size"] > start:
+                raise
         return Blob(b"", version_from_meta(meta))
 
     def put_if_absent(self, key: str, data: bytes) -> Version:
         check_key(key)
-        try:
+        with self._translated(key):
             return version_from_meta(self._obs.put(self._store, key, bytes(data), mode="create", use_multipart=False))
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            raise self._error(exc, key) from None
 
     def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
         check_key(key)
         mode = update_mode(self.provider, version)
         try:
-            return version_from_meta(self._obs.put(self._store, key, bytes(data), mode=mode, use_multipart=False))
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            error = self._error(exc, key)
-        # A conditional update of a missing key is a failed precondition, whatever the server called it.
-        if isinstance(error, (NotFound, AlreadyExists)):
-            raise PreconditionFailed(key)
-        raise error
+            with self._translated(key):
+                return version_from_meta(self._obs.put(self._store, key, bytes(data), mode=mode,  # type: ignore[arg-type]
+                                                       use_multipart=False))
+        except (NotFound, AlreadyExists) as gone:
+            # A conditional update of a missing key is a failed precondition, whatever the server called it.
+            raise PreconditionFailed(key) from gone
 
     def put(self, key: str, data: bytes) -> Version:
         check_key(key)
@@ -212,10 +226,8 @@ class CloudStore(ObjectStore):
         # carries 5 MiB, not the whole object, within the client's request timeout however slow the link.
         large = {"use_multipart": True, "chunk_size": PART_SIZE, "max_concurrency": 1} if len(data) > 2 * PART_SIZE \
             else {"use_multipart": False}
-        try:
+        with self._translated(key):
             return version_from_meta(self._obs.put(self._store, key, bytes(data), **large))
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            raise self._error(exc, key) from None
 
     def put_chunks(self, key: str, chunks) -> Version:
         """A body that fits in the single-request size goes up as put() does; a larger one in parts of
@@ -231,20 +243,17 @@ class CloudStore(ObjectStore):
                 break
         else:
             return self.put(key, b"".join(head))
-        try:
+        with self._translated(key):
             return version_from_meta(self._obs.put(self._store, key, itertools.chain(head, chunks), use_multipart=True,
                                                    chunk_size=PART_SIZE, max_concurrency=1))
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            raise self._error(exc, key) from None
 
     def delete(self, key: str) -> None:
         check_key(key)
         try:
-            self._obs.delete(self._store, key)
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            error = self._error(exc, key)
-            if not isinstance(error, NotFound):  # Azure reports a missing blob; deletes are idempotent
-                raise error from None
+            with self._translated(key):
+                self._obs.delete(self._store, key)
+        except NotFound:  # Azure reports a missing blob; deletes are idempotent
+            pass
 
     def delete_if_match(self, key: str, version: Version) -> bool:
         """obstore has no conditional delete, but S3 and Azure honour If-Match on DELETE: the request is
@@ -258,10 +267,8 @@ class CloudStore(ObjectStore):
             return False
         from datetime import timedelta
 
-        try:
+        with self._translated(key):
             url = self._obs.sign(self._store, "DELETE", key, timedelta(minutes=5))
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            raise self._error(exc, key) from None
         status, body = send_conditional_delete(url, version.etag, self._timeout)
         if status in (200, 202, 204):
             return True
@@ -269,11 +276,11 @@ class CloudStore(ObjectStore):
             return False
         raise translate(RuntimeError(f"HTTP error: status code: {status} {body}"), self.provider, self.where, key)
 
-    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "builtins.list[Entry]":
         prefix = dir_prefix(prefix)
         offset = None if start_after is None else check_key(start_after)
         out: list[Entry] = []
-        try:
+        with self._translated(None):
             # S3 and GCS start the listing after `offset` on the server; Azure's List Blobs has no such
             # parameter and starts at the prefix, so the keys up to it are skipped here (more pages there).
             for chunk in self._obs.list(self._store, prefix=prefix or None, offset=offset, chunk_size=limit):
@@ -281,20 +288,16 @@ class CloudStore(ObjectStore):
                         for m in chunk if offset is None or m["path"] > offset]
                 if len(out) >= limit:
                     break
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            raise self._error(exc, None) from None
         return out[:limit]
 
     def list(self, prefix: str) -> Iterator[Entry]:
         prefix = dir_prefix(prefix)
-        try:
+        with self._translated(None):
             stream = self._obs.list(self._store, prefix=prefix or None)
             for chunk in stream:
                 for meta in chunk:
                     yield Entry(meta["path"], version_from_meta(meta), meta["size"],
                                 meta["last_modified"].timestamp())
-        except BaseException as exc:  # a Rust panic is a BaseException: translate() tells it apart
-            raise self._error(exc, None) from None
 
 
 def send_conditional_delete(url: str, etag: str, timeout: float, attempts: int = 3) -> tuple[int, str]:
@@ -314,6 +317,6 @@ def send_conditional_delete(url: str, etag: str, timeout: float, attempts: int =
             return e.code, e.read(300).decode(errors="replace")
         except OSError as e:  # URLError, a reset, a timeout
             if attempt == attempts - 1:
-                raise StoreUnavailable(f"cannot reach the store to delete ({e}): check that the server is up") from None
+                raise StoreUnavailable(f"cannot reach the store to delete ({e}): check that the server is up") from e
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")

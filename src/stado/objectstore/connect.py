@@ -119,7 +119,7 @@ def same_store_environment(env: Mapping[str, str] | None = None) -> dict[str, st
     url, _ = load_config(path)
     out: dict[str, str | None] = {"STADO_CONFIG": os.path.abspath(path)}
     provider = CLOUD_SCHEMES.get(url.partition("://")[0])
-    for var, _ in CREDENTIAL_ENV.get(provider, ()):
+    for var, _ in CREDENTIAL_ENV.get(provider or "", ()):
         out[var] = env.get(var) or None
     return out
 

@@ -21,11 +21,12 @@ therefore never share a version, even with identical bytes or after a delete and
 unless both the lock directory is wiped and the clock steps back. A filesystem that does not
 keep nanosecond mtimes fails every write loudly rather than risking a repeated version.
 """
+import builtins
 import os
 import stat as stat_mod
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from runkit import proc
@@ -66,9 +67,8 @@ class _Held:
     def __enter__(self) -> int:
         return self.fd
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         os.close(self.fd)
-        return False
 
 
 class FileStore(ObjectStore):
@@ -146,7 +146,7 @@ class FileStore(ObjectStore):
                 found.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
         return iter(found)
 
-    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "builtins.list[Entry]":
         """As the interface says; the walk reads names only (the directory entries' types come with them) and
         stats just the page it returns, so a page of a 100,000-entry prefix costs a name scan, not 100,000
         stats."""
@@ -156,6 +156,7 @@ class FileStore(ObjectStore):
 
         prefix = dir_prefix(prefix)
         names, ordered = self._names_under(prefix)
+        candidates: Iterable[str]
         if ordered:
             candidates = islice(names, 0 if start_after is None else bisect.bisect_right(names, start_after), None)
         else:
@@ -173,7 +174,7 @@ class FileStore(ObjectStore):
             return ObjectStore.list_page(self, prefix, start_after=start_after, limit=limit)
         return page
 
-    def _names_under(self, prefix: str) -> "tuple[list[str], bool]":
+    def _names_under(self, prefix: str) -> "tuple[builtins.list[str], bool]":
         """Every object key under `prefix`, from the directory entries' names and types (no stat per entry).
         A flat directory at rest (unmodified for a second before the scan began, by the store's clock: its mtime,
         coarse-grained, cannot hide a change made after the scan) is remembered, and scanned again only once it

@@ -1,16 +1,18 @@
-"""In-memory backend for unit tests: one process, thread-safe, versions from a counter."""
+"""In-memory backend for unit tests: one process, thread-safe, versions from a counter. Its `modified` stamps are
+its clock's (the host's unless given: the simulator and the in-process tests give the store a clock of its own)."""
 import itertools
 import threading
-import time
 from collections.abc import Iterator
+
+from runkit.clock import SYSTEM, Clock
 
 from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key,
                    check_range, dir_prefix)
 
 
 class MemoryStore(ObjectStore):
-    def __init__(self, url: str = "memory://"):
-        self.url = url
+    def __init__(self, url: str = "memory://", clock: Clock = SYSTEM):
+        self.url, self.clock = url, clock
         self._lock = threading.Lock()
         self._objects: dict[str, tuple[bytes, Version, float]] = {}
         self._counter = itertools.count(1)
@@ -46,7 +48,7 @@ class MemoryStore(ObjectStore):
             if key in self._objects:
                 raise AlreadyExists(key)
             version = self._new_version()
-            self._objects[key] = (bytes(data), version, time.time())
+            self._objects[key] = (bytes(data), version, self.clock.wall())
             return version
 
     def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
@@ -56,14 +58,14 @@ class MemoryStore(ObjectStore):
             if current is None or current[1] != version:
                 raise PreconditionFailed(key)
             new = self._new_version()
-            self._objects[key] = (bytes(data), new, time.time())
+            self._objects[key] = (bytes(data), new, self.clock.wall())
             return new
 
     def put(self, key: str, data: bytes) -> Version:
         check_key(key)
         with self._lock:
             version = self._new_version()
-            self._objects[key] = (bytes(data), version, time.time())
+            self._objects[key] = (bytes(data), version, self.clock.wall())
             return version
 
     def delete(self, key: str) -> None:

@@ -13,6 +13,7 @@ The price: a writer that dies between the two requests leaves the tombstone stan
 be created again until it is removed. `stado doctor` lists such keys and `stado repair ID` removes them
 (an operator's decision: a writer that is only slow would then delete whatever is there next).
 """
+import builtins
 from collections.abc import Iterator
 
 from .base import Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version
@@ -74,10 +75,10 @@ class TombstoneDeletes(ObjectStore):
     def list(self, prefix: str) -> Iterator[Entry]:
         return self.inner.list(prefix)
 
-    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "list[Entry]":
+    def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "builtins.list[Entry]":
         return self.inner.list_page(prefix, start_after=start_after, limit=limit)
 
-    def tombstones(self, prefix: str) -> "list[Entry]":
+    def tombstones(self, prefix: str) -> "builtins.list[Entry]":
         """Tombstones standing under `prefix` (left by a writer that died between its two requests)."""
         found = []
         for entry in self.inner.list(prefix):

@@ -88,5 +88,5 @@ def _queue(store, action: str, reason: str | None) -> dict:
         record, already = pause.pause(store, reason=reason)
         return {"paused": True, "record": record,
                 "message": f"queue {'was already' if already else 'is now'} paused by {record.get('by')}"}
-    record = pause.resume(store)
-    return {"paused": False, "message": "queue resumed; agents claim again" if record else "queue was not paused"}
+    resumed = pause.resume(store)
+    return {"paused": False, "message": "queue resumed; agents claim again" if resumed else "queue was not paused"}

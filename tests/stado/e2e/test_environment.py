@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from stado.environment import JOB_NAMES, is_runtime_name
+from stado.agent.environment import JOB_NAMES, is_runtime_name
 
 from .support import machine_status, run_until_idle, stado, submit
 

@@ -6,7 +6,7 @@ import time
 
 from stado import cas, jobs, keys, submission
 from stado import documents as d
-from stado.jobs import Fenced
+from stado.jobs import Overtaken
 from stado.spec import JobSpec
 from stado.submission import Submission
 
@@ -28,7 +28,7 @@ def test_a_stale_writer_is_fenced_even_after_an_identical_bytes_rewrite(store):
     for stale in (lambda: jobs.renew(store, doc1, v1, lease_expires_at=time.time() + 20),
                   lambda: jobs.finish(store, doc1, v1, d.classify_exit(0, None, timed_out=False, timeout=None))):
         got = stale()
-        assert isinstance(got, Fenced) and got.current["nonce"] == doc2["nonce"], got
+        assert isinstance(got, Overtaken) and got.current["nonce"] == doc2["nonce"], got
     new_version, current = cas.replace(store, key, d.renewed_doc(doc1, now=time.time(), lease_expires_at=0,
                                                                   nonce=cas.new_nonce()), v1)
     assert new_version is None and current["nonce"] == doc2["nonce"]

@@ -274,7 +274,7 @@ def test_a_dead_agent_is_shown_stale_and_does_not_make_a_job_schedulable(stado_e
         assert record["refresh_seconds"] == 1 and record["live_for"] == 10
         gpu = submit(stado_env, "nvidia-smi", "--capabilities", "gpu")
         # Time passes for the dead agent's record (its last sign of life a minute ago).
-        aged = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=60)
+        aged = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=60)
         record.update(last_seen=aged.strftime("%Y-%m-%dT%H:%M:%S.000Z"), generation=record["generation"] + 1,
                       nonce="aged-by-the-test")
         store.put(key, json.dumps(record).encode())

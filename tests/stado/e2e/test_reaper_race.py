@@ -22,7 +22,7 @@ def _side(target, role: str, ids: list[str], barrier, results) -> None:
             barrier.wait(timeout=120)
             if role == "renewal":
                 got = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60)
-                if not isinstance(got, jobs.Fenced):
+                if not isinstance(got, jobs.Overtaken):
                     won.append(job_id)
             elif lapse(store, doc, version, writer="reaper", reason=LEASE_EXPIRED, now=time.time()) is not None:
                 won.append(job_id)

@@ -280,7 +280,7 @@ def test_artifact_put_refuses_a_link_out_of_the_work_directory(stado_env, tmp_pa
     assert machine_status(stado_env, job)["state"] == "completed", agent.log()
     output = stado(stado_env, "job", "watch", job).stdout
     assert "put-exit=2" in output
-    [line] = [l for l in output.splitlines() if "pw:" in l]
+    [line] = [text for text in output.splitlines() if "pw:" in text]
     assert "a symbolic link to /etc/passwd, outside the job's work directory; refused" in line
     manifest = json.loads(store.get(f"status/{job}/manifest.json").data)
     assert [a["name"] for a in manifest["artifacts"]] == ["inside"]

@@ -54,12 +54,12 @@ class ProcessHost:
             return ended
         for pid in pids:
             try:
-                status = proc.poll_child(pid)
+                polled = proc.poll_child(pid)
             except ChildProcessError:
                 ended[pid] = (None, None)
                 continue
-            if status is not None:
-                ended[pid] = self._ended(pid, status)
+            if polled is not None:
+                ended[pid] = self._ended(pid, polled)
         return ended
 
     def _ended(self, pid: int, status: int) -> tuple[int | None, int | None]:
@@ -143,7 +143,7 @@ def _same_attempt(job_id: str, started_at: str) -> list:
 
 def of_attempt(pid: int, tag: str) -> bool:
     """Whether process `pid` belongs to the attempt `tag` names (workroot.attempt_tag of its
-    WC_JOB_STARTED_AT); a tag of "" (an old shared job directory) names every attempt."""
+    WC_JOB_STARTED_AT)."""
     from runkit.envfind import environ_value
 
-    return not tag or attempt_tag(environ_value(pid, "WC_JOB_STARTED_AT")) == tag
+    return attempt_tag(environ_value(pid, "WC_JOB_STARTED_AT")) == tag

@@ -10,14 +10,14 @@
 Several agents may share a host and its work root; each knows its siblings only through their locks. Each
 attempt has a directory of its own: a stale copy (its agent stopped past its promise) and the job's next attempt
 claimed on the same host never share one. An attempt's started_at survives re-adoption and take-over, so the
-record names its directory. (A directory without <attempt> is a stado from before; it is still read.)
+record names its directory.
 """
 import json
 import os
 
 from runkit import proc
 
-from .errors import BadInput
+from ..errors import BadInput
 
 OWNER_FILE = "agent"  # the id of the agent that claimed the job this directory is for
 EXIT_STATUS_FILE = "exit-status"  # the job shell's exit status, written by its agent as it reaps it (processhost)
@@ -41,10 +41,9 @@ def prepare_work_root(work_root: str) -> None:
                        "choose a directory this user can create and write") from None
 
 
-def job_dir(work_root: str, job_id: str, started_at: str | None = None) -> str:
-    """The directory of the attempt of job_id that started at `started_at` (None: the old, shared form)."""
-    tag = attempt_tag(started_at)
-    return os.path.join(work_root, "jobs", f"{job_id}.{tag}" if tag else job_id)
+def job_dir(work_root: str, job_id: str, started_at: str) -> str:
+    """The directory of the attempt of job_id that started at `started_at` (every claim records it)."""
+    return os.path.join(work_root, "jobs", f"{job_id}.{attempt_tag(started_at)}")
 
 
 def attempt_tag(started_at: str | None) -> str:
@@ -69,9 +68,8 @@ def owner_of(directory: str) -> str | None:
 
 
 def left_by_gone_agents(work_root: str, live: set[str]) -> list[tuple[str, str, str, str]]:
-    """(job id, attempt tag ("" for an old shared directory), its directory, the agent that claimed it) for
-    each job directory whose agent no longer runs on this host, skipping the jobs in `live` (those an agent
-    here holds)."""
+    """(job id, attempt tag, its directory, the agent that claimed it) for each job directory whose agent no
+    longer runs on this host, skipping the jobs in `live` (those an agent here holds)."""
     found = []
     try:
         names = os.listdir(os.path.join(work_root, "jobs"))
@@ -79,8 +77,8 @@ def left_by_gone_agents(work_root: str, live: set[str]) -> list[tuple[str, str, 
         return []
     for name in names:
         job_id, _, tag = name.partition(".")
-        if job_id in live:
-            continue
+        if job_id in live or not tag:
+            continue  # an agent here holds it, or it is no attempt's directory
         directory = os.path.join(work_root, "jobs", name)
         owner = owner_of(directory)
         if owner and agent_gone(work_root, owner):
@@ -186,8 +184,8 @@ def write_exit_status(path: str, code: int | None, sig: int | None) -> None:
 
 
 def read_exit_status(directory: str) -> tuple[int | None, int | None] | None:
-    """(exit code, signal) recorded for the job's shell when it ended, or None if none was. (A bare number was
-    written by the wrapper shell of a stado from before, which folded a signal into 128 + N.)"""
+    """(exit code, signal) recorded for the job's shell when it ended, or None if none was (or what is there is
+    not `exit N` nor `signal N`)."""
     try:
         with open(os.path.join(directory, EXIT_STATUS_FILE)) as f:
             text = f.read().strip()
@@ -196,7 +194,4 @@ def read_exit_status(directory: str) -> tuple[int | None, int | None] | None:
     word, _, number = text.partition(" ")
     if word in ("exit", "signal") and number.isdigit():
         return (int(number), None) if word == "exit" else (None, int(number))
-    if not text.isdigit():
-        return None
-    code = int(text)
-    return (None, code - 128) if code > 128 else (code, None)
+    return None

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from runkit.proc import physical_memory
 
-from .admission import Offer
-from .errors import BadInput
-from .objectstore.base import DEFAULT_STALL_TIMEOUT
+from ..admission import Offer
+from ..errors import BadInput
+from ..objectstore.base import DEFAULT_STALL_TIMEOUT
 
 MAX_PRICE_PER_HOUR = 1_000_000.0
 
@@ -48,7 +48,7 @@ class AgentConfig:
 
     def check(self) -> "AgentConfig":
         """The config unchanged if every setting can work; BadInput naming the first that cannot."""
-        from .spec import check_token
+        from ..spec import check_token
 
         if self.slots < 1:
             raise BadInput("--slots must be at least 1")
@@ -75,7 +75,7 @@ class AgentConfig:
         return self
 
     def _check_devices(self) -> None:
-        from .spec import check_token
+        from ..spec import check_token
 
         devices = self.accelerator_devices
         for device in devices:

@@ -1,0 +1,18 @@
+"""One stado agent: the owner and everything it hands work to, in one place.
+
+    owner.py      Agent: the worker's state, declared in one place; its loop, cadences and signals
+    context.py    AgentContext: what collaborators get (store, ids, settings, clocks, log, processes, directories)
+    claims.py     QueueKnowledge (what it knows of the queue, keyed by version) and ClaimPass (decisions)
+    slot.py       Slot, its Phase and why it is stopped (Stop)
+    runner.py     SlotRunner: each tick of a slot (launch, renew, stop, re-adoption)
+    slotend.py    the end of a slot: its outcome settled, or the cancel, shutdown or hand-back honoured
+    takeover.py   the seed's restart check: jobs the worker this one replaced left on this host; orphans stopped
+    logonce.py    LogOnce: saying a thing once, bounded
+    adapters:     processhost.py (the jobs' processes), jobio.py (their transfers), workspace.py and workroot.py
+                  (their directories, the agents' locks), environment.py (a job's environment and $STADO_BIN shim)
+    config.py     AgentConfig; lease.py the promise (pure)
+"""
+from .config import AgentConfig
+from .owner import Agent, run_agent
+
+__all__ = ["Agent", "AgentConfig", "run_agent"]

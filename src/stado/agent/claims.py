@@ -1,0 +1,292 @@
+"""What an agent knows of the queue between its polls, so that a poll costs what changed, not what waits.
+
+Each poll lists one bounded page of the claim-order index (ready/: priority, then creation time; see
+readyindex.py), whatever the queue holds. An entry is read (GET) only when its listed version is new to
+this agent; an entry known to be unreadable, not for this agent, or held up is skipped until its version
+changes. A job waiting for another job's artifacts costs nothing per waiting job: producers are looked
+up once per poll whatever number of jobs wait on them, a producer still listed in queue/ or running/
+needs no read at all (running/ is listed at most once per poll, and only while something waits), and a
+producer's terminal record, final once written, is remembered for good.
+
+One agent starts what it claims in claim order, strictly. Agents polling together race for the same head
+of the queue; the create-if-absent write gives each job one winner, and a loser backs off for a random
+part of a poll before its next pass (`backoff`), so agents drift apart instead of racing for every job.
+"""
+import random
+from collections import namedtuple
+
+from runkit.ids import is_uuid
+
+from .. import documents as d
+from .. import jobs, keys
+from ..admission import Room, why_not
+from ..cas import read, remove
+from ..errors import CorruptDocument
+from ..objectstore.base import Entry, ObjectStore, Version
+from ..pause import pause_record
+from .context import AgentContext
+
+READY, WAIT = "ready", "wait"
+
+
+class QueueKnowledge:
+    def __init__(self, store: ObjectStore):
+        self.store = store
+        self._docs: dict[str, tuple[Version, d.Job]] = {}   # queue key -> (version, decoded document)
+        self._skip: dict[str, Version] = {}                 # queue key -> the version found corrupt or not for us
+        self.blocked: set[str] = set()                      # job ids held up by a corrupt record elsewhere
+        self._final: dict[str, str] = {}                    # producer id -> its terminal state (never changes)
+        self._queued_ids: set[str] = set()
+        self._running_ids: set[str] | None = None           # listed lazily, once per poll
+        self._looked_up: dict[str, str | None] = {}         # producer id -> terminal state found this poll
+        self._head_blocked = False
+        self._cursor: str | None = None
+
+    def list_window(self, window: int) -> tuple[list[tuple[str, Entry]], list[Entry]]:
+        """One poll's view of the queue: the first `window` entries of the claim-order index (highest
+        priority, then oldest), and, when all of those are taken up by jobs this agent cannot start now, one
+        more page further on (a cursor that wraps round), so jobs behind a head of unclaimable ones are
+        reached too. Returns (job entries in claim order, entries that are not job entries)."""
+        head = self.store.list_page(keys.READY, limit=window)
+        pages = [head]
+        if len(head) == window and self._head_blocked:
+            further = self.store.list_page(keys.READY, start_after=self._cursor or head[-1].key, limit=window)
+            self._cursor = further[-1].key if len(further) == window else None
+            pages.append(further)
+        jobs, strays, seen = [], [], set()
+        for entry in (e for page in pages for e in page):
+            job_id = keys.job_id_of_ready(entry.key)
+            if job_id is None or not is_uuid(job_id):
+                strays.append(entry)
+            elif job_id not in seen:
+                seen.add(job_id)
+                jobs.append((job_id, entry))
+        listed = {entry.key for _, entry in jobs}
+        for key in [k for k in self._docs if k not in listed]:
+            del self._docs[key]
+        for key in [k for k in self._skip if k not in listed]:
+            del self._skip[key]
+        # A producer's terminal state is kept while a job still listed waits on it, not for good: an agent that runs
+        # for months would otherwise remember every producer it ever looked up.
+        wanted = {ref.get("job") for _, doc in self._docs.values() for ref in doc.spec.inputs or ()}
+        self._final = {producer: state for producer, state in self._final.items() if producer in wanted}
+        self._queued_ids = seen
+        self._running_ids = None
+        self._looked_up = {}
+        return jobs, strays
+
+    def head_blocked(self, blocked: bool) -> None:
+        """Whether the last pass found nothing it could start in the window's head (then the next pass also
+        looks one page further)."""
+        self._head_blocked = blocked
+        if not blocked:
+            self._cursor = None
+
+    def document(self, job_id: str, entry: Entry) -> tuple[d.Job, Version] | None:
+        """The entry's document (a copy of the queue entry): from memory while the index entry's version is
+        unchanged, else one GET. CorruptDocument if it cannot be read; None if it is gone."""
+        known = self._docs.get(entry.key)
+        if known is not None and known[0] == entry.version:
+            return known[1], known[0]
+        found = read(self.store, entry.key, job_id)
+        if found is None:
+            self._docs.pop(entry.key, None)
+            return None
+        doc, version = found
+        self._docs[entry.key] = (version, doc)
+        return doc, version
+
+    def forget(self, key: str) -> None:
+        self._docs.pop(key, None)
+
+    def skip(self, entry: Entry) -> None:
+        """The entry's document, at this version, is corrupt or not for this agent: not read again until it changes."""
+        self._skip[entry.key] = entry.version
+
+    def skipped(self, job_id: str, entry: Entry) -> bool:
+        """Known corrupt or not for this agent at this version, or held up until the slow cadence."""
+        return self._skip.get(entry.key) == entry.version or job_id in self.blocked
+
+    def inputs_state(self, queued: d.Job) -> str:
+        """READY, WAIT (a producer has not finished) or the reason an input can never be delivered.
+        CorruptDocument if a producer's terminal record cannot be read."""
+        for ref in queued.spec.inputs or ():
+            if ref.get("upload"):
+                continue  # stored before the job was queued: nothing to wait for
+            state = self._producer_state(ref["job"])
+            if state is None:
+                return WAIT
+            if state != "completed":
+                return f"input {ref['job']}:{ref['name']}: its job ended {state}"
+        return READY
+
+    def _producer_state(self, producer: str) -> str | None:
+        """The producer's terminal state, or None while it has none."""
+        if producer in self._final:
+            return self._final[producer]
+        if producer in self._queued_ids:
+            return None
+        if self._running_ids is None:
+            self._running_ids = {job_id for e in self.store.list(keys.RUNNING)
+                                 if (job_id := keys.job_id_of(e.key, keys.RUNNING))}
+        if producer in self._running_ids:
+            return None
+        if producer not in self._looked_up:
+            self._looked_up[producer] = None
+            for state in keys.TERMINAL_STATES:
+                if read(self.store, keys.terminal(state, producer), producer) is not None:
+                    self._final[producer] = self._looked_up[producer] = state
+                    break
+        return self._looked_up[producer]
+
+
+# -- the claim pass ------------------------------------------------------------------------------------
+
+class Claim(namedtuple("Claim", "doc version inputs_missing claimed_mono")):
+    """A job claimed: the agent gives it a slot and starts it (or fails it at once: `inputs_missing`, why an input
+    can never be delivered). `claimed_mono`: when the claim's write began, on the agent's monotonic clock."""
+
+    __slots__ = ()
+
+
+class Hold(namedtuple("Hold", "unsure")):
+    """A claim that landed but could not be checked (jobs.Unverified): held in a slot, nothing started, checked
+    again on the next tick."""
+
+    __slots__ = ()
+
+
+class Backoff(namedtuple("Backoff", "seconds")):
+    """Lost a claim race: the next pass comes `seconds` from now, not a poll from now."""
+
+    __slots__ = ()
+
+
+class ClaimPass:
+    """One claim pass: iterating it claims, in claim order, the jobs whose envelope fits what the agent has free (a
+    slot, cores, memory, accelerators its slots do not hold), and yields each decision (Claim, Hold, Backoff) for the
+    agent to record before the next one is made. A job this agent could run but that does not fit what is free now
+    keeps that room back from the jobs behind it in claim order, so a large job is not starved by a stream of small
+    ones (it starts once its room is free; another agent with the room may take it first). `seen` afterwards: how
+    many claimable jobs it saw (0: nothing to do). The pause record is read only when a job could be claimed; jobs
+    this agent runs (`running`) are never claimed (a queued job one of its own slots runs is taken back by that
+    slot, not started)."""
+
+    def __init__(self, ctx: AgentContext, queue: QueueKnowledge, *, running, room: Room):
+        self.ctx, self.queue, self.running, self.room = ctx, queue, running, room
+        self.seen = 0
+
+    def __iter__(self):
+        ctx, queue, room = self.ctx, self.queue, self.room
+        entries = self._window()
+        if not entries:
+            return
+        paused = None
+        seen = claimed = 0
+        for job_id, entry in entries:
+            if room.slots < 1:
+                queue.head_blocked(False)
+                self.seen = seen + 1
+                return
+            if queue.skipped(job_id, entry):
+                continue  # known corrupt or ineligible (unchanged since), or held up until the slow cadence
+            hint = self._candidate(job_id, entry)
+            if hint is None:
+                continue
+            spec = hint.spec
+            try:
+                inputs = queue.inputs_state(hint)
+                if inputs == WAIT:
+                    seen += 1
+                    continue
+                if not room.fits(spec):
+                    seen += 1
+                    ctx.log_once(f"room {entry.key}", entry.version, f"{job_id}: waits for {room.short_of(spec)}")
+                    room.take(spec)  # kept back for it: nothing behind it takes what it waits for
+                    continue
+                paused = self._paused() if paused is None else paused
+                if paused:
+                    self.seen = 0
+                    return
+                ledger = self._ledger(job_id, entry)
+                if ledger is None:
+                    continue
+                seen += 1
+                now, mono = ctx.clock.now(), ctx.clock.monotonic()
+                got = jobs.claim(ctx.store, ledger[0], agent_id=ctx.agent_id, instance_ref=ctx.instance_ref,
+                                 lease_expires_at=ctx.lease.promise(now), now=now, queued_version=ledger[1])
+            except jobs.Unverified as unsure:
+                room.take(spec)
+                claimed += 1
+                self.seen = seen
+                yield Hold(unsure)
+                continue
+            except CorruptDocument as e:
+                # Another record of this job (or of its input's producer) is corrupt: this job cannot be decided on,
+                # the others can. Looked at again on the slow cadence (after `stado repair`, say).
+                queue.blocked.add(job_id)
+                ctx.log_once(f"blocked {entry.key}", str(e), f"{job_id}: not claimed: {e}; skipped (`stado status` "
+                             "lists it under problems)")
+                continue
+            queue.forget(entry.key)
+            if got is None:
+                # Lost to another claimant (or the entry read was stale). Going on down the queue now would race
+                # the winner again for the next job: back off instead, so agents polling together drift apart.
+                self.seen = seen
+                yield Backoff(backoff(ctx.cfg.poll_seconds))
+                break
+            room.take(spec)
+            claimed += 1
+            self.seen = seen
+            yield Claim(got[0], got[1], inputs if inputs != READY else None, mono)
+        else:
+            queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
+        self.seen = seen
+
+    def _window(self) -> list:
+        """(job id, index entry) of the head of the claim order, but the jobs this agent runs; strays reported."""
+        listed, strays = self.queue.list_window(self.ctx.cfg.window)
+        for entry in strays:
+            self.ctx.log_once(entry.key, entry.version, f"{entry.key}: not a job document; skipped")
+        return [(job_id, entry) for job_id, entry in listed if job_id not in self.running]
+
+    def _ledger(self, job_id: str, entry):
+        """The job's queue entry, as the claim must take it (the index is a hint; the ledger decides); None, and
+        the index entry removed, when it is gone (claimed or ended since: the index entry points nowhere)."""
+        ledger = read(self.ctx.store, keys.queued(job_id), job_id)
+        if ledger is None:
+            remove(self.ctx.store, entry.key, entry.version)
+            self.queue.forget(entry.key)
+        return ledger
+
+    def _candidate(self, job_id: str, entry: Entry) -> d.Job | None:
+        """The entry's job if this agent may run it (known corrupt and ineligible ones are said once)."""
+        try:
+            found = self.queue.document(job_id, entry)
+        except CorruptDocument as e:
+            self.queue.skip(entry)
+            self.ctx.log_once(entry.key, entry.version, f"{e}: skipped")
+            return None
+        if found is None:
+            return None
+        reason = why_not(found[0].spec, self.ctx.offer)
+        if reason:
+            self.queue.skip(entry)
+            self.ctx.log_once(entry.key, entry.version, f"{job_id}: not for this agent: {reason}")
+            return None
+        return found[0]
+
+    def _paused(self) -> bool:
+        pause = pause_record(self.ctx.store)
+        if pause is None:
+            self.ctx.log_once.forget("pause")
+            return False
+        self.ctx.log_once("pause", pause.get("nonce"), f"queue paused by {pause.get('by')} at {pause.get('at')}"
+                          f" ({pause.get('reason') or 'no reason given'}): not claiming")
+        return True
+
+
+def backoff(poll_seconds: float) -> float:
+    """Seconds to wait after a lost claim race before the next pass: a random part of a poll (at least a
+    tenth), so that agents which lost to each other do not poll in step again."""
+    return poll_seconds * (0.1 + 0.9 * random.random())

@@ -1,0 +1,404 @@
+"""`stado agent`: the owner of one worker on one host. It claims jobs and runs each in a slot, on cadences of its
+own: the claim pass every poll (claims.py), the reaper's pass (reaper.py: finish half-done moves, requeue or fail
+jobs whose worker stopped speaking), the claim-order index kept in step with the queue, schedules fired when due
+(schedules.py), and its agents/ record refreshed.
+
+The Agent holds all of the worker's state, declared in __init__; its collaborators (the claim pass, the slot runner
+and the slot's end, the take-over at start) are given an AgentContext (context.py), never the agent, and return
+what they decided (claim decisions, slots, problems) for the agent to record. Time is an argument: the host's
+clocks come in as a runkit.clock.Clock (the store's time is counted on it, storeclock.py), so a test drives the
+agent through its decisions with a ManualClock and no sleep (tests/stado/inprocess.py).
+
+Before its first tick it refuses a store that ignores conditions (storecheck.py) and settles the jobs the
+worker it replaced on this host left behind (takeover.py). Transfers (inputs, output, artifacts) run on
+threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal.
+
+SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
+leases), then exits. Drained (`stado agent --drain`: a request file beside its lock, then SIGTERM), it also
+hands back to the queue the jobs it claimed but has not started. A second SIGTERM or SIGINT stops them (SIGTERM to
+their groups, SIGKILL after --kill-after), records them cancelled by the shutdown, and exits. SIGKILL abandons them:
+the agent that next starts on the host, or the reaper, settles them.
+"""
+import os
+import select
+import signal
+import sys
+
+from runkit import proc
+from runkit.clock import SYSTEM, Clock
+from runkit.ids import uuid7
+from runkit.redact import secret_values
+
+from .. import keys, readyindex
+from .. import documents as d
+from ..admission import Holdings, Room, live_for, refresh_seconds
+from ..cas import new_nonce
+from ..errors import CorruptDocument
+from ..objectstore.base import ObjectStore, StoreError
+from ..problems import Problem
+from ..reaper import Watch, reap
+from ..storecheck import ensure_safe
+from ..storeclock import SKEW_BOUND, StoreClock, skew_words
+from .claims import Backoff, Claim, ClaimPass, Hold, QueueKnowledge
+from .config import AgentConfig
+from .context import AgentContext
+from .jobio import JobIO
+from .lease import LeaseClock
+from .processhost import ProcessHost
+from .runner import SlotRunner
+from .slot import Phase, Slot, Stop
+from .takeover import settle_left_by_replaced, stop_orphans
+from .workroot import HostLock, drain_path
+from .workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..schedules import ScheduleKnowledge
+
+
+class Agent:
+    def __init__(self, store: ObjectStore, config: AgentConfig, log=None, host=None, *, clock: Clock = SYSTEM,
+                 workspace=None, new_io=None):
+        """`host` (the jobs' processes), `clock` (this host's clocks), `workspace` (the jobs' directories) and
+        `new_io` (a slot's transfers) are this host's own unless given: the simulator and the in-process tests
+        give theirs."""
+        self.id = uuid7()
+        self.cfg = config
+        self.store = store
+        self.clock = StoreClock(host=clock)  # the store's time: what every time this agent writes or judges is read on
+        self.offer = config.offer()
+        self.holdings = Holdings(self.offer)  # what its slots reserve of the offer
+        self.job_env = dict(os.environ)
+        self.secrets = secret_values(self.job_env)
+        self._log = log or (lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
+        self.host = host or ProcessHost()
+        self.ctx = AgentContext(store=store, agent_id=self.id, cfg=config, clock=self.clock,
+                                lease=LeaseClock(config.poll_seconds, config.late_cap), log=self.log, host=self.host,
+                                workspace=workspace or Workspace(config, self.id), new_io=new_io or self._new_io,
+                                notify=self.notify, holdings=self.holdings, job_env=self.job_env)
+        self.runner = SlotRunner(self.ctx)
+        self.queue = QueueKnowledge(store)   # what it knows of the queue between polls (keyed by version, pruned)
+        self.slots: dict[str, Slot] = {}
+        self.stopping = False        # SIGTERM/SIGINT: claim nothing more, let what runs finish
+        self.draining = False        # stopping, and handing back what has not started (`stado agent --drain`)
+        self.shutting_down = False   # a second SIGTERM/SIGINT: stop the running jobs too
+        self.recorded = False        # its agents/ record was written (and is removed when it exits)
+        self._wake_r: int | None = None
+        self._wake_w: int | None = None
+        self._freed = False          # a slot went: claim at once rather than at the next poll
+        self._last_claim = -1e18
+        self._record_due = self._settle_due = self._index_due = self._schedules_due = 0.0
+        self._watch = Watch()  # how long each running document has looked unchanged to this agent (reaper.Watch)
+        self._record_generation = 0
+        self._schedules: ScheduleKnowledge | None = None  # made at the first firing step
+
+    @property
+    def instance_ref(self) -> str:
+        return self.ctx.instance_ref
+
+    def log(self, message: str) -> None:
+        self._log(f"{d.iso(self.clock.now())} agent {self.id[-12:]}: {message}")
+
+    def log_once(self, key: str, value, message: str) -> None:
+        self.ctx.log_once(key, value, message)
+
+    # -- life cycle --------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        lock = HostLock(self.cfg.work_root, self.id, self.cfg.host)
+        lock.take()
+        try:
+            ensure_safe(self.store, log=self.log)  # never claim on a store that would let two agents win
+        except BaseException:
+            lock.release()
+            raise
+        if self.cfg.subreaper and proc.become_subreaper():
+            self.host.reap_all = True
+        old = self._install_signals()
+        try:
+            self.begin()
+            self.loop()
+        finally:
+            self.end()
+            self._restore_signals(old)
+            lock.release()
+        return 0
+
+    def begin(self) -> None:
+        """Before the first claim: its agents/ record (which measures the store's clock), the jobs the worker it
+        replaced left on this host, and the reaper's pass and the index check once."""
+        self._write_record()
+        self.log(f"started on {self.instance_ref} with {self.cfg.slots} slot(s), polling every "
+                 f"{self.cfg.poll_seconds:g} s; store {getattr(self.store, 'url', '?')}")
+        self.guard(self._take_over_replaced)
+        self.guard(stop_orphans, self.ctx, set(self.slots))
+        self.cadences()
+
+    def end(self) -> None:
+        if self.recorded:
+            self.guard(lambda: self.store.delete(keys.agent(self.id)))
+
+    def loop(self) -> None:
+        while not self.step():
+            self.wait(self.next_deadline())
+
+    def step(self) -> bool:
+        """One pass of the loop: reap, tick every slot, claim if it may, the slow cadences. True when the agent is
+        done (stopped with nothing left running, or idle under --until-idle)."""
+        self._reap_children()
+        for slot in list(self.slots.values()):
+            if self.shutting_down and slot.stop is None:
+                self.runner.stop(slot, Stop.SHUTDOWN)
+            self.guard(self.runner.tick, slot, draining=self.draining)
+            if slot.phase == Phase.DONE:
+                self.drop(slot)
+        if self.stopping and not self.slots:
+            return True
+        eligible = None
+        mono = self.clock.monotonic()
+        if self._may_claim() and (mono - self._last_claim >= self.cfg.poll_seconds or self._freed):
+            self._freed = False
+            self._last_claim = mono
+            eligible = self.guard(self.claim)
+        if self.cfg.until_idle and not self.slots and eligible == 0:
+            self.log("idle: nothing to claim and nothing running; exiting (--until-idle)")
+            return True
+        self.cadences()
+        return False
+
+    def claim(self) -> int:
+        """One claim pass (claims.ClaimPass), its decisions recorded as they come. Returns how many claimable jobs
+        it saw (0: nothing to do)."""
+        claim_pass = ClaimPass(self.ctx, self.queue, running=set(self.slots), room=self.room())
+        for decision in claim_pass:
+            if isinstance(decision, Backoff):
+                self._last_claim = self.clock.monotonic() + decision.seconds - self.cfg.poll_seconds
+                self._freed = False
+            elif isinstance(decision, Hold):
+                unsure = decision.unsure
+                self.log(f"{unsure}; held, not started: checked again on the next tick")
+                self.holdings.hold(unsure.doc.id, unsure.doc.spec)
+                slot = self.runner.claimed(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version))
+                self._record(slot)
+                self.runner.begin(slot, draining=self.draining)
+            elif isinstance(decision, Claim):
+                self.holdings.hold(decision.doc.id, decision.doc.spec)
+                slot = self.runner.claimed(decision.doc, decision.version, claimed_mono=decision.claimed_mono)
+                self._record(slot)
+                self.runner.begin(slot, inputs_missing=decision.inputs_missing, draining=self.draining)
+        return claim_pass.seen
+
+    def _record(self, slot: Slot) -> None:
+        self.slots[slot.job_id] = slot
+
+    def _take_over_replaced(self) -> None:
+        for slot in settle_left_by_replaced(self.ctx, self.runner):
+            self._record(slot)
+
+    def _may_claim(self) -> bool:
+        return not self.stopping and len(self.slots) < self.cfg.slots
+
+    def cadences(self) -> None:
+        mono = self.clock.monotonic()
+        if mono >= self._record_due:
+            self.guard(self._write_record)
+        if mono >= self._settle_due:
+            self.queue.blocked.clear()  # look again at queued jobs a corrupt record held up
+            self._settle_pass()
+        if mono >= self._index_due:
+            self._index_due = mono + self.cfg.index_seconds
+            self.guard(self._reconcile_index)
+        if self.cfg.schedules and mono >= self._schedules_due:
+            self.guard(self._fire_schedules)
+
+    def guard(self, fn, *args, **kwargs):
+        """A store that fails for a moment must not stop the agent: log, and the next pass tries again.
+        A corrupt record is reported (once) and never stops it either; the places that meet one handle it
+        so that no other job waits on it, this is the last line."""
+        try:
+            return fn(*args, **kwargs)
+        except StoreError as e:
+            self.log(f"object store error: {type(e).__name__}: {str(e)[:200]}; retrying on the next pass")
+            return None
+        except CorruptDocument as e:
+            self.log_once(str(e), True, f"{e}: skipped; `stado status` lists it under problems")
+            return None
+
+    def _install_signals(self):
+        self._wake_r, self._wake_w = proc.wake_pipe()
+        old = {sig: signal.signal(sig, self._on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
+        old["wakeup"] = signal.set_wakeup_fd(self._wake_w)
+        return old
+
+    def _restore_signals(self, old) -> None:
+        signal.set_wakeup_fd(old.pop("wakeup"))
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for fd in (self._wake_r, self._wake_w):
+            if fd is not None:
+                os.close(fd)
+        self._wake_r = self._wake_w = None
+
+    def _on_stop(self, signum, _frame) -> None:
+        self.stop(signal.Signals(signum).name, drain=os.path.exists(drain_path(self.cfg.work_root, self.id)))
+
+    def stop(self, why: str, *, drain: bool = False) -> None:
+        """A SIGTERM or SIGINT (`why`): the first stops claiming (and, drained, hands back what has not started);
+        the second stops the running jobs too."""
+        if not self.stopping:
+            self.stopping = True
+            self.draining = drain
+            unstarted = sum(1 for slot in self.slots.values() if not slot.started)
+            if self.draining:
+                self.log(f"{why} (drain): not claiming any more; handing back {unstarted} job(s) not started yet and "
+                         f"waiting for {len(self.slots) - unstarted} running job(s) to finish (a second SIGTERM or "
+                         "SIGINT stops them)")
+            else:
+                self.log(f"{why}: not claiming any more; waiting for {len(self.slots)} running job(s) to finish (a "
+                         "second SIGTERM or SIGINT stops them)")
+        elif not self.shutting_down:
+            self.shutting_down = True
+            self.log(f"second {why}: stopping {len(self.slots)} running job(s) (SIGTERM to their process groups, "
+                     f"SIGKILL after {self.cfg.kill_after:g} s), recording them cancelled by this shutdown, then "
+                     "exiting")
+
+    def notify(self) -> None:
+        """Wake the loop: a slot's transfer thread has finished."""
+        if self._wake_w is None:
+            return  # not running (an in-process test steps it): nothing to wake
+        try:
+            os.write(self._wake_w, b"!")
+        except OSError:  # full (a wake-up is pending anyway), or closed
+            pass
+
+    def wait(self, deadline: float) -> None:
+        timeout = max(0.0, deadline - self.clock.monotonic())
+        if self._wake_r is None:
+            return
+        try:
+            ready, _, _ = select.select([self._wake_r], [], [], timeout)
+        except InterruptedError:
+            return
+        if ready:
+            proc.drain(self._wake_r)
+
+    def next_deadline(self) -> float:
+        """When the loop next has something to do, on this host's monotonic clock."""
+        mono = self.clock.monotonic()
+        deadline = min(self._settle_due, self._record_due, self._index_due)
+        if self._may_claim():  # a full agent does not poll the queue: no deadline for it (no busy loop)
+            deadline = min(deadline, self._last_claim + self.cfg.poll_seconds)
+        if self.cfg.schedules:
+            deadline = min(deadline, self._schedules_due)
+        for slot in self.slots.values():
+            deadline = min(deadline, slot.due(mono, self.cfg.poll_seconds))
+        return mono if self._freed and self._may_claim() else deadline
+
+    # -- what its slots hold --------------------------------------------------------------------------------
+
+    def room(self) -> Room:
+        """What is free now: the offer less what its slots hold (the holdings kept in step with the slots)."""
+        self.holdings.sync({job_id: slot.doc.spec for job_id, slot in self.slots.items()})
+        return self.holdings.free()
+
+    def _new_io(self, job_id: str, directory: str, attempt: int = 1) -> JobIO:
+        return JobIO(self.store, job_id, directory, self.secrets, poll_seconds=self.cfg.poll_seconds,
+                     stall_seconds=self.cfg.stall_seconds, log=self.log, notify=self.notify, attempt=attempt)
+
+    def drop(self, slot: Slot) -> None:
+        self.slots.pop(slot.job_id, None)
+        self._freed = True
+        self.ctx.workspace.release(slot.job_dir)
+
+    def _reap_children(self) -> None:
+        leaders = {slot.pgid: slot for slot in self.slots.values()
+                   if slot.pgid is not None and slot.live and not slot.adopted}
+        if not leaders and not self.host.reap_all:
+            return
+        for pid, ended in self.host.reap(leaders).items():
+            leaders[pid].ended(ended)
+
+    # -- the slow cadences ---------------------------------------------------------------------------------
+
+    def _write_record(self) -> None:
+        refresh = refresh_seconds(self.cfg.poll_seconds)
+        offer, free = self.offer, self.room()
+        record = {"agent": self.id, "host": self.cfg.host, "instance_ref": self.instance_ref, "pid": os.getpid(),
+                  "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(offer.capabilities),
+                  "cores": offer.cores, "memory": offer.memory, "accelerators": offer.accelerators,
+                  "accelerator_devices": list(offer.devices), "provider": offer.provider, "spot": offer.spot,
+                  "price_per_hour": offer.price_per_hour,
+                  "free": {"cores": free.cores, "memory": free.memory, "accelerators": free.accelerators},
+                  "last_seen": d.iso(self.clock.now()), "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds,
+                  "refresh_seconds": refresh, "live_for": live_for(refresh), "generation": self._record_generation + 1,
+                  "nonce": new_nonce()}
+        key = keys.agent(self.id)
+        if self.clock.due():  # its write time, read back, tells where the store's clock stands
+            self.clock.measure(self.store, key, lambda: self.store.put(key, d.encode(record)))
+            self._said_skew()
+        else:
+            self.store.put(key, d.encode(record))  # only this agent writes its record
+        self.recorded = True
+        self._record_generation += 1
+        self._record_due = self.clock.monotonic() + refresh
+
+    def _said_skew(self) -> None:
+        skew = self.clock.skew()
+        if skew is not None and abs(skew) > 1.0:
+            self.log_once("clock", round(skew), f"this host's clock is {skew_words(skew)}: promises, the reaper's "
+                                                f"verdicts and schedules go by the store's")
+
+    def _settle_pass(self) -> None:
+        """The reaper's pass (one LIST of running/, never of a terminal prefix): finish moves crashed agents
+        left half done, requeue or fail jobs whose worker stopped speaking. Its own slots are skipped: their
+        renewals speak for them."""
+        self._settle_due = self.clock.monotonic() + self.cfg.settle_seconds
+        summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
+                             skip=frozenset(self.slots), watch=self._watch, clock=self.clock)
+        self.guard(stop_orphans, self.ctx, set(self.slots))
+        if summary is None:
+            return
+        for line in summary.lines:
+            self.log(line)
+        for problem in summary.problems:
+            self._report("reaper", problem)
+
+    def _report(self, source: str, problem: Problem) -> None:
+        """A problem is said once (each pass would meet it again, until it is repaired), keyed by where and what it
+        is, not by its words: said again when its text changes."""
+        self.log_once(f"{source} {problem.kind} {problem.job_id}", problem.text, problem.text)
+
+    def _reconcile_index(self) -> None:
+        for item in readyindex.reconcile(self.store):
+            if isinstance(item, Problem):
+                self._report("index", item)
+            else:
+                self.log(item)
+
+    def _fire_schedules(self) -> None:
+        from ..schedules import ScheduleKnowledge
+
+        if self._schedules is None:
+            self._schedules = ScheduleKnowledge(self.store, submitter=f"schedule via agent {self.id}")
+        schedules = self._schedules
+        skew = self.clock.skew()
+        if skew is None or abs(skew) > SKEW_BOUND:
+            # Not measured yet: the next agents/ record measures it (at once if the last one failed).
+            self._schedules_due = self.clock.monotonic() + (schedules.refresh if skew is not None else
+                                                            min(self.cfg.poll_seconds, schedules.refresh))
+            why = ("the store's clock is not measured yet" if skew is None else
+                   f"this host's clock is {skew_words(skew)}, more than {SKEW_BOUND:.0f} s: fix the time of this host "
+                   "(NTP) or of the store; the other agents fire them")
+            return self.log_once("schedules", why, f"not firing schedules: {why}")
+        self.ctx.log_once.forget("schedules")
+        # Fire times go by the store's clock, and never before it (less what the measurement cannot tell).
+        now = self.clock.now() - self.clock.uncertainty
+        self._schedules_due = self.clock.monotonic() + self.cfg.poll_seconds  # if the store fails: try again next poll
+        for line in schedules.tick(now):
+            self.log(line)
+        self._schedules_due = self.clock.monotonic() + max(0.05, min(schedules.due_at(now) - now, schedules.refresh))
+
+
+def run_agent(store: ObjectStore, config: AgentConfig) -> int:
+    return Agent(store, config).run()

@@ -1,0 +1,79 @@
+"""Both command lines end the same way (runkit.climain.run_main): a reader that closed the pipe early gets exit 0
+and no traceback (`jobman list | head -1`, as git and ls do), Ctrl-C exits 130, the tool's own errors are one line
+and its exit code. The CLIs run as real processes, their stdout a pipe whose reader is already gone."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from runkit.climain import run_main
+
+PYTHON = sys.executable
+
+
+def _closed_pipe_run(argv: list[str], env: dict) -> subprocess.CompletedProcess:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte: every write meets EPIPE
+    try:
+        return subprocess.run(argv, stdout=write_end, stderr=subprocess.PIPE, env=env, timeout=60)
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("tool, args", [("jobman", ["list"]), ("jobman", ["--help"]), ("stado", ["--help"]),
+                                        ("stado", ["status"])])
+def test_a_closed_pipe_ends_the_command_quietly_with_0(tool, args, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "stado.toml").write_text(f'[store]\nurl = "file://{store}"\n')
+    env = dict(os.environ, JOBMAN_HOME=str(tmp_path / "home"), STADO_CONFIG=str(tmp_path / "stado.toml"))
+    if tool == "jobman" and args == ["list"]:  # a job, so that list has a row to print
+        subprocess.run([PYTHON, "-m", "jobman", "run", "--name", "one", "--", "true"], env=env, check=True,
+                       capture_output=True, timeout=60)
+    got = _closed_pipe_run([PYTHON, "-m", tool, *args], env)
+    assert got.returncode == 0, got.stderr.decode()
+    assert got.stderr == b""
+
+
+def test_the_tools_own_errors_are_one_line_and_their_code(capsys):
+    class Refused(Exception):
+        pass
+
+    assert run_main(lambda: (_ for _ in ()).throw(Refused("no such job")), lambda e: (str(e), 3), "tool") == 3
+    assert capsys.readouterr().err == "tool: no such job\n"
+
+
+def test_an_error_that_is_not_the_tools_goes_on_as_a_traceback():
+    with pytest.raises(ZeroDivisionError):
+        run_main(lambda: 1 // 0, lambda e: None, "tool")
+
+
+def test_ctrl_c_exits_130(capsys):
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert run_main(interrupted, lambda e: ("never", 1), "tool") == 130
+    assert capsys.readouterr().err == ""
+
+
+def test_ctrl_c_of_a_real_command_exits_130(tmp_path):
+    """`stado job watch` of a job nobody runs waits until interrupted: SIGINT ends it with 130, no traceback."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "stado.toml").write_text(f'[store]\nurl = "file://{store}"\n')
+    env = dict(os.environ, STADO_CONFIG=str(tmp_path / "stado.toml"))
+    job = subprocess.run([PYTHON, "-m", "stado", "submit", "sleep 60"], env=env, check=True, capture_output=True,
+                         text=True, timeout=60).stdout.strip()
+    watch = subprocess.Popen([PYTHON, "-m", "stado", "job", "watch", job], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert watch.stderr is not None
+        watch.stderr.readline()  # its first state line: the command is past start-up and waiting
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=30)
+    finally:
+        watch.kill()
+    assert watch.returncode == 130, err
+    assert "Traceback" not in err
