@@ -128,7 +128,7 @@ def spawn(path: str, argv: list[str], env: dict[str, str], *, stdin: int, stdout
     posix_spawn has no working-directory action in Python 3.11, so the caller's directory is changed
     around the spawn and restored: callers are single-threaded and use absolute paths.
     """
-    actions = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)]
+    actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)]
     if only_std_fds:
         actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited_fds()]
     if cwd is None:
