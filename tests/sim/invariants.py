@@ -274,13 +274,23 @@ def agent_idles(sim, agent) -> None:
         if found is None:
             continue
         current = sim.store.document(found[0], found[1])
-        if current.get("owner") != model.id or current.get("phase") == "finishing" or current.get("settled_by"):
-            continue  # a decided move (or one a settler has taken) is finished by whoever comes first: not abandoned
+        if (current.get("owner") != model.id or current.get("phase") == "finishing" or current.get("settled_by")
+                or _decided(current)):
+            # A decided move (or one a settler has taken) is finished by whoever comes first: not abandoned. That
+            # includes a cancel that overtook a finishing move (it keeps the attempt's result: no process of it
+            # can run), which any agent's leftovers pass settles.
+            continue
         slot = model.slots.get(job)
         if slot is None or slot.doc.get("claim") != current.get("claim"):
             violation(sim, "abandoned", f"{agent.name} holds {sim.names[job]}'s claim in running/ (phase "
                                         f"{current.get('phase')}) but no longer runs it: nothing will run or "
                                         "settle it (until a reaper requeues it)")
+
+
+def _decided(doc: dict) -> bool:
+    from stado import documents as d
+
+    return d.decided(d.Job(doc))
 
 
 # -- once the run has settled --------------------------------------------------------------------------
@@ -339,13 +349,20 @@ def _cron_skipped(sim) -> None:
         if fire in sim.fired or sim.now < fire + SCHEDULE_WATCH:
             continue
         honest = [a for a in sim.actors if a.kind == "agent" and a.max_skew <= SKEW_BOUND and not a.ignores_conditions
-                  and a.started <= fire and (a.live or (a.ended_at or 0) >= fire + SCHEDULE_WATCH)]
+                  and a.started <= fire and (a.live or (a.ended_at or 0) >= fire + SCHEDULE_WATCH)
+                  and not _stalled_within(a, fire, fire + SCHEDULE_WATCH)]
         if honest:
             from stado import documents as d
 
             violation(sim, "cron-skipped", f"the fire time {d.iso(fire)} was never submitted, though "
                                            f"{honest[0].name} (its clock {honest[0].skew:+.0f} s off the store's) ran "
                                            f"from before it until {SCHEDULE_WATCH:.0f} s after")
+
+
+def _stalled_within(actor, start: float, end: float) -> bool:
+    """Whether the actor was stalled (stopped, as a process is by SIGSTOP or a host swapping) at some time in
+    [start, end]: it did not run through that window, so it owes no fire time due in it."""
+    return any(held_from <= end and held_to >= start for held_from, held_to in actor.stalls)
 
 
 def _owner(sim, doc: dict):

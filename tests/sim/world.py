@@ -41,6 +41,7 @@ class Actor:
         self.max_skew = 0.0             # the largest |skew| its clock has had (honest: within SKEW_BOUND all along)
         self.started = sim.now
         self.ended_at: float | None = None
+        self.stalls: list[tuple[float, float]] = []  # (from, until) of each stall (cron-skipped spares those times)
         self.ignores_conditions = False  # its path to the store drops every condition (params.proxy)
         self.pending: tuple[str, str] | None = None
         self.fate = OK
@@ -315,6 +316,7 @@ class Sim:
             if self.ch.chance(self._stall_chance(actor)):
                 # From 20 ms (a slow request) to stall_max (a process stopped, a host swapping), log-uniform.
                 actor.hold = self.now + 0.02 * (self.p.stall_max / 0.02) ** (self.ch.below(1001) / 1000)
+                actor.stalls.append((self.now, actor.hold))
                 self.trace.event(actor, f"stalls until t={actor.hold - EPOCH:.3f}")
                 return
             if self.ch.chance(self.p.p_jump):
