@@ -107,9 +107,7 @@ def _hand_back(ctx: AgentContext, slot: Slot) -> None:
 
 def _settle_cancel(ctx: AgentContext, slot: Slot) -> None:
     try:
-        found = read(ctx.store, keys.running(slot.job_id), slot.job_id)
-        if found is not None and found[0].cancelling and found[0].claim == slot.doc.claim:
-            jobs.settle(ctx.store, *found, writer=ctx.agent_id, now=ctx.clock.now())
+        jobs.settle_own_cancel(ctx.store, slot.job_id, slot.doc.claim, writer=ctx.agent_id, now=ctx.clock.now())
     except CorruptDocument as e:
         ctx.log(f"{slot.job_id}: process group {slot.pgid} stopped; the cancel could not be settled: {e}; left for "
                 f"an operator (`stado repair {slot.job_id}`)")

@@ -11,7 +11,7 @@ from ..lookup import terminal_records
 from ..objectstore.base import ObjectStore, StoreError, StoreUnavailable, Version
 from ..readyindex import index, unindex
 from .common import CONFLICT_RETRIES, _now
-from .moves import settle
+from .moves import settle, settle_own_cancel
 
 
 def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
@@ -70,7 +70,7 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
         if found is None or found[0].claim != doc.claim:
             return None  # it did not land (or landed and was settled since): nothing of ours to start
         if not found[0].running_phase:
-            settle(store, *found, writer=writer, now=now)  # a cancel reached it first: nothing was started
+            settle_own_cancel(store, job_id, doc.claim, writer=writer, now=now)  # a cancel reached it first: nothing started
             return None
         doc, version = found
     stale = stale_claim(store, queued)
@@ -91,7 +91,7 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
     if current is None or current[0].claim != doc.claim:
         return None
     if current[0].cancelling:
-        settle(store, *current, writer=writer, now=now)  # a cancel reached the claim first: nothing was started
+        settle_own_cancel(store, job_id, doc.claim, writer=writer, now=now)  # a cancel reached the claim first
         return None
     return current if current[0].running_phase else None
 
@@ -126,9 +126,7 @@ def give_back(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, 
         _return_to_queue(store, doc, writer=writer, now=_now(now), handed_back=handed_back)
     if remove(store, keys.running(doc.id), version):
         return
-    found = read(store, keys.running(doc.id), doc.id)
-    if found is not None and found[0].cancelling and found[0].claim == doc.claim:
-        settle(store, found[0], found[1], writer=writer, now=now)
+    settle_own_cancel(store, doc.id, doc.claim, writer=writer, now=now)
 
 
 def _return_to_queue(store: ObjectStore, doc: d.Job, *, writer: str, now: float, handed_back: bool = False) -> None:

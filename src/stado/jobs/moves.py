@@ -99,6 +99,24 @@ def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now
     return new
 
 
+def settle_own_cancel(store: ObjectStore, job_id: str, claim: str | None, *, writer: str,
+                      now: float | None = None) -> d.Job | None:
+    """A cancel of an attempt whose process never started or is gone, settled by that attempt's own agent. If
+    another settler took the record first (a reaper settling the cancel of an owner it judged silent) and
+    stopped short (it crashed between its take and its delete), the record is taken again: that settler's delete
+    is refused, and nobody else would finish the move before a lease had passed, since the record still names
+    an owner and no outcome. Returns the new record; None when the record is gone or no longer this claim's
+    cancel."""
+    for _ in range(CONFLICT_RETRIES):
+        found = read(store, keys.running(job_id), job_id)
+        if found is None or found[0].claim != claim or not found[0].cancelling:
+            return None
+        done = settle(store, *found, writer=writer, now=now)
+        if done is not None:
+            return done
+    return None
+
+
 def _overtaken(store: ObjectStore, doc: d.Job, new: d.Job, *, writer: str, now: float) -> d.Job:
     """A move back to the queue whose delete of running/ was refused: another writer took the record after this
     one did. Either a settler of the same decision (its entry and ours are one move), or a cancel that landed
