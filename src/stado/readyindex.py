@@ -12,16 +12,24 @@ from . import documents as d
 from . import keys
 from .cas import read, remove
 from .errors import CorruptDocument
-from .objectstore.base import ObjectStore, StoreError
+from .objectstore.base import ObjectStore, StoreError, Version
 from .problems import CORRUPT, Problem
 
 def index(store: ObjectStore, queued: d.Job) -> None:
     store.put(keys.ready(queued.spec.priority or 0, queued.id), d.encode(queued))
 
 
-def unindex(store: ObjectStore, queued: d.Job) -> None:
-    """Remove the job's entry if it is the copy of `queued` (a requeue wrote a newer one: that one stays)."""
+def unindex(store: ObjectStore, queued: d.Job, version: Version | None = None) -> None:
+    """Remove the job's entry if it is the copy of `queued` (a requeue wrote a newer one: that one stays).
+
+    `version`: the entry's version as the caller listed it, when the caller has just removed the queue entry
+    it claimed: the index entry is deleted at that version with no read. Whatever ledger entry it copies, the
+    job is no longer queued under it; a newer index entry (a requeue's, written after its ledger entry) has
+    another version, since every ledger entry's bytes are unique (generation, nonce), and stays."""
     key = keys.ready(queued.spec.priority or 0, queued.id)
+    if version is not None:
+        remove(store, key, version)
+        return
     try:
         found = read(store, key, queued.id)
     except CorruptDocument:

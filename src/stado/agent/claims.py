@@ -214,7 +214,8 @@ class ClaimPass:
                 seen += 1
                 now, mono = ctx.clock.now(), ctx.clock.monotonic()
                 got = jobs.claim(ctx.store, ledger[0], agent_id=ctx.agent_id, instance_ref=ctx.instance_ref,
-                                 lease_expires_at=ctx.lease.promise(now), now=now, queued_version=ledger[1])
+                                 lease_expires_at=ctx.lease.promise(now), now=now, queued_version=ledger[1],
+                                 index_version=entry.version)
             except jobs.Unverified as unsure:
                 room.take(spec)
                 claimed += 1

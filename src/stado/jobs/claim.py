@@ -15,13 +15,16 @@ from .moves import settle, settle_own_cancel
 
 
 def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
-          now: float | None = None, queued_version: Version | None = None) -> tuple[d.Job, Version] | None:
+          now: float | None = None, queued_version: Version | None = None, index_version: Version | None = None,
+          recheck: bool = True) -> tuple[d.Job, Version] | None:
     """Queued -> running: create-if-absent of running/<id>.json, one winner. None when the job is not ours
     to start: another claim or a cancel holds running/ (if it was claimed from this very queue entry, the
     entry is a leftover and is removed), the job already has a terminal record, or the queue entry we read
     was stale (the job went round the queue meanwhile). `queued_version` is the version of the queue entry
     `queued` was read from; without it (`queued` came from the claim-order index, a hint) the ledger entry
-    is read now and claimed as it stands."""
+    is read now and claimed as it stands. `index_version`: the version of the job's claim-order index entry
+    as listed (it is removed at that version, with no read). `recheck=False`: running/ is not read again after
+    the claim (see verify_claim: the caller starts the job only while the claim's own promise holds)."""
     t = _now(now)
     job_id = queued.id
     if queued_version is None:
@@ -42,7 +45,8 @@ def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str
             raise Unverified(doc, None, queued, queued_version, e) from None  # ours, moved by a cancel? next tick
         return None
     try:
-        return verify_claim(store, doc, version, queued, queued_version, writer=agent_id, now=t)
+        return verify_claim(store, doc, version, queued, queued_version, writer=agent_id, now=t,
+                            index_version=index_version, recheck=recheck)
     except CorruptDocument:
         give_back(store, doc, version, writer=agent_id, now=t, restore=True)
         raise
@@ -60,7 +64,8 @@ class Unverified(Exception):
 
 
 def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued: d.Job, queued_version: Version, *,
-                 writer: str, now: float | None = None) -> tuple[d.Job, Version] | None:
+                 writer: str, now: float | None = None, index_version: Version | None = None,
+                 recheck: bool = True) -> tuple[d.Job, Version] | None:
     """After a claim's create won: (doc, version) if the claim is genuine (then the queue entry it came from
     is removed), None if it came from a stale read (then it is given back). A `version` of None: whether
     the create landed is not known (its answer was lost): running/ is read to tell. StoreError: not known yet."""
@@ -82,7 +87,7 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
     faults.point("claim-written")
     try:
         if remove(store, keys.queued(job_id), queued_version):
-            unindex(store, queued)
+            unindex(store, queued, index_version)
     except StoreError:
         pass  # the claim is won; a leftover queue entry is removed by the next pass (_finish_interrupted_claim)
     # Last, that the claim still stands: a claimant that stalled past its promise may have been reaped, and the
