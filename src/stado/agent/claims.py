@@ -32,7 +32,9 @@ READY, WAIT = "ready", "wait"
 class QueueKnowledge:
     def __init__(self, store: ObjectStore):
         self.store = store
-        self._docs: dict[str, tuple[Version, d.Job]] = {}   # queue key -> (version, decoded document)
+        # index key -> (the index entry's version, the ledger entry's document, the ledger entry's version)
+        self._docs: dict[str, tuple[Version, d.Job, Version]] = {}
+        self._fresh: set[str] = set()                       # index keys whose ledger entry was read this poll
         self._skip: dict[str, Version] = {}                 # queue key -> the version found corrupt or not for us
         self.blocked: set[str] = set()                      # job ids held up by a corrupt record elsewhere
         self._final: dict[str, str] = {}                    # producer id -> its terminal state (never changes)
@@ -68,9 +70,10 @@ class QueueKnowledge:
             del self._skip[key]
         # A producer's terminal state is kept while a job still listed waits on it, not for good: an agent that runs
         # for months would otherwise remember every producer it ever looked up.
-        wanted = {ref.get("job") for _, doc in self._docs.values() for ref in doc.spec.inputs or ()}
+        wanted = {ref.get("job") for _, doc, _ in self._docs.values() for ref in doc.spec.inputs or ()}
         self._final = {producer: state for producer, state in self._final.items() if producer in wanted}
         self._queued_ids = seen
+        self._fresh = set()
         self._running_ids = None
         self._looked_up = {}
         return jobs, strays
@@ -83,18 +86,33 @@ class QueueKnowledge:
             self._cursor = None
 
     def document(self, job_id: str, entry: Entry) -> tuple[d.Job, Version] | None:
-        """The entry's document (a copy of the queue entry): from memory while the index entry's version is
-        unchanged, else one GET. CorruptDocument if it cannot be read; None if it is gone."""
+        """The job's ledger entry (queue/<id>.json) and its version: from memory while the index entry's version
+        is unchanged, else one GET of the ledger itself (the index entry is a copy of it, so reading the copy
+        and then the ledger would read the same document twice). CorruptDocument if it cannot be read; None if
+        it is gone (claimed or ended since), and then the index entry, which points nowhere, is removed at its
+        listed version."""
         known = self._docs.get(entry.key)
         if known is not None and known[0] == entry.version:
-            return known[1], known[0]
-        found = read(self.store, entry.key, job_id)
+            return known[1], known[2]
+        found = read(self.store, keys.queued(job_id), job_id)
         if found is None:
             self._docs.pop(entry.key, None)
+            remove(self.store, entry.key, entry.version)
             return None
         doc, version = found
-        self._docs[entry.key] = (version, doc)
+        self._docs[entry.key] = (entry.version, doc, version)
+        self._fresh.add(entry.key)
         return doc, version
+
+    def ledger(self, job_id: str, entry: Entry) -> tuple[d.Job, Version] | None:
+        """The ledger entry as a claim must take it: the one read this poll as it was read (the claim's own
+        conditional writes tell a stale read: see jobs.claim), else read again now (remembered from an earlier
+        poll, it may be old). None, and the index entry removed, when it is gone."""
+        known = self._docs.get(entry.key)
+        if entry.key in self._fresh and known is not None and known[0] == entry.version:
+            return known[1], known[2]
+        self._docs.pop(entry.key, None)
+        return self.document(job_id, entry)
 
     def forget(self, key: str) -> None:
         self._docs.pop(key, None)
@@ -252,11 +270,9 @@ class ClaimPass:
         return [(job_id, entry) for job_id, entry in listed if job_id not in self.running]
 
     def _ledger(self, job_id: str, entry):
-        """The job's queue entry, as the claim must take it (the index is a hint; the ledger decides); None, and
-        the index entry removed, when it is gone (claimed or ended since: the index entry points nowhere)."""
-        ledger = read(self.ctx.store, keys.queued(job_id), job_id)
+        """The job's queue entry, as the claim must take it (QueueKnowledge.ledger); None when it is gone."""
+        ledger = self.queue.ledger(job_id, entry)
         if ledger is None:
-            remove(self.ctx.store, entry.key, entry.version)
             self.queue.forget(entry.key)
         return ledger
 
