@@ -78,18 +78,29 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
             settle_own_cancel(store, job_id, doc.claim, writer=writer, now=now)  # a cancel reached it first: nothing started
             return None
         doc, version = found
-    stale = stale_claim(store, queued)
+    faults.point("claim-written")
+    # The queue entry the claim came from is deleted first, if-match on the version read: when that lands, the
+    # entry read was still the job's current one (no requeue wrote a newer one), which is what reading it again
+    # would have told.
+    try:
+        removed = remove(store, keys.queued(job_id), queued_version)
+    except StoreError:
+        removed = False  # landed or not: the checks below read what is there
+    if removed:
+        # The entry read was the current one: only a terminal record can make the claim stale.
+        stale = "terminal" if terminal_records(store, job_id) else None
+    else:
+        stale = stale_claim(store, queued)
     if stale:
         give_back(store, doc, version, writer=writer, now=now, restore=stale != "terminal")
-        if stale == "terminal" and remove(store, keys.queued(job_id), queued_version):  # a leftover beside a final record
-            unindex(store, queued)
+        if stale == "terminal" and (removed or remove(store, keys.queued(job_id), queued_version)):
+            unindex(store, queued)  # a leftover beside a final record
         return None
-    faults.point("claim-written")
-    try:
-        if remove(store, keys.queued(job_id), queued_version):
+    if removed:
+        try:
             unindex(store, queued, index_version)
-    except StoreError:
-        pass  # the claim is won; a leftover queue entry is removed by the next pass (_finish_interrupted_claim)
+        except StoreError:
+            pass  # the claim is won; an index entry whose job is no longer queued is removed by a later pass
     # Last, that the claim still stands: a claimant that stalled past its promise may have been reaped, and the
     # job claimed and started by another worker since (the queue entry would then be gone, as it is now).
     current = read(store, keys.running(job_id), job_id)
