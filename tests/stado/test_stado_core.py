@@ -369,3 +369,21 @@ def test_a_name_entry_pointing_at_no_job_does_not_hide_the_real_one(tmp_path):
     store.put(keys.name_entry("ghost", uuid7()), b"x")
     with pytest.raises(JobNotFound, match="no job named 'ghost'"):
         lookup.find(store, "ghost")
+
+
+def test_a_claim_of_an_entry_that_is_not_the_first_starts_nothing_beside_an_unreadable_terminal_record():
+    """Only a job's first queue entry, still standing at the version read, proves that it has no terminal record
+    (jobs.claim._first_entry). Any other entry (here a retry's) is claimed only after the terminal records are
+    read: one that cannot be read may be the job's final word, so nothing is started on a guess."""
+    from stado.errors import CorruptDocument
+
+    store = MemoryStore()
+    job = submit(store, "false", retries=1)
+    doc, version = claim(store, job["id"])
+    again = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None))
+    assert again["state"] == "queued" and again["generation"] > 1
+    store.put(keys.terminal("completed", job["id"]), b"garbage")
+    with pytest.raises(CorruptDocument):
+        claim(store, job["id"])
+    assert not list(store.list(keys.RUNNING))
+    assert cas.read(store, keys.queued(job["id"]), job["id"]) is not None  # still queued (the claim given back)
