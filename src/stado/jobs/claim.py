@@ -104,6 +104,12 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
             pass  # the claim is won; an index entry whose job is no longer queued is removed by a later pass
     # Last, that the claim still stands: a claimant that stalled past its promise may have been reaped, and the
     # job claimed and started by another worker since (the queue entry would then be gone, as it is now).
+    # `recheck=False`: the caller starts the job only while the claim's own promise holds, measured from before
+    # the create (the agent's SlotRunner._still_ours, which renews first otherwise): no reaper can have taken a
+    # claim whose promise holds, and a cancel that reached the claim is met by its first renewal (or its finish),
+    # whose compare-and-swap is refused, and the slot stops what it started and settles the cancel.
+    if not recheck:
+        return doc, version
     current = read(store, keys.running(job_id), job_id)
     if current is None or current[0].claim != doc.claim:
         return None
@@ -121,7 +127,9 @@ def _first_entry(queued: d.Job) -> bool:
     every holder lets go of running/ only after deleting the entry it was claimed from (the claim itself, or
     the settle's look for a leftover beside the terminal record) or replacing it with a newer generation (a
     retry, a requeue, a claim given back); a holder that crashed holds running/ until a settler does the same.
-    So the entry still standing at the version read means no terminal record exists."""
+    So the entry still standing at the version read means no terminal record exists, but for one a cancel of
+    this very claim wrote (it reached running/ after the create): that cancel is met by the claim's last check
+    below, or, without it, by the attempt's first renewal or its finish, as for any cancel of a running job."""
     return queued.generation == 1 and not queued.get("schedule")
 
 
