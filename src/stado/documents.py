@@ -465,7 +465,7 @@ def returned_doc(doc: Job, *, now: float, nonce: str, writer: str, handed_back: 
 
 
 _ATTEMPT_FIELDS = ("phase", "owner", "instance_ref", "claim", "claimed_from", "claimed_at", "started_at",
-                   "lease_expires_at", "process", "result", "cancel", "finished_at", "settled_by")
+                   "lease_expires_at", "process", "result", "cancel", "finished_at", "settled_by", "ledger_cleared")
 
 
 def requeued_after_failure(doc: Job, *, now: float, nonce: str, writer: str) -> Job:

@@ -109,14 +109,20 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
     # claim whose promise holds, and a cancel that reached the claim is met by its first renewal (or its finish),
     # whose compare-and-swap is refused, and the slot stops what it started and settles the cancel.
     if not recheck:
-        return doc, version
+        return _cleared(doc, removed), version
     current = read(store, keys.running(job_id), job_id)
     if current is None or current[0].claim != doc.claim:
         return None
     if current[0].cancelling:
         settle_own_cancel(store, job_id, doc.claim, writer=writer, now=now)  # a cancel reached the claim first
         return None
-    return current if current[0].running_phase else None
+    return (_cleared(current[0], removed), current[1]) if current[0].running_phase else None
+
+
+def _cleared(doc: d.Job, removed: bool) -> d.Job:
+    """The claim's document, saying (from its next write on) that its claim removed the queue entry it came from:
+    the attempt's settle then need not look for a leftover entry beside its terminal record (moves._terminate)."""
+    return doc.with_(ledger_cleared=True) if removed else doc
 
 
 def _first_entry(queued: d.Job) -> bool:

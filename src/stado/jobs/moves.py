@@ -187,6 +187,13 @@ def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float) -> d.
                 raise Conflict(f"{job_id}: {key} was reported present and then absent; the next pass tries again")
             term = found[0]
     faults.point("cancel-written" if term.state == "cancelled" else "terminal-written")
+    if doc.finishing and not doc.reaped and doc.get("ledger_cleared"):
+        # The owner's own decision, on an attempt whose claim removed the queue entry it came from: no leftover
+        # of it can be there. An entry written since is not this move's to remove: a holder of running/ would
+        # have fenced this move's take, and an entry written by a writer that held nothing (an overtaken
+        # settler's late requeue, a schedule's fire written again) is met by the next claim of it, which finds
+        # this terminal record first and removes the entry, starting nothing (verify_claim).
+        return term
     try:
         leftover = read(store, keys.queued(job_id), job_id)
     except CorruptDocument:
