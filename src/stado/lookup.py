@@ -45,12 +45,46 @@ def terminal_records(store: ObjectStore, job_id: str) -> dict[str, tuple[d.Job, 
     return found
 
 
+# The order a reader reads a job's records in, and after each record found, the records it reads besides before
+# it stops (what `terminal` and `moving` need): the record that decides comes first, so a job that ran once costs
+# a reader one GET. A completed record decides alone: it is written only by the settle of a decided outcome, so
+# no running/ record beside it stands for a process that may run (one there is the end of that move, or a claim
+# made on a stale read that starts nothing: neither makes the job move again).
+_READ_ORDER = keys.TERMINAL_STATES + ("running", "queued")
+_ALSO_READ = {"completed": (), "failed": ("running",), "cancelled": ("running",), "running": ("queued",), "queued": ()}
+
+
+def _deciding_records(store: ObjectStore, job_id: str, corrupt: list) -> dict[str, tuple[d.Job, Version]]:
+    """The records a reader needs, terminal first: the first record found (completed, failed, cancelled, running,
+    queued), and the ones that tell whether it still moves (_ALSO_READ). A job that moves on between two reads
+    (moves write their new record before deleting the old) is found in its later state, or, having left every
+    state read so far for a later one, not found at all: view() then reads again."""
+    found: dict[str, tuple[d.Job, Version]] = {}
+
+    def get(state: str) -> None:
+        try:
+            got = read(store, keys.state_key(state, job_id), job_id)
+        except CorruptDocument as e:
+            corrupt.append(e)
+            return
+        if got is not None:
+            found[state] = got
+
+    for state in _READ_ORDER:
+        get(state)
+        if state in found:
+            for other in _ALSO_READ[state]:
+                get(other)
+            return found
+    return found
+
+
 def view(store: ObjectStore, job_id: str) -> d.JobView:
     """The job as readers show it. Corrupt records are skipped and listed in the view's `problems`; a job
     with nothing but corrupt records raises the first one's CorruptDocument."""
-    for _ in range(3):  # a move back to an earlier state (a requeue) can slip between reads: look again
+    for _ in range(3):  # a move can slip between reads (past every state read so far): look again
         corrupt: list[CorruptDocument] = []
-        recs = records(store, job_id, corrupt)
+        recs = _deciding_records(store, job_id, corrupt)
         v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
         if v is not None:
             v.problems = [str(e) for e in corrupt]
