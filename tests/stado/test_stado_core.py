@@ -371,10 +371,10 @@ def test_a_name_entry_pointing_at_no_job_does_not_hide_the_real_one(tmp_path):
         lookup.find(store, "ghost")
 
 
-def test_a_claim_of_an_entry_that_is_not_the_first_starts_nothing_beside_an_unreadable_terminal_record():
-    """Only a job's first queue entry, still standing at the version read, proves that it has no terminal record
-    (jobs.claim._first_entry). Any other entry (here a retry's) is claimed only after the terminal records are
-    read: one that cannot be read may be the job's final word, so nothing is started on a guess."""
+def test_a_claim_of_a_retry_entry_starts_nothing_beside_an_unreadable_terminal_record():
+    """A claim whose delete of the entry it read landed still reads the terminal records before it starts anything
+    (here of a retry's entry): one that cannot be read may be the job's final word, so nothing is started on a
+    guess, and the job stays queued."""
     from stado.errors import CorruptDocument
 
     store = MemoryStore()

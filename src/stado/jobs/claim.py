@@ -87,9 +87,8 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
     except StoreError:
         removed = False  # landed or not: the checks below read what is there
     if removed:
-        # The entry read was the current one: only a terminal record can make the claim stale, and none can exist
-        # beside the job's first entry (see _first_entry).
-        stale = None if _first_entry(queued) or not terminal_records(store, job_id) else "terminal"
+        # The entry read was the current one: only a terminal record can make the claim stale.
+        stale = "terminal" if terminal_records(store, job_id) else None
     else:
         stale = stale_claim(store, queued)
     if stale:
@@ -123,20 +122,6 @@ def _cleared(doc: d.Job, removed: bool) -> d.Job:
     """The claim's document, saying (from its next write on) that its claim removed the queue entry it came from:
     the attempt's settle then need not look for a leftover entry beside its terminal record (moves._terminate)."""
     return doc.with_(ledger_cleared=True) if removed else doc
-
-
-def _first_entry(queued: d.Job) -> bool:
-    """Whether the queue entry is the job's first record, written by its submit (generation 1, not a schedule's
-    fire, which may write its job's id again after a crash). A claim whose create won running/ and whose
-    delete-if-match of that entry, at the version read, then landed needs no look for a terminal record: every
-    record of the job descends from that entry, a terminal record is written only by a holder of running/, and
-    every holder lets go of running/ only after deleting the entry it was claimed from (the claim itself, or
-    the settle's look for a leftover beside the terminal record) or replacing it with a newer generation (a
-    retry, a requeue, a claim given back); a holder that crashed holds running/ until a settler does the same.
-    So the entry still standing at the version read means no terminal record exists, but for one a cancel of
-    this very claim wrote (it reached running/ after the create): that cancel is met by the claim's last check
-    below, or, without it, by the attempt's first renewal or its finish, as for any cancel of a running job."""
-    return queued.generation == 1 and not queued.get("schedule")
 
 
 def stale_claim(store: ObjectStore, queued: d.Job) -> str | None:

@@ -45,25 +45,19 @@ def test_a_running_record_corrupted_under_a_running_job_stops_only_that_job(stad
     assert any(f"running/{victim}.json: corrupt document" in p for p in status_json(stado_env)["problems"])
 
 
-def test_a_corrupt_terminal_record_beside_a_first_queue_entry_is_not_its_final_word(stado_env, tmp_path, store):
-    """A claim of a job's first queue entry, which still stood when the claim removed it (delete-if-match on the
-    version read), reads no terminal record: every terminal record of the job would have been written by a holder
-    of running/ that removed or replaced that entry first (jobs.claim._first_entry). Bytes written at a terminal
-    key from outside are therefore not the job's final word and hold nothing up: the job runs, and its outcome
-    waits in running/ (phase finishing) until the bad key is repaired; the others run. (A claim of any other
-    entry still looks, and starts nothing beside an unreadable terminal record: test_stado_core.)"""
+def test_a_corrupt_terminal_record_beside_a_queue_entry_starts_nothing(stado_env, tmp_path, store):
+    """A claim looks for a terminal record before it starts anything: one that cannot be read may be the
+    job's final word, so the job is not started on a guess; the others run."""
     ran = tmp_path / "ran.txt"
     job = submit(stado_env, f"echo held >> {ran}")
     store.put(f"completed/{job}.json", b"garbage")
     other = submit(stado_env, f"echo other >> {ran}")
     agent = run_until_idle(stado_env, tmp_path)
     assert agent.returncode == 0, agent.log()
-    assert f"{job}: ended, but its outcome could not be recorded: completed/{job}.json: corrupt document" in agent.log()
-    assert sorted(ran.read_text().split()) == ["held", "other"]
+    assert f"{job}: not claimed: completed/{job}.json: corrupt document" in agent.log()
+    assert ran.read_text().split() == ["other"]
     assert machine_status(stado_env, other)["state"] == "completed"
-    status = machine_status(stado_env, job)
-    assert (status["state"], status["phase"], status["exit_code"]) == ("running", "finishing", 0)
-    assert not list(store.list("queue/"))
+    assert {e.key for e in store.list("queue/")} == {f"queue/{job}.json"} and not list(store.list("running/"))
     assert f"problem: completed/{job}.json: corrupt document" in stado(stado_env, "status").stdout
 
 
