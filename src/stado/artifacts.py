@@ -89,11 +89,17 @@ def stage(paths: list[str], env: dict[str, str], name: str | None = None, *, wha
 
 # -- the agent, after the job's process ended ---------------------------------------------------------
 
-def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | None = None) -> dict:
+def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | None = None,
+                  first_attempt: bool = False) -> dict:
     """Upload every staged regular file whose name `results` accepts (any such name, dot-files included:
     copies in progress live elsewhere), then the manifest (written last: a manifest names only uploaded
     bytes). A staged entry that is not a regular file, or whose name `results` would refuse (a job may
-    write into its staging area by hand), is not uploaded: the manifest lists it under `refused`."""
+    write into its staging area by hand), is not uploaded: the manifest lists it under `refused`.
+
+    The job's first attempt that staged nothing writes no manifest (one request fewer per job): no earlier
+    attempt wrote one that an empty one would have to replace, and readers take a job whose terminal record
+    says its process ran (an exit code or a signal) and that has no manifest as one with no artifacts
+    (`results`; an input's producer with none has no artifact of any name)."""
     staging = os.path.join(area, STAGING)
     entries, refused = [], []
     for artifact in sorted(os.listdir(staging)) if os.path.isdir(staging) else []:
@@ -108,7 +114,8 @@ def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | No
                 "generation": 1, "nonce": os.urandom(12).hex()}
     if refused:
         manifest["refused"] = refused
-    store.put(keys.manifest(job_id), encode(manifest))
+    if entries or refused or not first_attempt:
+        store.put(keys.manifest(job_id), encode(manifest))
     return manifest
 
 
@@ -215,6 +222,8 @@ def results(store: ObjectStore, job_id: str, directory: str, *, stall_timeout: f
         if not data["terminal"]:
             raise NotFinished(f"job {job_id} has not finished ({data['state']}): it has no results yet; wait for "
                               f"it (`stado job watch {job_id}`) and ask again")
+        if data.get("exit_code") is not None or data.get("signal"):
+            return [], []  # its process ran and staged nothing: its agent wrote no manifest (upload_staged)
         raise StadoError(f"job {job_id} ended {data['state']} without a result manifest (it never reached an "
                             "agent's upload, or ran on one that wrote none); there is nothing to download")
     progress = Progress()

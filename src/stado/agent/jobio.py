@@ -23,7 +23,7 @@ STALLED_EVERY = 60.0  # at most this long between lines while a fetch stays stal
 class JobIO:
     def __init__(self, store: ObjectStore, job_id: str, job_dir: str, secrets: list[str], *, poll_seconds: float,
                  stall_seconds: float | None, log, notify, attempt: int = 1):
-        self.store, self.job_id, self.job_dir = store, job_id, job_dir
+        self.store, self.job_id, self.job_dir, self.attempt = store, job_id, job_dir, attempt
         self.stall_seconds, self.log, self.notify = stall_seconds, log, notify
         self.progress_every = min(PROGRESS_EVERY, max(0.5, 5 * poll_seconds))
         self.output_path = os.path.join(job_dir, "output.log")
@@ -130,7 +130,7 @@ class JobIO:
     def _close(self, upload_artifacts: bool) -> None:
         self.checkpoints.finish()
         if upload_artifacts:
-            manifest = artifacts.upload_staged(self.store, self.job_id, self.job_dir)
+            manifest = artifacts.upload_staged(self.store, self.job_id, self.job_dir, first_attempt=self.attempt == 1)
             for entry in manifest.get("refused", ()):
                 self.tell(f"artifact {entry['name']!r} not uploaded: {entry['reason']}")
         self.out.finish()
