@@ -149,11 +149,13 @@ def _requeue(store: ObjectStore, again: d.Job, running: d.Job) -> d.Job:
     this move's own entry (another settler wrote it), or the leftover entry this attempt was claimed from."""
     key = keys.queued(again.id)
     for _ in range(CONFLICT_RETRIES):
+        # Create first: the key normally holds nothing (the claim removed the entry it came from), and a create
+        # that finds something there costs what the read it replaces did; only then is the entry read.
+        if create(store, key, again) is not None:
+            index(store, again)
+            return again
         found = read(store, key, again.id)
         if found is None:
-            if create(store, key, again) is not None:
-                index(store, again)
-                return again
             continue
         current, current_version = found
         if current.requeued_from == running.claim or current.generation >= again.generation:
