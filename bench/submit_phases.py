@@ -31,7 +31,7 @@ from stado.objectstore import connect  # noqa: E402
 
 mark("import objectstore.connect")
 url, options = connect.load_config(os.environ["STADO_CONFIG"])
-mark("read STADO_CONFIG (tomllib)")
+mark("read STADO_CONFIG")
 if not url.startswith("file:"):
     import obstore.store  # noqa: F401
 

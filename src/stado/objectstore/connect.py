@@ -131,20 +131,76 @@ def default_store_dir(env: Mapping[str, str]) -> str:
     return os.path.join(data_home, "stado", "store")
 
 
+def _plain_toml(text: str) -> dict | None:
+    """The few TOML shapes a STADO_CONFIG file is written in, parsed without tomllib (whose import, with typing, re
+    and datetime, costs `stado submit` about 0.7x a bare Python start): `[table]` headers, `key = "text"` (no
+    escapes), `key = 'text'`, `key = true|false`, `key = 12` or `1.5`, comments and blank lines. None for anything
+    else (then tomllib parses the file, and says what is wrong with it)."""
+    doc: dict = {}
+    table = doc
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            if not line.endswith("]") or line.startswith("[[") or any(c in line[1:-1] for c in "[]\"' ."):
+                return None
+            name = line[1:-1].strip()
+            if not name or name in doc:
+                return None
+            table = doc[name] = {}
+            continue
+        key, eq, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key or not all(c.isalnum() or c in "_-" for c in key) or key in table:
+            return None
+        if value[:1] in ('"', "'"):
+            quote = value[0]
+            end = value.find(quote, 1)
+            rest = value[end + 1:].strip() if end > 0 else "x"
+            text_value = value[1:end]
+            if end < 0 or (rest and not rest.startswith("#")) or (quote == '"' and "\\" in text_value) \
+                    or value.startswith(quote * 3):
+                return None
+            table[key] = text_value
+            continue
+        value = value.partition("#")[0].strip()
+        if value in ("true", "false"):
+            table[key] = value == "true"
+        elif value.lstrip("+-").isdigit() and value.lstrip("+-").isascii() and value[:1] != "0" or value == "0":
+            if value.lstrip("+-")[:1] == "0" or value.count("+") + value.count("-") > 1:
+                return None
+            table[key] = int(value)
+        else:
+            whole, dot, frac = value.lstrip("+-").partition(".")
+            if not (dot and whole.isdigit() and frac.isdigit() and (whole + frac).isascii()) \
+                    or (whole[:1] == "0" and whole != "0") or len(value) - len(value.lstrip("+-")) > 1:
+                return None
+            table[key] = float(value)
+    return doc
+
+
 def load_config(path: str) -> tuple[str, dict[str, object]]:
     """(url, options) from a STADO_CONFIG file; ConfigError names the file and the fix."""
-    import tomllib
-
     try:
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            data = f.read()
     except FileNotFoundError:
         raise ConfigError(f"STADO_CONFIG names {path}, which does not exist: create it or unset STADO_CONFIG "
                           "to use the local default store") from None
     except OSError as exc:
         raise ConfigError(f"cannot read STADO_CONFIG file {path} ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"STADO_CONFIG file {path} is not valid TOML ({exc}): fix it") from None
+    try:
+        doc = _plain_toml(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        doc = None
+    if doc is None:
+        import tomllib
+
+        try:
+            doc = tomllib.loads(data.decode("utf-8", "replace"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"STADO_CONFIG file {path} is not valid TOML ({exc}): fix it") from None
     table = doc.get("store")
     if not isinstance(table, dict) or not isinstance(table.get("url"), str):
         raise ConfigError(f"STADO_CONFIG file {path} needs a [store] table with url = \"s3://bucket/prefix\" "
