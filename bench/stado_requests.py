@@ -355,7 +355,7 @@ def condition(request) -> str:
 # -- what each request is for ----------------------------------------------------------------------------------
 
 # Frames that only carry a request for their caller (the caller is where the request is made).
-HELPERS = re.compile(r"^(cas\.py:.*|lookup\.py:(terminal_records|records)|jobs/common\.py:running_records"
+HELPERS = re.compile(r"^(cas\.py:.*|lookup\.py:(terminal_records|records|get)|jobs/common\.py:running_records"
                      r"|.*:<(dictcomp|genexpr|lambda|listcomp)>|agent/owner\.py:guard|storeclock\.py:measure)$")
 TERMINAL = "completed|failed|cancelled"
 # (where: the stado function that made it, kind, key's first segment (a regex), a frame the stack must hold or
@@ -383,7 +383,7 @@ PURPOSES = [
     ("reaper.py:evidence", "LIST", "status", None, "reaper: a checkpoint newer than the promise? (LIST)"),
     ("reaper.py:lapse", "PUT", "running", None, "reaper: its verdict (requeue) on running/, put-if-match: its take"),
     ("jobs/moves.py:_requeue", "GET", "queue", None, "requeue: is a queue entry there already? (404)"),
-    ("jobs/moves.py:_requeue", "PUT", "queue", None, "requeue: create the ledger entry again"),
+    ("jobs/moves.py:_requeue", "PUT", "queue", None, "requeue: create the ledger entry again (create-if-absent, first)"),
     ("readyindex.py:index", "PUT", "ready", "jobs/moves.py:_requeue", "requeue: its claim-order index entry"),
     ("readyindex.py:reconcile", "LIST", "ready|queue", None, "index check (every 300 s): LIST {top}/"),
     ("schedules.py:tick", "LIST", "schedules", None, "schedules: LIST (every 30 s)"),
@@ -398,6 +398,8 @@ PURPOSES = [
     ("schedules.py:remove_schedule", "DELETE", "schedules", None, "schedule rm: delete it (if-match)"),
     ("agent/claims.py:list_window", "LIST", "ready", None, "poll: one page of the claim-order index ready/"),
     ("agent/claims.py:document", "GET", "ready", None, "claim pass: the index entry (its version is new to this agent)"),
+    ("agent/claims.py:document", "GET", "queue", None,
+     "claim pass: the ledger entry (its index entry's version is new to this agent)"),
     ("pause.py:pause_record", "GET", "control", "agent/claims.py:_paused",
      "claim pass: the pause record (404: not paused), when a job could be claimed"),
     ("agent/claims.py:_ledger", "GET", "queue", None, "claim pass: the ledger entry (the index is only a hint)"),
@@ -436,6 +438,8 @@ PURPOSES = [
     ("jobs/cancel.py:_cancel_running", "PUT", "cancelled", None, "cancel: create cancelled/ (create-if-absent)"),
     ("jobs/cancel.py:_cancel_queued", "PUT", "running", None,
      "cancel: a tombstone in running/ (create-if-absent: takes the claim slot)"),
+    ("lookup.py:_deciding_records", "GET", ".*", None,
+     "reader: {top}/ (terminal records first; it stops at the record that decides)"),
     ("lookup.py:view", "GET", ".*", None, "reader: {top}/ (every record, lifecycle order)"),
 ]
 
