@@ -192,7 +192,7 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
         now = clock.now()
     out = ReapSummary()
     listed = []
-    records = running_records(store)
+    records = running_records(store, skip)  # its own slots' records are not even read: their renewals speak for them
     while True:
         asked = clock.monotonic()
         item = next(records, None)

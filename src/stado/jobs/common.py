@@ -20,13 +20,14 @@ def _now(now: float | None) -> float:
     return time.time() if now is None else now
 
 
-def running_records(store):
+def running_records(store, skip: frozenset = frozenset()):
     """Every running record, from one LIST of running/: (job id, (doc, version), None, listed entry) for each,
     with None for the pair if it went meanwhile, or (job id, None, the CorruptDocument, entry) for one that
-    cannot be read. The entry's `modified` is the store's time of the version listed (the reaper's clock)."""
+    cannot be read. The entry's `modified` is the store's time of the version listed (the reaper's clock).
+    `skip`: job ids whose records are not read (nor yielded): an agent's own slots, for its reaper."""
     for entry in store.list(keys.RUNNING):
         job_id = keys.job_id_of(entry.key, keys.RUNNING)
-        if job_id is None:
+        if job_id is None or job_id in skip:
             continue
         try:
             found = read(store, entry.key, job_id)
