@@ -133,7 +133,7 @@ def _cancel_queued(store, v, queued, queued_version, *, by, reason, now, wrote) 
     if stale_claim(store, queued) == "terminal":
         give_back(store, tomb, version, writer=by, now=now)
         return None  # it ended meanwhile: say so
-    settle(store, tomb, version, writer=by, now=now, taken=True)
+    settle(store, tomb, version, writer=by, now=now, taken=True, terminal_checked=True)
     return report
 
 

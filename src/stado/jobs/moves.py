@@ -66,7 +66,7 @@ def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
 
 
 def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None = None,
-           taken: bool = False) -> d.Job | None:
+           taken: bool = False, terminal_checked: bool = False) -> d.Job | None:
     """Finish the move of a running document whose phase already decided it ('finishing', or 'cancelling'
     once no process of it may run): take it at `version` (unless `taken`: the caller's own conditional
     write just produced `version`), write the new record, delete running/ at the version taken. Returns
@@ -74,7 +74,11 @@ def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now
 
     A corrupt record where the new one belongs raises CorruptDocument and running/ is kept: the decided
     outcome stays readable there, nothing is overwritten on a guess, and the next pass finishes the move
-    once the bad key is repaired (`stado repair`)."""
+    once the bad key is repaired (`stado repair`).
+
+    `terminal_checked`: the caller read the terminal records (none) after its own create of `doc` (a cancel
+    tombstone) and has held running/ since, so none can have been written meanwhile but by a settler of this
+    same cancel (whose cancelled/ record the create meets): _terminate need not read them again."""
     t = _now(now)
     job_id = doc.id
     if not (doc.finishing or doc.cancelling):
@@ -93,7 +97,7 @@ def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now
         new = _requeue(store, d.requeued_after_failure(doc, now=t, nonce=new_nonce(), writer=writer), doc)
         faults.point("requeue-written")
     else:
-        new = _terminate(store, doc, writer=writer, now=t)
+        new = _terminate(store, doc, writer=writer, now=t, terminal_checked=terminal_checked and taken)
     if not remove(store, keys.running(job_id), version) and new.state == "queued":
         return _overtaken(store, doc, new, writer=writer, now=t)
     return new
@@ -167,13 +171,13 @@ def _requeue(store: ObjectStore, again: d.Job, running: d.Job) -> d.Job:
     raise Conflict(f"{again['id']}: its queue entry kept changing while requeuing it; the next pass tries again")
 
 
-def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float) -> d.Job:
+def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float, terminal_checked: bool = False) -> d.Job:
     """Write the terminal record (create-if-absent: final once written), then remove a queue entry left
     beside it. A cancel tombstone or a reaper's verdict meeting a job that already ended writes nothing:
     the existing terminal record stands."""
     job_id = doc.id
     term = None
-    if doc.owner is None or doc.reaped:
+    if (doc.owner is None and not terminal_checked) or doc.reaped:
         # A cancel tombstone (a job that never started) or a reaper's verdict on a claim: either may stand on a
         # stale read (the queue entry it came from written late by an overtaken settler, the job already ended
         # meanwhile). A job has one final word: an existing terminal record stands.
