@@ -6,7 +6,7 @@ JOB arguments complete from `jobman __jobs` (handles and names of the newest job
 import os
 
 FLAGS = {
-    "run": "--name --cwd --env --env-policy --after-success --after-failure --after --not-before --delay --retries "
+    "run": "--name --hold --print-id --cwd --env --env-policy --after-success --after-failure --after --not-before --delay --retries "
            "--retryable-exit-code --retry-delay --retry-backoff --retry-max-delay --retry-on-timeout --timeout "
            "--kill-after --group --priority --log-limit --separate-stderr --on-finish --array --from --json",
     "list": "--active --all --limit --state --group --name --json",
