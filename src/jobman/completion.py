@@ -123,8 +123,8 @@ def group_words(environ=os.environ) -> list[str]:
 
 
 def job_words(environ=os.environ) -> list[str]:
-    """Handles and names of the newest jobs, newest first (what a JOB argument completes to); none
-    before the first submission. Quiet: a completion must not print notes into the user's line."""
+    """Handles and names of the newest jobs, newest first, then `last` (what a JOB argument completes to);
+    none before the first submission. Quiet: a completion must not print notes into the user's line."""
     from .api import State
     from .store.queries import newest_handles_and_names
 
@@ -137,4 +137,4 @@ def job_words(environ=os.environ) -> list[str]:
             words.append(str(handle))
         if name and name not in words and name.isprintable() and " " not in name:
             words.append(name)
-    return words
+    return words + ["last"] if words else words

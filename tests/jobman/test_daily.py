@@ -60,12 +60,12 @@ def test_bash_completion_completes_commands_flags_and_jobs(jobman):
     assert "restart" in _bash_complete(jobman, "jobman re")
     assert _bash_complete(jobman, "jobman restart --w") == ["--with-dependents"]
     assert _bash_complete(jobman, "jobman list --st") == ["--state"]
-    assert sorted(_bash_complete(jobman, "jobman show ")) == ["1", "nightly-build"]
+    assert sorted(_bash_complete(jobman, "jobman show ")) == ["1", "last", "nightly-build"]
     assert _bash_complete(jobman, "jobman logs night") == ["nightly-build"]
     assert _bash_complete(jobman, "jobman completion f") == ["fish"]
     # Issue 23: values of --after*, --group and --state too.
     jobman("group", "set", "gpu", "--limit", "1", check=True)
-    assert sorted(_bash_complete(jobman, "jobman run --after-success ")) == ["1", "nightly-build"]
+    assert sorted(_bash_complete(jobman, "jobman run --after-success ")) == ["1", "last", "nightly-build"]
     assert _bash_complete(jobman, "jobman run --after nigh") == ["nightly-build"]
     assert sorted(_bash_complete(jobman, "jobman run --group ")) == ["default", "gpu"]
     assert _bash_complete(jobman, "jobman list --state succ") == ["succeeded"]
