@@ -280,7 +280,7 @@ def test_closing_the_terminal_after_run_does_not_affect_the_job(jobman, tmp_path
     """Run `jobman run` in a session of its own (as a terminal would), kill its parent shell and send
     SIGHUP to the whole session right after the id is printed: the job runs to its end."""
     out = tmp_path / "out"
-    script = (f"{JOBMAN} run -- sh -c 'sleep 1; echo survived > {out}' > {tmp_path}/id; "
+    script = (f"{JOBMAN} run --print-id -- sh -c 'sleep 1; echo survived > {out}' > {tmp_path}/id; "
               f"kill -HUP 0; sleep 30")
     shell = subprocess.Popen(["setsid", "sh", "-c", script], env=jobman.env)
     wait_for(lambda: (tmp_path / "id").exists() and (tmp_path / "id").read_text().strip(), timeout=30)

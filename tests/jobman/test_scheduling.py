@@ -495,7 +495,7 @@ def test_a_waiting_jobs_priority_can_change_and_it_keeps_its_place_within_the_ne
     jobs = [jobman.run("sh", "-c", f"echo {n} >> {order}", opts=["--group", "one", "--priority", str(p)])
             for n, p in ((1, 5), (2, 0), (3, 0), (4, 5))]
     changed = json.loads(jobman("priority", jobs[2], "5", "--json", check=True).stdout)
-    assert changed == {"id": jobs[2], "priority": 5, "changed": True, "message": "priority 5"}
+    assert changed == {"id": jobs[2], "handle": 4, "priority": 5, "changed": True, "message": "priority 5"}
     assert jobman.show(jobs[2])["priority"] == 5 and "priority_changed" in [e["kind"] for e in jobman.show(jobs[2])["events"]]
     refused = jobman("priority", blocker, "9")
     assert refused.returncode == 2 and "it is running" in refused.stderr
