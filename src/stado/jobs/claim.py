@@ -87,20 +87,21 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
     except StoreError:
         removed = False  # landed or not: the checks below read what is there
     if removed:
+        # The job is no longer queued under that entry: its index entry goes at once (other agents listing it
+        # meanwhile read a ledger entry that is gone, and lose a race for nothing), before the checks.
+        try:
+            unindex(store, queued, index_version)
+        except StoreError:
+            pass  # an index entry whose job is no longer queued is removed by a later pass
         # The entry read was the current one: only a terminal record can make the claim stale.
         stale = "terminal" if terminal_records(store, job_id) else None
     else:
         stale = stale_claim(store, queued)
     if stale:
         give_back(store, doc, version, writer=writer, now=now, restore=stale != "terminal")
-        if stale == "terminal" and (removed or remove(store, keys.queued(job_id), queued_version)):
+        if stale == "terminal" and not removed and remove(store, keys.queued(job_id), queued_version):
             unindex(store, queued)  # a leftover beside a final record
         return None
-    if removed:
-        try:
-            unindex(store, queued, index_version)
-        except StoreError:
-            pass  # the claim is won; an index entry whose job is no longer queued is removed by a later pass
     # Last, that the claim still stands: a claimant that stalled past its promise may have been reaped, and the
     # job claimed and started by another worker since (the queue entry would then be gone, as it is now).
     # `recheck=False`: the caller starts the job only while the claim's own promise holds, measured from before
