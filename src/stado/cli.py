@@ -60,7 +60,7 @@ def _parser():
     from argparse import SUPPRESS
 
     Parser = parser_class(BadInput, "{message}; see `{prog} --help`")  # one line, not argparse's usage block
-    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).",
+    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it). Where a command takes a job (JOB, ID): its id, a display name (the newest job with it), a schedule's name (the newest job it fired) or a unique id prefix of at least 6 characters.",
                epilog="`stado COMMAND --help` explains each command; `stado --version` prints the version.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
@@ -69,7 +69,7 @@ def _parser():
     add_to_argparse(s, SUBMIT_OPTIONS)
 
     st = sub.add_parser("status", help="the queue by state, or one job")
-    st.add_argument("id", nargs="?", metavar="ID")
+    st.add_argument("id", nargs="?", metavar="JOB", help="an id, a name, a schedule's name (its newest fire) or a unique id prefix (6+ characters)")
     st.add_argument("--all", action="store_true", help="show every finished job, not only the latest 20")
     _json_flag(st)
 

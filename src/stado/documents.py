@@ -571,5 +571,5 @@ def status_json(view: JobView) -> dict:
         "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "rerun_inputs": d.get("rerun_inputs"),
         "command": spec.get("command"),
         "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,
-        "problems": view.problems,
+        "problems": view.problems, "schedule": d.get("schedule"),
     }

@@ -47,7 +47,7 @@ def overview_table(ov: Overview) -> str:
     rows = [status_json(v) for v in ov.jobs]
     rows.sort(key=lambda r: (STATE_ORDER.index(r["state"]), r["id"]))
     header = ("ID", "STATE", "NAME", "RESULT", "WHERE", "SUBMITTED", "COMMAND")
-    table = [header] + [(r["id"], _state(r, ov.promise_passed.get(r["id"])), r["name"] or "-", _result(r),
+    table = [header] + [(r["id"], _state(r, ov.promise_passed.get(r["id"])), _name(r), _result(r),
                          r["instance_ref"] or "-", (r["submitted_at"] or "-")[:19], _short(r["command"])) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
@@ -71,6 +71,14 @@ def overview_table(ov: Overview) -> str:
     return "\n".join(lines)
 
 
+def _name(row: dict) -> str:
+    """The job's display name; a job a schedule fired is named by its schedule."""
+    schedule = row.get("schedule")
+    if not row["name"] and isinstance(schedule, dict) and schedule.get("name"):
+        return f"{schedule['name']} (schedule)"
+    return row["name"] or "-"
+
+
 def offer_text(record: dict) -> str:
     """What an agent's record says it offers, in a few words."""
     offer = offer_of(record)
@@ -89,7 +97,7 @@ def offer_text(record: dict) -> str:
 
 
 def job_details(data: dict) -> str:
-    order = ("id", "name", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
+    order = ("id", "name", "schedule", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
              "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
              "requeues", "failures", "handbacks", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by", "moving")
     lines = []
@@ -99,6 +107,8 @@ def job_details(data: dict) -> str:
             continue
         if key == "error" and isinstance(value, dict):
             value = f"{value['class']}: {value['message']}"
+        if key == "schedule" and isinstance(value, dict):
+            value = f"{value.get('name')} (fired for {value.get('fire_time')})"
         lines.append(f"{key + ':':<18}{value}")
     return "\n".join(lines)
 

@@ -201,6 +201,9 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
         made = create(store, keys.queued(job_id), queued)
         if made is not None:
             index(store, queued)
+            # Its name entry: `stado status NAME` finds the newest fire (the winner alone writes it; a crash
+            # before it leaves the latest fire found through the schedule's last_fired all the same).
+            store.put(keys.name_entry(doc["name"], job_id), job_id.encode())
             lines.append(f"schedule {doc['name']}: fired {d.iso(fire)} as job {job_id}")
     new = dict(doc, last_fired=fire if fire is not None else latest_skipped,
                fired=doc.get("fired", 0) + (fire is not None), skipped=doc.get("skipped", 0) + skipped,
