@@ -113,6 +113,9 @@ class Slot:
             due = min(due, self.launch_due)
         if self.close_due > now_mono:
             due = min(due, self.close_due)
+        timeout = self.doc.spec.timeout
+        if timeout and self.process and self.stop is None and not self.gone:
+            due = min(due, self.started_mono + timeout)  # kept by the agent's own timer, not the next poll
         if self.stop or (self.adopted and not self.gone):
             due = min(due, now_mono + min(0.05 if self.stop else 0.5, poll))
         return due

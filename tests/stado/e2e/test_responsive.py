@@ -1,7 +1,9 @@
 """Issue 23's "short ids" and "a fleet that feels responsive", through the real CLI and agents."""
+import time
+
 import pytest
 
-from .support import machine_status, run_until_idle, stado, submit
+from .support import Agent, machine_status, pids_with_env, run_until_idle, stado, submit, wait_for
 
 
 @pytest.mark.parametrize("store_target", ["file"], indirect=True)
@@ -23,3 +25,31 @@ def test_every_command_that_takes_a_job_takes_a_unique_prefix(stado_env, tmp_pat
     assert stado(stado_env, "job", "watch", first_short).stdout == "one\n"
     rerun = stado(stado_env, "job", "rerun", first_short).stdout.strip()
     assert machine_status(stado_env, rerun)["rerun_of"] == first
+
+
+def _stamp(path) -> float:
+    return float(path.read_text().split()[0])
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_a_timeout_and_its_kill_after_are_kept_by_the_agents_timer_not_its_poll(stado_env, tmp_path):
+    """A 5 s poll (the default): a 1.5 s timeout still ends the job at 1.5 s, and SIGKILL follows SIGTERM after
+    --kill-after (0.7 s), each within 100 ms."""
+    start, term = tmp_path / "start", tmp_path / "term"
+    # The shell ignores nothing but records SIGTERM, then keeps running until SIGKILL.
+    job = submit(stado_env, f"trap 'date +%s.%N > {term}' TERM; date +%s.%N > {start}; "
+                            "while :; do sleep 0.02; done", "--timeout", "1.5s")
+    agent = Agent(stado_env, tmp_path, "--poll-seconds", "5", "--kill-after", "0.7")
+    try:
+        wait_for(start.exists, timeout=20, message="the job to start")
+        wait_for(lambda: term.exists() and term.read_text().strip(), timeout=10, message="SIGTERM at the timeout")
+        wait_for(lambda: not pids_with_env("WC_JOB_ID", job), timeout=10, interval=0.005, message="SIGKILL")
+        killed = time.time()
+        took_term = _stamp(term) - _stamp(start)
+        took_kill = killed - _stamp(term)
+        assert 1.5 <= took_term < 1.6, took_term
+        assert 0.7 <= took_kill < 0.8 + 0.1, took_kill  # the test's own look adds up to its interval
+        wait_for(lambda: machine_status(stado_env, job)["terminal"], timeout=20, message="the job settled")
+        assert machine_status(stado_env, job)["outcome"] == "timed_out"
+    finally:
+        agent.stop()
