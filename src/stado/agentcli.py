@@ -11,8 +11,14 @@ _whole, _number = argparse_type(whole), argparse_type(non_negative)
 
 def add_agent_parser(sub) -> None:
     a = sub.add_parser("agent", help="claim and run jobs on this host")
-    a.add_argument("--slots", type=_whole, default=1, help="jobs run at once (default 1)")
-    a.add_argument("--poll-seconds", type=_number, default=5.0, help="seconds between polls and renewals (default 5)")
+    a.add_argument("--slots", type=_whole,
+                   help="jobs run at once (default: one per core of this host, each job reserving its --cores)")
+    a.add_argument("--poll-seconds", type=_number, default=5.0,
+                   help="seconds between renewals, and the longest between two looks at the queue (default 5): an idle "
+                        "agent looks once a poll (one LIST); on the local directory a submit wakes it at once")
+    a.add_argument("--busy-poll-seconds", type=_number, default=0.5,
+                   help="seconds between looks at the queue while they find work (default 0.5), doubled after each "
+                        "look that finds none, up to --poll-seconds")
     a.add_argument("--work-root", help="where job work directories live (default ~/.local/state/stado/work)")
     a.add_argument("--host", help="host name in instance_ref local@HOST (default: this host's; for tests)")
     o = a.add_argument_group("what this agent offers (a job is claimed only when its envelope fits what is free)")
@@ -59,8 +65,9 @@ def config_from_args(args):
     if args.accelerator_devices is not None and not devices:
         raise BadInput("--accelerator-devices is empty: name the devices, e.g. --accelerator-devices 0,1")
     return AgentConfig(
-        work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=own_program(), slots=args.slots,
-        poll_seconds=args.poll_seconds, capabilities=frozenset(c for v in args.capabilities for c in parse_list(v)),
+        work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=own_program(),
+        slots=args.slots if args.slots is not None else max(os.cpu_count() or 1, 1),
+        poll_seconds=args.poll_seconds, busy_poll_seconds=args.busy_poll_seconds, capabilities=frozenset(c for v in args.capabilities for c in parse_list(v)),
         cores=args.cores, accelerators=args.accelerators, accelerator_devices=devices, provider=args.provider,
         spot=args.spot, price_per_hour=args.price_per_hour, kill_after=args.kill_after,
         settle_seconds=args.settle_seconds, until_idle=args.until_idle, window=args.window, keep_work=args.keep_work,

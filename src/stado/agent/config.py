@@ -19,7 +19,8 @@ class AgentConfig:
     work_root: str
     stado_bin: str
     slots: int = 1
-    poll_seconds: float = 5.0
+    poll_seconds: float = 5.0       # the longest between two claim passes (an idle agent's), and between renewals
+    busy_poll_seconds: float = 0.5  # between claim passes while they claim: doubled after each that claims nothing
     host: str = field(default_factory=socket.gethostname)
     # The offer: what jobs may reserve. A job is claimed only when its envelope fits what is free.
     capabilities: frozenset[str] = frozenset()
@@ -52,7 +53,7 @@ class AgentConfig:
 
         if self.slots < 1:
             raise BadInput("--slots must be at least 1")
-        for name in ("poll_seconds", "settle_seconds", "index_seconds", "kill_after"):
+        for name in ("poll_seconds", "busy_poll_seconds", "settle_seconds", "index_seconds", "kill_after"):
             if not getattr(self, name) > 0:
                 raise BadInput(f"--{name.replace('_', '-')} must be greater than 0")
         if self.cores is not None and self.cores < 1:

@@ -1,4 +1,5 @@
 """Issue 23's "short ids" and "a fleet that feels responsive", through the real CLI and agents."""
+import os
 import time
 
 import pytest
@@ -51,5 +52,23 @@ def test_a_timeout_and_its_kill_after_are_kept_by_the_agents_timer_not_its_poll(
         assert 0.7 <= took_kill < 0.8 + 0.1, took_kill  # the test's own look adds up to its interval
         wait_for(lambda: machine_status(stado_env, job)["terminal"], timeout=20, message="the job settled")
         assert machine_status(stado_env, job)["outcome"] == "timed_out"
+    finally:
+        agent.stop()
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_a_submit_to_the_local_directory_wakes_an_idle_agent_at_once(stado_env, tmp_path):
+    """A 60 s poll: the agent looks at the queue once at start, then sleeps; the submit's ring starts the job."""
+    agent = Agent(stado_env, tmp_path, "--poll-seconds", "60")
+    try:
+        wait_for(lambda: "started on" in agent.log(), timeout=20, message="the agent to start")
+        assert f"with {os.cpu_count()} slot(s)" in agent.log()  # one per core by default
+        for n in range(3):
+            mark = tmp_path / f"started-{n}"
+            t0 = time.time()
+            submit(stado_env, f"date +%s.%N > {mark}")
+            started = float(wait_for(lambda: mark.exists() and mark.read_text().strip(), timeout=10,
+                                     interval=0.005, message="the job to start"))
+            assert started - t0 < 1.0, started - t0  # a poll would be 60 s; measured ~60 ms (bench/stado_latency.py)
     finally:
         agent.stop()
