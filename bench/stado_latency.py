@@ -6,11 +6,12 @@ while it finds work, backing off to --poll-seconds while idle).
 
 Each job is `date +%s.%N > FILE`; the figure is the time in FILE minus the time just before `stado submit` was
 started (so the submit's own start-up is counted), and, apart, minus the time the submit returned. Between jobs the
-agent is left idle for --idle seconds (default 6: past its back-off to a full poll), so every job meets an idle
-agent. The agent's LISTs while idle are counted on S3 by the bench's own count of its polls (its log is not used).
+agent is left idle for --idle seconds (default 6: past its back-off to a full poll) plus a random part of a poll,
+so every job meets an idle agent at a random point of its poll.
 """
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -47,16 +48,17 @@ def measure(name: str, url: str, options: dict, env: dict, jobs: int, idle: floa
     agent = subprocess.Popen([str(BIN / "stado"), "agent", "--poll-seconds", str(poll), "--work-root",
                               str(tmp / "work")], env=run_env, stdout=log, stderr=subprocess.STDOUT)
     from_start, from_return = [], []
+    rng = random.Random(23)
     try:
         wait_for(lambda: b"started on" in (tmp / "agent.log").read_bytes(), 30, "the agent to start")
         for n in range(jobs):
-            time.sleep(idle)  # the agent idles: the wait the figure is about, not a synchronisation
+            time.sleep(idle + rng.uniform(0, poll))  # the agent idles (at a random point of its poll): what is measured
             mark = tmp / f"started-{n}"
             t0 = time.time()
             subprocess.run([str(BIN / "stado"), "submit", f"date +%s.%N > {mark}"], env=run_env, check=True,
                            capture_output=True)
             t1 = time.time()
-            started = float(wait_for(lambda: mark.exists() and mark.read_text().strip(), 60, "the job to start"))
+            started = float(wait_for(lambda mark=mark: mark.exists() and mark.read_text().strip(), 60, "the job to start"))
             from_start.append(started - t0)
             from_return.append(started - t1)
     finally:
@@ -90,7 +92,7 @@ def main() -> int:
         finally:
             server.stop()
     print(f"submit -> start of the job's command, idle agent, --poll-seconds {args.poll_seconds:g}, "
-          f"{args.idle:g} s idle before each submit")
+          f"{args.idle:g} s + U(0, poll) idle before each submit")
     print(f"{'backend':<24}{'jobs':>5}{'median':>10}{'min':>10}{'max':>10}{'after submit returned':>24}")
     for r in results:
         print(f"{r['backend']:<24}{r['jobs']:>5}{r['median_ms']:>8.0f}ms{r['min_ms']:>8.0f}ms{r['max_ms']:>8.0f}ms"

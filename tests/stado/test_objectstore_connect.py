@@ -213,7 +213,7 @@ def test_file_store_keeps_locks_and_temporaries_out_of_listings(tmp_path):
     store.put("status/j1/output/0001", b"2")
     store.delete("status/j1/output/0001")
     assert [entry.key for entry in store.list("")] == ["queue/j1.json"]
-    assert sorted(os.listdir(tmp_path / "s")) == ["locks", "objects", "tmp"]
+    assert sorted(os.listdir(tmp_path / "s")) == ["locks", "objects", "tmp", "wake"]
     assert os.listdir(tmp_path / "s" / "objects") == ["queue"]  # emptied directories are pruned
     assert os.listdir(tmp_path / "s" / "locks")
 
