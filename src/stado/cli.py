@@ -241,6 +241,12 @@ def cmd_status(args) -> int:
 
         v = view(store, find(store, args.id))
         data = dict(status_json(v), spec=v.doc.spec.raw)
+        if v.state == "queued":
+            import time
+
+            from .overview import waiting_now
+
+            data["waiting"] = waiting_now(store, v.doc.spec, time.time())
         _json(data) if args.json else _out(render.job_details(data))
         return 0
     from .overview import overview
@@ -264,13 +270,19 @@ def cmd_watch(args) -> int:
     import time
 
     from .documents import iso
-    from .watch import End, State, events
+    from .watch import End, State, Waiting, events
 
     out, err = sys.stdout, sys.stderr
     for event in events(_store(), args.id, interval=max(args.interval, 0.05)):
         if isinstance(event, End):
             return event.exit_status
-        if isinstance(event, State) and args.json:
+        if isinstance(event, Waiting):
+            if args.json:
+                out.write(json.dumps({"event": "waiting", "at": iso(time.time()), "reason": event.reason}) + "\n")
+            else:
+                err.write(f"{iso(time.time())} {event.job_id}: waiting: {event.reason or 'an agent has room for it'}\n")
+                err.flush()
+        elif isinstance(event, State) and args.json:
             out.write(json.dumps({"event": "state", "at": iso(time.time()), **event.data}, sort_keys=True) + "\n")
         elif isinstance(event, State):
             data = event.data

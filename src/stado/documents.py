@@ -154,6 +154,7 @@ class Job(Record):
     last_result: dict | None = _field("last_result")  # type: ignore[assignment]
     settled_by: str | None = _field("settled_by")  # type: ignore[assignment]
     written_by: str | None = _field("written_by")  # type: ignore[assignment]
+    written_at: str | None = _field("written_at")  # type: ignore[assignment]
     submitted_at: str | None = _field("submitted_at")  # type: ignore[assignment]
     rerun_of: str | None = _field("rerun_of")  # type: ignore[assignment]
     outcome: str | None = _field("outcome")  # type: ignore[assignment]

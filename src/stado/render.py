@@ -34,9 +34,10 @@ def _rounded(value: float | None) -> float | None:
 
 def overview_json(ov: Overview) -> dict:
     return {"paused": ov.paused, "counts": ov.counts, "corrupt": ov.corrupt, "hidden_finished": ov.hidden,
-            "jobs": [dict(status_json(v), unschedulable=ov.unschedulable.get(v.id),
+            "jobs": [dict(status_json(v), unschedulable=ov.unschedulable.get(v.id), waiting=ov.waiting.get(v.id),
                           promise_passed_seconds=_rounded(ov.promise_passed.get(v.id))) for v in ov.jobs],
-            "problems": ov.problems, "agents": ov.agents, "stale_agents": ov.stale_agents}
+            "problems": ov.problems, "agents": ov.agents, "stale_agents": ov.stale_agents,
+            "no_live_agent": ov.no_agent}
 
 
 def overview_table(ov: Overview) -> str:
@@ -58,17 +59,28 @@ def overview_table(ov: Overview) -> str:
     lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden else ""))
     if ov.agents:
         lines.append(f"{len(ov.agents)} agent(s):")
-        lines += [f"  {a.get('instance_ref')} [{len(a.get('running') or [])}/{a.get('slots')}] {offer_text(a)}; seen "
-                  f"{a.get('last_seen')}" for a in ov.agents]
+        lines += [f"  {a.get('instance_ref')} [{a.get('running_now', len(a.get('running') or []))}/{a.get('slots')} "
+                  f"slots busy] {offer_text(a)}; {_seen(a)}" for a in ov.agents]
     if ov.stale_agents:
         lines.append(f"{len(ov.stale_agents)} stale agent(s), silent longer than their liveness window (dead, or "
                      "cut off from the store; not counted as live): " + ", ".join(
                          f"{a.get('instance_ref')} last seen {a.get('last_seen')}" for a in ov.stale_agents))
+    if ov.no_agent:
+        from .admission import NO_AGENT
+
+        lines.append(f"{ov.counts.get('queued', 0)} queued job(s) wait: {NO_AGENT}")
     for job_id, reason in sorted(ov.unschedulable.items()):
         lines.append(f"unschedulable: {job_id}: no live agent can run it ({reason})")
+    for job_id, reason in sorted(ov.waiting.items()):
+        lines.append(f"waiting: {job_id}: {reason}")
     for problem in ov.problems:
         lines.append(f"problem: {problem}")
     return "\n".join(lines)
+
+
+def _seen(record: dict) -> str:
+    ago = record.get("seen_ago")
+    return f"seen {ago:.0f} s ago" if isinstance(ago, (int, float)) else f"seen {record.get('last_seen')}"
 
 
 def _name(row: dict) -> str:
@@ -99,7 +111,7 @@ def offer_text(record: dict) -> str:
 def job_details(data: dict) -> str:
     order = ("id", "name", "schedule", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
              "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
-             "requeues", "failures", "handbacks", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by", "moving")
+             "requeues", "failures", "handbacks", "waiting", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by", "moving")
     lines = []
     for key in order:
         value = data.get(key)

@@ -1,4 +1,5 @@
 """Issue 23's "short ids" and "a fleet that feels responsive", through the real CLI and agents."""
+import json
 import os
 import time
 
@@ -78,5 +79,63 @@ def test_a_submit_to_the_local_directory_wakes_an_idle_agent_at_once(stado_env, 
             started = float(wait_for(lambda mark=mark: mark.exists() and mark.read_text().strip(), timeout=10,
                                      interval=0.005, message="the job to start"))
             assert started - t0 < 1.0, started - t0  # a poll would be 60 s; measured ~60 ms (bench/stado_latency.py)
+    finally:
+        agent.stop()
+
+
+def _watch_lines(env: dict, job: str, until: str, timeout: float = 30) -> str:
+    """`stado job watch JOB`'s stderr up to the first line containing `until` (the watch is then stopped)."""
+    import subprocess
+
+    from .support import STADO
+
+    proc = subprocess.Popen([STADO, "job", "watch", job], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    seen = []
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            seen.append(line)
+            if until in line or not line:
+                break
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stderr.close()  # type: ignore[union-attr]
+    return "".join(seen)
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_status_and_watch_say_why_a_job_waits(stado_env, tmp_path):
+    job = submit(stado_env, "true")
+    text = stado(stado_env, "status").stdout
+    assert "1 queued job(s) wait: no live agent serves this queue" in text, text
+    assert "waiting:          no live agent serves this queue" in stado(stado_env, "status", job).stdout
+    assert "waiting: no live agent serves this queue" in _watch_lines(stado_env, job, "waiting:")
+    stado(stado_env, "cancel", job)
+
+    started = tmp_path / "started"
+    busy = submit(stado_env, f"touch {started}; sleep 300")
+    agent = Agent(stado_env, tmp_path, "--slots", "1", "--cores", "2")
+    try:
+        wait_for(started.exists, timeout=20, message="the first job to start")
+        waiting = submit(stado_env, "true")
+        huge = submit(stado_env, "true", "--cores", "8")
+        text = stado(stado_env, "status").stdout
+        assert f"waiting: {waiting}: every agent that can run it is full (local@testhost runs 1/1)" in text, text
+        assert f"unschedulable: {huge}: no live agent can run it (local@testhost: needs 8 cores, this agent has 2)" in text
+        agent_line = next(line for line in text.splitlines() if line.startswith("  local@testhost"))
+        assert "[1/1 slots busy]" in agent_line and " s ago" in agent_line, agent_line
+        ago = float(agent_line.rsplit("seen ", 1)[1].split()[0])
+        assert ago <= 2, agent_line  # its renewals (every 0.1 s poll here) say it lives, not only its record
+        details = stado(stado_env, "status", waiting).stdout
+        assert "waiting:          every agent that can run it is full (local@testhost runs 1/1)" in details
+        assert "every agent that can run it is full" in _watch_lines(stado_env, waiting, "waiting:")
+        assert "no live agent can run it (local@testhost: needs 8 cores" in stado(stado_env, "status", huge).stdout
+        data = json.loads(stado(stado_env, "status", "--json").stdout)
+        assert data["no_live_agent"] is False
+        assert {j["id"]: j["waiting"] for j in data["jobs"]}[waiting].startswith("every agent that can run it is full")
+        assert data["agents"][0]["running_now"] == 1
     finally:
         agent.stop()
