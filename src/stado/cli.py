@@ -90,6 +90,17 @@ def _parser():
                    help="rerun a job that has not finished yet (both then run); refused without it")
     _json_flag(r)
 
+    lg = sub.add_parser("logs", help="a job's output as stored (every attempt's, in order), nothing else",
+                        description="A job's output as its agent stored it (redacted of the secrets the agent knows), "
+                                    "every attempt's in order, with no state lines or attempt headers (`stado job "
+                                    "watch` adds those). --follow streams new output until the job ends, then exits "
+                                    "with the job's exit status, as `stado job watch` does.")
+    lg.add_argument("id", metavar="JOB", help="an id, a name, a schedule's name or a unique id prefix (6+ characters)")
+    lg.add_argument("-n", "--tail", type=argparse_type(_whole), metavar="N", help="only the last N lines")
+    lg.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
+    lg.add_argument("--attempt", type=argparse_type(_positive), metavar="N", help="only attempt N")
+    lg.add_argument("--interval", type=_float, default=0.5, help="with --follow: seconds between looks (default 0.5)")
+
     c = sub.add_parser("cancel", help="cancel a queued or running job (exit 0: it will not run again; exit 1: it had "
                                       "already ended otherwise, and nothing was written)")
     c.add_argument("id", metavar="ID|NAME")
@@ -183,6 +194,13 @@ def _parser():
 
 
 _float = argparse_type(_number)
+
+
+def _positive(text: str) -> int:
+    number = _whole(text)
+    if number < 1:
+        raise ValueError(f"{text} is not an attempt number: attempts count from 1")
+    return number
 
 
 def _port(text: str) -> int:
@@ -303,6 +321,26 @@ def cmd_watch(args) -> int:
     return 1
 
 
+def cmd_logs(args) -> int:
+    from .logs import follow, tail_of
+    from .lookup import find
+
+    store = _store()
+    job_id = find(store, args.id)
+    out = sys.stdout.buffer
+    text, last = tail_of(store, job_id, args.tail, args.attempt)
+    out.write(text)
+    out.flush()
+    if not args.follow:
+        return 0
+    for item in follow(store, job_id, last, attempt=args.attempt, interval=max(args.interval, 0.05)):
+        if isinstance(item, int):
+            return item
+        out.write(item)
+        out.flush()
+    return 1
+
+
 def cmd_rerun(args) -> int:
     from . import submission
 
@@ -370,7 +408,7 @@ from .clifleet import (cmd_agent, cmd_doctor, cmd_may_delete, cmd_pause, cmd_rea
 
 COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
-    ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
+    ("cancel",): cmd_cancel, ("logs",): cmd_logs, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
     ("machine", "status"): cmd_machine_status, ("machine", "may-delete"): cmd_may_delete, ("results",): cmd_results,
     ("agent",): cmd_agent,
     ("artifact", "put"): cmd_artifact_put, ("checkpoint", "put"): cmd_checkpoint_put, ("repair",): cmd_repair, ("reap",): cmd_reap,

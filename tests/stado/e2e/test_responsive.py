@@ -120,6 +120,7 @@ def test_status_and_watch_say_why_a_job_waits(stado_env, tmp_path):
     agent = Agent(stado_env, tmp_path, "--slots", "1", "--cores", "2")
     try:
         wait_for(started.exists, timeout=20, message="the first job to start")
+        assert machine_status(stado_env, busy)["state"] == "running"
         waiting = submit(stado_env, "true")
         huge = submit(stado_env, "true", "--cores", "8")
         text = stado(stado_env, "status").stdout
@@ -137,5 +138,38 @@ def test_status_and_watch_say_why_a_job_waits(stado_env, tmp_path):
         assert data["no_live_agent"] is False
         assert {j["id"]: j["waiting"] for j in data["jobs"]}[waiting].startswith("every agent that can run it is full")
         assert data["agents"][0]["running_now"] == 1
+    finally:
+        agent.stop()
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_logs_prints_the_output_as_stored_its_tail_one_attempt_and_follows(stado_env, tmp_path):
+    count = tmp_path / "count"
+    job = submit(stado_env, f"echo x >> {count}; n=$(wc -l < {count}); seq 1 50 | sed \"s/^/$n-/\"; "
+                            f"[ $n -ge 2 ] || exit 5", "--retries", "1", "--name", "twice")
+    run_until_idle(stado_env, tmp_path)
+    everything = stado(stado_env, "logs", "twice").stdout
+    assert everything == "".join(f"{a}-{i}\n" for a in (1, 2) for i in range(1, 51))  # no headers, no state lines
+    assert stado(stado_env, "logs", job, "--tail", "3").stdout == "2-48\n2-49\n2-50\n"
+    assert stado(stado_env, "logs", job, "-n", "0").stdout == ""
+    assert stado(stado_env, "logs", job, "--attempt", "1", "-n", "2").stdout == "1-49\n1-50\n"
+    assert stado(stado_env, "logs", job, "--attempt", "3").stdout == ""
+    bad = stado(stado_env, "logs", job, "--attempt", "0", ok=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+    import subprocess
+
+    from .support import STADO
+
+    gate = tmp_path / "gate"
+    live = submit(stado_env, f"echo before; while [ ! -e {gate} ]; do sleep 0.05; done; echo after; exit 3")
+    agent = Agent(stado_env, tmp_path, name="follower")
+    try:
+        follower = subprocess.Popen([STADO, "logs", live, "--follow", "--interval", "0.1"], env=stado_env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert follower.stdout.readline() == b"before\n"  # type: ignore[union-attr]
+        gate.touch()
+        out, err = follower.communicate(timeout=30)
+        assert (out, err, follower.returncode) == (b"after\n", b"", 3)  # the job's own exit status
     finally:
         agent.stop()
