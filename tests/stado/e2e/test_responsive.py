@@ -173,3 +173,58 @@ def test_logs_prints_the_output_as_stored_its_tail_one_attempt_and_follows(stado
         assert (out, err, follower.returncode) == (b"after\n", b"", 3)  # the job's own exit status
     finally:
         agent.stop()
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_the_systemd_unit_runs_the_agent_so_that_a_restart_leaves_running_jobs_alone(stado_env, tmp_path):
+    import re
+    import shlex
+    import signal
+    import subprocess
+
+    work = tmp_path / "work"
+    unit_text = stado(stado_env, "agent", "--systemd-unit", "--poll-seconds", "0.1", "--work-root", str(work),
+                      "--host", "testhost", "--kill-after", "2").stdout
+    unit = tmp_path / "stado-agent.service"
+    unit.write_text(unit_text)
+    verified = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    assert verified.returncode == 0 and verified.stderr == "", verified.stderr
+    settings = dict(line.split("=", 1) for line in unit_text.splitlines() if "=" in line and not line.startswith("#"))
+    assert settings["Restart"] == "always" and settings["KillMode"] == "process"
+    assert settings["WantedBy"] == "default.target"
+    assert re.search(r"^Environment=STADO_CONFIG=/\S+$", unit_text, re.M)
+    assert stado_env["STADO_CONFIG"] in unit_text
+    assert "User=" in stado(stado_env, "agent", "--systemd-unit", "system").stdout
+    bad = stado(stado_env, "agent", "--systemd-unit", "--slots", "0", ok=False)
+    assert bad.returncode == 2 and bad.stdout == ""
+
+    # What systemd does with it: start ExecStart; on restart, SIGTERM to the agent alone (KillMode=process), SIGKILL
+    # to it alone after TimeoutStopSec; start ExecStart again. The job lives on and the new agent takes it back.
+    argv = shlex.split(settings["ExecStart"].replace("%%", "%"))
+    env = {**stado_env, "STADO_CONFIG": unit_text.split("Environment=STADO_CONFIG=", 1)[1].split("\n", 1)[0]}
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    job = submit(stado_env, f"echo start >> {ledger}; while [ ! -e {gate} ]; do sleep 0.05; done; echo done")
+    logs = [open(tmp_path / f"unit-{n}.log", "wb") for n in (1, 2)]
+    first = subprocess.Popen(argv, env=env, stdout=logs[0], stderr=subprocess.STDOUT)
+    second = None
+    try:
+        wait_for(ledger.exists, timeout=20, message="the job to start")
+        first.send_signal(signal.SIGTERM)           # claims nothing more, waits for its job...
+        with pytest.raises(subprocess.TimeoutExpired):
+            first.wait(1)
+        first.send_signal(signal.SIGKILL)           # ...until TimeoutStopSec: the agent alone is killed
+        first.wait(10)
+        assert pids_with_env("WC_JOB_ID", job)     # the job runs on
+        second = subprocess.Popen(argv, env=env, stdout=logs[1], stderr=subprocess.STDOUT)
+        wait_for(lambda: "still run here by pid" in (tmp_path / "unit-2.log").read_text(), timeout=30,
+                 message="the new agent to take the job back")
+        gate.touch()
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="its end")
+        assert ledger.read_text() == "start\n" and stado(stado_env, "logs", job).stdout == "done\n"
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        for log in logs:
+            log.close()
