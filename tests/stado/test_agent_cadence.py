@@ -50,3 +50,22 @@ def test_claim_passes_back_off_while_idle_and_come_fast_while_they_claim(tmp_pat
     assert gaps[:4] == [0.5, 1.0, 2.0, 4.0], gaps       # it claimed: the next pass comes fast, then backs off again
     assert set(gaps[4:]) == {4.0}
     assert len(agent.slots) == 3
+
+
+def test_sigkill_follows_sigterm_after_kill_after_to_the_millisecond(tmp_path):
+    world = World(tmp_path)
+    agent = world.agent(poll_seconds=10.0, kill_after=0.7)
+    sent = []
+    real = agent.host.signal
+
+    def signal(process, sig):
+        sent.append((sig, agent.clock.monotonic()))
+        return real(process, sig)
+
+    agent.host.signal = signal
+    job = submit(world, "run 3600 ignore-term", timeout=1.25)
+    world.run_until(lambda: len(sent) >= 2)
+    (term, at_term), (kill, at_kill) = sent[:2]
+    assert (term, kill) == (15, 9)
+    assert 0.7 <= at_kill - at_term <= 0.7 + 0.001  # the in-process world steps its clock by 1 ms at least
+    assert agent.slots[job].stop == Stop.TIMEOUT

@@ -310,7 +310,7 @@ class Agent:
         if self.cfg.schedules:
             deadline = min(deadline, self._schedules_due)
         for slot in self.slots.values():
-            deadline = min(deadline, slot.due(mono, self.cfg.poll_seconds))
+            deadline = min(deadline, slot.due(mono, self.cfg.poll_seconds, self.cfg.kill_after))
         return mono if (self._freed or self._rung) and self._may_claim() else deadline
 
     # -- what its slots hold --------------------------------------------------------------------------------
