@@ -11,7 +11,10 @@ agent through its decisions with a ManualClock and no sleep (tests/stado/inproce
 
 Before its first tick it refuses a store that ignores conditions (storecheck.py) and settles the jobs the
 worker it replaced on this host left behind (takeover.py). Transfers (inputs, output, artifacts) run on
-threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal.
+threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal. A store
+that can ring (the local directory: ObjectStore.wake_fd) wakes it when a job is indexed, so an idle agent claims at
+once; otherwise its claim passes come every --busy-poll-seconds while they claim, backing off to --poll-seconds.
+A job's timeout and the SIGKILL --kill-after past SIGTERM are deadlines of its slot (Slot.due), not of the poll.
 
 SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
 leases), then exits. Drained (`stado agent --drain`: a request file beside its lock, then SIGTERM), it also
