@@ -57,8 +57,11 @@ def test_a_timeout_and_its_kill_after_are_kept_by_the_agents_timer_not_its_poll(
         killed = _gone_at(job, within=10)
         took_term = _stamp(term) - _stamp(start)
         took_kill = killed - _stamp(term)
-        assert abs(took_term - 1.5) < 0.1, took_term  # from the shell's first line, a few ms after its spawn
-        assert 0.7 - 0.01 <= took_kill < 0.8 + 0.1, took_kill  # the test's own look adds up to its interval
+        # Measured from the shell's first line, which under load comes a little after its spawn (the timer's zero):
+        # early by that much at most, never late by more than 100 ms.
+        assert 1.2 < took_term < 1.6, took_term
+        # Seen by the test's own scan of /proc, every 5 ms, which costs some ms itself on a busy machine.
+        assert 0.7 - 0.01 <= took_kill < 0.7 + 0.15, took_kill
         wait_for(lambda: machine_status(stado_env, job)["terminal"], timeout=20, message="the job settled")
         assert machine_status(stado_env, job)["outcome"] == "timed_out"
     finally:
