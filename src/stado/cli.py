@@ -402,12 +402,41 @@ def _run(argv: list[str]) -> int:
             argv, command_words = argv[:cut], argv[cut + 1:]
         args = parser.parse_args(argv)
         args.cmd_words = command_words
+    check_text(args)
     sub = getattr(args, f"{args.command}_command", None) if args.command in ("job", "queue", "machine",
                                                                              "artifact", "schedule", "checkpoint") else None
     key = (args.command, sub) if sub is not None else (args.command,)
     if key not in COMMANDS:
         raise BadInput(f"`stado {args.command}` needs a subcommand; see `stado {args.command} --help`")
     return COMMANDS[key](args)
+
+
+# Arguments that name local files: any bytes a file name may hold are accepted (what becomes a stored name, an
+# upload's or an artifact's, is checked where it is made). Every other text argument is stored or compared as text.
+PATH_ARGS = frozenset(("dir", "work_root", "batch", "paths", "upload"))
+SHOWN_AS = {"cmd": "CMD", "id": "ID", "sched_name": "NAME", "cron": "CRON", "dir": "DIR", "paths": "PATH",
+            "instance_ref": "INSTANCE_REF", "cmd_words": "the command after --"}
+
+
+def check_text(args) -> None:
+    """Every text argument means something: BadInput, in one line, for an empty value or one whose bytes are not
+    UTF-8 (the shell passes any bytes; Python hands them over as lone surrogates, which no document can hold).
+    One check over every parsed value, so an option added later is covered too."""
+    from runkit.cliargs import text_problem
+
+    for dest, value in vars(args).items():
+        if dest == "positionals":  # the fast path's list, also set as `cmd`
+            continue
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if not isinstance(item, str):
+                continue
+            problem = text_problem(item, empty_ok=dest in ("cmd", "cmd_words"), any_bytes=dest in PATH_ARGS)
+            if problem:
+                shown = SHOWN_AS.get(dest) or "--" + dest.replace("_", "-")
+                hint = ("; a command may still make such bytes itself, e.g. printf '\\377'"
+                        if dest in ("cmd", "cmd_words") and item else "")
+                raise BadInput(f"{shown} {problem}{hint}")
 
 
 def _failure(error: Exception) -> tuple[str, int] | None:

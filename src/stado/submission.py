@@ -44,7 +44,36 @@ def _producer(store: ObjectStore, selector: str, name: str) -> str:
     if producer is None or not has_records(store, producer):
         raise JobNotFound(f"--input {selector}:{name}: no job has the id or name {selector!r}; nothing was "
                           "submitted (see `stado status` for ids and names)")
+    _check_produced(store, selector, producer, name)
     return producer
+
+
+def _check_produced(store: ObjectStore, selector: str, producer: str, name: str) -> None:
+    """BadInput when the producer has completed without an artifact `name`: its record is final, so the input
+    could never be delivered. (A producer still queued or running may yet stage it; one that failed or was
+    cancelled fails the consumer with input_unavailable, as documented.)"""
+    from .artifacts import read_manifest
+    from .errors import ArtifactError, BadInput
+    from .objectstore.base import NotFound
+
+    try:
+        store.get(keys.terminal("completed", producer))
+    except NotFound:
+        return
+    try:
+        manifest = read_manifest(store, producer)
+    except ArtifactError:
+        return  # a damaged manifest: the agent's fetch says so, with the job
+    if manifest is None:
+        return  # no manifest yet: the completed record is being settled (the manifest is written before it)
+    names = [entry.get("name") for entry in manifest["artifacts"]]
+    if name not in names:
+        from runkit.printable import printable
+
+        has = ", ".join(printable(str(n)) for n in names[:10]) + (", ..." if len(names) > 10 else "")
+        raise BadInput(f"--input {printable(selector)}:{printable(name)}: job {producer} completed without an "
+                       f"artifact named {printable(name)!r} ({'it has: ' + has if names else 'it produced none'}); "
+                       "nothing was submitted")
 
 
 def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,

@@ -145,6 +145,9 @@ def load_config(path: str) -> tuple[str, dict[str, object]]:
         raise ConfigError(f"cannot read STADO_CONFIG file {path} ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"STADO_CONFIG file {path} is not valid TOML ({exc}): fix it") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"STADO_CONFIG file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start}): TOML files are UTF-8; fix it") from None
     table = doc.get("store")
     if not isinstance(table, dict) or not isinstance(table.get("url"), str):
         raise ConfigError(f"STADO_CONFIG file {path} needs a [store] table with url = \"s3://bucket/prefix\" "
