@@ -59,16 +59,19 @@ def cmd_schedule_add(args) -> int:
 def cmd_schedule_list(args) -> int:
     from .schedules import list_schedules
 
-    found = list_schedules(_store())
+    problems: list[str] = []
+    found = list_schedules(_store(), problems=problems)
     if args.json:
-        _json({"schedules": found})
+        _json({"schedules": found, "problems": problems})
         return 0
-    if not found:
+    if not found and not problems:
         _out("no schedules (add one with `stado schedule add NAME \"CRON\" -- CMD`)")
     for doc in found:
         state = "paused" if doc.get("paused") else f"next {doc.get('next_fire')}"
         _out(f"{doc['name']}  {doc['cron']} ({doc.get('tz')})  {state}  fired {doc.get('fired', 0)}, skipped "
              f"{doc.get('skipped', 0)}  {doc['spec'].get('command')}")
+    for problem in problems:
+        _out(f"problem: {problem}")
     return 0
 
 
@@ -79,7 +82,8 @@ def cmd_schedule_change(args) -> int:
     store = _store()
     if args.schedule_command == "rm":
         doc, changed = schedules.remove_schedule(store, args.sched_name), True
-        message = f"schedule {args.sched_name} removed; jobs it fired are kept"
+        message = (f"schedule {args.sched_name} removed; jobs it fired are kept" if doc is not None else
+                   f"corrupt schedule document {args.sched_name} removed; jobs it fired are kept")
     else:
         doc, changed = schedules.set_paused(store, args.sched_name, args.schedule_command == "pause", by=whoami())
         verb = "paused" if args.schedule_command == "pause" else "resumed"

@@ -106,15 +106,35 @@ def add(store: ObjectStore, name: str, cron: str, spec: dict, *, tz: str = "UTC"
 
 
 def get(store: ObjectStore, name: str):
+    """(the schedule, its version); NoSuchSchedule, or CorruptDocument naming `stado schedule rm NAME`."""
     check_name(name)
-    found = read_json(store, keys.schedule(name))
+    key = keys.schedule(name)
+    try:
+        found = read_json(store, key)
+    except CorruptDocument as e:
+        raise CorruptDocument(key, f"{e.reason}; `stado schedule rm {name}` removes it") from None
     if found is None:
         raise NoSuchSchedule(f"no schedule named {name!r}: see `stado schedule list`")
-    return found
+    return checked(key, found[0]), found[1]
 
 
-def remove_schedule(store: ObjectStore, name: str) -> dict:
-    doc, version = get(store, name)
+def checked(key: str, doc: dict) -> dict:
+    """A schedule document as every reader needs it (its name, cron text and spec object); CorruptDocument
+    otherwise, whose text says how to remove it."""
+    name = keys.schedule_name(key)
+    if doc.get("name") != name or not isinstance(doc.get("cron"), str) or not isinstance(doc.get("spec"), dict):
+        raise CorruptDocument(key, f"not a schedule: its name, cron or spec is missing or wrong; `stado schedule rm "
+                                   f"{name}` removes it")
+    return doc
+
+
+def remove_schedule(store: ObjectStore, name: str) -> dict | None:
+    """Remove the schedule (the document removed), or a corrupt document at its key (None): either way it fires no
+    more. Conflict when another writer changed it meanwhile."""
+    try:
+        doc, version = get(store, name)
+    except CorruptDocument:
+        doc, version = None, store.head(keys.schedule(name)).version
     if not remove(store, keys.schedule(name), version):
         raise Conflict(f"schedule {name!r} changed while removing it; run the command again")
     return doc
@@ -134,14 +154,23 @@ def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: flo
     raise Conflict(f"schedule {name!r} kept changing; run the command again")
 
 
-def list_schedules(store: ObjectStore, *, now: float | None = None) -> list[dict]:
+def list_schedules(store: ObjectStore, *, now: float | None = None, problems: list[str] | None = None) -> list[dict]:
+    """Every schedule with its next fire time. A corrupt one is left out and described in `problems` (with how to
+    remove it), so the healthy ones are still listed; without a `problems` list, CorruptDocument is raised."""
     t = time.time() if now is None else now
     out = []
     for entry in store.list(keys.SCHEDULES):
-        found = read_json(store, entry.key)
-        if found is None:
+        try:
+            found = read_json(store, entry.key)
+            if found is None:
+                continue
+            doc = checked(entry.key, found[0])
+        except CorruptDocument as e:
+            if problems is None:
+                raise
+            problems.append(str(e) if e.reason.endswith("removes it")
+                            else f"{e}; `stado schedule rm {keys.schedule_name(entry.key)}` removes it")
             continue
-        doc = found[0]
         try:
             upcoming = None if doc.get("paused") else d.iso(next_fire(doc, t))
         except (StadoError, KeyError, TypeError, ValueError, AttributeError):
