@@ -1,7 +1,7 @@
 """stado command line: parse, call one library function per command, render.
 
 Exit codes: 0 done; 1 a failure while doing it; 2 bad input (nothing written); 3 no such job;
-4 the object store is unreachable, refused the credentials, does not honour conditional writes (`stado
+4 the object store is unreachable, refused the credentials, is not an object store, does not honour conditional writes (`stado
 doctor` says which), or a transfer stopped moving past a stall_timeout set in STADO_CONFIG; 5 artifacts failed
 verification; 6 `results` of a job that has not finished.
 `stado job watch` exits with the job's own status (see docs/stado.md).

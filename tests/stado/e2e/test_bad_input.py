@@ -68,6 +68,7 @@ def test_unreachable_backend_and_wrong_credentials(store_target, stado_env, stor
     url = {"s3": "s3://stado/x", "azure": "az://stado/x"}[store_target.backend]
     config = tmp_path / "unreachable.toml"
     config.write_text(f'[store]\nurl = "{url}"\nendpoint = "http://127.0.0.1:{_closed_port()}"\n'
+                      'allow_http = true\n'
                       'max_retries = 0\nretry_timeout = 1\nconnect_timeout = 1\n')
     got = stado({**stado_env, "STADO_CONFIG": str(config)}, "submit", "true", ok=False)
     assert got.returncode == 4 and "cannot reach" in got.stderr and len(got.stderr.strip().splitlines()) == 1
