@@ -199,13 +199,19 @@ def _store():
 
 
 def _out(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    """Text for people: each line through runkit.printable, so other people's text that a view did not escape
+    itself still never reaches the terminal as control (escaping is idempotent: what a view escaped stays)."""
+    from runkit.printable import printable
+
+    lines = text[:-1] if text.endswith("\n") else text
+    sys.stdout.write("\n".join(printable(line) for line in lines.split("\n")) + "\n")
 
 
 def _json(data) -> None:
+    """JSON for scripts, as stored (ASCII: json's escapes keep every character)."""
     import json
 
-    _out(json.dumps(data, indent=None, sort_keys=True))
+    sys.stdout.write(json.dumps(data, indent=None, sort_keys=True) + "\n")
 
 
 # -- commands ------------------------------------------------------------------------------------------
@@ -263,6 +269,8 @@ def cmd_watch(args) -> int:
     import json
     import time
 
+    from runkit.printable import printable
+
     from .documents import iso
     from .watch import End, State, events
 
@@ -274,10 +282,10 @@ def cmd_watch(args) -> int:
             out.write(json.dumps({"event": "state", "at": iso(time.time()), **event.data}, sort_keys=True) + "\n")
         elif isinstance(event, State):
             data = event.data
-            where = f" on {data['instance_ref']}" if data.get("instance_ref") and data["state"] == "running" else ""
+            where = f" on {printable(str(data['instance_ref']))}" if data.get("instance_ref") and data["state"] == "running" else ""
             result = f": {data['outcome']}" if data["terminal"] else ""
             code = f", exit {data['exit_code']}" if data["terminal"] and data.get("exit_code") is not None else ""
-            err.write(f"{iso(time.time())} {data['id']}: {event.label}{where}{result}{code}\n")
+            err.write(printable(f"{iso(time.time())} {data['id']}: {event.label}{where}{result}{code}") + "\n")
             err.flush()
         elif args.json:
             out.write(json.dumps({"event": "output", "attempt": event.attempt, "seq": event.seq,
@@ -316,6 +324,8 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_results(args) -> int:
+    from runkit.printable import printable
+
     from . import artifacts
     from .lookup import find
     from .transfer import progress_printer
@@ -327,13 +337,15 @@ def cmd_results(args) -> int:
                              ) if sys.stderr.isatty() else None
     got, refused = artifacts.results(store, job_id, args.dir, stall_timeout=store.stall_timeout, on_progress=shown)
     for entry in refused:
-        sys.stderr.write(f"{PROG}: {entry.get('name')!r} was not uploaded by the agent: {entry.get('reason')}\n")
+        sys.stderr.write(printable(f"{PROG}: {entry.get('name')!r} was not uploaded by the agent: {entry.get('reason')}")
+                         + "\n")
     if args.json:
         _json({"id": job_id, "artifacts": got, "refused": refused})
     else:
         for entry in got:
-            _out(f"{entry['name']}  {entry['size']} bytes  sha256 {entry['sha256']}  verified -> {entry['path']}")
-        _out(f"{len(got)} artifact(s) of {job_id} in {args.dir}")
+            _out(f"{printable(entry['name'])}  {entry['size']} bytes  sha256 {entry['sha256']}  verified -> "
+                 f"{printable(entry['path'])}")
+        _out(f"{len(got)} artifact(s) of {job_id} in {printable(args.dir)}")
     return 0
 
 
@@ -441,6 +453,13 @@ def check_text(args) -> None:
 
 def _failure(error: Exception) -> tuple[str, int] | None:
     """stado's errors as (one line, exit code); the store's keep their own root and are translated here too."""
+    from runkit.printable import printable
+
+    said = _said(error)
+    return None if said is None else (printable(said[0]), said[1])  # a message may quote other people's text
+
+
+def _said(error: Exception) -> tuple[str, int] | None:
     if isinstance(error, StadoError):
         return str(error), error.exit_code
     from .objectstore.base import AccessDenied, ConfigError, StoreError, StoreUnavailable

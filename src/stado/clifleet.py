@@ -13,9 +13,10 @@ def cmd_pause(args) -> int:
     if args.json:
         _json({"paused": True, "already": already, "record": record})
     else:
-        why = f": {record.get('reason')}" if record.get("reason") else ""
-        _out(f"queue {'was already' if already else 'is now'} paused by {record.get('by')} at {record.get('at')}{why}; "
-             "submissions are still accepted")
+        from .render import pause_text
+
+        _out(f"{pause_text(record, 'queue was already paused' if already else 'queue is now paused')}; submissions are "
+             "still accepted")
     return 0
 
 
@@ -66,12 +67,16 @@ def cmd_schedule_list(args) -> int:
         return 0
     if not found and not problems:
         _out("no schedules (add one with `stado schedule add NAME \"CRON\" -- CMD`)")
-    for doc in found:
+    from runkit.printable import printable
+
+    from .render import shown
+
+    for doc in found:  # one line each: a schedule's words are escaped (a newline in its command shows as \n)
         state = "paused" if doc.get("paused") else f"next {doc.get('next_fire')}"
-        _out(f"{doc['name']}  {doc['cron']} ({doc.get('tz')})  {state}  fired {doc.get('fired', 0)}, skipped "
-             f"{doc.get('skipped', 0)}  {doc['spec'].get('command')}")
+        _out(f"{shown(doc['name'])}  {shown(doc['cron'])} ({shown(doc.get('tz'))})  {state}  fired "
+             f"{shown(doc.get('fired', 0))}, skipped {shown(doc.get('skipped', 0))}  {shown(doc['spec'].get('command'))}")
     for problem in problems:
-        _out(f"problem: {problem}")
+        _out(f"problem: {printable(problem)}")
     return 0
 
 

@@ -1,4 +1,9 @@
-"""Text and JSON views of what the library returns (no store access here)."""
+"""Text and JSON views of what the library returns (no store access here).
+
+Text views show other people's text (names, commands, reasons, hosts, capabilities) through runkit.printable:
+escaped, so it never reaches a terminal as control and every table keeps one line per job. JSON is as stored."""
+from runkit.printable import printable
+
 from . import keys
 from .admission import offer_of, size_text
 from .documents import RUNNING_PHASE, status_json
@@ -42,13 +47,12 @@ def overview_json(ov: Overview) -> dict:
 def overview_table(ov: Overview) -> str:
     lines = []
     if ov.paused:
-        why = f": {ov.paused.get('reason')}" if ov.paused.get("reason") else ""
-        lines.append(f"queue PAUSED by {ov.paused.get('by')} at {ov.paused.get('at')}{why} (agents do not claim)")
+        lines.append(f"{pause_text(ov.paused, 'queue PAUSED')} (agents do not claim)")
     rows = [status_json(v) for v in ov.jobs]
     rows.sort(key=lambda r: (STATE_ORDER.index(r["state"]), r["id"]))
     header = ("ID", "STATE", "NAME", "RESULT", "WHERE", "SUBMITTED", "COMMAND")
-    table = [header] + [(r["id"], _state(r, ov.promise_passed.get(r["id"])), r["name"] or "-", _result(r),
-                         r["instance_ref"] or "-", (r["submitted_at"] or "-")[:19], _short(r["command"])) for r in rows]
+    table = [header] + [(r["id"], _state(r, ov.promise_passed.get(r["id"])), shown(r["name"]), _result(r),
+                         shown(r["instance_ref"]), shown(r["submitted_at"])[:19], _short(r["command"])) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
@@ -58,17 +62,28 @@ def overview_table(ov: Overview) -> str:
     lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden else ""))
     if ov.agents:
         lines.append(f"{len(ov.agents)} agent(s):")
-        lines += [f"  {a.get('instance_ref')} [{len(a.get('running') or [])}/{a.get('slots')}] {offer_text(a)}; seen "
-                  f"{a.get('last_seen')}" for a in ov.agents]
+        lines += [f"  {shown(a.get('instance_ref'))} [{len(a.get('running') or [])}/{shown(a.get('slots'))}] "
+                  f"{offer_text(a)}; seen {shown(a.get('last_seen'))}" for a in ov.agents]
     if ov.stale_agents:
         lines.append(f"{len(ov.stale_agents)} stale agent(s), silent longer than their liveness window (dead, or "
                      "cut off from the store; not counted as live): " + ", ".join(
-                         f"{a.get('instance_ref')} last seen {a.get('last_seen')}" for a in ov.stale_agents))
+                         f"{shown(a.get('instance_ref'))} last seen {shown(a.get('last_seen'))}" for a in ov.stale_agents))
     for job_id, reason in sorted(ov.unschedulable.items()):
-        lines.append(f"unschedulable: {job_id}: no live agent can run it ({reason})")
+        lines.append(f"unschedulable: {job_id}: no live agent can run it ({printable(reason)})")
     for problem in ov.problems:
-        lines.append(f"problem: {problem}")
+        lines.append(f"problem: {printable(problem)}")
     return "\n".join(lines)
+
+
+def shown(value) -> str:
+    """A cell of other people's text: escaped (runkit.printable), '-' when there is none."""
+    return "-" if value in (None, "") else printable(str(value))
+
+
+def pause_text(record: dict, what: str) -> str:
+    """'<what> by WHO at WHEN: WHY', the pause record's own words escaped."""
+    why = f": {printable(str(record.get('reason')))}" if record.get("reason") else ""
+    return f"{what} by {shown(record.get('by'))} at {shown(record.get('at'))}{why}"
 
 
 def offer_text(record: dict) -> str:
@@ -78,11 +93,11 @@ def offer_text(record: dict) -> str:
         return "offer unreadable"
     words = [f"{offer.cores} cores"] + ([size_text(offer.memory)] if offer.memory else [])
     if offer.accelerators:
-        words.append(f"{offer.accelerators} accelerators ({','.join(offer.devices)})" if offer.devices
+        words.append(f"{offer.accelerators} accelerators ({printable(','.join(offer.devices))})" if offer.devices
                      else f"{offer.accelerators} accelerators")
     if offer.capabilities:
-        words.append("capabilities " + ",".join(sorted(offer.capabilities)))
-    words.append(f"provider {offer.provider}" + (" (spot)" if offer.spot else ""))
+        words.append("capabilities " + printable(",".join(sorted(offer.capabilities))))
+    words.append(f"provider {printable(str(offer.provider))}" + (" (spot)" if offer.spot else ""))
     if offer.price_per_hour is not None:
         words.append(f"${offer.price_per_hour:g}/hour")
     return ", ".join(words)
@@ -99,10 +114,10 @@ def job_details(data: dict) -> str:
             continue
         if key == "error" and isinstance(value, dict):
             value = f"{value['class']}: {value['message']}"
-        lines.append(f"{key + ':':<18}{value}")
+        lines.append(f"{key + ':':<18}{printable(str(value))}")
     return "\n".join(lines)
 
 
 def _short(command: str | None, width: int = 60) -> str:
-    text = " ".join((command or "").split())
+    text = printable((command or "").strip())  # one line: a newline shows as \n
     return text if len(text) <= width else text[:width - 3] + "..."

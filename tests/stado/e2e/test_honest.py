@@ -1,10 +1,11 @@
 """Honest errors and a safe terminal in stado (issue 23): corrupt schedules, endpoints that cannot work,
 other people's text escaped on the terminal."""
 import json
+import subprocess
 
 import pytest
 
-from .support import stado
+from .support import STADO, stado
 
 FILE_ONLY = pytest.mark.parametrize("store_target", ["file"], indirect=True)
 
@@ -75,3 +76,64 @@ def test_a_plain_web_server_as_the_endpoint_is_not_an_object_store(stado_env, tm
         assert len(list(root.rglob("*"))) == 1  # nothing was written there
     finally:
         site.close()
+
+
+TITLE = "\x1b]0;owned\x07"  # retitles a terminal that prints it raw
+
+
+def _no_control(text: str) -> None:
+    assert not any(c in text for c in "\x1b\x07\r"), repr(text)
+
+
+@FILE_ONLY
+def test_other_people_s_text_is_escaped_on_the_terminal_and_exact_in_json_and_output(stado_env, store, tmp_path):
+    from stado.documents import iso
+    import time
+
+    from .support import run_until_idle, submit
+
+    command = f"printf '{TITLE}'\necho two"
+    job = submit(stado_env, command, "--name", "evil")
+    table = stado(stado_env, "status").stdout
+    _no_control(table)
+    rows = [line for line in table.splitlines() if line.startswith(job)]
+    assert len(rows) == 1 and rows[0].endswith("printf '\\e]0;owned\\x07'\\necho two"), table
+    assert len(table.splitlines()) == 3  # header, the one job, the counts
+    details = stado(stado_env, "status", "evil").stdout
+    _no_control(details)
+    assert "command:          printf '\\e]0;owned\\x07'\\necho two" in details, details
+    assert json.loads(stado(stado_env, "status", "evil", "--json").stdout)["command"] == command
+    assert json.loads(stado(stado_env, "status", "--json").stdout)["jobs"][0]["command"] == command
+
+    paused = stado(stado_env, "queue", "pause", "--reason", f"maintenance{TITLE}\nsecond line").stdout
+    _no_control(paused)
+    assert paused.count("\n") == 1 and "maintenance\\e]0;owned\\x07\\nsecond line" in paused
+    shown = stado(stado_env, "status").stdout
+    _no_control(shown)
+    assert shown.startswith("queue PAUSED by ") and "maintenance\\e]0;owned\\x07\\nsecond line" in shown
+    assert json.loads(stado(stado_env, "status", "--json").stdout)["paused"]["reason"] == f"maintenance{TITLE}\nsecond line"
+    stado(stado_env, "queue", "resume")
+
+    stado(stado_env, "schedule", "add", "tick", "0 3 * * *", "--", "echo", f"a{TITLE}\nb")
+    listed = stado(stado_env, "schedule", "list").stdout
+    _no_control(listed)
+    assert listed.count("\n") == 1 and listed.rstrip().endswith("echo a\\e]0;owned\\x07\\nb"), listed
+
+    # An agent record someone else wrote (another stado, or by hand): its host and capabilities are escaped too.
+    store.put("agents/fake.json", json.dumps({
+        "instance_ref": f"local@{TITLE}", "last_seen": iso(time.time()), "live_for": 600, "slots": 1, "running": [],
+        "capabilities": [f"gpu{TITLE}"], "provider": f"p{TITLE}"}).encode())
+    agents = stado(stado_env, "status").stdout
+    _no_control(agents)
+    assert "local@\\e]0;owned\\x07 [0/1]" in agents and "capabilities gpu\\e]0;owned\\x07" in agents, agents
+    store.delete("agents/fake.json")
+
+    # Error messages quote other people's text escaped too.
+    missing = stado(stado_env, "submit", "true", "--upload", f"no{TITLE}such", ok=False)
+    _no_control(missing.stderr)
+    assert "no\\e]0;owned\\x07such" in missing.stderr
+
+    # The job's own output is its bytes: `job watch` passes them through as they were written.
+    assert run_until_idle(stado_env, tmp_path).returncode == 0
+    watched = subprocess.run([STADO, "job", "watch", job], env=stado_env, capture_output=True, timeout=60)
+    assert watched.returncode == 0 and watched.stdout == TITLE.encode() + b"two\n", watched
