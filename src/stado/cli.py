@@ -125,12 +125,16 @@ def _parser():
 
     sch = sub.add_parser("schedule", help="submit jobs on a cron (every agent fires them; one job per fire time)")
     schsub = sch.add_subparsers(dest="schedule_command", metavar="add|list|rm|pause|resume", parser_class=Parser)
-    sa = schsub.add_parser("add", help='NAME "CRON" [flags] -- CMD...: a job per fire time (flags as for submit)')
+    sa = schsub.add_parser("add", help='NAME "CRON" [flags] -- CMD...: a job per fire time (the flags of submit, '
+                                       'but --batch)')
     sa.add_argument("sched_name", metavar="NAME")
     sa.add_argument("cron", metavar="CRON", help="five fields, e.g. '*/15 * * * *' (cronsim syntax)")
     sa.add_argument("--tz", default="UTC", help="the zone the cron expression is read in (default UTC)")
-    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest not in ("batch", "input", "name", "upload")])
-    sa.epilog = "The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all"
+    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest != "batch"])  # a schedule runs one command
+    sa.epilog = ("The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all. "
+                 "Each fired job is named NAME unless --name says otherwise; --input is resolved and --upload stored "
+                 "once, when the schedule is added, so every fired job reads the same producer's artifact and the "
+                 "same uploaded bytes.")
     sl = schsub.add_parser("list", help="every schedule, its next fire time and what it fired")
     _json_flag(sl)
     for verb, what in (("rm", "remove a schedule (jobs it fired are kept)"), ("pause", "stop firing (until resume)"),

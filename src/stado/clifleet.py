@@ -40,14 +40,20 @@ def cmd_agent(args) -> int:
 def cmd_schedule_add(args) -> int:
     from . import schedules
     from .batch import submission_from_args
-    from .submission import whoami
+    from .spec import check_name
+    from .submission import stored_spec, whoami
 
     words = getattr(args, "cmd_words", None)
     if not words:
         raise BadInput('missing command: stado schedule add NAME "CRON" [flags] -- CMD...')
-    args.name, args.input = args.sched_name, []
-    spec = submission_from_args(args, command=" ".join(words)).spec.to_json()
-    doc = schedules.add(_store(), args.sched_name, args.cron, spec, tz=args.tz, by=whoami())
+    check_name(args.sched_name)
+    schedules.parse_cron(args.cron, args.tz)  # all checked before an upload is stored
+    if args.name is None:
+        args.name = args.sched_name  # the fired jobs' name
+    store = _store()
+    schedules.refuse_taken(store, args.sched_name)
+    spec = stored_spec(store, submission_from_args(args, command=" ".join(words))).to_json()
+    doc = schedules.add(store, args.sched_name, args.cron, spec, tz=args.tz, by=whoami())
     if args.json:
         _json(doc)
     else:

@@ -105,6 +105,17 @@ def add(store: ObjectStore, name: str, cron: str, spec: dict, *, tz: str = "UTC"
     return doc
 
 
+def refuse_taken(store: ObjectStore, name: str) -> None:
+    """BadInput if a schedule of that name exists (told before anything is stored for a new one)."""
+    from .objectstore.base import NotFound
+
+    try:
+        store.head(keys.schedule(check_name(name)))
+    except NotFound:
+        return
+    raise BadInput(f"schedule {name!r} already exists: remove it first with `stado schedule rm {name}`")
+
+
 def get(store: ObjectStore, name: str):
     """(the schedule, its version); NoSuchSchedule, or CorruptDocument naming `stado schedule rm NAME`."""
     check_name(name)

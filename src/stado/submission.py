@@ -86,24 +86,9 @@ def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None
     planned: list[tuple[str, JobSpec, list]] = []
     batch_names: dict[str, str] = {}
     for item in items:
-        job_id = uuid7()
-        refs = []
-        for entry in item.inputs:
-            if isinstance(entry, InputRef):
-                refs.append(entry)
-                continue
-            selector, name = entry
-            producer = batch_names.get(selector) or _producer(store, selector, name)
-            refs.append(InputRef(producer, name, given=None if is_uuid(selector) else selector))
-        spec = validate(with_inputs(item.spec, tuple(refs)))
-        sends = []
-        if item.uploads:
-            from .uploads import check_names
-
-            sends = check_names(item.uploads, {ref.name for ref in refs})
-        planned.append((job_id, spec, sends))
-        if spec.name:
-            batch_names[spec.name] = job_id
+        planned.append(_plan(store, item, batch_names))
+        if planned[-1][1].name:
+            batch_names[planned[-1][1].name] = planned[-1][0]
     if any(sends for _, _, sends in planned):
         planned = _send_uploads(store, planned)
     docs = []
@@ -120,6 +105,37 @@ def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None
         index(store, doc)  # after the ledger entry: a crash in between is healed by the agents' slow pass
         docs.append(doc)
     return docs
+
+
+def _plan(store: ObjectStore, item: Submission, batch_names: dict[str, str]) -> tuple[str, JobSpec, list]:
+    """(a new job id, the spec with its inputs resolved to ids, [(path, name)] of the uploads to send): checked,
+    nothing written."""
+    job_id = uuid7()
+    refs = []
+    for entry in item.inputs:
+        if isinstance(entry, InputRef):
+            refs.append(entry)
+            continue
+        selector, name = entry
+        producer = batch_names.get(selector) or _producer(store, selector, name)
+        refs.append(InputRef(producer, name, given=None if is_uuid(selector) else selector))
+    spec = validate(with_inputs(item.spec, tuple(refs)))
+    sends = []
+    if item.uploads:
+        from .uploads import check_names
+
+        sends = check_names(item.uploads, {ref.name for ref in refs})
+    return job_id, spec, sends
+
+
+def stored_spec(store: ObjectStore, item: Submission) -> JobSpec:
+    """The spec a schedule keeps for every job it fires: its inputs resolved to ids now, as `stado submit` resolves
+    them, and its uploads stored now, once (under an id of their own that no job takes), so every fired job reads
+    the same bytes."""
+    planned = [_plan(store, item, {})]
+    if planned[0][2]:
+        planned = _send_uploads(store, planned)
+    return planned[0][1]
 
 
 def _send_uploads(store: ObjectStore, planned: list) -> list:

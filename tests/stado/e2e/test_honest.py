@@ -137,3 +137,43 @@ def test_other_people_s_text_is_escaped_on_the_terminal_and_exact_in_json_and_ou
     assert run_until_idle(stado_env, tmp_path).returncode == 0
     watched = subprocess.run([STADO, "job", "watch", job], env=stado_env, capture_output=True, timeout=60)
     assert watched.returncode == 0 and watched.stdout == TITLE.encode() + b"two\n", watched
+
+
+@FILE_ONLY
+def test_schedule_add_takes_every_submit_flag_and_its_fired_jobs_get_them(stado_env, store, tmp_path):
+    """--name, --input and --upload too (they were refused): the input resolved and the upload stored once, when
+    the schedule is added; each fired job then receives both (issue 23)."""
+    import signal
+
+    from .support import Agent, machine_status, run_until_idle, submit, wait_for
+
+    producer = submit(stado_env, "echo weights > model.bin; $STADO_BIN artifact put model.bin", "--name", "train")
+    assert run_until_idle(stado_env, tmp_path, name="producer").returncode == 0
+    upload = tmp_path / "settings.txt"
+    upload.write_text("lr=0.1\n")
+    out = tmp_path / "seen"
+    stado(stado_env, "schedule", "add", "nightly", "* * * * * *", "--name", "fired", "--priority", "7",
+          "--input", "train:model.bin", "--upload", str(upload), "--capabilities", "gpu", "--timeout", "1m",
+          "--", "cat", "model.bin", "settings.txt", ">>", str(out))
+    spec = json.loads(stado(stado_env, "schedule", "list", "--json").stdout)["schedules"][0]["spec"]
+    assert (spec["name"], spec["priority"], spec["capabilities"], spec["timeout"]) == ("fired", 7, ["gpu"], 60)
+    model, settings = spec["inputs"]
+    assert (model["job"], model["name"], model["given"]) == (producer, "model.bin", "train")
+    assert settings["name"] == "settings.txt" and settings["upload"] and settings["size"] == 7
+    assert [e.key for e in store.list(f"status/{settings['job']}/")] == [
+        f"status/{settings['job']}/uploads/settings.txt"]  # stored once, under an id no job takes
+    upload.write_text("changed afterwards\n")  # what was stored is what runs
+    agent = Agent(stado_env, tmp_path, "--capabilities", "gpu")
+    try:
+        wait_for(lambda: out.exists() and out.read_text().count("lr=0.1") >= 1, timeout=30,
+                 message="a fired job ran with its input and upload")
+    finally:
+        agent.proc.send_signal(signal.SIGTERM)
+        agent.wait(timeout=30)
+    assert out.read_text().startswith("weights\nlr=0.1\n"), out.read_text()
+    fired = [r for r in json.loads(stado(stado_env, "status", "--json", "--all").stdout)["jobs"] if r["name"] == "fired"]
+    assert fired and machine_status(stado_env, fired[0]["id"])["state"] in ("completed", "running")
+    uploads = [e.key for e in store.list("status/") if "/uploads/" in e.key]
+    again = stado(stado_env, "schedule", "add", "nightly", "* * * * *", "--upload", str(upload), "--", "true", ok=False)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert [e.key for e in store.list("status/") if "/uploads/" in e.key] == uploads  # nothing stored for it
