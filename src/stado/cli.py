@@ -90,6 +90,19 @@ def _parser():
                    help="rerun a job that has not finished yet (both then run); refused without it")
     _json_flag(r)
 
+    wt = sub.add_parser("wait", help="wait until every named job has ended; exit with their status (as jobman wait)",
+                        description="Wait until every JOB has ended. Exit status: 0 if all succeeded, else that of "
+                                    "the first job (in argument order) that did not, through the table `jobman wait` "
+                                    "uses (its exit code, 128+N for signal N, 124 timed out, 125 cancelled, 123 lost, "
+                                    "127 never started, 119 cost cap); 120 if --timeout gave up first (the jobs go "
+                                    "on); 3 if a JOB names no job (nothing is waited for).")
+    wt.add_argument("ids", nargs="+", metavar="JOB", help="a job id or name")
+    wt.add_argument("--timeout", type=argparse_type(_duration), metavar="D",
+                    help="give up after D, e.g. 90s or 2h (exit 120 with a message; the jobs go on)")
+    wt.add_argument("--interval", type=_float, default=1.0,
+                    help="the most seconds between looks (default 1; the first looks come faster)")
+    _json_flag(wt)
+
     c = sub.add_parser("cancel", help="cancel a queued or running job (exit 0: it will not run again; exit 1: it had "
                                       "already ended otherwise, and nothing was written)")
     c.add_argument("id", metavar="ID|NAME")
@@ -187,6 +200,12 @@ def _parser():
 
 
 _float = argparse_type(_number)
+
+
+def _duration(text: str) -> float:
+    from runkit.durations import parse_duration
+
+    return parse_duration(text)
 
 
 def _port(text: str) -> int:
@@ -303,6 +322,29 @@ def cmd_watch(args) -> int:
     return 1
 
 
+def cmd_wait(args) -> int:
+    from runkit.outcomes import EXIT_WAIT_TIMED_OUT
+
+    from .watch import wait
+
+    if args.interval <= 0:
+        raise BadInput("--interval takes seconds above 0, e.g. --interval 0.5")
+    result = wait(_store(), args.ids, timeout=args.timeout, interval=args.interval)
+    if args.json:
+        _json(result)
+    if result["timed_out"]:
+        pending = [job["id"] for job in result["jobs"] if not job["terminal"]]
+        sys.stderr.write(f"{PROG}: wait timed out; still unfinished: {', '.join(pending)} (they go on)\n")
+        return EXIT_WAIT_TIMED_OUT
+    if not args.json and len(result["jobs"]) > 1:
+        from .render import shown
+
+        for job in result["jobs"]:
+            if job["exit_status"] != 0:
+                sys.stderr.write(f"{job['id']}: {shown(job['outcome'])} (exit {job['exit_status']})\n")
+    return result["exit_status"]
+
+
 def cmd_rerun(args) -> int:
     from . import submission
 
@@ -374,7 +416,7 @@ from .clifleet import (cmd_agent, cmd_doctor, cmd_may_delete, cmd_pause, cmd_rea
 
 COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
-    ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
+    ("cancel",): cmd_cancel, ("wait",): cmd_wait, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
     ("machine", "status"): cmd_machine_status, ("machine", "may-delete"): cmd_may_delete, ("results",): cmd_results,
     ("agent",): cmd_agent,
     ("artifact", "put"): cmd_artifact_put, ("checkpoint", "put"): cmd_checkpoint_put, ("repair",): cmd_repair, ("reap",): cmd_reap,

@@ -177,3 +177,41 @@ def test_schedule_add_takes_every_submit_flag_and_its_fired_jobs_get_them(stado_
     again = stado(stado_env, "schedule", "add", "nightly", "* * * * *", "--upload", str(upload), "--", "true", ok=False)
     assert again.returncode == 2 and "already exists" in again.stderr
     assert [e.key for e in store.list("status/") if "/uploads/" in e.key] == uploads  # nothing stored for it
+
+
+@FILE_ONLY
+def test_stado_wait_has_jobman_wait_s_exit_table(stado_env, tmp_path):
+    import signal
+    import time
+
+    from .support import Agent, submit
+
+    gate = tmp_path / "gate"
+    ok = submit(stado_env, "true", "--name", "ok")
+    three = submit(stado_env, "exit 3")
+    gated = submit(stado_env, f"while [ ! -e {gate} ]; do sleep 0.05; done; kill -TERM $$")
+    # Nothing runs yet: a wait with a timeout gives up with 120, naming what is unfinished; the jobs go on.
+    started = time.monotonic()
+    gave_up = stado(stado_env, "wait", ok, three, "--timeout", "0.3s", ok=False)
+    assert gave_up.returncode == 120 and time.monotonic() - started < 10
+    assert f"wait timed out; still unfinished: {ok}, {three} (they go on)" in gave_up.stderr
+    assert stado(stado_env, "wait", "nosuch", ok, ok=False).returncode == 3  # an unknown job: nothing waited for
+    agent = Agent(stado_env, tmp_path, "--slots", "3")
+    try:
+        waiting = subprocess.Popen([STADO, "wait", "ok", three, gated, "--interval", "0.2"], env=stado_env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        both = stado(stado_env, "wait", ok, "ok", "--json")  # the same job twice is waited for once
+        assert both.returncode == 0 and [j["id"] for j in json.loads(both.stdout)["jobs"]] == [ok]
+        assert waiting.poll() is None  # the gated job still runs
+        gate.touch()
+        out, err = waiting.communicate(timeout=30)
+        assert waiting.returncode == 3, err  # the first, in argument order, that did not succeed
+        assert err.splitlines() == [f"{three}: failed (exit 3)", f"{gated}: failed (exit 143)"] and out == ""
+        got = json.loads(stado(stado_env, "wait", gated, ok, "--json", ok=False).stdout)
+        assert got["exit_status"] == 143 and [j["exit_status"] for j in got["jobs"]] == [143, 0]
+        queued = submit(stado_env, f"touch {tmp_path}/ran", "--capabilities", "none-here")
+        stado(stado_env, "cancel", queued)
+        assert stado(stado_env, "wait", queued, ok=False).returncode == 125
+    finally:
+        agent.proc.send_signal(signal.SIGTERM)
+        agent.wait(timeout=30)
