@@ -26,7 +26,8 @@ SUBMIT_OPTIONS = [
     Option("--memory", "memory", help="memory the job needs, e.g. 4G"),
     Option("--accelerators", "accelerators", convert=_whole, default=0, help="accelerators the job needs"),
     Option("--priority", "priority", convert=_whole, default=0,
-           help="higher runs first once the scheduler orders the queue"),
+           help="claim order, -1000 to 1000 (default 0): agents claim the highest first, then the oldest; it never "
+                "stops a running job"),
     Option(("--capabilities", "--capability"), "capabilities", "append", metavar="CAP[,CAP]",
            help="capabilities an agent must declare (repeatable)"),
     Option("--provider", "provider", "append", metavar="NAME[,NAME]",
