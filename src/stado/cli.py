@@ -74,8 +74,8 @@ def _parser():
     st.add_argument("--all", action="store_true", help="show every finished job, not only the latest 20")
     _json_flag(st)
 
-    job = sub.add_parser("job", help="watch or rerun a job")
-    jsub = job.add_subparsers(dest="job_command", metavar="watch|rerun", parser_class=Parser)
+    job = sub.add_parser("job", help="watch, rerun, hold or release a job")
+    jsub = job.add_subparsers(dest="job_command", metavar="watch|rerun|hold|release", parser_class=Parser)
     w = jsub.add_parser("watch", help="state changes and output, live, until the job ends")
     w.add_argument("id", metavar="ID")
     w.add_argument("--interval", type=_float, default=1.0, help="seconds between looks (default 1)")
@@ -90,6 +90,12 @@ def _parser():
     r.add_argument("--beside", action="store_true",
                    help="rerun a job that has not finished yet (both then run); refused without it")
     _json_flag(r)
+    for verb, what in (("hold", "keep a queued job from being claimed until it is released (exit 1 if it is not "
+                                "queued: running or ended; nothing is written)"),
+                       ("release", "let a held job be claimed again, in its place in the queue")):
+        hr = jsub.add_parser(verb, help=what)
+        hr.add_argument("id", metavar="ID|NAME")
+        _json_flag(hr)
 
     wt = sub.add_parser("wait", help="wait until every named job has ended; exit with their status (as jobman wait)",
                         description="Wait until every JOB has ended. Exit status: 0 if all succeeded, else that of "
@@ -358,6 +364,18 @@ def cmd_rerun(args) -> int:
     return 0
 
 
+def cmd_hold(args) -> int:
+    from .jobs.hold import hold, release
+    from .submission import whoami
+
+    report = (hold if args.job_command == "hold" else release)(_store(), args.id, by=whoami())
+    if args.json:
+        _json({"id": report.job_id, "held": report.doc.held, "changed": report.changed, "message": report.message})
+    else:
+        _out(report.message)
+    return 0
+
+
 def cmd_cancel(args) -> int:
     from . import jobs
 
@@ -417,6 +435,7 @@ from .clifleet import (cmd_agent, cmd_doctor, cmd_may_delete, cmd_pause, cmd_rea
 
 COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
+    ("job", "hold"): cmd_hold, ("job", "release"): cmd_hold,
     ("cancel",): cmd_cancel, ("wait",): cmd_wait, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
     ("machine", "status"): cmd_machine_status, ("machine", "may-delete"): cmd_may_delete, ("results",): cmd_results,
     ("agent",): cmd_agent,

@@ -30,6 +30,7 @@ def _result(data: dict) -> str:
 
 def _state(row: dict, passed: float | None) -> str:
     text = row["state"] + ("" if row["phase"] in (None, RUNNING_PHASE) else f"/{row['phase']}")
+    text += "/held" if row.get("held") else ""
     return text if passed is None else f"{text}, promise passed {passed:.0f} s ago"
 
 
@@ -106,7 +107,8 @@ def offer_text(record: dict) -> str:
 def job_details(data: dict) -> str:
     order = ("id", "name", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
              "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
-             "requeues", "failures", "handbacks", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by", "moving")
+             "requeues", "failures", "handbacks", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by", "moving",
+             "held")
     lines = []
     for key in order:
         value = data.get(key)
@@ -114,6 +116,8 @@ def job_details(data: dict) -> str:
             continue
         if key == "error" and isinstance(value, dict):
             value = f"{value['class']}: {value['message']}"
+        if key == "held" and isinstance(value, dict):
+            value = f"by {value.get('by')} at {value.get('at')} (`stado job release {data.get('id')}` lets it run)"
         lines.append(f"{key + ':':<18}{printable(str(value))}")
     return "\n".join(lines)
 

@@ -215,3 +215,32 @@ def test_stado_wait_has_jobman_wait_s_exit_table(stado_env, tmp_path):
     finally:
         agent.proc.send_signal(signal.SIGTERM)
         agent.wait(timeout=30)
+
+
+def test_job_hold_and_release(stado_env, tmp_path):
+    """A held job is not claimed; released, it runs in its place (one slot runs a, b, c in submission order though a
+    was held and released); holding or releasing a job that is not queued says so and exits 1."""
+    from .support import machine_status, run_until_idle, submit
+
+    order = tmp_path / "order"
+    a, b, c = (submit(stado_env, f"echo {n} >> {order}", "--name", n) for n in "abc")
+    said = stado(stado_env, "job", "hold", "a").stdout
+    assert said.startswith(f"job {a} held: no agent claims it until `stado job release {a}`"), said
+    assert stado(stado_env, "job", "hold", a).stdout.startswith(f"job {a} was already held by ")
+    shown = json.loads(stado(stado_env, "job", "hold", a, "--json").stdout)
+    assert shown["changed"] is False and shown["held"]["by"]
+    assert json.loads(stado(stado_env, "status", "a", "--json").stdout)["held"]["by"] == shown["held"]["by"]
+    assert any(line.startswith(a) and "queued/held" in line for line in stado(stado_env, "status").stdout.splitlines())
+    stado(stado_env, "job", "release", "a")
+    stado(stado_env, "job", "hold", "c")
+    assert run_until_idle(stado_env, tmp_path).returncode == 0  # c is held: the agent is idle without it
+    assert order.read_text() == "a\nb\n"
+    assert machine_status(stado_env, c)["state"] == "queued"
+    done = stado(stado_env, "job", "hold", b, ok=False)
+    assert done.returncode == 1 and f"job {b} has ended (completed): only a queued job can be held" in done.stderr
+    assert stado(stado_env, "job", "release", "b", ok=False).returncode == 1
+    assert stado(stado_env, "job", "release", c).stdout.startswith(f"job {c} released")
+    assert stado(stado_env, "job", "release", c).stdout.startswith(f"job {c} was not held; nothing changed")
+    assert run_until_idle(stado_env, tmp_path).returncode == 0
+    assert order.read_text() == "a\nb\nc\n"
+    assert stado(stado_env, "job", "hold", "nosuch", ok=False).returncode == 3
