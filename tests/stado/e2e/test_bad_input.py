@@ -124,7 +124,8 @@ TEXT_ARGS = [
     ["agent", "--host", "BAD"], ["agent", "--capabilities", "BAD"], ["agent", "--memory", "BAD"],
     ["agent", "--provider", "BAD"], ["agent", "--accelerator-devices", "BAD"], ["agent", "--slots", "BAD"],
     ["reap", "--margin", "BAD"], ["ui", "--host", "BAD"], ["artifact", "put", "f", "--name", "BAD"],
-    ["checkpoint", "put", "f", "--name", "BAD"], ["BAD"],
+    ["checkpoint", "put", "f", "--name", "BAD"], ["wait", "BAD"], ["wait", "JOB", "--timeout", "BAD"],
+    ["job", "hold", "BAD"], ["job", "release", "BAD"], ["BAD"],
 ]
 
 
@@ -187,7 +188,7 @@ EMPTY_ARGS = [
     ["schedule", "add", "s", CRON, "--tz", "", "--", "true"], ["schedule", "add", "s", CRON, "--provider", "", "--", "true"],
     ["schedule", "rm", ""], ["agent", "--host", ""], ["agent", "--host", "a/b"], ["agent", "--memory", ""],
     ["agent", "--capabilities", ""], ["agent", "--provider", ""], ["agent", "--work-root", ""], ["ui", "--host", ""],
-    ["artifact", "put", "f", "--name", ""],
+    ["artifact", "put", "f", "--name", ""], ["wait", ""], ["job", "hold", ""], ["job", "release", ""],
 ]
 
 
