@@ -28,7 +28,7 @@ from . import documents as d
 from . import keys
 from .cas import create, new_nonce, read_json, remove, replace_json
 from .errors import BadInput, Conflict, CorruptDocument, StadoError
-from .objectstore.base import AlreadyExists, ObjectStore
+from .objectstore.base import AlreadyExists, NotFound, ObjectStore
 from .readyindex import index
 from .spec import check_name
 
@@ -107,8 +107,6 @@ def add(store: ObjectStore, name: str, cron: str, spec: dict, *, tz: str = "UTC"
 
 def refuse_taken(store: ObjectStore, name: str) -> None:
     """BadInput if a schedule of that name exists (told before anything is stored for a new one)."""
-    from .objectstore.base import NotFound
-
     try:
         store.head(keys.schedule(check_name(name)))
     except NotFound:
@@ -142,13 +140,17 @@ def checked(key: str, doc: dict) -> dict:
 def remove_schedule(store: ObjectStore, name: str) -> dict | None:
     """Remove the schedule (the document removed), or a corrupt document at its key (None): either way it fires no
     more. Conflict when another writer changed it meanwhile."""
-    try:
-        doc, version = get(store, name)
-    except CorruptDocument:
-        doc, version = None, store.head(keys.schedule(name)).version
-    if not remove(store, keys.schedule(name), version):
-        raise Conflict(f"schedule {name!r} changed while removing it; run the command again")
-    return doc
+    for _ in range(8):  # agents move last_fired at every fire: read again and remove that version
+        try:
+            doc, version = get(store, name)
+        except CorruptDocument:
+            try:
+                doc, version = None, store.head(keys.schedule(name)).version
+            except NotFound:
+                raise NoSuchSchedule(f"no schedule named {name!r}: see `stado schedule list`") from None
+        if remove(store, keys.schedule(name), version):
+            return doc
+    raise Conflict(f"schedule {name!r} kept changing while removing it; run the command again")
 
 
 def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: float | None = None) -> tuple[dict, bool]:
