@@ -244,3 +244,15 @@ def test_job_hold_and_release(stado_env, tmp_path):
     assert run_until_idle(stado_env, tmp_path).returncode == 0
     assert order.read_text() == "a\nb\nc\n"
     assert stado(stado_env, "job", "hold", "nosuch", ok=False).returncode == 3
+
+
+@FILE_ONLY
+def test_an_agent_s_log_escapes_other_people_s_text(stado_env, tmp_path):
+    from .support import run_until_idle, submit
+
+    submit(stado_env, "true")
+    stado(stado_env, "queue", "pause", "--reason", f"upgrade{TITLE}")
+    agent = run_until_idle(stado_env, tmp_path)
+    log = agent.log_path.read_bytes().decode()
+    assert "queue paused by " in log and f"(upgrade\\e]0;owned\\x07)" in log, log
+    _no_control(log)
