@@ -256,3 +256,33 @@ def test_an_agent_s_log_escapes_other_people_s_text(stado_env, tmp_path):
     log = agent.log_path.read_bytes().decode()
     assert "queue paused by " in log and f"(upgrade\\e]0;owned\\x07)" in log, log
     _no_control(log)
+
+
+@FILE_ONLY
+def test_holding_a_running_job_says_so_and_changes_nothing(stado_env, store, tmp_path):
+    import signal
+
+    from .support import Agent, machine_status, submit, wait_for
+
+    gate = tmp_path / "gate"
+    job = submit(stado_env, f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    agent = Agent(stado_env, tmp_path)
+    try:
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "running", timeout=30, message="running")
+        before = cas_state(store, job)
+        for verb in ("hold", "release"):
+            got = stado(stado_env, "job", verb, job, ok=False)
+            assert got.returncode == 1 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+            assert f"job {job} is running on local@testhost, not queued: only a queued job can be" in got.stderr
+        assert cas_state(store, job) == before
+        gate.touch()
+        assert stado(stado_env, "wait", job).returncode == 0
+    finally:
+        gate.touch()
+        agent.proc.send_signal(signal.SIGTERM)
+        agent.wait(timeout=30)
+
+
+def cas_state(store, job):
+    """The job's queue and running keys (running/ is renewed every poll: its version moves on by itself)."""
+    return sorted(e.key for prefix in ("queue/", "running/", "ready/") for e in store.list(prefix) if job in e.key)
