@@ -254,7 +254,7 @@ def test_an_agent_s_log_escapes_other_people_s_text(stado_env, tmp_path):
     stado(stado_env, "queue", "pause", "--reason", f"upgrade{TITLE}")
     agent = run_until_idle(stado_env, tmp_path)
     log = agent.log_path.read_bytes().decode()
-    assert "queue paused by " in log and f"(upgrade\\e]0;owned\\x07)" in log, log
+    assert "queue paused by " in log and "(upgrade\\e]0;owned\\x07)" in log, log
     _no_control(log)
 
 
