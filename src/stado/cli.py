@@ -312,10 +312,10 @@ def cmd_watch(args) -> int:
             out.write(json.dumps({"event": "state", "at": iso(time.time()), **event.data}, sort_keys=True) + "\n")
         elif isinstance(event, State):
             data = event.data
-            where = f" on {printable(str(data['instance_ref']))}" if data.get("instance_ref") and data["state"] == "running" else ""
+            where = f" on {data['instance_ref']}" if data.get("instance_ref") and data["state"] == "running" else ""
             result = f": {data['outcome']}" if data["terminal"] else ""
             code = f", exit {data['exit_code']}" if data["terminal"] and data.get("exit_code") is not None else ""
-            err.write(printable(f"{iso(time.time())} {data['id']}: {event.label}{where}{result}{code}") + "\n")
+            err.write(printable(f"{iso(time.time())} {data['id']}: {event.label}{where}{result}{code}") + "\n")  # one line
             err.flush()
         elif args.json:
             out.write(json.dumps({"event": "output", "attempt": event.attempt, "seq": event.seq,
@@ -493,7 +493,7 @@ def _run(argv: list[str]) -> int:
 # upload's or an artifact's, is checked where it is made). Every other text argument is stored or compared as text.
 PATH_ARGS = frozenset(("dir", "work_root", "batch", "paths", "upload"))
 SHOWN_AS = {"cmd": "CMD", "id": "ID", "sched_name": "NAME", "cron": "CRON", "dir": "DIR", "paths": "PATH",
-            "instance_ref": "INSTANCE_REF", "cmd_words": "the command after --"}
+            "instance_ref": "INSTANCE_REF", "ids": "JOB", "cmd_words": "the command after --"}
 
 
 def check_text(args) -> None:
