@@ -25,7 +25,10 @@ def whoami() -> str:
             user = pwd.getpwuid(os.getuid()).pw_name
         except (ImportError, KeyError):
             user = str(os.getuid())
-    return f"{user}@{os.uname().nodename}"
+    who = f"{user}@{os.uname().nodename}"
+    # Recorded as text in documents: bytes of the environment that are not UTF-8 are replaced, never stored as
+    # lone surrogates that other readers cannot take.
+    return who.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 class Submission(namedtuple("Submission", "spec inputs uploads", defaults=((), ()))):

@@ -289,3 +289,9 @@ def test_azurite_s_emulator_setting_allows_its_plain_http_endpoint():
 def test_a_store_url_with_a_query_or_fragment_is_refused(url, tmp_path):
     assert "has a query or fragment" in one_line_error(lambda: open_store(url, env={}))
     assert not os.path.exists("/tmp/stado-q?y=1") and not os.path.exists("/tmp/stado-q#f")
+
+
+def test_a_credential_variable_that_is_not_utf8_is_one_line():
+    message = one_line_error(lambda: open_store("s3://b/p", {"endpoint": "https://s3.example.com"},
+                                                env={"AWS_ACCESS_KEY_ID": "a\udcff", "AWS_SECRET_ACCESS_KEY": "b"}))
+    assert message == "AWS_ACCESS_KEY_ID holds bytes that are not UTF-8: fix or unset it"

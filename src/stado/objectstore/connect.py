@@ -282,6 +282,10 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
     config: dict[str, object] = {}
     for var, key in CREDENTIAL_ENV[provider]:
         if env.get(var) and key not in config:
+            try:
+                env[var].encode()
+            except UnicodeEncodeError:
+                raise ConfigError(f"{var} holds bytes that are not UTF-8: fix or unset it") from None
             config[key] = env[var]
             if key == "endpoint":
                 try:

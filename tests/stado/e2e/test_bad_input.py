@@ -1,4 +1,5 @@
 """Bad input: one-line errors that name the problem, a non-zero exit, and nothing written."""
+import json
 import socket
 
 import pytest
@@ -178,6 +179,12 @@ class TestUndecodableBytes:
             got = stado({**stado_env, "STADO_CONFIG": str(config)}, *args, ok=False)
             assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr
             assert "is not UTF-8 text (byte 0xe9" in got.stderr and len(got.stderr.strip().splitlines()) == 1
+
+
+    def test_a_user_name_holding_them_is_recorded_as_text(self, stado_env, store, tmp_path, one_job):
+        said = stado({**stado_env, "USER": UNDECODABLE}, "queue", "pause")
+        assert said.stdout.startswith("queue is now paused by x\ufffd@"), said.stdout  # U+FFFD, shown as itself
+        assert json.loads(store.get("control/queue-pause.json").data)["by"].startswith("x\ufffd@")
 
 
 EMPTY_ARGS = [
