@@ -217,7 +217,7 @@ def test_stado_wait_has_jobman_wait_s_exit_table(stado_env, tmp_path):
         agent.wait(timeout=30)
 
 
-def test_job_hold_and_release(stado_env, tmp_path):
+def test_job_hold_and_release(stado_env, store, tmp_path):
     """A held job is not claimed; released, it runs in its place (one slot runs a, b, c in submission order though a
     was held and released); holding or releasing a job that is not queued says so and exits 1."""
     from .support import machine_status, run_until_idle, submit
@@ -233,6 +233,10 @@ def test_job_hold_and_release(stado_env, tmp_path):
     assert any(line.startswith(a) and "queued/held" in line for line in stado(stado_env, "status").stdout.splitlines())
     stado(stado_env, "job", "release", "a")
     stado(stado_env, "job", "hold", "c")
+    from stado.board import board
+
+    queue = {row["id"]: row for row in board(store)["queue"]["jobs"]}  # the dashboard's rows say it too
+    assert queue[c]["held"]["by"] and queue[a]["held"] is None
     assert run_until_idle(stado_env, tmp_path).returncode == 0  # c is held: the agent is idle without it
     assert order.read_text() == "a\nb\n"
     assert machine_status(stado_env, c)["state"] == "queued"
