@@ -54,3 +54,28 @@ def events(store: ObjectStore, selector: str, *, interval: float = 1.0):
             yield End(exit_status(data))
             return
         time.sleep(interval)
+
+
+def wait(store: ObjectStore, selectors: list[str], *, timeout: float | None = None, interval: float = 1.0,
+         now=time.monotonic, sleep=time.sleep) -> dict:
+    """`stado wait`: look until every named job is terminal, or `timeout` seconds have passed. Each look reads only
+    the jobs still unfinished; looks start 0.1 s apart and slow to `interval`. Returns {"jobs": [status_json with
+    its exit_status], "exit_status": 0 if all succeeded else the first (in argument order) that did not, None on a
+    timeout, "timed_out": bool}. Every selector is resolved first: an unknown one is JobNotFound, before any wait."""
+    ids = list(dict.fromkeys(find(store, s) for s in selectors))
+    give_up = None if timeout is None else now() + timeout
+    seen: dict[str, dict] = {}
+    pending, delay = list(ids), min(0.1, interval)
+    while True:
+        for job_id in pending:
+            seen[job_id] = status_json(view(store, job_id))
+        pending = [job_id for job_id in pending if not seen[job_id]["terminal"]]
+        if not pending or (give_up is not None and now() >= give_up):
+            break
+        sleep(delay if give_up is None else max(0.0, min(delay, give_up - now())))
+        delay = min(delay * 1.5, interval)
+    jobs = [dict(seen[j], exit_status=exit_status(seen[j]) if seen[j]["terminal"] else None) for j in ids]
+    if pending:
+        return {"jobs": jobs, "exit_status": None, "timed_out": True}
+    return {"jobs": jobs, "exit_status": next((j["exit_status"] for j in jobs if j["exit_status"] != 0), 0),
+            "timed_out": False}

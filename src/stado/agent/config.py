@@ -14,6 +14,15 @@ from ..objectstore.base import DEFAULT_STALL_TIMEOUT
 MAX_PRICE_PER_HOUR = 1_000_000.0
 
 
+_HOST_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_HOST_CHARS = _HOST_START | frozenset(".-_")
+
+
+def _is_host(host) -> bool:
+    return (isinstance(host, str) and 0 < len(host) <= 253 and host[0] in _HOST_START
+            and all(c in _HOST_CHARS for c in host))
+
+
 @dataclass
 class AgentConfig:
     work_root: str
@@ -51,6 +60,9 @@ class AgentConfig:
         """The config unchanged if every setting can work; BadInput naming the first that cannot."""
         from ..spec import check_token
 
+        if not _is_host(self.host):
+            raise BadInput(f"bad --host {self.host!r} (or STADO_HOST): a host name is letters, digits, '.', '-' and "
+                           "'_' (at most 253), starting with a letter or digit; it names the agent in local@HOST")
         if self.slots < 1:
             raise BadInput("--slots must be at least 1")
         for name in ("poll_seconds", "busy_poll_seconds", "settle_seconds", "index_seconds", "kill_after"):

@@ -73,7 +73,7 @@ class Agent:
         self.holdings = Holdings(self.offer)  # what its slots reserve of the offer
         self.job_env = dict(os.environ)
         self.secrets = secret_values(self.job_env)
-        self._log = log or (lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
+        self._log = log or _stderr_line  # its log names other people's text (a pause's reason, who held a job)
         self.host = host or ProcessHost()
         self.ctx = AgentContext(store=store, agent_id=self.id, cfg=config, clock=self.clock,
                                 lease=LeaseClock(config.poll_seconds, config.late_cap), log=self.log, host=self.host,
@@ -423,3 +423,11 @@ class Agent:
 
 def run_agent(store: ObjectStore, config: AgentConfig) -> int:
     return Agent(store, config).run()
+
+
+def _stderr_line(line: str) -> None:
+    """The agent's log line on stderr, other people's text in it escaped (runkit.printable): one line each."""
+    from runkit.printable import printable
+
+    sys.stderr.write(printable(line) + "\n")
+    sys.stderr.flush()
