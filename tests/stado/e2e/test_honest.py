@@ -98,7 +98,8 @@ def test_other_people_s_text_is_escaped_on_the_terminal_and_exact_in_json_and_ou
     _no_control(table)
     rows = [line for line in table.splitlines() if line.startswith(job)]
     assert len(rows) == 1 and rows[0].endswith("printf '\\e]0;owned\\x07'\\necho two"), table
-    assert len(table.splitlines()) == 3  # header, the one job, the counts
+    # header, the one job, the counts, and that no agent serves the queue
+    assert len(table.splitlines()) == 4 and "no live agent serves this queue" in table.splitlines()[3]
     details = stado(stado_env, "status", "evil").stdout
     _no_control(details)
     assert "command:          printf '\\e]0;owned\\x07'\\necho two" in details, details
@@ -125,7 +126,7 @@ def test_other_people_s_text_is_escaped_on_the_terminal_and_exact_in_json_and_ou
         "capabilities": [f"gpu{TITLE}"], "provider": f"p{TITLE}"}).encode())
     agents = stado(stado_env, "status").stdout
     _no_control(agents)
-    assert "local@\\e]0;owned\\x07 [0/1]" in agents and "capabilities gpu\\e]0;owned\\x07" in agents, agents
+    assert "local@\\e]0;owned\\x07 [0/1 slots busy]" in agents and "capabilities gpu\\e]0;owned\\x07" in agents, agents
     store.delete("agents/fake.json")
 
     # Error messages quote other people's text escaped too.
