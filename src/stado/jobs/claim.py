@@ -32,6 +32,8 @@ def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str
         if found is None:
             return None
         queued, queued_version = found
+    if queued.held:
+        return None  # `stado job hold`: not claimed until released (agents skip it before they get here)
     doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t,
                       lease_expires_at=lease_expires_at, nonce=new_nonce())
     try:
@@ -96,6 +98,9 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
         # The entry read was the current one: only a terminal record can make the claim stale.
         stale = "terminal" if terminal_records(store, job_id) else None
     else:
+        # Refused (or not known): the entry was replaced or removed. A newer generation (a requeue, or `stado job
+        # hold` of this very entry: the hold came first, as the entry's version decides) makes the claim stale,
+        # and it is given back with nothing started; the newer entry (held or not) stays.
         stale = stale_claim(store, queued)
     if stale:
         give_back(store, doc, version, writer=writer, now=now, restore=stale != "terminal")
