@@ -60,8 +60,9 @@ def test_a_timeout_and_its_kill_after_are_kept_by_the_agents_timer_not_its_poll(
         # Measured from the shell's first line, which under load comes a little after its spawn (the timer's zero):
         # early by that much at most, never late by more than 100 ms.
         assert 1.2 < took_term < 1.6, took_term
-        # Seen by the test's own scan of /proc, every 5 ms, which costs some ms itself on a busy machine.
-        assert 0.7 - 0.01 <= took_kill < 0.7 + 0.15, took_kill
+        # Seen by the test's own scan of /proc, every 5 ms, which costs some ms itself on a busy machine; measured from
+        # the trap's stamp, which a loaded machine may write late (the gap then looks a little short).
+        assert 0.7 - 0.1 <= took_kill < 0.7 + 0.15, took_kill
         wait_for(lambda: machine_status(stado_env, job)["terminal"], timeout=20, message="the job settled")
         assert machine_status(stado_env, job)["outcome"] == "timed_out"
     finally:
