@@ -9,8 +9,11 @@ is raised and the caller stops claiming to own anything. The file's identity is 
 every lease renewal, since SQLite goes on writing happily into a deleted file.
 """
 import os
-from .store.sqlite import sqlite3
 import time
+
+from runkit.clock import SYSTEM, Clock
+
+from .store.sqlite import sqlite3
 
 # SQLite's primary result codes that mean "not now" rather than "never", and what each one waits for.
 TROUBLE = {5: "the database is busy (another process holds its write lock)", 6: "a table is locked",
@@ -52,27 +55,28 @@ class Retrier:
     """A connection whose calls wait out storage trouble. fn(conn, *args) is the unit of work: one
     statement or one transaction, which SQLite rolled back if it failed."""
 
-    def __init__(self, conn, path: str, log):
-        self.conn, self.path, self.log = conn, path, log
+    def __init__(self, conn, path: str, log, clock: Clock = SYSTEM):
+        self.conn, self.path, self.log, self.clock = conn, path, log, clock
         self.identity = file_identity(path)
-        self.since = None  # when the current spell of trouble began
-        self.reason = None
+        self.since: float | None = None  # when the current spell of trouble began (the clock's monotonic time)
+        self.reason: str | None = None
         self.tries = 0
         self.backoff = FIRST_BACKOFF
         self.next_note = 0.0
-        self.waits = []  # spells of trouble waited out, for the caller to record once it can: dicts
+        self.waits: list[dict] = []  # spells of trouble waited out, for the caller to record once it can
 
     def check_file(self) -> None:
         """Raise DatabaseGone if the path no longer names the file we opened."""
         now = file_identity(self.path)
         if now != self.identity:
-            how = "deleted" if now is None else f"replaced (inode {self.identity[1]} is now {now[1]})"
+            how = ("deleted" if now is None else
+                   f"replaced (inode {self.identity[1] if self.identity else None} is now {now[1]})")
             raise DatabaseGone(f"the database file {self.path} was {how}")
 
     def try_once(self, what: str, fn, *args, **kwargs):
         """Run fn once. Returns (True, its result), or (False, seconds to wait before trying again) on
         storage trouble. DatabaseGone if the file changed; any other error propagates."""
-        started = time.monotonic()  # a spell of trouble starts with the call that met it (SQLite waited too)
+        started = self.clock.monotonic()  # a spell of trouble starts with the call that met it (SQLite waited too)
         try:
             result = fn(self.conn, *args, **kwargs)
         except sqlite3.Error as e:
@@ -89,18 +93,18 @@ class Retrier:
     def call(self, what: str, fn, *args, pause=time.sleep, give_up_after: float | None = None, **kwargs):
         """Run fn until it works, pausing between tries with pause(seconds) (a supervisor passes one that
         keeps supervising). With give_up_after, return None once that many seconds have passed."""
-        started = time.monotonic()
+        started = self.clock.monotonic()
         while True:
             ok, value = self.try_once(what, fn, *args, **kwargs)
             if ok:
                 return value
-            if give_up_after is not None and time.monotonic() - started + value > give_up_after:
-                self.log(f"gave up trying to {what} after {time.monotonic() - started:.1f}s ({self.reason})")
+            if give_up_after is not None and self.clock.monotonic() - started + value > give_up_after:
+                self.log(f"gave up trying to {what} after {self.clock.monotonic() - started:.1f}s ({self.reason})")
                 return None
             pause(value)
 
     def _failed(self, what: str, reason: str, error: Exception, started: float) -> float:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self.since is None:
             self.since, self.reason, self.tries, self.backoff = started, reason, 0, FIRST_BACKOFF
             self.next_note = now + STILL_WAITING_EVERY
@@ -115,7 +119,8 @@ class Retrier:
         return wait
 
     def _recovered(self, what: str) -> None:
-        waited = time.monotonic() - self.since
+        assert self.since is not None
+        waited = self.clock.monotonic() - self.since
         self.log(f"the database works again after {waited:.1f}s of waiting ({self.reason}; {self.tries} tries); "
                  f"{what}: done")
         self.waits.append({"reason": self.reason, "seconds": round(waited, 1), "tries": self.tries})

@@ -163,15 +163,18 @@ def claim(conn, job_id: str, credential_hash: bytes, supervisor_id: str, pid: in
 def renew_lease(conn, job_id: str, supervisor_id: str, revision: int, expires_at: float) -> int:
     """A single guarded statement: no transaction needed. Raises Conflict if anything moved. On a
     supervisor's relaxed connection (db.Connection.relax) it is the one write not synced on its own."""
-    cur = conn.execute(_RENEW, (expires_at, job_id, revision, supervisor_id))
+    cur = conn.execute(RENEW, (expires_at, job_id, revision, supervisor_id))
     if cur.rowcount != 1:
         raise Conflict(f"job {job_id} changed (expected revision {revision}, owned by {supervisor_id})")
     return revision + 1
 
 
-# _update's statement for a renewal, written out once: thousands of waiting supervisors run it.
-_RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
-          " AND phase IN ('starting', 'waiting', 'running') AND supervisor_id = ?")
+# A lease's renewal: _update's statement written out once, since thousands of waiting supervisors run it, and the
+# one statement every renewal runs, a supervisor's own and the lease round's (store.lease_round.hold_and_renew):
+# (expires_at, job_id, revision, supervisor_id). The revision fences it: a row read at that revision is in the
+# phase it was read in, so the round, which renews only what it read as waiting, needs no guard of its own.
+RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
+         " AND phase IN ('starting', 'waiting', 'running') AND supervisor_id = ?")
 
 
 def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str, until: float | None,
