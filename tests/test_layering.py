@@ -191,7 +191,7 @@ def test_platform_calls_live_in_runkit_proc_alone():
 UI_PACKAGES = ("jobman.ui", "stado.ui", "runkit.web")
 WEB_FRAMEWORK = {"starlette", "uvicorn", "anyio", "h11", "playwright"}
 UI_LAUNCHERS = {"jobman.cli_control", "stado.clifleet"}  # they import the dashboard inside `cmd_ui` only
-START_PATHS = ("jobman.cli", "jobman.supervisor", "stado.cli", "stado.agentcli", "stado.agent")
+START_PATHS = ("jobman.cli", "jobman.supervisor.claim", "jobman.supervisor.owner", "stado.cli", "stado.agentcli", "stado.agent")
 
 
 def _is_ui(name: str) -> bool:

@@ -52,19 +52,14 @@ class State:
             return []
         from . import reconcile  # (not on the path of `jobman run`, which runs no pass)
 
-        try:
-            return reconcile.run(self.conn, self.home, time.time())
-        except Exception as e:
-            from .dbretry import trouble
+        from .dbretry import TroubleCaught
 
-            reason = trouble(e)
-            if reason is None:
-                raise
-            schema.rollback(self.conn)
-            if self.skipped is None:
-                self.notify(f"skipped the reconcile pass: {reason} ({e}); what is shown may be stale")
-            self.skipped = reason
-            return []
+        with TroubleCaught(self.conn) as caught:
+            return reconcile.run(self.conn, self.home, time.time())
+        if self.skipped is None:
+            self.notify(f"skipped the reconcile pass: {caught.reason} ({caught.error}); what is shown may be stale")
+        self.skipped = caught.reason
+        return []
 
     def resolve(self, selector: str) -> str:
         if self.conn is None:

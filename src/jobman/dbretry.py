@@ -30,7 +30,47 @@ class DatabaseGone(Exception):
     """The file at the database's path is no longer the one this process opened."""
 
 
-def trouble(error: BaseException) -> str | None:
+class TroubleCaught:
+    """The one translation of storage trouble met by a command's database call (the supervisor's calls wait it out
+    instead: Retrier). `with TroubleCaught(conn) as caught: ...`: a database error inside the block that is storage
+    trouble (trouble() names what it waits for) is caught and the transaction it left open rolled back, with
+    caught.reason and caught.error saying what it was; with `refusal`, it is raised instead as one JobmanError,
+    "REFUSAL: REASON (ERROR)[; CONSEQUENCE]", whose cause is SQLite's error. Any other error goes through as it is."""
+
+    __slots__ = ("conn", "refusal", "consequence", "reason", "error")
+
+    def __init__(self, conn, refusal: str | None = None, consequence: str | None = None):
+        self.conn, self.refusal, self.consequence = conn, refusal, consequence
+        self.reason: str | None = None
+        self.error: Exception | None = None
+
+    def __enter__(self) -> "TroubleCaught":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        reason = trouble(error) if isinstance(error, Exception) else None
+        if reason is None:
+            return False
+        rollback(self.conn)
+        self.reason, self.error = reason, error
+        if self.refusal is not None:
+            from .errors import JobmanError
+
+            raise JobmanError(f"{self.refusal}: {reason} ({error})"
+                              + (f"; {self.consequence}" if self.consequence else "")) from error
+        return True
+
+
+def rollback(conn) -> None:
+    """End the transaction a failed statement left open (storage trouble leaves one behind), if it can be."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
+def trouble(error: BaseException | None) -> str | None:
     """What a database error waits for, or None when it is no storage trouble (a bug, a constraint)."""
     if not isinstance(error, (sqlite3.OperationalError, sqlite3.DatabaseError)) or isinstance(
             error, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
@@ -83,7 +123,7 @@ class Retrier:
             reason = trouble(e)
             if reason is None:
                 raise
-            self._rollback()
+            rollback(self.conn)
             self.check_file()
             return False, self._failed(what, reason, e, started)
         if self.since is not None:
@@ -125,10 +165,3 @@ class Retrier:
                  f"{what}: done")
         self.waits.append({"reason": self.reason, "seconds": round(waited, 1), "tries": self.tries})
         self.since = None
-
-    def _rollback(self) -> None:
-        if self.conn.in_transaction:
-            try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass

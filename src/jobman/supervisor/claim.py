@@ -85,7 +85,7 @@ def connect(path: str):
     if trace:  # the tests count what an idle supervisor asks of the database
         log = open(trace, "a", buffering=1)
         pid = os.getpid()
-        conn.set_trace_callback(lambda sql: log.write(f"{time.time():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
+        conn.set_trace_callback(lambda sql: log.write(f"{SYSTEM.wall():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
     return conn
 
 
