@@ -31,7 +31,8 @@ class State:
         self.home = homes.home_dir(environ)
         self.db_file = homes.db_path(self.home)
         self.conn = None
-        self.reading, self.notify, self.skipped = reading, notify, None
+        self.reading, self.notify = reading, notify
+        self.skipped: str | None = None
         if create:
             self.create()
         elif os.path.exists(self.db_file):
@@ -293,7 +294,9 @@ def _log_target(selector: str | None, environ) -> tuple[State, str]:
     job_id = queries.newest_job(st.conn) if selector is None and st.conn is not None else None
     if selector is None and job_id is None:
         raise NotFound("no job has been submitted yet, so there are no logs to show")
-    job_id = job_id or st.resolve(selector)
+    if job_id is None:
+        assert selector is not None  # (refused just above)
+        job_id = st.resolve(selector)
     st.reconcile()
     return st, job_id
 

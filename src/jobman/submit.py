@@ -34,7 +34,7 @@ def _ignore_interrupts() -> None:
     # every submission ~3 ms.)
     # A submission made from a worker thread (`jobman ui` restarting a job) cannot change dispositions, and must
     # not: they are its server's, whose Ctrl-C must still stop it; Python raises ValueError there.
-    import _signal
+    import _signal  # type: ignore[import-not-found]  # CPython's C module: no stubs
 
     for name in _HANDOFF_SIGNALS:
         try:
@@ -92,9 +92,10 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
     "interrupted": bool}."""
     from collections import deque
 
-    stop = []
-    inflight = deque()  # [index, job_id, stored spec, Launch or the LaunchError that prevented it]
-    failures, submitted, next_item = [], 0, 0
+    stop: list[bool] = []
+    inflight: deque[list] = deque()  # [index, job_id, stored spec, Launch or the LaunchError that prevented it]
+    failures: list[tuple] = []
+    submitted, next_item = 0, 0
     while True:
         room = BATCH_WINDOW - len(inflight)
         if next_item < len(items) and not stop and not failures and room > 0:
@@ -125,8 +126,9 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
                 try:
                     launch.hand(cred, now + spec["windows"]["claim"])
                 except LaunchError as e:
-                    launch = e
-                inflight.append([next_item + offset, job_id, spec, launch])
+                    inflight.append([next_item + offset, job_id, spec, e])
+                else:
+                    inflight.append([next_item + offset, job_id, spec, launch])
             next_item += len(chunk)
             continue
         if not inflight:
@@ -148,7 +150,7 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
 def _catch_interrupts(stop: list) -> None:
     # From a batch's first commit on, an interrupt or a hang-up stops the batch rather than the process:
     # the handoffs under way are finished first.
-    import _signal
+    import _signal  # (no stubs: the type checker says so once, above)
 
     for name in _HANDOFF_SIGNALS:
         _signal.signal(getattr(_signal, name), lambda signum, frame: stop.append(signum))

@@ -386,7 +386,7 @@ def prune(conn, cutoff: float, only_succeeded: bool = False, only: list[str] | N
             where += " AND s.outcome = 'succeeded'"
         if only is not None:
             where += f" AND s.job_id IN ({','.join('?' * len(only))})"
-            args += only
+            args += only  # type: ignore[arg-type]  # (a list of ids and the cutoff: SQL's arguments)
         ids = [r[0] for r in conn.execute(f"SELECT s.job_id FROM job_state s WHERE {where}", args)]
         if only is not None and len(ids) < len(set(only)):
             kept = [tuple(r) for r in conn.execute(

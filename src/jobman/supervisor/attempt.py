@@ -53,7 +53,7 @@ class Attempt:
         self.number, self.log_path = number, log_path
         self.target: int | None = None  # pid of the running target, until it is reaped
         self.disk_full = False
-        self.unrecorded: tuple | None = None  # the target's identity, while writing it waits for the database
+        self.unrecorded: tuple[int, int, int, str, int] | None = None  # the target's identity, while writing it waits for the database
         self.next_record = 0.0
         self.cap_sizes: dict[str, int] = {}  # each capped log's size at the last look (whether it grew)
 
@@ -64,7 +64,7 @@ class Attempt:
         try:
             pid = self._spawn()
         except LogUnwritable as e:
-            reason = f"cannot create its log file {log_path}: {e.strerror or e}"
+            reason: str | None = f"cannot create its log file {log_path}: {e.strerror or e}"
         except OSError as e:
             reason = f"cannot start {self.spec.argv[0]!r}: {e.strerror or e}"
         else:
