@@ -170,9 +170,10 @@ class JobSpec(Record):
 
     @classmethod
     def from_dict(cls, spec: dict) -> "JobSpec":
-        argv, env = spec["argv"], spec["env"]  # a spec that is no job's fails here, not mid-run
-        log = spec.get("log") or {}
-        return cls(argv=argv, env=env, executable=spec.get("executable"), cwd=spec.get("cwd"),
-                   umask=spec.get("umask", 0o022), timeout=spec.get("timeout"),
-                   kill_after=spec.get("kill_after", 10.0), retry=spec.get("retry"), log_limit=log.get("limit"),
-                   separate_stderr=bool(log.get("separate_stderr")), not_before=spec.get("not_before"), data=spec)
+        # Every key jobman.spec.build has written since the first version: a spec that lacks one is no job's, and
+        # fails here (KeyError), not mid-run.
+        log = spec["log"]
+        return cls(argv=spec["argv"], env=spec["env"], executable=spec["executable"], cwd=spec["cwd"],
+                   umask=spec["umask"], timeout=spec["timeout"], kill_after=spec["kill_after"], retry=spec["retry"],
+                   log_limit=log["limit"], separate_stderr=bool(log["separate_stderr"]),
+                   not_before=spec["not_before"], data=spec)

@@ -231,10 +231,12 @@ class World:
 
     def submit(self, argv=("run", "1"), *, dependencies=(), executable=None, **spec) -> str:
         job_id = uuid7()
-        full = {"version": 1, "argv": list(argv), "executable": executable or f"/fake/{argv[0]}", "cwd": "/",
-                "env": {}, "name": None, "group": schema.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS),
+        full = {"v": 1, "argv": list(argv), "executable": executable or f"/fake/{argv[0]}", "cwd": "/",
+                "env_policy": "inherit", "env_overrides": {}, "env": {}, "umask": 0o022, "name": None,
+                "dependencies": [], "not_before": None, "timeout": None, "kill_after": 3.0,
                 "retry": {"retries": 0, "exit_codes": None, "delay": 0.0, "backoff": "constant", "max_delay": None,
-                          "on_timeout": False}, "kill_after": 3.0, **spec}
+                          "on_timeout": False}, "log": {"limit": 0, "separate_stderr": False},
+                "group": schema.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS), **spec}
         transitions.submit(self.conn, job_id=job_id, spec=full, dependencies=list(dependencies),
                            credential_hash=sha256(CREDENTIAL), now=self.now())
         return job_id
