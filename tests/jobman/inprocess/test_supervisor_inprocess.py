@@ -14,7 +14,7 @@ import select
 from jobman import doorbell
 from jobman.model import JobSpec
 from jobman.store import lease_round, queries, transitions
-from jobman.supervisor import claim as claiming
+from jobman.supervisor import claim as claiming, lean_return
 from jobman.supervisor.attempt import AttemptEnd
 from jobman.supervisor.waiting import Begin, WaitLoop
 from runkit.hashing import sha256
@@ -403,6 +403,43 @@ def test_a_long_wait_turns_to_the_lean_form_with_the_command_that_brings_it_back
                                                         "{}:{}".format(*sup.ctx.db.identity)]
     assert "from jobman.supervisor import resume" in argv[argv.index("-c", 3) + 1]
     assert world.state(job).waiting_for == "not_before"
+
+
+def _turned_lean(world) -> tuple[str, list[str]]:
+    """A job waiting an hour, turned lean (another waiter holds the round): its id and what it execs back into."""
+    world.processes.lean = True
+    job = world.submit(not_before=world.now() + 3600)
+    world.conn.execute("INSERT INTO lease_round (one, supervisor_id, expires_at) VALUES (1, 'peer', ?)",
+                       (world.now() + 10_000,))
+    world.conn.commit()
+    with pytest.raises(TurnedLean):
+        world.supervisor(job).run()
+    [argv] = world.processes.execs
+    world.processes.lean = False
+    args = argv[argv.index("__resume") + 1:]
+    # The doorbell's descriptor is not this process's across a fake exec (the run's end closed it): a descriptor
+    # that is no FIFO, which the supervisor closes and replaces with a new doorbell, as after a real exec that lost it.
+    return job, args[:-1] + [str(os.open(os.devnull, os.O_RDONLY))]
+
+
+def test_back_from_the_lean_form_the_supervisor_reads_its_job_again_and_runs_it(world, monkeypatch):
+    job, args = _turned_lean(world)
+    monkeypatch.setenv("JOBMAN_HOME", world.home)
+    world.clock.advance(3600)  # its timer fired
+    assert lean_return.resume(args, clock=world.clock, processes=world.processes) == 0
+    assert world.state(job).outcome == "succeeded" and world.state(job).supervisor_id == args[1]
+
+
+def test_back_from_the_lean_form_a_job_no_longer_its_own_is_left_alone(world, monkeypatch, capfd):
+    job, args = _turned_lean(world)
+    monkeypatch.setenv("JOBMAN_HOME", world.home)
+    world.conn.execute("UPDATE job_state SET supervisor_id = 'someone-else', revision = revision + 1 WHERE job_id = ?",
+                       (job,))
+    world.conn.commit()
+    assert lean_return.resume(args, clock=world.clock, processes=world.processes) == 0
+    assert world.state(job).phase == "waiting" and not world.processes.targets
+    assert "no longer the owner of job" in capfd.readouterr().err
+    assert lean_return.resume([job, args[1], "not-a-file", "0"], clock=world.clock) == 2  # refused arguments
 
 
 def test_no_lean_form_for_a_wait_shorter_than_a_renewal_interval(world):
