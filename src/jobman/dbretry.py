@@ -26,6 +26,27 @@ MAX_BACKOFF = 5.0
 STILL_WAITING_EVERY = 60.0
 
 
+# SQLite's own busy wait (it sleeps and retries inside the call) covers the ordinary few milliseconds
+# of another writer's transaction; longer trouble comes back to the retry layer, which logs it and
+# lets the supervisor go on supervising meanwhile.
+BUSY_TIMEOUT_MS = 1_000
+
+
+def connect(path: str):
+    """A supervisor's connection to an existing database (raises JobmanError): SQLite's busy wait short, its lone
+    statements relaxed (its lease renewals: schema.Connection.relax)."""
+    from .store import schema
+
+    conn = schema.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
+    conn.relax()
+    trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
+    if trace:  # the tests count what an idle supervisor asks of the database
+        log = open(trace, "a", buffering=1)
+        pid = os.getpid()
+        conn.set_trace_callback(lambda sql: log.write(f"{SYSTEM.wall():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
+    return conn
+
+
 class DatabaseGone(Exception):
     """The file at the database's path is no longer the one this process opened."""
 

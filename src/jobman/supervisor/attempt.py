@@ -9,7 +9,6 @@ lease renewed, and reads the job again through it when rung); it writes only wha
 import os
 
 from runkit import proc
-from runkit.retry import is_retryable, retry_delay
 
 from .. import faults, home as homes
 from ..model import JobSpec
@@ -91,6 +90,8 @@ class Attempt:
 
     def _conclude(self, status: int, stop_reason: str | None, now: float) -> AttemptEnd:
         """The end that the target's exit status and the reason it was stopped (if it was) make."""
+        from runkit.retry import is_retryable, retry_delay  # (once an attempt ends: not at each return from lean)
+
         number, spec = self.number, self.spec
         exit_code, sig = proc.describe_status(status)
         policy = spec.retry

@@ -12,17 +12,13 @@ from runkit.hashing import sha256
 from runkit.ids import is_uuid, uuid7
 
 from .. import faults, home as homes
-from ..dbretry import DatabaseGone, Retrier
+from ..dbretry import DatabaseGone, Retrier, connect
 from ..errors import JobmanError
-from ..store import queries, schema, transitions
+from ..store import queries, transitions
 from ..supervisor_log import log as _log
 
 CREDENTIAL_BYTES = 32
 EXIT_REFUSED = 3
-# SQLite's own busy wait (it sleeps and retries inside the call) covers the ordinary few milliseconds
-# of another writer's transaction; longer trouble comes back to our retry layer, which logs it and
-# lets the supervisor go on supervising meanwhile.
-BUSY_TIMEOUT_MS = 1_000
 CLAIM_GRACE = 1.0  # seconds past the claim deadline a claim is still tried (the transaction refuses it)
 MAX_CLAIM_WAIT = 60.0  # while even the deadline cannot be read
 
@@ -76,17 +72,6 @@ def main(args: list[str], clock: Clock = SYSTEM) -> int:
 
     gc.freeze()  # what start-up made lives as long as we do: no collection need ever walk it again
     return Supervisor(store, home, job_id, supervisor_id, JobState.from_row(state), clock=clock).run()
-
-
-def connect(path: str):
-    conn = schema.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
-    conn.relax()
-    trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
-    if trace:  # the tests count what an idle supervisor asks of the database
-        log = open(trace, "a", buffering=1)
-        pid = os.getpid()
-        conn.set_trace_callback(lambda sql: log.write(f"{SYSTEM.wall():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
-    return conn
 
 
 def claim(store: Retrier, job_id: str, credential_hash: bytes, supervisor_id: str, me, clock: Clock = SYSTEM,

@@ -8,11 +8,10 @@ from runkit.clock import SYSTEM, Clock
 from runkit.ids import is_uuid
 
 from .. import faults, home as homes
-from ..dbretry import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, Retrier, file_identity, jitter
+from ..dbretry import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, Retrier, connect, file_identity, jitter
 from ..errors import JobmanError
 from ..store import queries
 from ..supervisor_log import log as _log
-from .claim import connect
 
 # How the lean form execs back into the supervisor (resume below), as `jobman run` starts it (jobman.launch).
 RESUME = ("import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import resume;"

@@ -7,7 +7,7 @@ as alive.
 """
 from select import POLLIN
 
-from .. import doorbell, reconcile
+from .. import doorbell
 from ..dbretry import DatabaseGone, jitter
 from ..errors import Conflict
 from ..model import JobState
@@ -255,6 +255,8 @@ class Lease:
         if now < self.next_reconcile:
             return False
         self.next_reconcile = now + self.ctx.renew_every
+        from .. import reconcile  # (rarely needed: not loaded by every supervisor, nor at each return from lean)
+
         ok, changes = self.ctx.db.try_once("settle abandoned jobs", reconcile.run, self.ctx.home, now)
         return bool(ok and changes)
 

@@ -5,8 +5,6 @@ It returns what it decided for the owner to do: Begin an attempt (its slot taken
 """
 import os
 
-from runkit.durations import format_time
-
 from .. import doorbell, faults, home as homes, scheduling
 from ..dbretry import jitter
 from ..errors import Conflict
@@ -70,6 +68,8 @@ class WaitLoop:
             retry_at = snap.wait_until if snap.waiting_for == "retry" else None
             gate, until = scheduling.time_verdict(self.spec.not_before, retry_at, now)
             if gate != "ready":
+                from runkit.durations import format_time  # (only a job that waits for a time needs it)
+
                 label = "not before" if gate == "not_before" else "retry delay until"
                 self._wait(gate, f"{label} {format_time(until)}", until, now, keep_detail=gate == "retry")
                 continue

@@ -16,7 +16,7 @@ import os
 import select
 
 from jobman import doorbell, home as homes
-from jobman.dbretry import Retrier
+from jobman.dbretry import Retrier, connect
 from jobman.model import JobState
 from jobman.store import queries, schema, transitions
 from jobman.supervisor import claim as claiming
@@ -242,7 +242,7 @@ class World:
         return job_id
 
     def store(self) -> Retrier:
-        return Retrier(claiming.connect(self.path), self.path, self.logs.append, self.clock)
+        return Retrier(connect(self.path), self.path, self.logs.append, self.clock)
 
     def claim(self, job_id: str, supervisor_id: str | None = None, identity=None):
         """The supervisor's claim (jobman.supervisor.claim.claim) on the world's clock: (store, supervisor id,
