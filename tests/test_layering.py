@@ -124,8 +124,9 @@ def test_supervisor_start_path_imports_only_what_it_uses():
     """Follows the load-time imports from the supervisor's entries through every jobman and runkit module it
     reaches; what lies outside them must be exactly SUPERVISOR_STDLIB."""
     seen, outside = set(), set()
-    for start in ("jobman.supervisor", "jobman.supervisor.claim", "jobman.supervisor.owner",
-                  "jobman.supervisor.lean_return", "jobman.supervisor.processes"):  # resume: what the lean form execs into
+    for start in ("jobman.supervisor", "jobman.supervisor.claim", "jobman.supervisor.owner",  # the owner loads the
+                  "jobman.supervisor.attempt", "jobman.supervisor.lean_return",  # attempt when it starts one;
+                  "jobman.supervisor.processes"):  # lean_return: what the lean form execs into
         more_seen, more_outside = _load_closure(start, ("jobman", "runkit"))
         seen |= more_seen
         outside |= {imported.split(".")[0] for _, imported in more_outside}

@@ -14,10 +14,13 @@ from ..errors import Conflict
 from ..model import JobSpec, JobState, Snapshot
 from ..store import queries, transitions
 from ..supervisor_log import log
-from .attempt import Attempt, AttemptEnd
 from .context import SupervisorContext
 from .lease import Fenced, Lease
 from .waiting import Finish, WaitLoop, wake_slot_waiters
+
+TYPE_CHECKING = False  # (typing's, without importing typing)
+if TYPE_CHECKING:
+    from .attempt import Attempt, AttemptEnd
 
 
 class Supervisor:
@@ -86,6 +89,8 @@ class Supervisor:
             if isinstance(step, Finish):
                 self.finish(step.outcome, step.detail)
                 return
+            from .attempt import Attempt  # (not loaded by a waiter back from its lean form until it starts one)
+
             self.attempt = Attempt(self.ctx, self.lease, self.spec, step.number, step.log_path)
             end = self.attempt.run()
             self.attempt = None
@@ -94,7 +99,7 @@ class Supervisor:
 
     # --- what the collaborators decided, recorded ------------------------------------------------------
 
-    def record(self, end: AttemptEnd) -> bool:
+    def record(self, end: "AttemptEnd") -> bool:
         """Record how an attempt ended: the next attempt scheduled, or the job finished. True when finished."""
         ctx, lease = self.ctx, self.lease
         now = ctx.clock.wall()
