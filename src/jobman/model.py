@@ -1,8 +1,9 @@
 """The job as the rest of jobman sees it: its spec, its state and its attempts, as small frozen records
 built from the store's rows here, in one place, so that no column name travels further than this file.
 
-Frozen slotted classes, not dataclasses: the supervisor loads this module before it acknowledges its
-claim, and `dataclasses` would cost every job 15-20 ms and 2 MiB (it imports inspect, ast, dis, ...).
+Frozen slotted classes, not dataclasses: every supervisor loads this module (once it owns its job, and at
+each return from its lean form), and `dataclasses` would cost every job 15-20 ms and 2 MiB (it imports
+inspect, ast, dis, ...); nor `typing`: the fields' types are written for the type checker alone.
 """
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: the type checker takes any name so spelled)
 
