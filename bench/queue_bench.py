@@ -171,7 +171,7 @@ class JobmanQueue:
                 break
             last = min(first + BATCH_PART - 1, size)
             started = time.monotonic()
-            result = subprocess.run([JOBMAN, "run", "--array", f"{first}-{last}", "--group", "q", "--", "true"],
+            result = subprocess.run([JOBMAN, "run", "--print-id", "--array", f"{first}-{last}", "--group", "q", "--", "true"],
                                     env=self.env, capture_output=True, text=True)
             took += time.monotonic() - started
             printed = len(result.stdout.split())
@@ -281,10 +281,10 @@ def bench_reading_waiting(root: Path, q: JobmanQueue, rounds: int = 15) -> dict:
     one has finished, for `wait`), median of interleaved rounds."""
     small = JobmanQueue(root, 1, label="reading")
     small.jobman("group", "set", "q", "--limit", "0")
-    small.jobman("run", "--group", "q", "--", "true")
-    done_small = small.jobman("run", "--", "true").stdout.strip()
+    small.jobman("run", "--print-id", "--group", "q", "--", "true")
+    done_small = small.jobman("run", "--print-id", "--", "true").stdout.strip()
     small.jobman("wait", done_small)
-    done_big = q.jobman("run", "--", "true").stdout.strip()
+    done_big = q.jobman("run", "--print-id", "--", "true").stdout.strip()
     q.jobman("wait", done_big)
     waiting_big = q.jobman("list", "--limit", "2", "--state", "waiting", "--json").stdout
     waiting_big = json.loads(waiting_big)[0]["id"]
@@ -474,7 +474,7 @@ def _fill_finished(home: Path, env: dict, count: int) -> str:
     sys.path.insert(0, str(ROOT / "src"))
     from runkit.ids import uuid7
 
-    job = subprocess.run([JOBMAN, "run", "--name", "seed", "--", "true"], env=env, capture_output=True, text=True,
+    job = subprocess.run([JOBMAN, "run", "--print-id", "--name", "seed", "--", "true"], env=env, capture_output=True, text=True,
                          check=True).stdout.strip()
     subprocess.run([JOBMAN, "wait", job], env=env, capture_output=True, check=True)
     conn = sqlite3.connect(home / "jobman.db", timeout=60)

@@ -97,7 +97,7 @@ def shell_script(jobs: list[PlannedJob], job_sh: Path, ledger: Path, out: Path, 
     jobman = shlex.quote(str(BIN / "jobman"))
     lines = ["#!/bin/sh", f"out={shlex.quote(str(out))}; errs={shlex.quote(str(errors))}; stop={shlex.quote(str(stop))}",
              "sub() {", '  n=$1; shift', '  [ -e "$stop" ] && return', '  t0=$(date +%s.%N)',
-             f'  id=$({jobman} run --name "$n" "$@" 2>"$errs/$n")', '  rc=$?',
+             f'  id=$({jobman} run --print-id --name "$n" "$@" 2>"$errs/$n")', '  rc=$?',
              '  echo "$n $rc $t0 $(date +%s.%N) $id" >> "$out"',
              # Refused on a full disk (one fast line): wait a moment before the next, as a user who reads it
              # would, so that one fill of a second or two does not use up a short soak's whole plan.

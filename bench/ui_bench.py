@@ -84,7 +84,7 @@ def bench_jobman(browser, root: Path, jobs: int, rounds: int) -> dict:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("JOBMAN_")}, "JOBMAN_HOME": str(home)}
     start = time.perf_counter()
     _fill_finished(home, env, jobs - 1)
-    waiting = [subprocess.run([JOBMAN, "run", "--name", f"later-{n}", "--delay", "1h", "--", "true"], env=env,
+    waiting = [subprocess.run([JOBMAN, "run", "--print-id", "--name", f"later-{n}", "--delay", "1h", "--", "true"], env=env,
                               capture_output=True, text=True, check=True).stdout.strip() for n in range(rounds)]
     filled = time.perf_counter() - start
     dash = Dashboard([JOBMAN, "ui"], env)

@@ -236,7 +236,8 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
         job_id, state = r["id"], r["state"]
         if r["result"] == "requested":
             state = _await_finish(st, job_id, wait_seconds)
-        view = {"id": job_id, "outcome": state.outcome, "phase": state.phase}
+        view = {"id": job_id, "handle": queries.handle_of(st.conn, job_id), "outcome": state.outcome,
+                "phase": state.phase}
         if r["result"] == "finished" and state.outcome == "lost":
             view.update(_stop_lost_target(st, job_id))
         elif r["result"] == "finished":

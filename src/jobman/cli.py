@@ -208,7 +208,7 @@ def cmd_run(args: list[str]) -> int:
     if ns.json:
         _print_json({k: result[k] for k in ("id", "handle", "name", "supervisor_id")})
     else:
-        sys.stdout.write(result["id"] + "\n")
+        sys.stdout.write(f"{result['id'] if ns.print_id else result['handle']}\n")
     sys.stdout.flush()
     return 0
 
@@ -226,8 +226,8 @@ def _run_batch(ns, jobs: list) -> int:
         if ns.json:
             listed.append({k: result[k] for k in keys})
             return
-        try:  # each id as soon as its job is handed over: a batch killed part way has named what it submitted
-            sys.stdout.write(result["id"] + "\n")
+        try:  # each job as soon as it is handed over: a batch killed part way has named what it submitted
+            sys.stdout.write(f"{result['id'] if ns.print_id else result['handle']}\n")
             sys.stdout.flush()
         except OSError:
             pass  # the terminal is gone: the jobs are not
@@ -248,7 +248,8 @@ def _run_batch(ns, jobs: list) -> int:
         _error(f"the job of {label(index)} ({job_id or 'not committed'}) was not submitted: {message}")
     why = "interrupted" if outcome["interrupted"] else "stopped"
     rest = f"; from {label(outcome['stopped_at'])} on, nothing was" if outcome["stopped_at"] is not None else ""
-    _error(f"{why}: submitted {done} of {total} jobs (their ids are printed){rest}")
+    printed = "ids" if ns.print_id else "handles"
+    _error(f"{why}: submitted {done} of {total} jobs (their {printed} are printed){rest}")
     return 130 if outcome["interrupted"] else 1
 
 
@@ -420,12 +421,12 @@ def cmd_cancel(args: list[str]) -> int:
 
 
 def _print_results(results: list[dict], as_json: bool) -> None:
-    """What a command did to each job: JSON, or a line each (id: message)."""
+    """What a command did to each job: JSON, or a line each (job HANDLE: message)."""
     if as_json:
         _print_json(results)
     else:
         for r in results:
-            sys.stdout.write(f"{r['id']}: {r['message']}\n")
+            sys.stdout.write(f"job {r['handle']}: {r['message']}\n")
 
 
 def _elsewhere(name: str):

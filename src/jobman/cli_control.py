@@ -37,7 +37,7 @@ def cmd_signal(args: list[str]) -> int:
     if ns.json:
         _print_json(result)
     else:
-        sys.stdout.write(f"{result['id']}: {result['message']}\n")
+        sys.stdout.write(f"job {result['handle']}: {result['message']}\n")
     return 0
 
 
@@ -75,7 +75,7 @@ def cmd_priority(args: list[str]) -> int:
     if ns.json:
         _print_json(result)
     else:
-        sys.stdout.write(f"{ns.job}: {result['message']}\n")
+        sys.stdout.write(f"job {result['handle']}: {result['message']}\n")
     return 0
 
 

@@ -6,7 +6,7 @@ JOB arguments complete from `jobman __jobs` (handles and names of the newest job
 import os
 
 FLAGS = {
-    "run": "--name --cwd --env --env-policy --after-success --after-failure --after --not-before --delay --retries "
+    "run": "--name --hold --print-id --cwd --env --env-policy --after-success --after-failure --after --not-before --delay --retries "
            "--retryable-exit-code --retry-delay --retry-backoff --retry-max-delay --retry-on-timeout --timeout "
            "--kill-after --group --priority --log-limit --separate-stderr --on-finish --array --from --json",
     "list": "--active --all --limit --state --group --name --json",
@@ -123,8 +123,8 @@ def group_words(environ=os.environ) -> list[str]:
 
 
 def job_words(environ=os.environ) -> list[str]:
-    """Handles and names of the newest jobs, newest first (what a JOB argument completes to); none
-    before the first submission. Quiet: a completion must not print notes into the user's line."""
+    """Handles and names of the newest jobs, newest first, then `last` (what a JOB argument completes to);
+    none before the first submission. Quiet: a completion must not print notes into the user's line."""
     from .api import State
     from .store.queries import newest_handles_and_names
 
@@ -137,4 +137,4 @@ def job_words(environ=os.environ) -> list[str]:
             words.append(str(handle))
         if name and name not in words and name.isprintable() and " " not in name:
             words.append(name)
-    return words
+    return words + ["last"] if words else words

@@ -56,7 +56,8 @@ def send_signal(selector: str, sig: int, environ=os.environ) -> dict:
         message = f"no process of its tree was found to send {name} to (it may be ending)"
     else:
         message = f"sent {name} to {len(sent)} process(es): pid {', '.join(map(str, sent))}"
-    return {"id": job_id, "signal": name, "pids": sent, "message": message}
+    return {"id": job_id, "handle": queries.handle_of(st.conn, job_id), "signal": name, "pids": sent,
+            "message": message}
 
 
 def set_priority(selector: str, priority: int, environ=os.environ) -> dict:
@@ -74,7 +75,8 @@ def set_priority(selector: str, priority: int, environ=os.environ) -> dict:
     if what == "changed":
         group = queries.group_of(st.conn, job_id)
         doorbell.ring_all(st.home, [job_id, *queries.slot_waiters(st.conn, group, queries.free_slots(st.conn, group))])
-    return {"id": job_id, "priority": priority, "changed": what == "changed",
+    return {"id": job_id, "handle": queries.handle_of(st.conn, job_id), "priority": priority,
+            "changed": what == "changed",
             "message": f"priority {priority}" + ("" if what == "changed" else " already")}
 
 
@@ -104,5 +106,6 @@ def set_held(selectors: list[str], held: bool, environ=os.environ) -> list[dict]
         message = {"changed": "held: it will not start until jobman release" if held
                    else "released: it starts when it is eligible",
                    "unchanged": "already held" if held else "was not held"}.get(what, what)
-        results.append({"id": job_id, "held": held, "changed": what == "changed", "message": message})
+        results.append({"id": job_id, "handle": queries.handle_of(st.conn, job_id), "held": held,
+                        "changed": what == "changed", "message": message})
     return results

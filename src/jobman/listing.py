@@ -50,6 +50,8 @@ def annotate(conn, rows) -> list[dict]:
         view = job_view(row)
         if row.outcome == "lost":
             view["wait_detail"] = lost_text(row)
+        elif row.phase == "running":
+            mark_stopped(conn, view)
         elif row.waiting_for == "slot":
             group = row.group_name
             if group not in lines:
@@ -60,6 +62,23 @@ def annotate(conn, rows) -> list[dict]:
                 view["wait_detail"] = f"{view['wait_detail']}; {place}"
         views.append(view)
     return views
+
+
+def mark_stopped(conn, view: dict) -> None:
+    """A running job whose target is stopped (SIGSTOP, `jobman signal JOB STOP`, a debugger) is shown as
+    `stopped`: its state says so, its phase stays running (it holds its slot, and its timeout runs on)."""
+    from runkit import proc
+
+    attempt = queries.last_attempt(conn, view["id"])
+    if attempt is None or attempt["ended_at"] is not None or attempt["pid"] is None:
+        return
+    found = proc.stat(attempt["pid"])
+    if (found is None or found.state not in ("T", "t") or found.start_time != attempt["start_time"]
+            or attempt["boot_id"] != proc.boot_id()):
+        return
+    view["state"] = "stopped"
+    view["stopped"] = True
+    view["wait_detail"] = "stopped by a signal: `jobman signal JOB CONT` lets it go on"
 
 
 def lost_text(row) -> str:

@@ -32,6 +32,8 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def state_text(view: dict) -> str:
+    if view.get("stopped"):
+        return "stopped"
     if view["phase"] != "finished":
         return view["phase"]
     if view["outcome"] == "failed" and view["exit_code"] is not None:
@@ -70,7 +72,8 @@ def show(view: dict, all_env: bool = False) -> str:
     if view["name"]:
         add(f"name:        {view['name']}")
     add(f"state:       {state_text(view)}" + ("  [held: jobman release lets it go on]" if view.get("held")
-                                                  and view["phase"] != "finished" else ""))
+                                                  and view["phase"] != "finished" else "")
+        + (f"  [{view['wait_detail']}]" if view.get("stopped") else ""))
     if view.get("restart_of"):
         was = view["restart_of"]
         add("restart of:  " + (f"job {was['handle']} (id {was['id']})" if was["handle"] else f"{was['id']} (pruned)"))

@@ -2,8 +2,9 @@
 start-up path of every submission; argparse, from the same table, gives help and errors)."""
 
 DESCRIPTION = (
-    "Submit COMMAND as a background job and print its id.\n\n"
-    "The id is printed once the job's own detached supervisor has claimed it; the command may start\n"
+    "Submit COMMAND as a background job and print its handle (the # of jobman list; --print-id: its\n"
+    "UUID).\n\n"
+    "The handle is printed once the job's own detached supervisor has claimed it; the command may start\n"
     "later (dependencies, delays, retries and concurrency limits). Closing the terminal or pressing\n"
     "Ctrl-C after the id is committed does not affect the job.\n\n"
     "Windows (settings stored with each job): JOBMAN_CLAIM_WINDOW (10s), JOBMAN_LEASE (15s),\n"
@@ -76,7 +77,7 @@ OPTIONS = [
     Option("--env-policy", "env_policy", default="inherit", metavar="inherit|clean|allow:A,B",
            help="which of this shell's variables the job gets (default inherit: a snapshot taken now)"),
     Option("--after-success", "deps", "append", tag="success", metavar="JOB",
-           help="start only after JOB succeeded (repeatable)"),
+           help="start only after JOB succeeded (repeatable; JOB may be `last`, the newest job, as tsp -d)"),
     Option("--after-failure", "deps", "append", tag="failure", metavar="JOB",
            help="start only after JOB ended any way but succeeded"),
     Option("--after", "deps", "append", tag="end", metavar="JOB", help="start after JOB ended, whatever its outcome"),
@@ -114,6 +115,10 @@ OPTIONS = [
     Option("--from", "from_file", metavar="FILE",
            help="submit one job per line of FILE (- reads stdin): each line a command in shell words; blank lines "
                 "and # comments are skipped; the other options apply to every job"),
+    Option("--hold", "hold", "flag", default=False,
+           help="submit it held: it does not start until jobman release (as pueue's stash)"),
+    Option("--print-id", "print_id", "flag", default=False,
+           help="print the job's id (its UUID) instead of its handle"),
     Option("--json", "json", "flag", default=False,
            help="print {id, handle, name, supervisor_id} as JSON (a list of them for --array or --from)"),
 ]

@@ -1,9 +1,10 @@
 """Turning what the user typed (JOB) into a canonical job id.
 
-A handle (the job's short number, digits with no leading zero); else an exact id; else an exact
-display name (the newest job with it); else a unique id prefix of at least 6 characters (hyphens
-optional). Anything else is an error that lists the candidates. Names made only of digits are refused
-at submission, so a handle and a name never collide; a UUIDv7 prefix of digits begins with 0.
+A handle (the job's short number, digits with no leading zero); `last`, the newest job of the home (as
+tsp -d depends on the last job); else an exact id; else an exact display name (the newest job with it);
+else a unique id prefix of at least 6 characters (hyphens optional). Anything else is an error that lists
+the candidates. Names made only of digits, and the name `last`, are refused at submission, so a handle or
+`last` and a name never collide; a UUIDv7 prefix of digits begins with 0.
 """
 from runkit.ids import is_uuid
 
@@ -11,6 +12,7 @@ from .errors import NotFound
 from .store import queries
 
 MIN_PREFIX = 6
+LAST = "last"
 
 
 def resolve(conn, text: str) -> str:
@@ -26,6 +28,11 @@ def resolve(conn, text: str) -> str:
         found = queries.id_with_handle(conn, int(selector))
         if found:
             return found
+    if selector == LAST:
+        newest = queries.newest_job(conn)
+        if newest is None:
+            raise NotFound("`last` names the newest job, and no job has been submitted yet")
+        return newest
     lowered = selector.lower()
     if is_uuid(lowered):
         if queries.job_exists(conn, lowered):

@@ -38,6 +38,10 @@ def show(selector: str, environ=os.environ) -> dict:
     view["events"] = [{"at": e["at"], "kind": e["kind"], **(json_loads(e["data"]) if e["data"] else {})}
                       for e in queries.events(st.conn, job_id)]
     view["slot_held"] = bool(row.slot_held)
+    if row.phase == "running":
+        from .listing import mark_stopped
+
+        mark_stopped(st.conn, view)
     view["cancel_requested_at"] = row.cancel_requested_at
     if row.outcome == "lost":
         from . import targets

@@ -147,6 +147,9 @@ def check_name(name: str) -> None:
     if not name or name.strip() != name or len(name) > 200 or any(_is_control(c) for c in name):
         raise BadInput(f"bad --name {name!r}: use a non-empty name of printable characters, without leading "
                        f"or trailing spaces")
+    if name == "last":
+        raise BadInput("bad --name 'last': `last` names the newest job wherever a command takes JOB; "
+                       "choose another name")
     if name.isascii() and name.isdigit():
         raise BadInput(f"bad --name {name!r}: a name of digits only would read as a job's handle; "
                        f"add a letter (e.g. --name job-{name})")
@@ -242,6 +245,8 @@ def from_options(ns, command: list[str], environ) -> tuple[dict, list]:
         group=ns.group, priority=ns.priority, not_before=not_before, retry=retry, timeout=ns.timeout,
         kill_after=DEFAULT_KILL_AFTER if ns.kill_after is None else ns.kill_after, log_limit=log_limit,
         separate_stderr=ns.separate_stderr, windows=windows_from_env(environ), on_finish=ns.on_finish)
+    if getattr(ns, "hold", False):
+        spec["hold"] = True  # how it is submitted, taken out before the spec is stored (jobman.store.transitions)
     return spec, list(ns.deps or [])
 
 

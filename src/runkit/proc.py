@@ -312,12 +312,22 @@ def signal_exact(pid: int, start_time: int, sig: int) -> bool:
 
 
 def signal_tree(root: int, sig: int) -> int:
-    """Signal every live descendant of `root`, each one identity-checked. Returns how many were signalled."""
+    """Signal every live descendant of `root`, each one identity-checked. Returns how many were signalled.
+    A stopped process sent SIGTERM is continued after it (as systemd does), so that a job stopped with
+    SIGSTOP stops at its cancel or timeout, not at the SIGKILL that follows."""
     count = 0
     for st in descendants(root):
         if st.alive and signal_exact(st.pid, st.start_time, sig):
             count += 1
+            _continue_if_stopped(st, sig)
     return count
+
+
+def _continue_if_stopped(st: Stat, sig: int) -> None:
+    import signal
+
+    if sig == signal.SIGTERM and st.state in ("T", "t"):
+        signal_exact(st.pid, st.start_time, signal.SIGCONT)
 
 
 def live_descendants(root: int) -> list[Stat]:
@@ -364,7 +374,8 @@ def stop_all(find, grace: float, poll: float = 0.05) -> bool:
     if not tree:
         return False
     for st in tree:
-        signal_exact(st.pid, st.start_time, signal.SIGTERM)
+        if signal_exact(st.pid, st.start_time, signal.SIGTERM):
+            _continue_if_stopped(st, signal.SIGTERM)
     give_up = time.monotonic() + grace
     while (tree := find()) and time.monotonic() < give_up:
         time.sleep(poll)

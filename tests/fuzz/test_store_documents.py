@@ -282,7 +282,8 @@ def test_read_json_gives_an_object_or_a_corrupt_document(data):
         _one_line(e)
         assert _json_object(data) is None
         return
-    assert found is not None and found[0] == _json_object(data)
+    # compared as text: a NaN the document holds is never equal to itself
+    assert found is not None and json.dumps(found[0]) == json.dumps(_json_object(data))
 
 
 @examples(200)

@@ -41,7 +41,7 @@ class Jobman:
 
     def run(self, *command, opts=(), env=None) -> str:
         """Submit a job; return its id."""
-        result = self("run", *opts, "--", *command, env=env, check=True)
+        result = self("run", "--print-id", *opts, "--", *command, env=env, check=True)
         job_id = result.stdout.strip()
         assert len(job_id) == 36, result.stdout
         return job_id

@@ -28,7 +28,7 @@ def finish(cli) -> tuple[list[str], str]:
 def test_an_array_runs_one_job_per_index_with_the_index_in_its_command_and_environment(jobman, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    result = jobman("run", "--array", "1-10,20-30:5", "--name", "seed", "--", "sh", "-c",
+    result = jobman("run", "--print-id", "--array", "1-10,20-30:5", "--name", "seed", "--", "sh", "-c",
                     f"echo {{}} $JOBMAN_ARRAY_INDEX > {out}/{{}}", check=True)
     ids = result.stdout.split()
     assert len(ids) == 13 and len(set(ids)) == 13
@@ -48,14 +48,14 @@ def test_from_a_file_each_line_is_a_job_and_json_lists_them(jobman, tmp_path):
     target = tmp_path / "words"
     commands.write_text(f"# a sweep\n\nsh -c 'echo \"$0\" >> {target}' 'two words'\n"
                         f"   sh -c 'echo $0 >> {target}' one  # trailing comment\n")
-    result = jobman("run", "--from", str(commands), "--json", check=True)
+    result = jobman("run", "--print-id", "--from", str(commands), "--json", check=True)
     listed = json.loads(result.stdout)
     assert [item["index"] for item in listed] == [1, 2]
     assert all(set(item) == {"id", "handle", "name", "supervisor_id", "index"} for item in listed)
     assert jobman("wait", "-q", *(item["id"] for item in listed), timeout=30).returncode == 0
     assert sorted(target.read_text().splitlines()) == ["one", "two words"]
     # `--from -` reads the commands from stdin.
-    piped = jobman("run", "--from", "-", input="true\ntrue\ntrue\n", check=True)
+    piped = jobman("run", "--print-id", "--from", "-", input="true\ntrue\ntrue\n", check=True)
     assert len(piped.stdout.split()) == 3
 
 
@@ -83,7 +83,7 @@ def test_bad_input_refuses_the_whole_batch_and_submits_nothing(jobman, tmp_path)
         ("--array", "1-3", "--group", "nope", "--", "true"): "group 'nope' does not exist",
     }
     for args, words in cases.items():
-        result = jobman("run", *args)
+        result = jobman("run", "--print-id", *args)
         assert result.returncode == 2, (args, result)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0], (args, result.stderr)
@@ -98,7 +98,7 @@ def test_a_batch_that_fails_half_way_says_what_was_submitted_and_leaves_nothing_
     marker = tmp_path / "arm"
     jobman("group", "set", "held", "--limit", "0", check=True)
     env = {**jobman.env, "JOBMAN_TEST_FAULT": "supervisor:one_dies_before_claim", "JOBMAN_TEST_MARKER": str(marker)}
-    cli = subprocess.Popen([JOBMAN, "run", "--array", "1-400", "--group", "held", "--", "true"], env=env,
+    cli = subprocess.Popen([JOBMAN, "run", "--print-id", "--array", "1-400", "--group", "held", "--", "true"], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     printed = [cli.stdout.readline().strip() for _ in range(40)]
     marker.write_text("")  # armed: the next supervisor to reach its claim dies there
@@ -124,7 +124,7 @@ def test_a_batch_that_fails_half_way_says_what_was_submitted_and_leaves_nothing_
 
 def test_an_interrupted_batch_finishes_the_handoffs_under_way_and_submits_no_more(jobman):
     jobman("group", "set", "held", "--limit", "0", check=True)
-    cli = subprocess.Popen([JOBMAN, "run", "--array", "1-1000", "--group", "held", "--", "true"], env=jobman.env,
+    cli = subprocess.Popen([JOBMAN, "run", "--print-id", "--array", "1-1000", "--group", "held", "--", "true"], env=jobman.env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     printed = [cli.stdout.readline().strip() for _ in range(20)]
     cli.send_signal(signal.SIGINT)

@@ -60,12 +60,12 @@ def test_bash_completion_completes_commands_flags_and_jobs(jobman):
     assert "restart" in _bash_complete(jobman, "jobman re")
     assert _bash_complete(jobman, "jobman restart --w") == ["--with-dependents"]
     assert _bash_complete(jobman, "jobman list --st") == ["--state"]
-    assert sorted(_bash_complete(jobman, "jobman show ")) == ["1", "nightly-build"]
+    assert sorted(_bash_complete(jobman, "jobman show ")) == ["1", "last", "nightly-build"]
     assert _bash_complete(jobman, "jobman logs night") == ["nightly-build"]
     assert _bash_complete(jobman, "jobman completion f") == ["fish"]
     # Issue 23: values of --after*, --group and --state too.
     jobman("group", "set", "gpu", "--limit", "1", check=True)
-    assert sorted(_bash_complete(jobman, "jobman run --after-success ")) == ["1", "nightly-build"]
+    assert sorted(_bash_complete(jobman, "jobman run --after-success ")) == ["1", "last", "nightly-build"]
     assert _bash_complete(jobman, "jobman run --after nigh") == ["nightly-build"]
     assert sorted(_bash_complete(jobman, "jobman run --group ")) == ["default", "gpu"]
     assert _bash_complete(jobman, "jobman list --state succ") == ["succeeded"]
@@ -150,7 +150,7 @@ def test_on_finish_hook_gets_the_outcome_and_cannot_change_it(jobman, tmp_path):
     jobman("cancel", blocker, check=True)
     assert jobman("wait", cancelled).returncode == 122
     wait_for(lambda: out.read_text().endswith("dependency_failed\n"), timeout=20, message="the second hook")
-    assert jobman("run", "--on-finish", "", "--", "true").returncode == 2
+    assert jobman("run", "--print-id", "--on-finish", "", "--", "true").returncode == 2
 
 
 def _has_open(pid: int, name: str) -> bool:
@@ -184,3 +184,43 @@ def test_wait_all_and_wait_group(jobman, tmp_path):
     assert jobman("wait", "--all").returncode == 0  # only `other` was unfinished: it succeeds
     assert jobman("wait", "--all").returncode == 0  # nothing unfinished: nothing to wait for
     assert jobman("wait").returncode == 2 and jobman("wait", "--group", "nosuch").returncode == 2
+
+
+def test_run_hold_submits_a_held_job_that_release_lets_go(jobman, tmp_path):
+    """jobman run --hold (pueue's stash): the job is held from its submission; release starts it. The hold is
+    not part of its specification: its restart is not held."""
+    out = tmp_path / "ran"
+    job = jobman.run("sh", "-c", f"echo ran > {out}", opts=["--hold", "--name", "stashed"])
+    shown = jobman.show(job)
+    assert shown["held"] and shown["state"] != "succeeded" and "hold" not in shown["spec"]
+    assert [e["kind"] for e in shown["events"]][:2] == ["job_submitted", "held"]
+    listed = jobman("list", check=True).stdout.splitlines()
+    assert listed[1].split()[2] == "held"
+    assert jobman("wait", job, "--timeout", "0.5s").returncode == EXIT_WAIT_TIMED_OUT and not out.exists()
+    jobman("release", "stashed", check=True)
+    assert jobman("wait", job, "--timeout", "20s").returncode == 0 and out.read_text() == "ran\n"
+    again = json.loads(jobman("restart", job, "--json", check=True).stdout)[0]["id"]
+    assert jobman("wait", again, "--timeout", "20s").returncode == 0
+
+
+def test_a_stopped_job_shows_as_stopped_and_its_cancel_does_not_wait_for_sigkill(jobman):
+    """SIGSTOP (jobman signal JOB STOP) shows as `stopped` in list and show; its phase stays running. A cancel
+    continues it after SIGTERM, so it ends at once, not after its kill-after."""
+    job = jobman.run("sleep", "60", opts=["--kill-after", "30s"])
+    wait_for(lambda: jobman.show(job)["phase"] == "running", message="running")
+    jobman("signal", job, "STOP", check=True)
+    wait_for(lambda: jobman.show(job)["state"] == "stopped", message="stopped")
+    shown = jobman.show(job)
+    assert shown["phase"] == "running" and shown["stopped"] is True
+    assert "stopped" in jobman("show", job, check=True).stdout.splitlines()[1]
+    row = jobman("list", check=True).stdout.splitlines()[1]
+    assert row.split()[2] == "stopped" and "jobman signal JOB CONT" in row
+    assert json.loads(jobman("list", "--json", check=True).stdout)[0]["state"] == "stopped"
+    jobman("signal", job, "CONT", check=True)
+    wait_for(lambda: jobman.show(job)["state"] == "running", message="running again")
+    jobman("signal", job, "STOP", check=True)
+    wait_for(lambda: jobman.show(job)["state"] == "stopped", message="stopped again")
+    cancelled = subprocess.run([JOBMAN, "cancel", job], env=jobman.env, capture_output=True, text=True, timeout=20)
+    assert cancelled.returncode == 0 and jobman.show(job)["state"] == "cancelled"
+    attempt = jobman.show(job)["attempts_detail"][0]
+    assert attempt["signal"] == "SIGTERM", attempt  # ended by the TERM it was continued to take, not a KILL

@@ -75,3 +75,44 @@ def test_an_old_database_gets_handles_in_submission_order(tmp_path):
         assert check.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
         assert check.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert check.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+def test_run_prints_the_handle_and_the_commands_that_change_jobs_echo_it(jobman):
+    """jobman run prints the handle (what people type); --print-id and --json give the UUID. cancel, hold,
+    release, signal and priority answer in handles too (issue 23)."""
+    first = jobman("run", "--", "sleep", "30", check=True).stdout
+    assert first == "1\n"
+    as_id = jobman("run", "--print-id", "--group", "default", "--delay", "1h", "--", "true", check=True).stdout.strip()
+    assert len(as_id) == 36 and jobman.show("2")["id"] == as_id
+    batch = jobman("run", "--array", "1-3", "--delay", "1h", "--", "true", check=True).stdout
+    assert batch == "3\n4\n5\n"
+    batch_ids = jobman("run", "--print-id", "--array", "1-2", "--delay", "1h", "--", "true", check=True).stdout.split()
+    assert [jobman.show(i)["handle"] for i in batch_ids] == [6, 7]
+    assert jobman("hold", "3", "4", check=True).stdout.startswith("job 3: held")
+    assert jobman("release", "3", check=True).stdout.startswith("job 3: released")
+    assert jobman("priority", "4", "9", check=True).stdout == "job 4: priority 9\n"
+    wait_for_running(jobman, "1")
+    assert jobman("signal", "1", "USR2", check=True).stdout.startswith("job 1: sent SIGUSR2")
+    cancelled = jobman("cancel", "2", as_id, "5", check=True).stdout.splitlines()
+    assert cancelled == ["job 2: cancelled", "job 2: cancelled", "job 5: cancelled"]
+    assert as_id not in jobman("cancel", "1", check=True).stdout
+
+
+def wait_for_running(jobman, job: str) -> None:
+    from tests.helpers import wait_for
+
+    wait_for(lambda: jobman.show(job)["phase"] == "running", message=f"job {job} running")
+
+
+def test_last_names_the_newest_job_wherever_a_job_is_taken(jobman):
+    """`--after-success last` depends on the newest job of the home, as tsp -d does; any command takes it."""
+    refused = jobman("run", "--after-success", "last", "--", "true")
+    assert refused.returncode == 2 and "no job has been submitted yet" in refused.stderr
+    assert jobman.count_jobs() == 0
+    gate = jobman.run("sh", "-c", "exit 4", opts=["--delay", "300ms"])
+    after = jobman.run("true", opts=["--after-success", "last"])
+    assert jobman.show(after)["dependencies"][0]["job"] == gate
+    assert jobman.show("last")["id"] == after
+    assert jobman("wait", after).returncode != 0 and jobman.show(after)["state"] == "dependency_failed"
+    named = jobman("run", "--name", "last", "--", "true")
+    assert named.returncode == 2 and "`last` names the newest job" in named.stderr and jobman.count_jobs() == 2

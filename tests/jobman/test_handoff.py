@@ -81,7 +81,7 @@ def test_credential_is_only_stored_as_a_hash_and_never_in_argv_or_environment(jo
 
 
 def test_supervisor_dies_before_claim(jobman):
-    result = jobman("run", "--", "true", env={"JOBMAN_TEST_FAULT": "supervisor:before_claim"})
+    result = jobman("run", "--print-id", "--", "true", env={"JOBMAN_TEST_FAULT": "supervisor:before_claim"})
     assert result.returncode == 1
     assert result.stdout == ""
     assert "did not claim" in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -93,7 +93,7 @@ def test_supervisor_dies_before_claim(jobman):
 
 
 def test_cli_dies_after_commit_before_launch(jobman):
-    result = jobman("run", "--", "true", env={"JOBMAN_TEST_FAULT": "cli:after_commit", "JOBMAN_CLAIM_WINDOW": "0.5s"})
+    result = jobman("run", "--print-id", "--", "true", env={"JOBMAN_TEST_FAULT": "cli:after_commit", "JOBMAN_CLAIM_WINDOW": "0.5s"})
     assert result.returncode == -signal.SIGKILL and result.stdout == ""
     job_id = only_job(jobman)
     state = jobman.state(job_id)
@@ -109,7 +109,7 @@ def test_cli_dies_after_commit_before_launch(jobman):
 
 def test_claim_committed_but_acknowledgement_lost(jobman):
     """The supervisor dies right after its claim: the CLI reconciles from the database and prints the id."""
-    result = jobman("run", "--", "true", env={"JOBMAN_TEST_FAULT": "supervisor:after_claim"})
+    result = jobman("run", "--print-id", "--", "true", env={"JOBMAN_TEST_FAULT": "supervisor:after_claim"})
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip()
     state = jobman.state(job_id)
@@ -131,7 +131,7 @@ def rejections(jobman, job_id):
 
 def test_malformed_acknowledgement_is_rejected_then_reconciled(jobman, tmp_path):
     out = tmp_path / "out"
-    result = jobman("run", "--", "sh", "-c", f"echo ok > {out}", env={"JOBMAN_TEST_FAULT": "supervisor:bad_ack"})
+    result = jobman("run", "--print-id", "--", "sh", "-c", f"echo ok > {out}", env={"JOBMAN_TEST_FAULT": "supervisor:bad_ack"})
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip()
     # The rejection itself was the path taken: the record says why the acknowledgement was not believed.
@@ -141,7 +141,7 @@ def test_malformed_acknowledgement_is_rejected_then_reconciled(jobman, tmp_path)
 
 
 def test_oversized_acknowledgement_is_rejected_then_reconciled(jobman):
-    result = jobman("run", "--json", "--", "true", env={"JOBMAN_TEST_FAULT": "supervisor:big_ack"})
+    result = jobman("run", "--print-id", "--json", "--", "true", env={"JOBMAN_TEST_FAULT": "supervisor:big_ack"})
     assert result.returncode == 0, result.stderr
     import json
 
@@ -159,7 +159,7 @@ def test_an_intact_acknowledgement_records_no_rejection(jobman):
 
 def test_acknowledgement_read_but_cli_dies_before_printing(jobman, tmp_path):
     out = tmp_path / "out"
-    result = jobman("run", "--name", "orphaned-id", "--", "sh", "-c", f"echo ok > {out}",
+    result = jobman("run", "--print-id", "--name", "orphaned-id", "--", "sh", "-c", f"echo ok > {out}",
                     env={"JOBMAN_TEST_FAULT": "cli:after_ack"})
     assert result.returncode == -signal.SIGKILL and result.stdout == ""
     # The id never reached the shell, but the job is owned and runs; jobman list finds it.
@@ -170,7 +170,7 @@ def test_acknowledgement_read_but_cli_dies_before_printing(jobman, tmp_path):
 
 
 def test_claim_after_deadline_is_refused(jobman):
-    result = jobman("run", "--", "true", env={"JOBMAN_TEST_FAULT": "supervisor:late_claim",
+    result = jobman("run", "--print-id", "--", "true", env={"JOBMAN_TEST_FAULT": "supervisor:late_claim",
                                               "JOBMAN_CLAIM_WINDOW": "0.3s"})
     assert result.returncode == 1 and result.stdout == ""
     job_id = only_job(jobman)
@@ -247,7 +247,7 @@ def test_ctrl_c_before_commit_submits_nothing(jobman, tmp_path):
     # SIGINT at its default in the CLI, as a terminal's foreground process has it. Under xdist the CLI was
     # once seen starting with SIGINT and SIGQUIT ignored (inherited from the worker; /proc SigIgn), and a
     # Python started with SIGINT ignored installs no KeyboardInterrupt handler.
-    proc = subprocess.Popen([JOBMAN, "run", "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([JOBMAN, "run", "--print-id", "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**jobman.env, "JOBMAN_TEST_FAULT": "cli:before_commit",
                                  "JOBMAN_TEST_MARKER": str(marker)},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -261,7 +261,7 @@ def test_ctrl_c_before_commit_submits_nothing(jobman, tmp_path):
 
 def test_interrupts_after_commit_do_not_abandon_the_job(jobman, tmp_path):
     marker, out = tmp_path / "marker", tmp_path / "out"
-    proc = subprocess.Popen([JOBMAN, "run", "--", "sh", "-c", f"echo ok > {out}"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([JOBMAN, "run", "--print-id", "--", "sh", "-c", f"echo ok > {out}"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True,
                             env={**jobman.env, "JOBMAN_TEST_FAULT": "cli:slow_after_commit",
                                  "JOBMAN_TEST_MARKER": str(marker)})
@@ -280,7 +280,7 @@ def test_closing_the_terminal_after_run_does_not_affect_the_job(jobman, tmp_path
     """Run `jobman run` in a session of its own (as a terminal would), kill its parent shell and send
     SIGHUP to the whole session right after the id is printed: the job runs to its end."""
     out = tmp_path / "out"
-    script = (f"{JOBMAN} run -- sh -c 'sleep 1; echo survived > {out}' > {tmp_path}/id; "
+    script = (f"{JOBMAN} run --print-id -- sh -c 'sleep 1; echo survived > {out}' > {tmp_path}/id; "
               f"kill -HUP 0; sleep 30")
     shell = subprocess.Popen(["setsid", "sh", "-c", script], env=jobman.env)
     wait_for(lambda: (tmp_path / "id").exists() and (tmp_path / "id").read_text().strip(), timeout=30)

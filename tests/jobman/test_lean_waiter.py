@@ -57,7 +57,7 @@ def round_holder(jobman) -> str | None:
 def paused_waiters(jobman, count: int, env=WINDOWS, group: str = "paused") -> tuple[str, list[str]]:
     """`count` jobs waiting in a paused group: (the round's holder, the others, each in its lean form)."""
     jobman("group", "set", group, "--limit", "0", check=True)
-    ids = [jobman("run", "--group", group, "--", "true", env=env, check=True).stdout.strip() for _ in range(count)]
+    ids = [jobman("run", "--print-id", "--group", group, "--", "true", env=env, check=True).stdout.strip() for _ in range(count)]
     holder = wait_for(lambda: round_holder(jobman), timeout=20, message="a holder of the lease round")
     others = [j for j in ids if j != holder]
     wait_for(lambda: all(is_lean(jobman.state(j)["supervisor_pid"]) for j in others), timeout=20,
@@ -180,12 +180,12 @@ def test_a_ring_while_the_waiter_changes_form_is_not_lost(jobman, tmp_path, poin
     marker = tmp_path / "marker"
     env = {**SLOW_ROUND, "JOBMAN_TEST_FAULT": point, "JOBMAN_TEST_MARKER": str(marker)}
     if point == "supervisor:after_wake":
-        job = jobman("run", "--group", "paused", "--", "true", env=env, check=True).stdout.strip()
+        job = jobman("run", "--print-id", "--group", "paused", "--", "true", env=env, check=True).stdout.strip()
         wait_for(lambda: is_lean(jobman.state(job)["supervisor_pid"]), timeout=20)
         with open(jobman.home / "bells" / f"{job}.fifo", "wb", buffering=0) as bell:
             bell.write(b"!")  # a ring that asks nothing: it comes back to Python and stops there
     else:
-        job = jobman("run", "--group", "paused", "--", "true", env=env, check=True).stdout.strip()
+        job = jobman("run", "--print-id", "--group", "paused", "--", "true", env=env, check=True).stdout.strip()
     wait_for(marker.exists, timeout=20, message=f"the supervisor to reach {point}")
     pid = jobman.state(job)["supervisor_pid"]
     assert not is_lean(pid)
@@ -254,7 +254,7 @@ def test_the_handoffs_windows_end_as_before_for_a_job_that_waits_lean(jobman, po
     """An acknowledgement lost (the CLI reconciles it from the database) or a CLI killed once it has read
     it: either way the supervisor owns the job, waits lean, and runs it once the group opens."""
     holder, _ = paused_waiters(jobman, 1)
-    result = jobman("run", "--group", "paused", "--", "true", env={**WINDOWS, "JOBMAN_TEST_FAULT": point})
+    result = jobman("run", "--print-id", "--group", "paused", "--", "true", env={**WINDOWS, "JOBMAN_TEST_FAULT": point})
     with jobman.db() as conn:
         job = conn.execute("SELECT id FROM jobs WHERE id != ? ORDER BY submitted_at DESC LIMIT 1",
                            (holder,)).fetchone()[0]

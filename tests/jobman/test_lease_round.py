@@ -22,7 +22,7 @@ def holder(jobman) -> tuple[str, int] | None:
 
 def waiting_jobs(jobman, count: int, env=None, group: str = "paused") -> list[str]:
     jobman("group", "set", group, "--limit", "0", check=True)
-    ids = [jobman("run", "--group", group, "--", "true", env=env, check=True).stdout.strip() for _ in range(count)]
+    ids = [jobman("run", "--print-id", "--group", group, "--", "true", env=env, check=True).stdout.strip() for _ in range(count)]
     wait_for(lambda: all(jobman.state(j)["waiting_for"] == "slot" for j in ids), timeout=30)
     return ids
 
@@ -117,7 +117,7 @@ def test_a_holder_whose_job_starts_hands_the_round_on_at_once(jobman, tmp_path):
     jobman("group", "set", "wide", "--limit", "10", check=True)
     blockers = [jobman.run("sh", "-c", f"while [ ! -e {g} ]; do sleep 0.02; done", opts=["--group", "wide"],
                            env=SLOW_POLL) for g in gates]
-    waiters = [jobman("run", "--group", "wide", "--after-success", b, "--", "sleep", "5", env=SLOW_POLL,
+    waiters = [jobman("run", "--print-id", "--group", "wide", "--after-success", b, "--", "sleep", "5", env=SLOW_POLL,
                       check=True).stdout.strip() for b in blockers]
     wait_for(lambda: all(jobman.state(w)["waiting_for"] == "dependencies" for w in waiters), timeout=30)
     first, _ = wait_for(lambda: holder(jobman), timeout=10)

@@ -135,7 +135,7 @@ def test_a_long_queue_lists_its_newest_hundred_waiting_jobs_and_says_how_many_mo
     running_job = jobman.run("sleep", "60")
     done = jobman.run("true")
     jobman("wait", done)
-    ids = jobman("run", "--array", "1-105", "--group", "sweep", "--", "true", check=True).stdout.split()
+    ids = jobman("run", "--print-id", "--array", "1-105", "--group", "sweep", "--", "true", check=True).stdout.split()
     wait_for(lambda: all(jobman.state(j)["waiting_for"] == "slot" for j in ids), timeout=30)
     listed = jobman("list", "--json", check=True)
     shown = [j["id"] for j in json.loads(listed.stdout)]

@@ -240,11 +240,11 @@ def test_separate_stderr(jobman):
 
 def test_environment_policies(jobman, tmp_path):
     env = {"VISIBLE": "yes", "HIDDEN": "no", "DB_PASSWORD": "s3cret"}
-    clean = jobman("run", "--env-policy", "clean", "--env", "ONLY=1", "--", "/usr/bin/env", env=env,
+    clean = jobman("run", "--print-id", "--env-policy", "clean", "--env", "ONLY=1", "--", "/usr/bin/env", env=env,
                    check=True).stdout.strip()
-    allow = jobman("run", "--env-policy", "allow:VISIBLE,DB_PASSWORD", "--", "/usr/bin/env", env=env,
+    allow = jobman("run", "--print-id", "--env-policy", "allow:VISIBLE,DB_PASSWORD", "--", "/usr/bin/env", env=env,
                    check=True).stdout.strip()
-    inherit = jobman("run", "--", "/usr/bin/env", env=env, check=True).stdout.strip()
+    inherit = jobman("run", "--print-id", "--", "/usr/bin/env", env=env, check=True).stdout.strip()
     jobman("wait", clean, allow, inherit, check=True)
 
     def seen(job_id):
@@ -364,7 +364,7 @@ def _fd_targets(pid: int) -> dict[int, str]:
 def test_no_descriptor_of_the_submitter_reaches_the_supervisor_or_the_target(jobman, tmp_path):
     # Issue 20: a descriptor the submitting shell left open (here fd 7, a copy of the pipe into `cat`)
     # used to stay open in the supervisor and the target, so the pipeline waited for the job to end.
-    script = f"(exec 7>&1; {shutil.which('jobman', path=jobman.env['PATH'])} run -- sleep 30) | cat"
+    script = f"(exec 7>&1; {shutil.which('jobman', path=jobman.env['PATH'])} run --print-id -- sleep 30) | cat"
     started = time.monotonic()
     result = subprocess.run(["/bin/sh", "-c", script], env=jobman.env, capture_output=True, text=True, timeout=40)
     took = time.monotonic() - started
@@ -375,7 +375,7 @@ def test_no_descriptor_of_the_submitter_reaches_the_supervisor_or_the_target(job
     # database and its doorbell; the target exactly stdin from /dev/null and stdout/stderr to its log.
     read_end, write_end = os.pipe()
     try:
-        submitted = subprocess.run([shutil.which("jobman", path=jobman.env["PATH"]), "run", "--", "sleep", "30"],
+        submitted = subprocess.run([shutil.which("jobman", path=jobman.env["PATH"]), "run", "--print-id", "--", "sleep", "30"],
                                    env=jobman.env, capture_output=True, text=True, timeout=40,
                                    pass_fds=(write_end,), preexec_fn=lambda: os.dup2(write_end, 7) and None)
         job_id = submitted.stdout.strip()

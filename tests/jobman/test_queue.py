@@ -22,7 +22,7 @@ def submit_all(jobman, count: int) -> list[subprocess.CompletedProcess]:
     results, running, pending = [], [], count
     while pending or running:
         while pending and len(running) < SUBMITTERS:
-            running.append(subprocess.Popen([JOBMAN, "run", "--group", "q", "--", "true"], env=env,
+            running.append(subprocess.Popen([JOBMAN, "run", "--print-id", "--group", "q", "--", "true"], env=env,
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
             pending -= 1
         done = running.pop(0)

@@ -90,7 +90,7 @@ def test_spawn_failure_is_recorded(jobman, tmp_path):
 def test_help_explains(jobman):
     top = subprocess.run([JOBMAN, "--help"], capture_output=True, text=True)
     assert top.returncode == 0 and "run [OPTIONS] -- COMMAND" in top.stdout and "124 timed_out" in top.stdout
-    run_help = jobman("run", "--help")
+    run_help = jobman("run", "--print-id", "--help")
     assert run_help.returncode == 0 and "--after-success" in run_help.stdout and "--retry-delay" in run_help.stdout
 
 

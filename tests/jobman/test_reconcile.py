@@ -108,7 +108,7 @@ def test_zombie_supervisor_does_not_verify(jobman):
     # Submit from a long-lived process that never reaps its children: the supervisor is its child.
     code = ("import os, sys, time\n"
             "from jobman import cli\n"
-            "cli.main(['run', '--', 'sleep', '60'])\n"
+            "cli.main(['run', '--print-id', '--', 'sleep', '60'])\n"
             "sys.stdout.flush()\n"
             "time.sleep(60)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], env=jobman.env, stdout=subprocess.PIPE, text=True)

@@ -228,7 +228,7 @@ def test_group_limit_and_order(jobman, tmp_path):
 
 
 def test_group_must_exist(jobman):
-    result = jobman("run", "--group", "nosuch", "--", "true")
+    result = jobman("run", "--print-id", "--group", "nosuch", "--", "true")
     assert result.returncode == 2
     assert "group 'nosuch' does not exist" in result.stderr and "jobman group set nosuch --limit N" in result.stderr
     assert jobman.count_jobs() == 0
@@ -267,9 +267,9 @@ def test_doorbell_wakes_a_dependent_long_before_the_slow_poll(jobman, tmp_path):
     """With a 30 s fallback poll, the dependent must still start promptly: only the doorbell can do that."""
     gate = tmp_path / "gate"
     env = {"JOBMAN_POLL_INTERVAL": "30s", "JOBMAN_LEASE": "60s", "JOBMAN_RENEW_INTERVAL": "20s"}
-    first = jobman("run", "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", env=env,
+    first = jobman("run", "--print-id", "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", env=env,
                    check=True).stdout.strip()
-    second = jobman("run", "--after-success", first, "--", "true", env=env, check=True).stdout.strip()
+    second = jobman("run", "--print-id", "--after-success", first, "--", "true", env=env, check=True).stdout.strip()
     wait_for(lambda: jobman.state(second)["waiting_for"] == "dependencies")
     gate.touch()
     assert jobman("wait", second, timeout=20).returncode == 0
@@ -286,7 +286,7 @@ def test_idle_waiting_supervisors_write_only_the_lease_round_and_poll_slowly(job
     blocker = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
     env = {"JOBMAN_TEST_QUERY_LOG": str(trace), "JOBMAN_POLL_INTERVAL": "1s", "JOBMAN_LEASE": "5s",
            "JOBMAN_RENEW_INTERVAL": "0.5s"}
-    waiters = [jobman("run", "--after-success", blocker, "--", "true", env=env, check=True).stdout.strip()
+    waiters = [jobman("run", "--print-id", "--after-success", blocker, "--", "true", env=env, check=True).stdout.strip()
                for _ in range(2)]
     wait_for(lambda: all(jobman.state(w)["waiting_for"] == "dependencies" for w in waiters))
     holder_pid = wait_for(lambda: _round_holder_pid(jobman, waiters), timeout=30)
@@ -363,12 +363,12 @@ def test_a_freed_slot_wakes_the_next_in_line_only(jobman, tmp_path):
     env = {"JOBMAN_TEST_QUERY_LOG": str(trace), "JOBMAN_POLL_INTERVAL": "60s", "JOBMAN_LEASE": "90s",
            "JOBMAN_RENEW_INTERVAL": "30s"}
     jobman("group", "set", "one", "--limit", "1", check=True)
-    holder = jobman("run", "--group", "one", "--", *gated(gate), env=env, check=True).stdout.strip()
+    holder = jobman("run", "--print-id", "--group", "one", "--", *gated(gate), env=env, check=True).stdout.strip()
     wait_for(lambda: jobman.state(holder)["phase"] == "running")
-    waiters = [jobman("run", "--group", "one", "--", "true", env=env, check=True).stdout.strip() for _ in range(18)]
-    first = jobman("run", "--group", "one", "--priority", "5", "--", *gated(gate2), env=env,
+    waiters = [jobman("run", "--print-id", "--group", "one", "--", "true", env=env, check=True).stdout.strip() for _ in range(18)]
+    first = jobman("run", "--print-id", "--group", "one", "--priority", "5", "--", *gated(gate2), env=env,
                    check=True).stdout.strip()
-    waiters.append(jobman("run", "--group", "one", "--", "true", env=env, check=True).stdout.strip())
+    waiters.append(jobman("run", "--print-id", "--group", "one", "--", "true", env=env, check=True).stdout.strip())
     wait_for(lambda: all(jobman.state(w)["waiting_for"] == "slot" for w in waiters + [first]), timeout=30)
     start = _quiet(trace)  # every waiter has settled into its idle loop
     gate.touch()
@@ -384,13 +384,13 @@ def test_a_finished_dependency_wakes_its_dependents_only(jobman, tmp_path):
     trace, gate_a, gate_b = tmp_path / "queries.log", tmp_path / "a", tmp_path / "b"
     env = {"JOBMAN_TEST_QUERY_LOG": str(trace), "JOBMAN_POLL_INTERVAL": "60s", "JOBMAN_LEASE": "90s",
            "JOBMAN_RENEW_INTERVAL": "30s"}
-    a = jobman("run", "--", *gated(gate_a), env=env, check=True).stdout.strip()
-    b = jobman("run", "--", *gated(gate_b), env=env, check=True).stdout.strip()
+    a = jobman("run", "--print-id", "--", *gated(gate_a), env=env, check=True).stdout.strip()
+    b = jobman("run", "--print-id", "--", *gated(gate_b), env=env, check=True).stdout.strip()
     # The dependents of b wait first, so one of them holds the lease round throughout: a holder among the
     # dependents of a would hand the round on as its job starts, waking a waiter for that alone.
-    after_b = [jobman("run", "--after", b, "--", "true", env=env, check=True).stdout.strip() for _ in range(5)]
+    after_b = [jobman("run", "--print-id", "--after", b, "--", "true", env=env, check=True).stdout.strip() for _ in range(5)]
     wait_for(lambda: _round_holder_pid(jobman, after_b), timeout=30)
-    after_a = [jobman("run", "--after", a, "--", "true", env=env, check=True).stdout.strip() for _ in range(5)]
+    after_a = [jobman("run", "--print-id", "--after", a, "--", "true", env=env, check=True).stdout.strip() for _ in range(5)]
     wait_for(lambda: all(jobman.state(j)["waiting_for"] == "dependencies" for j in after_a + after_b), timeout=30)
     pids_b = {jobman.state(j)["supervisor_pid"] for j in after_b}
     assert _round_holder_pid(jobman, after_b) in pids_b
@@ -413,7 +413,7 @@ def test_fifty_waiting_supervisors_never_see_a_locked_database(jobman, tmp_path)
     jobman("group", "set", "wide", "--limit", "50", check=True)
     blocker = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done", opts=["--name", "gate"])
     env = {"JOBMAN_POLL_INTERVAL": "1s", "JOBMAN_LEASE": "2s", "JOBMAN_RENEW_INTERVAL": "0.5s"}
-    ids = [jobman("run", "--after-success", "gate", "--group", "wide", "--", "true", env=env,
+    ids = [jobman("run", "--print-id", "--after-success", "gate", "--group", "wide", "--", "true", env=env,
                   check=True).stdout.strip() for _ in range(50)]
     wait_for(lambda: all(jobman.state(i)["phase"] == "waiting" for i in ids), timeout=60)
     gate.touch()
@@ -472,7 +472,7 @@ def test_lost_slot_stays_held_while_the_target_lives(jobman):
 def test_bad_scheduling_input(jobman, args, needle):
     jobman.run("true")
     before = jobman.count_jobs()
-    result = jobman("run", *args, "--", "true")
+    result = jobman("run", "--print-id", *args, "--", "true")
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and needle in result.stderr
     assert jobman.count_jobs() == before
@@ -495,7 +495,7 @@ def test_a_waiting_jobs_priority_can_change_and_it_keeps_its_place_within_the_ne
     jobs = [jobman.run("sh", "-c", f"echo {n} >> {order}", opts=["--group", "one", "--priority", str(p)])
             for n, p in ((1, 5), (2, 0), (3, 0), (4, 5))]
     changed = json.loads(jobman("priority", jobs[2], "5", "--json", check=True).stdout)
-    assert changed == {"id": jobs[2], "priority": 5, "changed": True, "message": "priority 5"}
+    assert changed == {"id": jobs[2], "handle": 4, "priority": 5, "changed": True, "message": "priority 5"}
     assert jobman.show(jobs[2])["priority"] == 5 and "priority_changed" in [e["kind"] for e in jobman.show(jobs[2])["events"]]
     refused = jobman("priority", blocker, "9")
     assert refused.returncode == 2 and "it is running" in refused.stderr

@@ -108,7 +108,7 @@ def test_reading_commands_work_on_a_read_only_home(jobman, tmp_path):
             refused = ro("reconcile")
             assert refused.returncode == 1 and "cannot reconcile" in refused.stderr
             assert len(refused.stderr.splitlines()) == 1
-            submitted = ro("run", "--", "true")
+            submitted = ro("run", "--print-id", "--", "true")
             assert submitted.returncode != 0 and len(submitted.stderr.splitlines()) == 1
         assert (jobman.home / "jobman.db").read_bytes() == before
     assert jobman.state(abandoned)["phase"] == "running"  # nothing was written while read-only
@@ -137,7 +137,7 @@ def test_a_home_filled_to_the_last_byte_while_jobs_run(tmp_path):
                     full = True
             assert full, "the filesystem should be full to the last byte"
             before = jobman.count_jobs()
-            refused = jobman("run", "--", "true")
+            refused = jobman("run", "--print-id", "--", "true")
             if refused.returncode != 0:  # the WAL had no room: one line, exit 1, nothing submitted
                 assert refused.returncode == 1 and len(refused.stderr.splitlines()) == 1, refused.stderr
                 assert jobman.count_jobs() == before

@@ -90,6 +90,9 @@ def _insert_job(conn, job_id: str, spec: dict, dependencies: list[tuple[str, str
         if (target, condition) not in seen:
             seen.add((target, condition))
             edges.append({"job": target, "condition": condition, "selector": selector})
+    # --hold is how the job is submitted, not what it is: the stored spec (which a restart submits again) has none
+    held = spec.get("hold", False)
+    spec = {key: value for key, value in spec.items() if key != "hold"}
     spec = dict(spec, dependencies=edges)
     handle = next_handle(conn)
     conn.execute(
@@ -98,12 +101,14 @@ def _insert_job(conn, job_id: str, spec: dict, dependencies: list[tuple[str, str
         (job_id, spec["name"], dumps(spec), spec["group"], spec["priority"], now,
          windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle))
     conn.execute(
-        "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline)"
-        " VALUES (?, 'submitting', 1, ?, ?)", (job_id, credential_hash, now + windows["claim"]))
+        "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline, held_at)"
+        " VALUES (?, 'submitting', 1, ?, ?, ?)", (job_id, credential_hash, now + windows["claim"], now if held else None))
     conn.executemany("INSERT INTO dependencies (job_id, depends_on, condition) VALUES (?, ?, ?)",
                      [(job_id, e["job"], e["condition"]) for e in edges])
     add_event(conn, job_id, "job_submitted", now, claim_deadline=now + windows["claim"],
               **({"restart_of": spec["restart_of"]} if spec.get("restart_of") else {}))
+    if held:
+        add_event(conn, job_id, "held", now)
     return dict(spec, handle=handle)
 
 

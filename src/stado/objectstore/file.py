@@ -300,10 +300,11 @@ class FileStore(ObjectStore):
                 raise StoreError(f"the filesystem under {self.root} does not keep nanosecond mtimes, so the local "
                                  "store cannot version objects safely: put it on ext4, xfs, btrfs or tmpfs")
             parent = os.path.dirname(path)
-            # A concurrent delete may prune an empty parent between our mkdir and rename: make it again.
+            # A concurrent delete may prune an empty parent between our mkdir and rename, or a directory above
+            # it between two of our mkdirs (control/ gone before control/probe/ is made): make them again.
             for _ in range(100):
-                self._make_dirs(key, parent)
                 try:
+                    self._make_dirs(key, parent)
                     os.rename(tmp, path)
                     break
                 except FileNotFoundError:
