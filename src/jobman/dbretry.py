@@ -11,9 +11,11 @@ every lease renewal, since SQLite goes on writing happily into a deleted file.
 import os
 import time
 
-from runkit.clock import SYSTEM, Clock
-
 from .store.sqlite import sqlite3
+
+TYPE_CHECKING = False  # (typing's, without importing typing)
+if TYPE_CHECKING:
+    from runkit.clock import Clock
 
 # SQLite's primary result codes that mean "not now" rather than "never", and what each one waits for.
 TROUBLE = {5: "the database is busy (another process holds its write lock)", 6: "a table is locked",
@@ -41,6 +43,8 @@ def connect(path: str):
     conn.relax()
     trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
     if trace:  # the tests count what an idle supervisor asks of the database
+        from runkit.clock import SYSTEM
+
         log = open(trace, "a", buffering=1)
         pid = os.getpid()
         conn.set_trace_callback(lambda sql: log.write(f"{SYSTEM.wall():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
@@ -116,8 +120,14 @@ class Retrier:
     """A connection whose calls wait out storage trouble. fn(conn, *args) is the unit of work: one
     statement or one transaction, which SQLite rolled back if it failed."""
 
-    def __init__(self, conn, path: str, log, clock: Clock = SYSTEM):
-        self.conn, self.path, self.log, self.clock = conn, path, log, clock
+    def __init__(self, conn, path: str, log, clock: "Clock | None" = None):
+        """clock: the supervisor's (runkit.clock.SYSTEM if none is given)."""
+        if clock is None:
+            from runkit.clock import SYSTEM  # (not on the path of the commands that only translate trouble)
+
+            clock = SYSTEM
+        self.conn, self.path, self.log = conn, path, log
+        self.clock: Clock = clock
         self.identity = file_identity(path)
         self.since: float | None = None  # when the current spell of trouble began (the clock's monotonic time)
         self.reason: str | None = None
