@@ -39,3 +39,20 @@ def test_the_two_agent_seaweedfs_walkthrough_runs_as_pasted(tmp_path):
     assert "6 completed" in proc.stdout and "2 agent(s)" in proc.stdout, out[-3000:]
     assert "FAIL" not in proc.stdout
     assert not (tmp_path / "data" / "stado").exists()  # everything went to the configured store
+
+
+def test_the_local_directory_walkthrough_script_runs(tmp_path):
+    """docs/fleet-walkthrough.sh, the walk-through on the local directory store that docs/stado.md names."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STADO_", "AWS_"))}
+    env.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"), XDG_STATE_HOME=str(tmp_path / "state"),
+               TMPDIR=str(tmp_path), PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}")
+    proc = subprocess.run(["bash", str(ROOT / "docs" / "fleet-walkthrough.sh")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "hello\n" in proc.stdout and '"name": "greeting.txt"' in proc.stdout
+    assert "6 completed" in proc.stdout and "2 agent(s)" in proc.stdout, out[-3000:]
+    assert proc.stdout.rstrip().endswith("walk-through done")
+    assert "FAIL" not in proc.stdout and "1 artifact(s) of" in proc.stdout
+    assert not (tmp_path / "data" / "stado").exists()  # its own scratch store, not the user's
+    assert list(tmp_path.glob("tmp.*")) == []  # and it removed its scratch directory

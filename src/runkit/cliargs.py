@@ -28,6 +28,21 @@ def non_negative(text: str) -> float:
     return value
 
 
+def text_problem(value: str, *, empty_ok: bool = False, any_bytes: bool = False) -> str | None:
+    """What is wrong with a text argument, said to follow its flag (`--name is empty: ...`), or None. Empty means
+    nothing where a word is expected; bytes that are not UTF-8 arrive as lone surrogates, which no stored text
+    can hold (`any_bytes`: a local file's name, which may hold any)."""
+    if not value and not empty_ok:
+        return "is empty, which means nothing here: give a value"
+    if not any_bytes:
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            shown = value.encode(errors="surrogateescape")
+            return f"{shown!r} is not valid UTF-8: names, commands and other text are kept as UTF-8"
+    return None
+
+
 def argparse_type(convert, name: str | None = None):
     """An argparse `type` from a converter that raises ValueError with a message fit for the user (argparse
     would otherwise say only "invalid <name> value")."""

@@ -591,6 +591,25 @@ def wake_pipe() -> tuple[int, int]:
     return os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
 
+def watch_directory(path: str) -> int | None:
+    """A non-blocking, close-on-exec fd that turns readable when a file in the directory `path` is created, written
+    and closed, renamed into it or touched (Linux inotify); None where that cannot be had (no inotify, no such
+    directory, the watch limit reached): the caller then polls. Read it empty with `drain`."""
+    IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE = 0x4, 0x8, 0x80, 0x100
+    IN_NONBLOCK, IN_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
+    try:
+        libc = _libc_handle()
+        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+    except (OSError, AttributeError):
+        return None
+    if fd < 0:
+        return None
+    if libc.inotify_add_watch(fd, os.fsencode(path), IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0:
+        os.close(fd)
+        return None
+    return fd
+
+
 def lock_file(fd: int, *, exclusive: bool = True, wait: bool = True) -> bool:
     """Lock the open file for this process until unlock_file or close (the kernel lets go when the holder dies,
     however it dies). Without wait, False at once if another holds it."""

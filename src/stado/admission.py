@@ -267,3 +267,40 @@ def unschedulable(spec: "Spec | dict", agents: list[dict], now: float) -> str | 
             return None
         reasons.append(f"{record.get('instance_ref')}: {reason}")
     return "; ".join(sorted(set(reasons))) or None
+
+
+NO_AGENT = "no live agent serves this queue: start one with `stado agent` (it claims at once)"
+
+
+def waiting_reason(spec: "Spec | dict", agents: list[dict], held: dict[str, list], now: float) -> str | None:
+    """Why a queued job is not running yet, as far as the agents' records and the running jobs tell (None: an agent
+    has room for it, so its next look at the queue claims it). `agents`: live agents' records; `held`: agent id ->
+    the specs of the jobs it runs now (from their running records, fresher than an agent's own record)."""
+    live = [r for r in agents if is_live(r, now) and not r.get("stopping") and offer_of(r) is not None]
+    if not live:
+        return NO_AGENT
+    able = [r for r in live if why_not(spec, offer_of(r)) is None]  # type: ignore[arg-type]
+    if not able:
+        return f"no live agent can run it ({unschedulable(spec, live, now)})"
+    full = []
+    for record in able:
+        offer = offer_of(record)
+        assert offer is not None
+        specs = held.get(str(record.get("agent")), [])
+        used_cores = sum(_cores(s) for s in specs)
+        used_memory = sum(_memory(s) for s in specs)
+        used_acc = sum(_accelerators(s) for s in specs)
+        if len(specs) >= offer.slots:
+            full.append(f"{record.get('instance_ref')} runs {len(specs)}/{offer.slots}")
+        elif used_cores + _cores(spec) > offer.cores:
+            full.append(f"{record.get('instance_ref')} has {offer.cores - used_cores} of {offer.cores} cores free, "
+                        f"it needs {_cores(spec)}")
+        elif offer.memory is not None and used_memory + _memory(spec) > offer.memory:
+            full.append(f"{record.get('instance_ref')} has {size_text(max(0, offer.memory - used_memory))} of memory "
+                        f"free, it needs {size_text(_memory(spec))}")
+        elif used_acc + _accelerators(spec) > offer.accelerators:
+            full.append(f"{record.get('instance_ref')} has {offer.accelerators - used_acc} accelerators free, it "
+                        f"needs {_accelerators(spec)}")
+        else:
+            return None
+    return "every agent that can run it is full (" + "; ".join(sorted(full)) + ")"

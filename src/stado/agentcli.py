@@ -11,8 +11,14 @@ _whole, _number = argparse_type(whole), argparse_type(non_negative)
 
 def add_agent_parser(sub) -> None:
     a = sub.add_parser("agent", help="claim and run jobs on this host")
-    a.add_argument("--slots", type=_whole, default=1, help="jobs run at once (default 1)")
-    a.add_argument("--poll-seconds", type=_number, default=5.0, help="seconds between polls and renewals (default 5)")
+    a.add_argument("--slots", type=_whole,
+                   help="jobs run at once (default: one per core of this host, each job reserving its --cores)")
+    a.add_argument("--poll-seconds", type=_number, default=5.0,
+                   help="seconds between renewals, and the longest between two looks at the queue (default 5): an idle "
+                        "agent looks once a poll (one LIST); on the local directory a submit wakes it at once")
+    a.add_argument("--busy-poll-seconds", type=_number, default=0.5,
+                   help="seconds between looks at the queue while they find work (default 0.5), doubled after each "
+                        "look that finds none, up to --poll-seconds")
     a.add_argument("--work-root", help="where job work directories live (default ~/.local/state/stado/work)")
     a.add_argument("--host", help="host name in instance_ref local@HOST (default: this host's; for tests)")
     o = a.add_argument_group("what this agent offers (a job is claimed only when its envelope fits what is free)")
@@ -41,6 +47,11 @@ def add_agent_parser(sub) -> None:
     a.add_argument("--until-idle", action="store_true",
                    help="exit once nothing runs and nothing in the queue can be claimed")
     a.add_argument("--keep-work", action="store_true", help="keep each job's work directory after it ends")
+    a.add_argument("--systemd-unit", nargs="?", const="user", choices=("user", "system"), metavar="user|system",
+                   help="run no agent: print a systemd unit that runs this agent with these flags (Restart=always; "
+                        "KillMode=process, so a restart leaves running jobs alone and the next agent takes them back; "
+                        "STADO_CONFIG as now); `user` (the default) for `systemctl --user`, `system` for the system "
+                        "manager. docs/stado.md shows installing it")
     a.add_argument("--drain", action="store_true",
                    help="run no agent: tell the agents running on this host (--work-root) to claim nothing new, hand "
                         "back what they have not started and finish what runs, and wait until they have exited")
@@ -59,8 +70,9 @@ def config_from_args(args):
     if args.accelerator_devices is not None and not devices:
         raise BadInput("--accelerator-devices is empty: name the devices, e.g. --accelerator-devices 0,1")
     return AgentConfig(
-        work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=own_program(), slots=args.slots,
-        poll_seconds=args.poll_seconds, capabilities=frozenset(c for v in args.capabilities for c in parse_list(v)),
+        work_root=os.path.abspath(args.work_root or default_work_root()), stado_bin=own_program(),
+        slots=args.slots if args.slots is not None else max(os.cpu_count() or 1, 1),
+        poll_seconds=args.poll_seconds, busy_poll_seconds=args.busy_poll_seconds, capabilities=frozenset(c for v in args.capabilities for c in parse_list(v)),
         cores=args.cores, accelerators=args.accelerators, accelerator_devices=devices, provider=args.provider,
         spot=args.spot, price_per_hour=args.price_per_hour, kill_after=args.kill_after,
         settle_seconds=args.settle_seconds, until_idle=args.until_idle, window=args.window, keep_work=args.keep_work,
@@ -75,6 +87,9 @@ def cmd_agent(args, open_store) -> int:
     if args.drain:
         return _drain(args)
     config = config_from_args(args)
+    if args.systemd_unit:
+        sys.stdout.write(systemd_unit(args.systemd_unit, config))
+        return 0
     prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
     store = open_store()
     from .objectstore.connect import same_store_environment
@@ -108,3 +123,70 @@ def own_program() -> str:
     from runkit.proc import which
 
     return which("stado", os.environ.get("PATH")) or beside
+
+
+def _unit_word(text: str) -> str:
+    """One word of ExecStart=, quoted for systemd (which also expands % specifiers and $ variables)."""
+    text = text.replace("%", "%%").replace("$", "$$")
+    if text and all(c.isalnum() or c in "-_./:=,@+" for c in text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _agent_flags() -> list[str]:
+    """The flags this `stado agent` was given, less --systemd-unit (and its value)."""
+    argv = sys.argv[1:]
+    words = argv[argv.index("agent") + 1:] if "agent" in argv else []
+    out, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+            if word in ("user", "system"):
+                continue
+        if word == "--systemd-unit":
+            skip = True
+            continue
+        if word.startswith("--systemd-unit="):
+            continue
+        out.append(word)
+    return out
+
+
+def systemd_unit(kind: str, config) -> str:
+    """A unit running this agent: restarted whenever it ends; on stop or restart only the agent is signalled
+    (KillMode=process), so jobs (each in a session of its own, in the unit's cgroup) keep running and the agent that
+    starts next re-adopts them (its restart check) or settles what ended meanwhile."""
+    exec_start = " ".join(_unit_word(w) for w in [config.stado_bin, "agent", *_agent_flags()])
+    lines = ["# stado agent: written by `stado agent --systemd-unit " + kind + "`; see docs/stado.md, \"The agent as a "
+             "service\"",
+             "[Unit]", f"Description=stado agent on {config.host}",
+             "After=network-online.target", "Wants=network-online.target", "",
+             "[Service]", "Type=exec", f"ExecStart={exec_start}"]
+    store_config = os.environ.get("STADO_CONFIG")
+    if store_config:
+        lines.append(f"Environment={_unit_word('STADO_CONFIG=' + os.path.abspath(store_config))}")
+    else:
+        lines.append("# Environment=STADO_CONFIG=/path/to/stado.toml   (none set: the per-user local directory store)")
+    lines += [f"Environment={_unit_word('PATH=' + os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin'))}",
+              "# The store's credentials, if the config does not say where they come from (AWS_*, AZURE_*, ...):",
+              "# EnvironmentFile=/etc/stado/credentials",
+              "Restart=always", "RestartSec=2",
+              "# Only the agent is signalled on stop and restart: running jobs live on (each in its own session),",
+              "# and the agent that starts next takes them back or settles what ended meanwhile.",
+              "KillMode=process",
+              "# SIGTERM: the agent claims nothing more and waits for its jobs; after this, SIGKILL ends the agent alone.",
+              "TimeoutStopSec=30"]
+    if kind == "system":
+        lines += ["# The account jobs run as (the store's local directory and the work root are that user's):",
+                  f"User={_user()}"]
+    lines += ["", "[Install]", "WantedBy=" + ("multi-user.target" if kind == "system" else "default.target"), ""]
+    return "\n".join(lines)
+
+
+def _user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())

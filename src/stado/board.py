@@ -113,7 +113,7 @@ def board(store: ObjectStore, *, offset: int = 0, limit: int = 100, search: str 
     return {"paused": pause_record(store), "counts": counts,
             "queue": {"total": len(order), "offset": offset, "limit": limit, "jobs": queue},
             "running": running, "recent": recent_rows, "agents": out.agents, "stale_agents": out.stale_agents,
-            "schedules": list_schedules(store, now=now),
+            "schedules": list_schedules(store, now=now, problems=out.problems),
             "costs": [_cost(r, agents) for r in rows if r.get("cost_cap") is not None],
             "problems": out.problems, "now": d.iso(now)}
 

@@ -1,7 +1,7 @@
 """stado command line: parse, call one library function per command, render.
 
 Exit codes: 0 done; 1 a failure while doing it; 2 bad input (nothing written); 3 no such job;
-4 the object store is unreachable, refused the credentials, does not honour conditional writes (`stado
+4 the object store is unreachable, refused the credentials, is not an object store, does not honour conditional writes (`stado
 doctor` says which), or a transfer stopped moving past a stall_timeout set in STADO_CONFIG; 5 artifacts failed
 verification; 6 `results` of a job that has not finished.
 `stado job watch` exits with the job's own status (see docs/stado.md).
@@ -26,7 +26,8 @@ SUBMIT_OPTIONS = [
     Option("--memory", "memory", help="memory the job needs, e.g. 4G"),
     Option("--accelerators", "accelerators", convert=_whole, default=0, help="accelerators the job needs"),
     Option("--priority", "priority", convert=_whole, default=0,
-           help="higher runs first once the scheduler orders the queue"),
+           help="claim order, -1000 to 1000 (default 0): agents claim the highest first, then the oldest; it never "
+                "stops a running job"),
     Option(("--capabilities", "--capability"), "capabilities", "append", metavar="CAP[,CAP]",
            help="capabilities an agent must declare (repeatable)"),
     Option("--provider", "provider", "append", metavar="NAME[,NAME]",
@@ -60,7 +61,7 @@ def _parser():
     from argparse import SUPPRESS
 
     Parser = parser_class(BadInput, "{message}; see `{prog} --help`")  # one line, not argparse's usage block
-    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it).",
+    p = Parser(prog=PROG, description="Run jobs across a fleet through an object store (STADO_CONFIG selects it). Where a command takes a job (JOB, ID): its id, a display name (the newest job with it), a schedule's name (the newest job it fired) or a unique id prefix of at least 6 characters.",
                epilog="`stado COMMAND --help` explains each command; `stado --version` prints the version.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
@@ -69,12 +70,12 @@ def _parser():
     add_to_argparse(s, SUBMIT_OPTIONS)
 
     st = sub.add_parser("status", help="the queue by state, or one job")
-    st.add_argument("id", nargs="?", metavar="ID")
+    st.add_argument("id", nargs="?", metavar="JOB", help="an id, a name, a schedule's name (its newest fire) or a unique id prefix (6+ characters)")
     st.add_argument("--all", action="store_true", help="show every finished job, not only the latest 20")
     _json_flag(st)
 
-    job = sub.add_parser("job", help="watch or rerun a job")
-    jsub = job.add_subparsers(dest="job_command", metavar="watch|rerun", parser_class=Parser)
+    job = sub.add_parser("job", help="watch, rerun, hold or release a job")
+    jsub = job.add_subparsers(dest="job_command", metavar="watch|rerun|hold|release", parser_class=Parser)
     w = jsub.add_parser("watch", help="state changes and output, live, until the job ends")
     w.add_argument("id", metavar="ID")
     w.add_argument("--interval", type=_float, default=1.0, help="seconds between looks (default 1)")
@@ -89,6 +90,36 @@ def _parser():
     r.add_argument("--beside", action="store_true",
                    help="rerun a job that has not finished yet (both then run); refused without it")
     _json_flag(r)
+    for verb, what in (("hold", "keep a queued job from being claimed until it is released (exit 1 if it is not "
+                                "queued: running or ended; nothing is written)"),
+                       ("release", "let a held job be claimed again, in its place in the queue")):
+        hr = jsub.add_parser(verb, help=what)
+        hr.add_argument("id", metavar="ID|NAME")
+        _json_flag(hr)
+
+    wt = sub.add_parser("wait", help="wait until every named job has ended; exit with their status (as jobman wait)",
+                        description="Wait until every JOB has ended. Exit status: 0 if all succeeded, else that of "
+                                    "the first job (in argument order) that did not, through the table `jobman wait` "
+                                    "uses (its exit code, 128+N for signal N, 124 timed out, 125 cancelled, 123 lost, "
+                                    "127 never started, 119 cost cap); 120 if --timeout gave up first (the jobs go "
+                                    "on); 3 if a JOB names no job (nothing is waited for).")
+    wt.add_argument("ids", nargs="+", metavar="JOB", help="a job id or name")
+    wt.add_argument("--timeout", type=argparse_type(_duration), metavar="D",
+                    help="give up after D, e.g. 90s or 2h (exit 120 with a message; the jobs go on)")
+    wt.add_argument("--interval", type=_float, default=1.0,
+                    help="the most seconds between looks (default 1; the first looks come faster)")
+    _json_flag(wt)
+
+    lg = sub.add_parser("logs", help="a job's output as stored (every attempt's, in order), nothing else",
+                        description="A job's output as its agent stored it (redacted of the secrets the agent knows), "
+                                    "every attempt's in order, with no state lines or attempt headers (`stado job "
+                                    "watch` adds those). --follow streams new output until the job ends, then exits "
+                                    "with the job's exit status, as `stado job watch` does.")
+    lg.add_argument("id", metavar="JOB", help="an id, a name, a schedule's name or a unique id prefix (6+ characters)")
+    lg.add_argument("-n", "--tail", type=argparse_type(_whole), metavar="N", help="only the last N lines")
+    lg.add_argument("-f", "--follow", action="store_true", help="keep streaming until the job ends")
+    lg.add_argument("--attempt", type=argparse_type(_positive), metavar="N", help="only attempt N")
+    lg.add_argument("--interval", type=_float, default=0.5, help="with --follow: seconds between looks (default 0.5)")
 
     c = sub.add_parser("cancel", help="cancel a queued or running job (exit 0: it will not run again; exit 1: it had "
                                       "already ended otherwise, and nothing was written)")
@@ -125,12 +156,16 @@ def _parser():
 
     sch = sub.add_parser("schedule", help="submit jobs on a cron (every agent fires them; one job per fire time)")
     schsub = sch.add_subparsers(dest="schedule_command", metavar="add|list|rm|pause|resume", parser_class=Parser)
-    sa = schsub.add_parser("add", help='NAME "CRON" [flags] -- CMD...: a job per fire time (flags as for submit)')
+    sa = schsub.add_parser("add", help='NAME "CRON" [flags] -- CMD...: a job per fire time (the flags of submit, '
+                                       'but --batch)')
     sa.add_argument("sched_name", metavar="NAME")
     sa.add_argument("cron", metavar="CRON", help="five fields, e.g. '*/15 * * * *' (cronsim syntax)")
     sa.add_argument("--tz", default="UTC", help="the zone the cron expression is read in (default UTC)")
-    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest not in ("batch", "input", "name", "upload")])
-    sa.epilog = "The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all"
+    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest != "batch"])  # a schedule runs one command
+    sa.epilog = ("The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all. "
+                 "Each fired job is named NAME unless --name says otherwise; --input is resolved and --upload stored "
+                 "once, when the schedule is added, so every fired job reads the same producer's artifact and the "
+                 "same uploaded bytes.")
     sl = schsub.add_parser("list", help="every schedule, its next fire time and what it fired")
     _json_flag(sl)
     for verb, what in (("rm", "remove a schedule (jobs it fired are kept)"), ("pause", "stop firing (until resume)"),
@@ -185,6 +220,19 @@ def _parser():
 _float = argparse_type(_number)
 
 
+def _positive(text: str) -> int:
+    number = _whole(text)
+    if number < 1:
+        raise ValueError(f"{text} is not an attempt number: attempts count from 1")
+    return number
+
+
+def _duration(text: str) -> float:
+    from runkit.durations import parse_duration
+
+    return parse_duration(text)
+
+
 def _port(text: str) -> int:
     port = _whole(text)
     if not 0 <= port <= 65535:
@@ -199,13 +247,19 @@ def _store():
 
 
 def _out(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    """Text for people: each line through runkit.printable, so other people's text that a view did not escape
+    itself still never reaches the terminal as control (escaping is idempotent: what a view escaped stays)."""
+    from runkit.printable import printable
+
+    lines = text[:-1] if text.endswith("\n") else text
+    sys.stdout.write("\n".join(printable(line) for line in lines.split("\n")) + "\n")
 
 
 def _json(data) -> None:
+    """JSON for scripts, as stored (ASCII: json's escapes keep every character)."""
     import json
 
-    _out(json.dumps(data, indent=None, sort_keys=True))
+    sys.stdout.write(json.dumps(data, indent=None, sort_keys=True) + "\n")
 
 
 # -- commands ------------------------------------------------------------------------------------------
@@ -241,6 +295,12 @@ def cmd_status(args) -> int:
 
         v = view(store, find(store, args.id))
         data = dict(status_json(v), spec=v.doc.spec.raw)
+        if v.state == "queued":
+            import time
+
+            from .overview import waiting_now
+
+            data["waiting"] = waiting_now(store, v.doc.spec, time.time())
         _json(data) if args.json else _out(render.job_details(data))
         return 0
     from .overview import overview
@@ -263,21 +323,29 @@ def cmd_watch(args) -> int:
     import json
     import time
 
+    from runkit.printable import printable
+
     from .documents import iso
-    from .watch import End, State, events
+    from .watch import End, State, Waiting, events
 
     out, err = sys.stdout, sys.stderr
     for event in events(_store(), args.id, interval=max(args.interval, 0.05)):
         if isinstance(event, End):
             return event.exit_status
-        if isinstance(event, State) and args.json:
+        if isinstance(event, Waiting):
+            if args.json:
+                out.write(json.dumps({"event": "waiting", "at": iso(time.time()), "reason": event.reason}) + "\n")
+            else:
+                err.write(f"{iso(time.time())} {event.job_id}: waiting: {event.reason or 'an agent has room for it'}\n")
+                err.flush()
+        elif isinstance(event, State) and args.json:
             out.write(json.dumps({"event": "state", "at": iso(time.time()), **event.data}, sort_keys=True) + "\n")
         elif isinstance(event, State):
             data = event.data
             where = f" on {data['instance_ref']}" if data.get("instance_ref") and data["state"] == "running" else ""
             result = f": {data['outcome']}" if data["terminal"] else ""
             code = f", exit {data['exit_code']}" if data["terminal"] and data.get("exit_code") is not None else ""
-            err.write(f"{iso(time.time())} {data['id']}: {event.label}{where}{result}{code}\n")
+            err.write(printable(f"{iso(time.time())} {data['id']}: {event.label}{where}{result}{code}") + "\n")  # one line
             err.flush()
         elif args.json:
             out.write(json.dumps({"event": "output", "attempt": event.attempt, "seq": event.seq,
@@ -291,6 +359,49 @@ def cmd_watch(args) -> int:
     return 1
 
 
+def cmd_logs(args) -> int:
+    from .logs import follow, tail_of
+    from .lookup import find
+
+    store = _store()
+    job_id = find(store, args.id)
+    out = sys.stdout.buffer
+    text, last = tail_of(store, job_id, args.tail, args.attempt)
+    out.write(text)
+    out.flush()
+    if not args.follow:
+        return 0
+    for item in follow(store, job_id, last, attempt=args.attempt, interval=max(args.interval, 0.05)):
+        if isinstance(item, int):
+            return item
+        out.write(item)
+        out.flush()
+    return 1
+
+
+def cmd_wait(args) -> int:
+    from runkit.outcomes import EXIT_WAIT_TIMED_OUT
+
+    from .watch import wait
+
+    if args.interval <= 0:
+        raise BadInput("--interval takes seconds above 0, e.g. --interval 0.5")
+    result = wait(_store(), args.ids, timeout=args.timeout, interval=args.interval)
+    if args.json:
+        _json(result)
+    if result["timed_out"]:
+        pending = [job["id"] for job in result["jobs"] if not job["terminal"]]
+        sys.stderr.write(f"{PROG}: wait timed out; still unfinished: {', '.join(pending)} (they go on)\n")
+        return EXIT_WAIT_TIMED_OUT
+    if not args.json and len(result["jobs"]) > 1:
+        from .render import shown
+
+        for job in result["jobs"]:
+            if job["exit_status"] != 0:
+                sys.stderr.write(f"{job['id']}: {shown(job['outcome'])} (exit {job['exit_status']})\n")
+    return result["exit_status"]
+
+
 def cmd_rerun(args) -> int:
     from . import submission
 
@@ -300,6 +411,18 @@ def cmd_rerun(args) -> int:
                "rerun_inputs": new.rerun_inputs, "inputs": new.spec.inputs})
     else:
         _out(new.id)
+    return 0
+
+
+def cmd_hold(args) -> int:
+    from .jobs.hold import hold, release
+    from .submission import whoami
+
+    report = (hold if args.job_command == "hold" else release)(_store(), args.id, by=whoami())
+    if args.json:
+        _json({"id": report.job_id, "held": report.doc.held, "changed": report.changed, "message": report.message})
+    else:
+        _out(report.message)
     return 0
 
 
@@ -316,6 +439,8 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_results(args) -> int:
+    from runkit.printable import printable
+
     from . import artifacts
     from .lookup import find
     from .transfer import progress_printer
@@ -327,13 +452,15 @@ def cmd_results(args) -> int:
                              ) if sys.stderr.isatty() else None
     got, refused = artifacts.results(store, job_id, args.dir, stall_timeout=store.stall_timeout, on_progress=shown)
     for entry in refused:
-        sys.stderr.write(f"{PROG}: {entry.get('name')!r} was not uploaded by the agent: {entry.get('reason')}\n")
+        sys.stderr.write(printable(f"{PROG}: {entry.get('name')!r} was not uploaded by the agent: {entry.get('reason')}")
+                         + "\n")
     if args.json:
         _json({"id": job_id, "artifacts": got, "refused": refused})
     else:
         for entry in got:
-            _out(f"{entry['name']}  {entry['size']} bytes  sha256 {entry['sha256']}  verified -> {entry['path']}")
-        _out(f"{len(got)} artifact(s) of {job_id} in {args.dir}")
+            _out(f"{printable(entry['name'])}  {entry['size']} bytes  sha256 {entry['sha256']}  verified -> "
+                 f"{printable(entry['path'])}")
+        _out(f"{len(got)} artifact(s) of {job_id} in {printable(args.dir)}")
     return 0
 
 
@@ -358,7 +485,9 @@ from .clifleet import (cmd_agent, cmd_doctor, cmd_may_delete, cmd_pause, cmd_rea
 
 COMMANDS = {
     ("submit",): cmd_submit, ("status",): cmd_status, ("job", "watch"): cmd_watch, ("job", "rerun"): cmd_rerun,
-    ("cancel",): cmd_cancel, ("queue", "pause"): cmd_pause, ("queue", "resume"): cmd_resume,
+    ("job", "hold"): cmd_hold, ("job", "release"): cmd_hold,
+    ("cancel",): cmd_cancel, ("logs",): cmd_logs, ("wait",): cmd_wait, ("queue", "pause"): cmd_pause,
+    ("queue", "resume"): cmd_resume,
     ("machine", "status"): cmd_machine_status, ("machine", "may-delete"): cmd_may_delete, ("results",): cmd_results,
     ("agent",): cmd_agent,
     ("artifact", "put"): cmd_artifact_put, ("checkpoint", "put"): cmd_checkpoint_put, ("repair",): cmd_repair, ("reap",): cmd_reap,
@@ -402,6 +531,7 @@ def _run(argv: list[str]) -> int:
             argv, command_words = argv[:cut], argv[cut + 1:]
         args = parser.parse_args(argv)
         args.cmd_words = command_words
+    check_text(args)
     sub = getattr(args, f"{args.command}_command", None) if args.command in ("job", "queue", "machine",
                                                                              "artifact", "schedule", "checkpoint") else None
     key = (args.command, sub) if sub is not None else (args.command,)
@@ -410,8 +540,43 @@ def _run(argv: list[str]) -> int:
     return COMMANDS[key](args)
 
 
+# Arguments that name local files: any bytes a file name may hold are accepted (what becomes a stored name, an
+# upload's or an artifact's, is checked where it is made). Every other text argument is stored or compared as text.
+PATH_ARGS = frozenset(("dir", "work_root", "batch", "paths", "upload"))
+SHOWN_AS = {"cmd": "CMD", "id": "ID", "sched_name": "NAME", "cron": "CRON", "dir": "DIR", "paths": "PATH",
+            "instance_ref": "INSTANCE_REF", "ids": "JOB", "cmd_words": "the command after --"}
+
+
+def check_text(args) -> None:
+    """Every text argument means something: BadInput, in one line, for an empty value or one whose bytes are not
+    UTF-8 (the shell passes any bytes; Python hands them over as lone surrogates, which no document can hold).
+    One check over every parsed value, so an option added later is covered too."""
+    from runkit.cliargs import text_problem
+
+    for dest, value in vars(args).items():
+        if dest == "positionals":  # the fast path's list, also set as `cmd`
+            continue
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if not isinstance(item, str):
+                continue
+            problem = text_problem(item, empty_ok=dest in ("cmd", "cmd_words"), any_bytes=dest in PATH_ARGS)
+            if problem:
+                shown = SHOWN_AS.get(dest) or "--" + dest.replace("_", "-")
+                hint = ("; a command may still make such bytes itself, e.g. printf '\\377'"
+                        if dest in ("cmd", "cmd_words") and item else "")
+                raise BadInput(f"{shown} {problem}{hint}")
+
+
 def _failure(error: Exception) -> tuple[str, int] | None:
     """stado's errors as (one line, exit code); the store's keep their own root and are translated here too."""
+    from runkit.printable import printable
+
+    said = _said(error)
+    return None if said is None else (printable(said[0]), said[1])  # a message may quote other people's text
+
+
+def _said(error: Exception) -> tuple[str, int] | None:
     if isinstance(error, StadoError):
         return str(error), error.exit_code
     from .objectstore.base import AccessDenied, ConfigError, StoreError, StoreUnavailable

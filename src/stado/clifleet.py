@@ -13,9 +13,10 @@ def cmd_pause(args) -> int:
     if args.json:
         _json({"paused": True, "already": already, "record": record})
     else:
-        why = f": {record.get('reason')}" if record.get("reason") else ""
-        _out(f"queue {'was already' if already else 'is now'} paused by {record.get('by')} at {record.get('at')}{why}; "
-             "submissions are still accepted")
+        from .render import pause_text
+
+        _out(f"{pause_text(record, 'queue was already paused' if already else 'queue is now paused')}; submissions are "
+             "still accepted")
     return 0
 
 
@@ -39,14 +40,20 @@ def cmd_agent(args) -> int:
 def cmd_schedule_add(args) -> int:
     from . import schedules
     from .batch import submission_from_args
-    from .submission import whoami
+    from .spec import check_name
+    from .submission import stored_spec, whoami
 
     words = getattr(args, "cmd_words", None)
     if not words:
         raise BadInput('missing command: stado schedule add NAME "CRON" [flags] -- CMD...')
-    args.name, args.input = args.sched_name, []
-    spec = submission_from_args(args, command=" ".join(words)).spec.to_json()
-    doc = schedules.add(_store(), args.sched_name, args.cron, spec, tz=args.tz, by=whoami())
+    check_name(args.sched_name)
+    schedules.parse_cron(args.cron, args.tz)  # all checked before an upload is stored
+    if args.name is None:
+        args.name = args.sched_name  # the fired jobs' name
+    store = _store()
+    schedules.refuse_taken(store, args.sched_name)
+    spec = stored_spec(store, submission_from_args(args, command=" ".join(words))).to_json()
+    doc = schedules.add(store, args.sched_name, args.cron, spec, tz=args.tz, by=whoami())
     if args.json:
         _json(doc)
     else:
@@ -59,16 +66,23 @@ def cmd_schedule_add(args) -> int:
 def cmd_schedule_list(args) -> int:
     from .schedules import list_schedules
 
-    found = list_schedules(_store())
+    problems: list[str] = []
+    found = list_schedules(_store(), problems=problems)
     if args.json:
-        _json({"schedules": found})
+        _json({"schedules": found, "problems": problems})
         return 0
-    if not found:
+    if not found and not problems:
         _out("no schedules (add one with `stado schedule add NAME \"CRON\" -- CMD`)")
-    for doc in found:
+    from runkit.printable import printable
+
+    from .render import shown
+
+    for doc in found:  # one line each: a schedule's words are escaped (a newline in its command shows as \n)
         state = "paused" if doc.get("paused") else f"next {doc.get('next_fire')}"
-        _out(f"{doc['name']}  {doc['cron']} ({doc.get('tz')})  {state}  fired {doc.get('fired', 0)}, skipped "
-             f"{doc.get('skipped', 0)}  {doc['spec'].get('command')}")
+        _out(f"{shown(doc['name'])}  {shown(doc['cron'])} ({shown(doc.get('tz'))})  {state}  fired "
+             f"{shown(doc.get('fired', 0))}, skipped {shown(doc.get('skipped', 0))}  {shown(doc['spec'].get('command'))}")
+    for problem in problems:
+        _out(f"problem: {printable(problem)}")
     return 0
 
 
@@ -79,7 +93,8 @@ def cmd_schedule_change(args) -> int:
     store = _store()
     if args.schedule_command == "rm":
         doc, changed = schedules.remove_schedule(store, args.sched_name), True
-        message = f"schedule {args.sched_name} removed; jobs it fired are kept"
+        message = (f"schedule {args.sched_name} removed; jobs it fired are kept" if doc is not None else
+                   f"corrupt schedule document {args.sched_name} removed; jobs it fired are kept")
     else:
         doc, changed = schedules.set_paused(store, args.sched_name, args.schedule_command == "pause", by=whoami())
         verb = "paused" if args.schedule_command == "pause" else "resumed"

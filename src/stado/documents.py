@@ -154,6 +154,7 @@ class Job(Record):
     last_result: dict | None = _field("last_result")  # type: ignore[assignment]
     settled_by: str | None = _field("settled_by")  # type: ignore[assignment]
     written_by: str | None = _field("written_by")  # type: ignore[assignment]
+    written_at: str | None = _field("written_at")  # type: ignore[assignment]
     submitted_at: str | None = _field("submitted_at")  # type: ignore[assignment]
     rerun_of: str | None = _field("rerun_of")  # type: ignore[assignment]
     outcome: str | None = _field("outcome")  # type: ignore[assignment]
@@ -164,6 +165,7 @@ class Job(Record):
     rerun_inputs: str | None = _field("rerun_inputs")  # type: ignore[assignment]
     cost_usd: float | None = _field("cost_usd")  # type: ignore[assignment]
     schedule: dict | None = _field("schedule")  # type: ignore[assignment]
+    held: dict | None = _field("held")  # type: ignore[assignment]  # a queue entry's hold: who, when (stado job hold)
 
     @property
     def spec(self) -> Spec:
@@ -242,7 +244,8 @@ _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "sub
            "claimed_at": _TEXT, "started_at": _TEXT, "finished_at": _TEXT, "lease_expires_at": _TEXT,
            "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT,
            "last_attempt": _OBJ,
-           "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT}
+           "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT,
+           "held": _OBJ}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
          "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,)}
@@ -309,13 +312,25 @@ def queued_doc(job_id: str, spec: dict, *, now: float, submitter: str, nonce: st
     return Job(doc)
 
 
+def held_doc(queued: Job, *, by: str, now: float, nonce: str) -> Job:
+    """The queue entry of a held job (`stado job hold`): the same entry with `held` (who, when), a new generation
+    and nonce. Written with put-if-match on the entry's version, so a claim that read the entry before finds its
+    delete of that version refused and gives the claim back: the entry's version decides which came first."""
+    return _next(queued, state=QUEUED, now=now, nonce=nonce, writer=by, held={"by": by, "at": iso(now)})
+
+
+def released_doc(queued: Job, *, by: str, now: float, nonce: str) -> Job:
+    """The queue entry of a held job released: `held` gone; the entry keeps its id, hence its place in the claim order."""
+    return _next(queued, state=QUEUED, now=now, nonce=nonce, writer=by, drop=("held",))
+
+
 # -- claim and renewal ---------------------------------------------------------------------------------
 
 def claim_doc(queued: Job, *, agent_id: str, instance_ref: str, now: float, lease_expires_at: float,
               nonce: str) -> Job:
     """The running document a claim creates. `claim` names this attempt for its whole life; `claimed_from`
     is the queue document's nonce, which tells a leftover queue entry (already claimed) from a newer one."""
-    return _next(queued, state=RUNNING, now=now, nonce=nonce, writer=agent_id, phase=RUNNING_PHASE,
+    return _next(queued, state=RUNNING, now=now, nonce=nonce, writer=agent_id, phase=RUNNING_PHASE, drop=("held",),
                  owner=agent_id, instance_ref=instance_ref, claim=nonce, claimed_from=queued.nonce,
                  claimed_at=iso(now), started_at=iso(now), lease_expires_at=iso(lease_expires_at),
                  lease_seconds=_lease_seconds(now, lease_expires_at), process=None, result=None, cancel=None)
@@ -571,5 +586,6 @@ def status_json(view: JobView) -> dict:
         "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "rerun_inputs": d.get("rerun_inputs"),
         "command": spec.get("command"),
         "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,
-        "problems": view.problems,
+        "held": d.get("held") if view.state == QUEUED else None,
+        "problems": view.problems, "schedule": d.get("schedule"),
     }

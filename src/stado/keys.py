@@ -134,6 +134,12 @@ def schedule(name: str) -> str:
     return f"{SCHEDULES}{name}.json"
 
 
+def schedule_name(key: str) -> str:
+    """The name a schedule's key stands for (the inverse of schedule())."""
+    name = key[len(SCHEDULES):] if key.startswith(SCHEDULES) else key
+    return name[:-len(".json")] if name.endswith(".json") else name
+
+
 def ready(priority: int, job_id: str) -> str:
     """The job's entry in the claim-order index: listing ready/ gives the highest priority first, then the
     oldest (ids sort by creation time)."""

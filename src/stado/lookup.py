@@ -9,6 +9,7 @@ from .objectstore.base import NotFound, ObjectStore, Version
 from .spec import check_name
 
 LIFECYCLE = ("queued", "running") + keys.TERMINAL_STATES
+_HEX = frozenset("0123456789abcdef")
 
 
 def records(store: ObjectStore, job_id: str, corrupt: list | None = None) -> dict[str, tuple[d.Job, Version]]:
@@ -60,20 +61,98 @@ def view(store: ObjectStore, job_id: str) -> d.JobView:
     raise JobNotFound(f"no job {job_id}: check the id with `stado status`")
 
 
+MIN_PREFIX = 6  # characters of an id prefix a lookup takes (hyphens not counted), as jobman's
+_PREFIX_SHOWN = 5  # candidates an ambiguous prefix names
+
+
 def find(store: ObjectStore, selector: str) -> str:
-    """An exact id, or a display name (the newest job that has it) -> the job's id."""
+    """What the user typed -> the job's id: an exact id; else a display name (the newest job that has it); else a
+    schedule's name (the newest job it fired); else a unique id prefix of at least 6 characters (hyphens optional).
+
+    A prefix costs one LIST per state directory, each starting at the prefix (list_page's start_after) and a
+    handful of keys long, whatever the directory holds. An ambiguous prefix is BadInput naming the candidates."""
     if is_uuid(selector):
         return selector
+    lowered = selector.lower()
+    if is_uuid(lowered):
+        return lowered
+    named = _newest_named(store, selector)
+    if named is not None:
+        return named
+    compact = lowered.replace("-", "")
+    hexish = bool(compact) and all(c in _HEX for c in compact)
+    if hexish and len(compact) >= MIN_PREFIX and len(compact) <= 32:
+        matches = with_prefix(store, hyphenated(compact))
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            shown = ", ".join(matches[:_PREFIX_SHOWN]) + (" ..." if len(matches) > _PREFIX_SHOWN else "")
+            raise BadInput(f"job id prefix {selector!r} is ambiguous: it matches {shown}; give more characters")
+        raise JobNotFound(f"no job named {selector!r} and no job id starts with it: see `stado status`")
+    if hexish and len(compact) < MIN_PREFIX:
+        raise JobNotFound(f"no job named {selector!r}, and an id prefix needs at least {MIN_PREFIX} characters: "
+                          "see `stado status`")
     try:
         check_name(selector)
     except BadInput:
-        raise JobNotFound(f"{selector!r} is neither a job id nor a job name: see `stado status`") from None
+        raise JobNotFound(f"{selector!r} is neither a job id, a job name nor an id prefix: see `stado status`") from None
+    raise JobNotFound(f"no job named {selector!r}: see `stado status` for names and ids")
+
+
+def _newest_named(store: ObjectStore, selector: str) -> str | None:
+    """The newest job with this display name, else the newest job the schedule of this name fired."""
+    try:
+        check_name(selector)
+    except BadInput:
+        return None
     ids = [e.key.rsplit("/", 1)[-1] for e in store.list(keys.name_prefix(selector))]
     for job_id in sorted((i for i in ids if is_uuid(i)), reverse=True):  # ids sort by creation time: newest first
         if has_records(store, job_id):
             return job_id
         # A name entry whose job was never written (the submit stopped between its two writes): skip it.
-    raise JobNotFound(f"no job named {selector!r}: see `stado status` for names and ids")
+    return _newest_fired(store, selector)
+
+
+def _newest_fired(store: ObjectStore, name: str) -> str | None:
+    """The job a schedule's latest fire time made (fired by an agent that wrote no name entry for it), if any."""
+    from .cas import read_json
+    from .schedules import fire_job_id
+
+    try:
+        found = read_json(store, keys.schedule(name))
+    except CorruptDocument:
+        return None  # `stado schedule list` tells about it
+    if found is None:
+        return None
+    doc = found[0]
+    try:
+        job_id = fire_job_id(doc, float(doc["last_fired"]))
+    except (KeyError, TypeError, ValueError):
+        return None  # never fired (or a damaged schedule: `stado schedule list` tells)
+    return job_id if has_records(store, job_id) else None
+
+
+def with_prefix(store: ObjectStore, prefix: str, limit: int = _PREFIX_SHOWN + 1) -> list[str]:
+    """Ids of the jobs whose id starts with `prefix` (hyphenated as ids are), at most `limit`, in id order."""
+    found: set[str] = set()
+    for state in LIFECYCLE:
+        directory = keys.STATE_PREFIXES[state]
+        for entry in store.list_page(directory, start_after=directory + prefix, limit=limit):
+            job_id = keys.job_id_of(entry.key, directory)
+            if job_id is None or not job_id.startswith(prefix):
+                break  # past the prefix: keys come in order
+            found.add(job_id)
+    return sorted(found)[:limit]
+
+
+def hyphenated(compact: str) -> str:
+    """A prefix of an id's 32 hex digits, with the hyphens an id has at those places (8-4-4-4-12)."""
+    out = []
+    for i, c in enumerate(compact[:32]):
+        if i in (8, 12, 16, 20):
+            out.append("-")
+        out.append(c)
+    return "".join(out)
 
 
 def has_records(store: ObjectStore, job_id: str) -> bool:

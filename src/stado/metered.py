@@ -55,5 +55,11 @@ class MeteredStore(ObjectStore):
         self._count("LIST", prefix)
         return iter(list(self.inner.list(prefix)))
 
+    def ring(self, topic):  # a local signal, not a request
+        self.inner.ring(topic)
+
+    def wake_fd(self, topic):
+        return self.inner.wake_fd(topic)
+
     def close(self):
         self.inner.close()

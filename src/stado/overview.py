@@ -8,7 +8,7 @@ from runkit.ids import is_uuid
 from . import documents as d
 from . import keys
 from .errors import CorruptDocument
-from .admission import is_live, silent_for, unschedulable
+from .admission import NO_AGENT, is_live, silent_for, unschedulable, waiting_reason
 from .cas import read
 from .pause import pause_record
 from .objectstore.base import NotFound, ObjectStore
@@ -26,6 +26,8 @@ class Overview:
     agents: list[dict] = field(default_factory=list)  # live agents' records
     stale_agents: list[dict] = field(default_factory=list)  # records of agents silent for too long (dead?)
     unschedulable: dict[str, str] = field(default_factory=dict)  # queued job id -> why no live agent fits
+    waiting: dict[str, str] = field(default_factory=dict)  # queued job id -> why it waits (agents full, none live)
+    no_agent: bool = False  # jobs are queued and no live agent serves the queue
 
 
 def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float | None = None) -> Overview:
@@ -133,10 +135,64 @@ def _notes(out: Overview, now: float) -> None:
                 promise = None
             if promise is not None and now > promise:
                 out.promise_passed[view.id] = now - promise  # until it is reaped or speaks again
+    held = held_by_agent(view for view in out.jobs if view.state == "running")
+    for view in out.jobs:
         if view.state == "queued":
             reason = unschedulable(view.doc.spec, out.agents, now)
             if reason:
                 out.unschedulable[view.id] = reason
+                continue
+            waits = waiting_reason(view.doc.spec, out.agents, held, now)
+            if waits == NO_AGENT:
+                out.no_agent = True
+            elif waits:
+                out.waiting[view.id] = waits
+    for record in out.agents:  # slot use and last sign of life as the running records tell them, not the record's
+        mine = held.get(str(record.get("agent")), [])
+        record["running_now"] = len(mine)
+        record["seen_ago"] = seen_ago(record, [v for v in out.jobs if v.state == "running"], now)
+
+
+def held_by_agent(running) -> dict[str, list]:
+    """Agent id -> the specs of the jobs its running records name it the owner of."""
+    held: dict[str, list] = {}
+    for view in running:
+        if view.doc.owner and d.process_may_run(view.doc):
+            held.setdefault(str(view.doc.owner), []).append(view.doc.spec)
+    return held
+
+
+def seen_ago(record: dict, running, now: float) -> float | None:
+    """Seconds since the agent last spoke: its record's last_seen, or a renewal of a job it runs (every poll), the
+    later."""
+    silent = silent_for(record, now)
+    for view in running:
+        if view.doc.owner == record.get("agent"):
+            try:
+                written = d.parse_iso(view.doc.written_at)
+            except (TypeError, ValueError):
+                continue
+            if written is not None and (silent is None or now - written < silent):
+                silent = now - written
+    return None if silent is None else max(0.0, silent)
+
+
+def waiting_now(store: ObjectStore, spec, now: float) -> str | None:
+    """Why a queued job waits (admission.waiting_reason), read for one job: the agents' records, and the running
+    records (one LIST each, a GET per record). None: an agent has room, or could not be told."""
+    out = Overview()
+    _agents(store, out, now)
+    for entry in store.list(keys.RUNNING):
+        job_id = keys.job_id_of(entry.key, keys.RUNNING)
+        if job_id is None:
+            continue
+        try:
+            found = read(store, entry.key, job_id)
+        except CorruptDocument:
+            continue
+        if found is not None:
+            out.jobs.append(d.JobView(job_id, d.RUNNING, found[0]))
+    return waiting_reason(spec, out.agents, held_by_agent(out.jobs), now)
 
 
 def output_since(store: ObjectStore, job_id: str, after: tuple[int, int]) -> list[tuple[tuple[int, int], bytes]]:

@@ -17,6 +17,10 @@ from .problems import CORRUPT, Problem
 
 def index(store: ObjectStore, queued: d.Job) -> None:
     store.put(keys.ready(queued.spec.priority or 0, queued.id), d.encode(queued))
+    store.ring(READY_TOPIC)  # an idle agent of this host claims it now, not at its next poll (the local directory)
+
+
+READY_TOPIC = "ready"  # what ObjectStore.ring tells: a job was put in the claim-order index
 
 
 def unindex(store: ObjectStore, queued: d.Job) -> None:

@@ -28,7 +28,7 @@ from . import documents as d
 from . import keys
 from .cas import create, new_nonce, read_json, remove, replace_json
 from .errors import BadInput, Conflict, CorruptDocument, StadoError
-from .objectstore.base import AlreadyExists, ObjectStore
+from .objectstore.base import AlreadyExists, NotFound, ObjectStore
 from .readyindex import index
 from .spec import check_name
 
@@ -105,19 +105,52 @@ def add(store: ObjectStore, name: str, cron: str, spec: dict, *, tz: str = "UTC"
     return doc
 
 
+def refuse_taken(store: ObjectStore, name: str) -> None:
+    """BadInput if a schedule of that name exists (told before anything is stored for a new one)."""
+    try:
+        store.head(keys.schedule(check_name(name)))
+    except NotFound:
+        return
+    raise BadInput(f"schedule {name!r} already exists: remove it first with `stado schedule rm {name}`")
+
+
 def get(store: ObjectStore, name: str):
+    """(the schedule, its version); NoSuchSchedule, or CorruptDocument naming `stado schedule rm NAME`."""
     check_name(name)
-    found = read_json(store, keys.schedule(name))
+    key = keys.schedule(name)
+    try:
+        found = read_json(store, key)
+    except CorruptDocument as e:
+        raise CorruptDocument(key, f"{e.reason}; `stado schedule rm {name}` removes it") from None
     if found is None:
         raise NoSuchSchedule(f"no schedule named {name!r}: see `stado schedule list`")
-    return found
+    return checked(key, found[0]), found[1]
 
 
-def remove_schedule(store: ObjectStore, name: str) -> dict:
-    doc, version = get(store, name)
-    if not remove(store, keys.schedule(name), version):
-        raise Conflict(f"schedule {name!r} changed while removing it; run the command again")
+def checked(key: str, doc: dict) -> dict:
+    """A schedule document as every reader needs it (its name, cron text and spec object); CorruptDocument
+    otherwise, whose text says how to remove it."""
+    name = keys.schedule_name(key)
+    if doc.get("name") != name or not isinstance(doc.get("cron"), str) or not isinstance(doc.get("spec"), dict):
+        raise CorruptDocument(key, f"not a schedule: its name, cron or spec is missing or wrong; `stado schedule rm "
+                                   f"{name}` removes it")
     return doc
+
+
+def remove_schedule(store: ObjectStore, name: str) -> dict | None:
+    """Remove the schedule (the document removed), or a corrupt document at its key (None): either way it fires no
+    more. Conflict when another writer changed it meanwhile."""
+    for _ in range(8):  # agents move last_fired at every fire: read again and remove that version
+        try:
+            doc, version = get(store, name)
+        except CorruptDocument:
+            try:
+                doc, version = None, store.head(keys.schedule(name)).version
+            except NotFound:
+                raise NoSuchSchedule(f"no schedule named {name!r}: see `stado schedule list`") from None
+        if remove(store, keys.schedule(name), version):
+            return doc
+    raise Conflict(f"schedule {name!r} kept changing while removing it; run the command again")
 
 
 def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: float | None = None) -> tuple[dict, bool]:
@@ -134,14 +167,23 @@ def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: flo
     raise Conflict(f"schedule {name!r} kept changing; run the command again")
 
 
-def list_schedules(store: ObjectStore, *, now: float | None = None) -> list[dict]:
+def list_schedules(store: ObjectStore, *, now: float | None = None, problems: list[str] | None = None) -> list[dict]:
+    """Every schedule with its next fire time. A corrupt one is left out and described in `problems` (with how to
+    remove it), so the healthy ones are still listed; without a `problems` list, CorruptDocument is raised."""
     t = time.time() if now is None else now
     out = []
     for entry in store.list(keys.SCHEDULES):
-        found = read_json(store, entry.key)
-        if found is None:
+        try:
+            found = read_json(store, entry.key)
+            if found is None:
+                continue
+            doc = checked(entry.key, found[0])
+        except CorruptDocument as e:
+            if problems is None:
+                raise
+            problems.append(str(e) if e.reason.endswith("removes it")
+                            else f"{e}; `stado schedule rm {keys.schedule_name(entry.key)}` removes it")
             continue
-        doc = found[0]
         try:
             upcoming = None if doc.get("paused") else d.iso(next_fire(doc, t))
         except (StadoError, KeyError, TypeError, ValueError, AttributeError):
@@ -201,6 +243,9 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
         made = create(store, keys.queued(job_id), queued)
         if made is not None:
             index(store, queued)
+            # Its name entry: `stado status NAME` finds the newest fire (the winner alone writes it; a crash
+            # before it leaves the latest fire found through the schedule's last_fired all the same).
+            store.put(keys.name_entry(doc["name"], job_id), job_id.encode())
             lines.append(f"schedule {doc['name']}: fired {d.iso(fire)} as job {job_id}")
     new = dict(doc, last_fired=fire if fire is not None else latest_skipped,
                fired=doc.get("fired", 0) + (fire is not None), skipped=doc.get("skipped", 0) + skipped,

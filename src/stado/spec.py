@@ -101,8 +101,11 @@ def validate(spec: JobSpec) -> JobSpec:
     """The spec unchanged if it is valid; else BadInput naming the first problem."""
     if not isinstance(spec.command, str) or not spec.command.strip():
         raise BadInput("empty command: give the shell command to run, e.g. stado submit \"python train.py\"")
-    if "\0" in spec.command or len(spec.command.encode()) > MAX_COMMAND_BYTES:
+    if "\0" in spec.command or len(spec.command.encode(errors="surrogatepass")) > MAX_COMMAND_BYTES:
         raise BadInput(f"command must be text without NUL bytes, at most {MAX_COMMAND_BYTES} bytes")
+    if not _utf8(spec.command):
+        raise BadInput(f"command {spec.command.encode(errors='surrogateescape')[:60]!r} is not valid UTF-8 text: a "
+                       "command is stored as UTF-8 (it may still make such bytes itself, e.g. printf '\\377')")
     if spec.name is not None:
         check_name(spec.name)
     _int(spec.priority, "priority", -1000, 1000, " (higher runs first)")
@@ -165,10 +168,19 @@ def check_artifact_name(name) -> str:
     from .errors import UnsafeArtifactName
 
     if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
-            or "\0" in name or len(name.encode()) > 255 or name != name.strip()):
+            or "\0" in name or not _utf8(name) or len(name.encode()) > 255 or name != name.strip()):
         raise UnsafeArtifactName(f"unsafe artifact name {name!r}: a name is one file name, without '/', "
                                  "'\\', NUL or surrounding spaces, and not '.' or '..'")
     return name
+
+
+def _utf8(text: str) -> bool:
+    """False for text holding lone surrogates (bytes that were not UTF-8, smuggled in by the OS or a JSON escape)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_input(text: str) -> tuple[str, str]:

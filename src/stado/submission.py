@@ -25,7 +25,10 @@ def whoami() -> str:
             user = pwd.getpwuid(os.getuid()).pw_name
         except (ImportError, KeyError):
             user = str(os.getuid())
-    return f"{user}@{os.uname().nodename}"
+    who = f"{user}@{os.uname().nodename}"
+    # Recorded as text in documents: bytes of the environment that are not UTF-8 are replaced, never stored as
+    # lone surrogates that other readers cannot take.
+    return who.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 class Submission(namedtuple("Submission", "spec inputs uploads", defaults=((), ()))):
@@ -44,7 +47,36 @@ def _producer(store: ObjectStore, selector: str, name: str) -> str:
     if producer is None or not has_records(store, producer):
         raise JobNotFound(f"--input {selector}:{name}: no job has the id or name {selector!r}; nothing was "
                           "submitted (see `stado status` for ids and names)")
+    _check_produced(store, selector, producer, name)
     return producer
+
+
+def _check_produced(store: ObjectStore, selector: str, producer: str, name: str) -> None:
+    """BadInput when the producer has completed without an artifact `name`: its record is final, so the input
+    could never be delivered. (A producer still queued or running may yet stage it; one that failed or was
+    cancelled fails the consumer with input_unavailable, as documented.)"""
+    from .artifacts import read_manifest
+    from .errors import ArtifactError, BadInput
+    from .objectstore.base import NotFound
+
+    try:
+        store.get(keys.terminal("completed", producer))
+    except NotFound:
+        return
+    try:
+        manifest = read_manifest(store, producer)
+    except ArtifactError:
+        return  # a damaged manifest: the agent's fetch says so, with the job
+    if manifest is None:
+        return  # no manifest yet: the completed record is being settled (the manifest is written before it)
+    names = [entry.get("name") for entry in manifest["artifacts"]]
+    if name not in names:
+        from runkit.printable import printable
+
+        has = ", ".join(printable(str(n)) for n in names[:10]) + (", ..." if len(names) > 10 else "")
+        raise BadInput(f"--input {printable(selector)}:{printable(name)}: job {producer} completed without an "
+                       f"artifact named {printable(name)!r} ({'it has: ' + has if names else 'it produced none'}); "
+                       "nothing was submitted")
 
 
 def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,
@@ -57,24 +89,9 @@ def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None
     planned: list[tuple[str, JobSpec, list]] = []
     batch_names: dict[str, str] = {}
     for item in items:
-        job_id = uuid7()
-        refs = []
-        for entry in item.inputs:
-            if isinstance(entry, InputRef):
-                refs.append(entry)
-                continue
-            selector, name = entry
-            producer = batch_names.get(selector) or _producer(store, selector, name)
-            refs.append(InputRef(producer, name, given=None if is_uuid(selector) else selector))
-        spec = validate(with_inputs(item.spec, tuple(refs)))
-        sends = []
-        if item.uploads:
-            from .uploads import check_names
-
-            sends = check_names(item.uploads, {ref.name for ref in refs})
-        planned.append((job_id, spec, sends))
-        if spec.name:
-            batch_names[spec.name] = job_id
+        planned.append(_plan(store, item, batch_names))
+        if planned[-1][1].name:
+            batch_names[planned[-1][1].name] = planned[-1][0]
     if any(sends for _, _, sends in planned):
         planned = _send_uploads(store, planned)
     docs = []
@@ -91,6 +108,37 @@ def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None
         index(store, doc)  # after the ledger entry: a crash in between is healed by the agents' slow pass
         docs.append(doc)
     return docs
+
+
+def _plan(store: ObjectStore, item: Submission, batch_names: dict[str, str]) -> tuple[str, JobSpec, list]:
+    """(a new job id, the spec with its inputs resolved to ids, [(path, name)] of the uploads to send): checked,
+    nothing written."""
+    job_id = uuid7()
+    refs = []
+    for entry in item.inputs:
+        if isinstance(entry, InputRef):
+            refs.append(entry)
+            continue
+        selector, name = entry
+        producer = batch_names.get(selector) or _producer(store, selector, name)
+        refs.append(InputRef(producer, name, given=None if is_uuid(selector) else selector))
+    spec = validate(with_inputs(item.spec, tuple(refs)))
+    sends = []
+    if item.uploads:
+        from .uploads import check_names
+
+        sends = check_names(item.uploads, {ref.name for ref in refs})
+    return job_id, spec, sends
+
+
+def stored_spec(store: ObjectStore, item: Submission) -> JobSpec:
+    """The spec a schedule keeps for every job it fires: its inputs resolved to ids now, as `stado submit` resolves
+    them, and its uploads stored now, once (under an id of their own that no job takes), so every fired job reads
+    the same bytes."""
+    planned = [_plan(store, item, {})]
+    if planned[0][2]:
+        planned = _send_uploads(store, planned)
+    return planned[0][1]
 
 
 def _send_uploads(store: ObjectStore, planned: list) -> list:

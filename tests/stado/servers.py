@@ -125,7 +125,7 @@ class SeaweedFS:
 
     @property
     def options(self) -> dict:
-        return {"endpoint": self.endpoint, "region": self.region}
+        return {"endpoint": self.endpoint, "region": self.region, "allow_http": True}
 
     def stop(self) -> None:
         _stop(self.proc)
@@ -218,7 +218,7 @@ class Azurite:
 
     @property
     def options(self) -> dict:
-        return {"endpoint": self.endpoint}
+        return {"endpoint": self.endpoint, "allow_http": True}
 
     def stop(self) -> None:
         _stop(self.proc)

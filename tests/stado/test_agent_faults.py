@@ -121,3 +121,50 @@ def test_jobs_waiting_for_a_producer_cost_almost_nothing_per_poll(tmp_path):
     assert per_job_per_poll <= 0.2, (per_job_per_poll, store.counts, sorted(store.by_prefix.items()), lines[-20:])
     print(f"{per_job_per_poll:.3f} requests per waiting job per poll over {polls} polls")
     assert all(lookup.view(inner, job["id"]).state == "queued" for job in waiting)
+
+
+def test_held_jobs_cost_an_agent_nothing_per_poll_and_are_not_claimed(tmp_path):
+    """20 held jobs (`stado job hold`): the agent reads each index entry once, sees the hold and skips it until its
+    entry changes: no request per held job per poll, and nothing is claimed. A released job is then claimed."""
+    import signal
+    import threading
+
+    from stado.jobs.hold import hold, release
+    from stado.metered import MeteredStore
+
+    inner = open_store(f"file://{tmp_path}/store")
+    held = submission.submit(inner, [Submission(JobSpec("true")) for _ in range(20)])
+    for job in held:
+        hold(inner, job["id"], by="op")
+    lines: list[str] = []
+    baseline = {}
+
+    class Counting(MeteredStore):
+        def list_page(self, prefix, **kw):
+            if prefix == keys.READY and self.by_prefix.get(("LIST", "ready"), 0) == 2 and not baseline:
+                baseline.update(self.counts)  # the first polls read each held entry once, and the probe ran
+                baseline["polls"] = 2
+            return super().list_page(prefix, **kw)
+
+    store = Counting(inner)
+    agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.3,
+                                     settle_seconds=3600, index_seconds=3600, schedules=False, host="h"),
+                  log=lines.append)
+    timer = threading.Timer(4.0, lambda: signal.raise_signal(signal.SIGTERM))
+    timer.start()
+    try:
+        assert agent.run() == 0
+    finally:
+        timer.cancel()
+    polls = store.by_prefix[("LIST", "ready")] - baseline["polls"]
+    assert polls >= 5, polls
+    others = sum(store.counts.values()) - sum(baseline[k] for k in store.counts) - polls
+    assert others <= polls, (others, store.counts, lines[-10:])  # its record's refreshes, never a read per held job
+    assert all(lookup.view(inner, job["id"]).state == "queued" for job in held)
+    assert sum("held by op: not claimed" in line for line in lines) == 20  # said once each
+    release(inner, held[0]["id"], by="op")
+    again = Agent(inner, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.1,
+                                     until_idle=True, schedules=False, host="h"), log=lines.append)
+    assert again.run() == 0
+    assert lookup.view(inner, held[0]["id"]).state == "completed"
+    assert all(lookup.view(inner, job["id"]).state == "queued" for job in held[1:])

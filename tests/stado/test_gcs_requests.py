@@ -80,7 +80,7 @@ def recorder():
 def test_gcs_conditional_writes_on_the_wire(recorder):
     server, handler = recorder
     # A static bearer token: obstore must not look for cloud credentials (a metadata server) in a test.
-    store = open_store("gs://bucket/prefix", {"endpoint": f"http://127.0.0.1:{server.server_port}", "max_retries": 0},
+    store = open_store("gs://bucket/prefix", {"endpoint": f"http://127.0.0.1:{server.server_port}", "allow_http": True, "max_retries": 0},
                        env={"GOOGLE_BEARER_TOKEN": "test-token"})
     created = store.put_if_absent("running/j1.json", b"{}")
     assert created == Version('"etag-1000"', "1000")

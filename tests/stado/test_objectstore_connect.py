@@ -213,7 +213,7 @@ def test_file_store_keeps_locks_and_temporaries_out_of_listings(tmp_path):
     store.put("status/j1/output/0001", b"2")
     store.delete("status/j1/output/0001")
     assert [entry.key for entry in store.list("")] == ["queue/j1.json"]
-    assert sorted(os.listdir(tmp_path / "s")) == ["locks", "objects", "tmp"]
+    assert sorted(os.listdir(tmp_path / "s")) == ["locks", "objects", "tmp", "wake"]
     assert os.listdir(tmp_path / "s" / "objects") == ["queue"]  # emptied directories are pruned
     assert os.listdir(tmp_path / "s" / "locks")
 
@@ -247,7 +247,8 @@ def test_no_credentials_is_said_as_such_not_as_a_refusal(url, hint):
     failing is not the endpoint refusing anything (the endpoint here does not even listen)."""
     from stado.objectstore import AccessDenied
 
-    options = {"endpoint": "http://127.0.0.1:1", "max_retries": 0, "retry_timeout": 2, "connect_timeout": 1}
+    options = {"endpoint": "http://127.0.0.1:1", "max_retries": 0, "retry_timeout": 2, "connect_timeout": 1,
+               "allow_http": True}
     if url.startswith("az://"):
         options["account"] = "acct"
     store = open_store(url, options, env={})
@@ -259,5 +260,38 @@ def test_no_credentials_is_said_as_such_not_as_a_refusal(url, hint):
 
 
 def test_an_azure_store_without_an_account_says_what_to_set():
-    message = one_line_error(lambda: open_store("az://c/p", {"endpoint": "http://127.0.0.1:1"}, env={}))
+    message = one_line_error(lambda: open_store("az://c/p", {"endpoint": "http://127.0.0.1:1", "allow_http": True}, env={}))
     assert "no storage account" in message and "AZURE_STORAGE_ACCOUNT_NAME" in message
+
+
+@pytest.mark.parametrize("url, options, env", [
+    ("s3://b/p", {"endpoint": "http://127.0.0.1:8333"}, {}),
+    ("s3://b/p", {"endpoint": "HTTP://127.0.0.1:8333", "allow_http": False}, {}),
+    ("s3://b/p", {}, {"AWS_ENDPOINT_URL": "http://127.0.0.1:8333"}),
+    ("az://c/p", {"endpoint": "http://127.0.0.1:10000/devstoreaccount1", "account": "acct"}, {}),
+    ("gs://b/p", {"endpoint": "http://127.0.0.1:4443"}, {}),
+])
+def test_a_plain_http_endpoint_is_refused_without_allow_http(url, options, env):
+    """As docs/stado.md says: allow_http is what allows a plain-HTTP endpoint (issue 23: it was used anyway)."""
+    message = one_line_error(lambda: open_store(url, options, env=env))
+    assert "is plain HTTP" in message and "allow_http = true" in message
+    assert ("AWS_ENDPOINT_URL" if env else "endpoint") in message
+    allowed = open_store(url, {**options, "allow_http": True}, env=env)  # the same, allowed: opens
+    allowed.close()
+
+
+def test_azurite_s_emulator_setting_allows_its_plain_http_endpoint():
+    open_store("az://c/p", {"emulator": True}, env={}).close()
+
+
+@pytest.mark.parametrize("url", ["file:///tmp/stado-q?y=1", "file:///tmp/stado-q#f", "s3://b/p?versionId=1",
+                                 "az://c/p#x", "memory://n?x"])
+def test_a_store_url_with_a_query_or_fragment_is_refused(url, tmp_path):
+    assert "has a query or fragment" in one_line_error(lambda: open_store(url, env={}))
+    assert not os.path.exists("/tmp/stado-q?y=1") and not os.path.exists("/tmp/stado-q#f")
+
+
+def test_a_credential_variable_that_is_not_utf8_is_one_line():
+    message = one_line_error(lambda: open_store("s3://b/p", {"endpoint": "https://s3.example.com"},
+                                                env={"AWS_ACCESS_KEY_ID": "a\udcff", "AWS_SECRET_ACCESS_KEY": "b"}))
+    assert message == "AWS_ACCESS_KEY_ID holds bytes that are not UTF-8: fix or unset it"

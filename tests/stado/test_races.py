@@ -153,3 +153,70 @@ def test_a_claim_pass_never_starts_a_job_that_has_a_terminal_record(store):
     store.put_if_absent(keys.queued(job), d.encode(leftover))
     assert claim(store, job, "second") is None
     assert state_keys(store, job) == [keys.terminal("completed", job)]
+
+
+# `stado job hold` against a claim: the queue entry's version decides which came first, and the job runs at most once.
+
+def _hold(store, job):
+    from stado.jobs.hold import hold
+
+    return hold(store, job, by="op")
+
+
+def test_a_hold_while_a_claim_holds_running_is_refused_and_the_claim_runs(store):
+    """A claim created running/ and is about to delete the queue entry: `stado job hold` reads the job as running
+    (readers resolve running/ over queue/), says so and writes nothing; the claim goes on and starts the job."""
+    from stado.jobs.hold import NotQueued
+
+    job = submit(store)
+    about_to_delete = store.hold("claimant", "delete_if_match", keys.queued(job), when="before")
+    claimant, box = in_thread("claimant", lambda: claim(store, job, "claimant"))
+    about_to_delete.wait_reached()
+    with pytest.raises(NotQueued, match="is running on local@claimant"):
+        _hold(store, job)
+    about_to_delete.release()
+    claimant.join()
+    assert box["result"] is not None and box["result"][0].owner == "claimant"
+    assert state_keys(store, job) == [keys.running(job)]
+
+
+def test_a_hold_between_a_claim_s_check_and_its_delete_wins(store):
+    """The same window, the hold written straight to the queue entry (as hold() does once it has read it queued):
+    the claim must not start the job."""
+    job = submit(store)
+    queued, version = cas.read(store, keys.queued(job), job)
+    about_to_delete = store.hold("claimant", "delete_if_match", keys.queued(job), when="before")
+    claimant, box = in_thread("claimant", lambda: jobs.claim(store, queued, agent_id="claimant",
+                                                             instance_ref="local@claimant", lease_expires_at=1e12,
+                                                             queued_version=version))
+    about_to_delete.wait_reached()
+    held = d.held_doc(queued, by="op", now=1e9, nonce=cas.new_nonce())
+    assert cas.replace(store, keys.queued(job), held, version)[0] is not None
+    about_to_delete.release()
+    claimant.join()
+    assert box == {"result": None}                                   # given back: nothing started
+    assert state_keys(store, job) == [keys.queued(job)]
+    assert cas.read(store, keys.queued(job), job)[0].held["by"] == "op"
+    assert claim(store, job, "next") is None                         # held: no claim takes it
+
+
+def test_a_hold_after_a_claim_s_read_makes_the_claim_stale_and_a_claim_first_refuses_the_hold(store):
+    """A claim that read the entry before a hold creates running/ after it: its check sees a newer entry and gives the
+    claim back. A hold that comes after a claim's delete finds the job running and writes nothing. Released, the job
+    is claimed and runs once."""
+    from stado.jobs.hold import NotQueued, release
+
+    job = submit(store)
+    stale = cas.read(store, keys.queued(job), job)
+    assert _hold(store, job).changed
+    assert jobs.claim(store, stale[0], agent_id="stale", instance_ref="local@stale", lease_expires_at=1e12,
+                      queued_version=stale[1]) is None
+    assert state_keys(store, job) == [keys.queued(job)]
+    assert release(store, job, by="op").changed
+    doc, version = claim(store, job, "owner")
+    with pytest.raises(NotQueued, match="is running on local@owner"):
+        _hold(store, job)
+    assert jobs.finish(store, doc, version, OK)["state"] == "completed"
+    with pytest.raises(NotQueued, match=r"has ended \(completed\)"):
+        _hold(store, job)
+    assert state_keys(store, job) == [keys.terminal("completed", job)]

@@ -83,7 +83,7 @@ def test_doctor_checks_a_store(stado_env):
 
 def test_doctor_says_an_unreachable_store_fails(tmp_path):
     config = tmp_path / "stado.toml"
-    config.write_text('[store]\nurl = "s3://nobucket/x"\nendpoint = "http://127.0.0.1:9"\nregion = "us-east-1"\n'
+    config.write_text('[store]\nurl = "s3://nobucket/x"\nendpoint = "http://127.0.0.1:9"\nregion = "us-east-1"\nallow_http = true\n'
                       "max_retries = 0\nretry_timeout = 1\n")
     env = {"PATH": "/usr/bin:/bin", "STADO_CONFIG": str(config), "AWS_ACCESS_KEY_ID": "x",
            "AWS_SECRET_ACCESS_KEY": "y", "HOME": str(tmp_path)}

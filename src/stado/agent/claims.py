@@ -257,6 +257,9 @@ class ClaimPass:
         if ledger is None:
             remove(self.ctx.store, entry.key, entry.version)
             self.queue.forget(entry.key)
+        elif ledger[0].held:  # held since the index entry was read (its copy follows): not claimed
+            self.queue.skip(entry)
+            return None
         return ledger
 
     def _candidate(self, job_id: str, entry: Entry) -> d.Job | None:
@@ -268,6 +271,10 @@ class ClaimPass:
             self.ctx.log_once(entry.key, entry.version, f"{e}: skipped")
             return None
         if found is None:
+            return None
+        if found[0].held:  # `stado job hold`: skipped, at no cost, until its entry changes (a release rewrites it)
+            self.queue.skip(entry)
+            self.ctx.log_once(entry.key, entry.version, f"{job_id}: held by {found[0].held.get('by')}: not claimed")
             return None
         reason = why_not(found[0].spec, self.ctx.offer)
         if reason:

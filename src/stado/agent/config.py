@@ -14,12 +14,22 @@ from ..objectstore.base import DEFAULT_STALL_TIMEOUT
 MAX_PRICE_PER_HOUR = 1_000_000.0
 
 
+_HOST_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_HOST_CHARS = _HOST_START | frozenset(".-_")
+
+
+def _is_host(host) -> bool:
+    return (isinstance(host, str) and 0 < len(host) <= 253 and host[0] in _HOST_START
+            and all(c in _HOST_CHARS for c in host))
+
+
 @dataclass
 class AgentConfig:
     work_root: str
     stado_bin: str
     slots: int = 1
-    poll_seconds: float = 5.0
+    poll_seconds: float = 5.0       # the longest between two claim passes (an idle agent's), and between renewals
+    busy_poll_seconds: float = 0.5  # between claim passes while they claim: doubled after each that claims nothing
     host: str = field(default_factory=socket.gethostname)
     # The offer: what jobs may reserve. A job is claimed only when its envelope fits what is free.
     capabilities: frozenset[str] = frozenset()
@@ -50,9 +60,12 @@ class AgentConfig:
         """The config unchanged if every setting can work; BadInput naming the first that cannot."""
         from ..spec import check_token
 
+        if not _is_host(self.host):
+            raise BadInput(f"bad --host {self.host!r} (or STADO_HOST): a host name is letters, digits, '.', '-' and "
+                           "'_' (at most 253), starting with a letter or digit; it names the agent in local@HOST")
         if self.slots < 1:
             raise BadInput("--slots must be at least 1")
-        for name in ("poll_seconds", "settle_seconds", "index_seconds", "kill_after"):
+        for name in ("poll_seconds", "busy_poll_seconds", "settle_seconds", "index_seconds", "kill_after"):
             if not getattr(self, name) > 0:
                 raise BadInput(f"--{name.replace('_', '-')} must be greater than 0")
         if self.cores is not None and self.cores < 1:

@@ -11,7 +11,10 @@ agent through its decisions with a ManualClock and no sleep (tests/stado/inproce
 
 Before its first tick it refuses a store that ignores conditions (storecheck.py) and settles the jobs the
 worker it replaced on this host left behind (takeover.py). Transfers (inputs, output, artifacts) run on
-threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal.
+threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal. A store
+that can ring (the local directory: ObjectStore.wake_fd) wakes it when a job is indexed, so an idle agent claims at
+once; otherwise its claim passes come every --busy-poll-seconds while they claim, backing off to --poll-seconds.
+A job's timeout and the SIGKILL --kill-after past SIGTERM are deadlines of its slot (Slot.due), not of the poll.
 
 SIGTERM or SIGINT: the agent stops claiming and lets running jobs finish (they keep renewing their
 leases), then exits. Drained (`stado agent --drain`: a request file beside its lock, then SIGTERM), it also
@@ -70,7 +73,7 @@ class Agent:
         self.holdings = Holdings(self.offer)  # what its slots reserve of the offer
         self.job_env = dict(os.environ)
         self.secrets = secret_values(self.job_env)
-        self._log = log or (lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
+        self._log = log or _stderr_line  # its log names other people's text (a pause's reason, who held a job)
         self.host = host or ProcessHost()
         self.ctx = AgentContext(store=store, agent_id=self.id, cfg=config, clock=self.clock,
                                 lease=LeaseClock(config.poll_seconds, config.late_cap), log=self.log, host=self.host,
@@ -86,6 +89,9 @@ class Agent:
         self._wake_r: int | None = None
         self._wake_w: int | None = None
         self._freed = False          # a slot went: claim at once rather than at the next poll
+        self._ring_fd: int | None = None  # readable when a submit on this host rang the store (the local directory)
+        self._rung = False           # it rang: claim at once
+        self._poll = min(config.busy_poll_seconds, config.poll_seconds)  # between claim passes now (next_poll)
         self._last_claim = -1e18
         self._record_due = self._settle_due = self._index_due = self._schedules_due = 0.0
         self._watch = Watch()  # how long each running document has looked unchanged to this agent (reaper.Watch)
@@ -156,8 +162,8 @@ class Agent:
             return True
         eligible = None
         mono = self.clock.monotonic()
-        if self._may_claim() and (mono - self._last_claim >= self.cfg.poll_seconds or self._freed):
-            self._freed = False
+        if self._may_claim() and (mono - self._last_claim >= self._poll or self._freed or self._rung):
+            self._freed = self._rung = False
             self._last_claim = mono
             eligible = self.guard(self.claim)
         if self.cfg.until_idle and not self.slots and eligible == 0:
@@ -170,9 +176,11 @@ class Agent:
         """One claim pass (claims.ClaimPass), its decisions recorded as they come. Returns how many claimable jobs
         it saw (0: nothing to do)."""
         claim_pass = ClaimPass(self.ctx, self.queue, running=set(self.slots), room=self.room())
+        claimed, backoff = False, None
         for decision in claim_pass:
+            claimed = claimed or isinstance(decision, (Claim, Hold))
             if isinstance(decision, Backoff):
-                self._last_claim = self.clock.monotonic() + decision.seconds - self.cfg.poll_seconds
+                backoff = decision.seconds
                 self._freed = False
             elif isinstance(decision, Hold):
                 unsure = decision.unsure
@@ -186,7 +194,17 @@ class Agent:
                 slot = self.runner.claimed(decision.doc, decision.version, claimed_mono=decision.claimed_mono)
                 self._record(slot)
                 self.runner.begin(slot, inputs_missing=decision.inputs_missing, draining=self.draining)
+        self._poll = self.next_poll(claimed)
+        if backoff is not None:  # lost a race: the next pass comes `backoff` from now
+            self._last_claim = self.clock.monotonic() + backoff - self._poll
         return claim_pass.seen
+
+    def next_poll(self, claimed: bool) -> float:
+        """Seconds to the next claim pass: --busy-poll-seconds after a pass that claimed (work is arriving: on a
+        remote store, the next job is found within that), doubled after each pass that claimed nothing, up to
+        --poll-seconds (an idle agent costs one LIST a poll). A ring (the local directory) claims at once anyway."""
+        fast = min(self.cfg.busy_poll_seconds, self.cfg.poll_seconds)
+        return fast if claimed else min(max(self._poll, fast) * 2, self.cfg.poll_seconds)
 
     def _record(self, slot: Slot) -> None:
         self.slots[slot.job_id] = slot
@@ -229,16 +247,17 @@ class Agent:
         old = {sig: signal.signal(sig, self._on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
         old["wakeup"] = signal.set_wakeup_fd(self._wake_w)
+        self._ring_fd = self.store.wake_fd(readyindex.READY_TOPIC)
         return old
 
     def _restore_signals(self, old) -> None:
         signal.set_wakeup_fd(old.pop("wakeup"))
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        for fd in (self._wake_r, self._wake_w):
+        for fd in (self._wake_r, self._wake_w, self._ring_fd):
             if fd is not None:
                 os.close(fd)
-        self._wake_r = self._wake_w = None
+        self._wake_r = self._wake_w = self._ring_fd = None
 
     def _on_stop(self, signum, _frame) -> None:
         self.stop(signal.Signals(signum).name, drain=os.path.exists(drain_path(self.cfg.work_root, self.id)))
@@ -276,24 +295,26 @@ class Agent:
         timeout = max(0.0, deadline - self.clock.monotonic())
         if self._wake_r is None:
             return
+        watched = [self._wake_r] if self._ring_fd is None else [self._wake_r, self._ring_fd]
         try:
-            ready, _, _ = select.select([self._wake_r], [], [], timeout)
+            ready, _, _ = select.select(watched, [], [], timeout)
         except InterruptedError:
             return
-        if ready:
-            proc.drain(self._wake_r)
+        for fd in ready:
+            proc.drain(fd)
+            self._rung = self._rung or fd == self._ring_fd
 
     def next_deadline(self) -> float:
         """When the loop next has something to do, on this host's monotonic clock."""
         mono = self.clock.monotonic()
         deadline = min(self._settle_due, self._record_due, self._index_due)
         if self._may_claim():  # a full agent does not poll the queue: no deadline for it (no busy loop)
-            deadline = min(deadline, self._last_claim + self.cfg.poll_seconds)
+            deadline = min(deadline, self._last_claim + self._poll)
         if self.cfg.schedules:
             deadline = min(deadline, self._schedules_due)
         for slot in self.slots.values():
-            deadline = min(deadline, slot.due(mono, self.cfg.poll_seconds))
-        return mono if self._freed and self._may_claim() else deadline
+            deadline = min(deadline, slot.due(mono, self.cfg.poll_seconds, self.cfg.kill_after))
+        return mono if (self._freed or self._rung) and self._may_claim() else deadline
 
     # -- what its slots hold --------------------------------------------------------------------------------
 
@@ -402,3 +423,11 @@ class Agent:
 
 def run_agent(store: ObjectStore, config: AgentConfig) -> int:
     return Agent(store, config).run()
+
+
+def _stderr_line(line: str) -> None:
+    """The agent's log line on stderr, other people's text in it escaped (runkit.printable): one line each."""
+    from runkit.printable import printable
+
+    sys.stderr.write(printable(line) + "\n")
+    sys.stderr.flush()

@@ -191,7 +191,7 @@ class SlotRunner:
         if slot.adopted and not slot.gone and not ctx.host.alive(slot.process):
             slot.ended(self._adopted_exit(slot))
         timeout = slot.doc.spec.timeout
-        if (not slot.gone and slot.process and timeout and mono - slot.started_mono > timeout
+        if (not slot.gone and slot.process and timeout and mono - slot.started_mono >= timeout
                 and slot.stop is None):
             self.stop(slot, Stop.TIMEOUT)
         if not slot.gone and slot.process and slot.stop is None:

@@ -106,13 +106,18 @@ class Slot:
     def ended(self, exit_status: tuple) -> None:
         self.exit, self.phase = exit_status, Phase.ENDED
 
-    def due(self, now_mono: float, poll: float) -> float:
-        """When this slot next needs the loop."""
+    def due(self, now_mono: float, poll: float, kill_after: float | None = None) -> float:
+        """When this slot next needs the loop (`kill_after`: when stopping, SIGKILL falls due that long after SIGTERM)."""
         due = self.renew_due
         if not self.started:
             due = min(due, self.launch_due)
         if self.close_due > now_mono:
             due = min(due, self.close_due)
+        timeout = self.doc.spec.timeout
+        if timeout and self.process and self.stop is None and not self.gone:
+            due = min(due, self.started_mono + timeout)  # kept by the agent's own timer, not the next poll
+        if self.stop and self.process and not self.kill_sent and self.stop_sent and kill_after is not None:
+            due = min(due, self.stop_sent + kill_after)  # to the millisecond, not at the next 50 ms look
         if self.stop or (self.adopted and not self.gone):
             due = min(due, now_mono + min(0.05 if self.stop else 0.5, poll))
         return due

@@ -29,6 +29,8 @@ def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str
         if found is None:
             return None
         queued, queued_version = found
+    if queued.held:
+        return None  # `stado job hold`: not claimed until released (agents skip it before they get here)
     doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t,
                       lease_expires_at=lease_expires_at, nonce=new_nonce())
     try:
@@ -81,10 +83,19 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
         return None
     faults.point("claim-written")
     try:
-        if remove(store, keys.queued(job_id), queued_version):
-            unindex(store, queued)
+        removed = remove(store, keys.queued(job_id), queued_version)
     except StoreError:
-        pass  # the claim is won; a leftover queue entry is removed by the next pass (_finish_interrupted_claim)
+        removed = None  # landed or not: a leftover queue entry is removed by the next pass (_finish_interrupted_claim)
+    if removed:
+        try:
+            unindex(store, queued)
+        except StoreError:
+            pass  # the claim is won; the index entry points nowhere and the next pass removes it
+    elif _held_since(store, queued):  # a StoreError here: not known yet (Unverified: checked again next tick)
+        # `stado job hold` replaced the very entry this claim came from before its delete: the hold came first (the
+        # entry's version decides), so the claim is given back and nothing starts. The held entry stays.
+        give_back(store, doc, version, writer=writer, now=now)
+        return None
     # Last, that the claim still stands: a claimant that stalled past its promise may have been reaped, and the
     # job claimed and started by another worker since (the queue entry would then be gone, as it is now).
     current = read(store, keys.running(job_id), job_id)
@@ -94,6 +105,12 @@ def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued
         settle(store, *current, writer=writer, now=now)  # a cancel reached the claim first: nothing was started
         return None
     return current if current[0].running_phase else None
+
+
+def _held_since(store: ObjectStore, queued: d.Job) -> bool:
+    """Whether the queue entry a claim came from has been replaced by a hold of it (a newer generation, held)."""
+    current = read(store, keys.queued(queued.id), queued.id)
+    return current is not None and bool(current[0].held) and current[0].generation > queued.generation
 
 
 def stale_claim(store: ObjectStore, queued: d.Job) -> str | None:

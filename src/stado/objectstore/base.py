@@ -184,5 +184,14 @@ class ObjectStore:
                 break
         return out
 
+    def ring(self, topic: str) -> None:
+        """Tell the processes of this host that wait on `topic` (wake_fd) that it changed. A no-op unless the backend
+        can (the local directory); never raises: a lost ring costs a waiter its next poll, nothing else."""
+
+    def wake_fd(self, topic: str) -> int | None:
+        """A descriptor that turns readable after a ring(topic) by any process of this host (read it empty with
+        runkit.proc.drain; the caller closes it), or None: the backend cannot ring, and the caller polls."""
+        return None
+
     def close(self) -> None:
         pass

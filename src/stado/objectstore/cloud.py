@@ -82,6 +82,18 @@ def one_line(text: str) -> str:
     return ", ".join(parts)
 
 
+PROTOCOLS = {"s3": "S3", "azure": "Azure Blob", "gcs": "Google Cloud Storage"}
+# An answer no object store gives: an HTML page as an error (stores answer errors in XML or JSON, with their own
+# error code), a listing that is not a listing, or a server that does not know PUT at all. (A gateway's 502-504
+# page is the path to the store failing, not the endpoint: that stays "cannot reach".)
+_HTML = re.compile(r"non-2xx status code: (?!50[234])\d{3}[^:]*: \s*<(!DOCTYPE html|html)", re.IGNORECASE)
+_NOT_A_STORE = re.compile(r"invalid list response|status code: 50[15] [^:]*: (?![\s\S]*<Code>)", re.IGNORECASE)
+
+
+def _not_a_store(text: str) -> bool:
+    return bool(_HTML.search(text) or _NOT_A_STORE.search(text))
+
+
 def is_panic(exc: BaseException) -> bool:
     """pyo3 turns a panic in obstore's Rust code into pyo3_runtime.PanicException, a BaseException that
     cannot be imported by name: recognise it by its type's name."""
@@ -101,6 +113,10 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None) ->
 
     text = str(exc)
     detail = one_line(text)
+    if _not_a_store(text):
+        return StoreUnavailable(f"{where} is not an object store ({detail}{', an HTML page' if _HTML.search(text) else ''}"
+                                f"): the endpoint answers, but not with the {PROTOCOLS[provider]} API; check the "
+                                "endpoint in STADO_CONFIG (its host, port and path)")
     if isinstance(exc, FileNotFoundError):
         if any(marker in text for marker in _MISSING_BUCKET):
             return StoreUnavailable(f"{where}: the bucket or container does not exist ({detail}); create it or fix "

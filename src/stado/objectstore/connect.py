@@ -17,7 +17,7 @@ STADO_CONFIG names a TOML file with one table::
     url = "s3://stado/q"
     endpoint = "http://127.0.0.1:8333"   # S3-compatible server, Azure endpoint or GCS base URL
     region = "us-east-1"
-    allow_http = true                    # only for a plain-HTTP endpoint
+    allow_http = true                    # needed for a plain-HTTP endpoint (refused without it)
     # az:// only: account = "NAME", emulator = true (Azurite's well-known account and key)
     # any cloud: connect_timeout = 5, timeout = 60, max_retries = 4, retry_timeout = 20 (seconds)
     # any cloud: stall_timeout = 600: a transfer that moves no bytes for this long is ended (seconds; off
@@ -78,6 +78,10 @@ def open_store(url: str, options: Mapping[str, object] | None = None, *,
     if not sep:
         raise ConfigError(f"store url {url!r} has no scheme: use file:///abs/path, s3://bucket/prefix, "
                           "az://container/prefix, gs://bucket/prefix or memory://")
+    if "?" in rest or "#" in rest:
+        raise ConfigError(f"store url {_shown(url)} has a query or fragment ('?' or '#'), which no store takes: give "
+                          f"the {'path' if scheme == 'file' else 'bucket and prefix'} alone, e.g. "
+                          f"{'file:///srv/stado' if scheme == 'file' else scheme + '://NAME/prefix'}")
     if scheme == "file":
         return _open_file(url, rest, options)
     if scheme == "memory":
@@ -145,6 +149,9 @@ def load_config(path: str) -> tuple[str, dict[str, object]]:
         raise ConfigError(f"cannot read STADO_CONFIG file {path} ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"STADO_CONFIG file {path} is not valid TOML ({exc}): fix it") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"STADO_CONFIG file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start}): TOML files are UTF-8; fix it") from None
     table = doc.get("store")
     if not isinstance(table, dict) or not isinstance(table.get("url"), str):
         raise ConfigError(f"STADO_CONFIG file {path} needs a [store] table with url = \"s3://bucket/prefix\" "
@@ -275,6 +282,10 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
     config: dict[str, object] = {}
     for var, key in CREDENTIAL_ENV[provider]:
         if env.get(var) and key not in config:
+            try:
+                env[var].encode()
+            except UnicodeEncodeError:
+                raise ConfigError(f"{var} holds bytes that are not UTF-8: fix or unset it") from None
             config[key] = env[var]
             if key == "endpoint":
                 try:
@@ -290,8 +301,12 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
         client.setdefault("allow_http", True)
     if endpoint:
         config["base_url" if provider == "gcs" else "endpoint"] = endpoint
-        if endpoint.startswith("http://"):
-            client.setdefault("allow_http", True)
+    reached = endpoint or config.get("endpoint")
+    if isinstance(reached, str) and reached[:7].lower() == "http://" and client.get("allow_http") is not True:
+        where = "endpoint" if endpoint else next(var for var, key in CREDENTIAL_ENV[provider] if key == "endpoint")
+        raise ConfigError(f"{where} {_shown(reached)} is plain HTTP, which STADO_CONFIG does not allow: requests and "
+                          "credentials would cross the network unencrypted; use https://, or set allow_http = true "
+                          "under [store] for a server you trust (a local test server)")
     if provider == "s3":
         if "region" in options:
             config["region"] = options["region"]

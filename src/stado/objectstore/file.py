@@ -78,15 +78,26 @@ class FileStore(ObjectStore):
         self._objects = os.path.join(self.root, "objects")
         self._locks = os.path.join(self.root, "locks")
         self._tmp = os.path.join(self.root, "tmp")
+        self._wake = os.path.join(self.root, "wake")  # ring(topic) touches wake/<topic>; wake_fd watches it
         self._quiet_names: dict[str, tuple[int, list[str]]] = {}  # list_page's names of a directory at rest
         try:
-            for path in (self.root, self._objects, self._locks, self._tmp):  # private to this user
+            for path in (self.root, self._objects, self._locks, self._tmp, self._wake):  # private to this user
                 os.makedirs(path, mode=0o700, exist_ok=True)
             self._kernel_at = (_kernel_time_ns(self._tmp), time.monotonic_ns())
         except OSError as exc:
             raise StoreUnavailable(f"cannot use {self.root} as the stado store ({exc.strerror}): "
                                    "choose a writable directory (STADO_CONFIG url = \"file:///...\")") from None
         self._sweep_tmp()
+
+    def ring(self, topic: str) -> None:
+        """Touch wake/<topic> (an open and a close, no data): every agent watching wake/ with inotify wakes at once."""
+        try:
+            os.close(os.open(os.path.join(self._wake, topic), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        except OSError:
+            pass  # the waiters poll all the same
+
+    def wake_fd(self, topic: str) -> int | None:
+        return proc.watch_directory(self._wake)
 
     def _now_ns(self) -> int:
         """The store's clock: the kernel's, which stamps every mtime here, read once at open and counted on from

@@ -1,4 +1,5 @@
 """Bad input: one-line errors that name the problem, a non-zero exit, and nothing written."""
+import json
 import socket
 
 import pytest
@@ -68,6 +69,7 @@ def test_unreachable_backend_and_wrong_credentials(store_target, stado_env, stor
     url = {"s3": "s3://stado/x", "azure": "az://stado/x"}[store_target.backend]
     config = tmp_path / "unreachable.toml"
     config.write_text(f'[store]\nurl = "{url}"\nendpoint = "http://127.0.0.1:{_closed_port()}"\n'
+                      'allow_http = true\n'
                       'max_retries = 0\nretry_timeout = 1\nconnect_timeout = 1\n')
     got = stado({**stado_env, "STADO_CONFIG": str(config)}, "submit", "true", ok=False)
     assert got.returncode == 4 and "cannot reach" in got.stderr and len(got.stderr.strip().splitlines()) == 1
@@ -100,3 +102,115 @@ def test_unusable_work_roots_and_result_directories_are_one_line_errors(stado_en
         assert got.returncode == 2, got.stderr
         assert f"cannot write results into {target}" in got.stderr, got.stderr
         assert len(got.stderr.strip().splitlines()) == 1, got.stderr
+
+
+# Every command and every text argument, given bytes that are not UTF-8 (the shell passes them; Python smuggles
+# them through as lone surrogates) or an empty value where one means nothing: one line, exit 2, nothing written,
+# never a traceback (issue 23). "JOB" is replaced by a real job's id.
+UNDECODABLE = "x\udcff"
+CRON = "*/5 * * * *"
+TEXT_ARGS = [
+    ["submit", "BAD"], ["submit", "true", "--name", "BAD"], ["submit", "true", "--memory", "BAD"],
+    ["submit", "true", "--capabilities", "BAD"], ["submit", "true", "--provider", "BAD"],
+    ["submit", "true", "--timeout", "BAD"], ["submit", "true", "--input", "BAD"], ["submit", "true", "--input", "JOB:BAD"],
+    ["submit", "true", "--spot", "BAD"], ["submit", "true", "--cores", "BAD"], ["submit", "true", "--priority", "BAD"],
+    ["submit", "true", "--cost-cap", "BAD"], ["submit", "true", "--retries", "BAD"],
+    ["status", "BAD"], ["job", "watch", "BAD"], ["job", "rerun", "BAD"], ["job", "BAD"], ["cancel", "BAD"],
+    ["cancel", "JOB", "--reason", "BAD"], ["queue", "pause", "--reason", "BAD"], ["queue", "BAD"],
+    ["machine", "status", "BAD"], ["machine", "may-delete", "BAD"], ["results", "BAD", "DIR"], ["repair", "BAD"],
+    ["schedule", "add", "BAD", CRON, "--", "true"], ["schedule", "add", "s", "BAD", "--", "true"],
+    ["schedule", "add", "s", CRON, "--tz", "BAD", "--", "true"], ["schedule", "add", "s", CRON, "--", "echo", "BAD"],
+    ["schedule", "add", "s", CRON, "--memory", "BAD", "--", "true"],
+    ["schedule", "rm", "BAD"], ["schedule", "pause", "BAD"], ["schedule", "resume", "BAD"],
+    ["agent", "--host", "BAD"], ["agent", "--capabilities", "BAD"], ["agent", "--memory", "BAD"],
+    ["agent", "--provider", "BAD"], ["agent", "--accelerator-devices", "BAD"], ["agent", "--slots", "BAD"],
+    ["reap", "--margin", "BAD"], ["ui", "--host", "BAD"], ["artifact", "put", "f", "--name", "BAD"],
+    ["checkpoint", "put", "f", "--name", "BAD"], ["wait", "BAD"], ["wait", "JOB", "--timeout", "BAD"],
+    ["job", "hold", "BAD"], ["job", "release", "BAD"], ["BAD"],
+]
+
+
+def _shown(args):
+    return " ".join(a.replace("BAD", "X") for a in args)
+
+
+@pytest.fixture
+def one_job(stado_env, store, tmp_path):
+    """A finished job (so that selectors and --input have something to find), and the store's keys after it."""
+    from .support import run_until_idle, submit
+
+    job = submit(stado_env, "echo hi > f; $STADO_BIN artifact put f", "--name", "made")
+    assert run_until_idle(stado_env, tmp_path).returncode == 0
+    return job, sorted(e.key for e in store.list(""))
+
+
+def _refused(stado_env, store, tmp_path, one_job, args, bad):
+    job, before = one_job
+    argv = [bad if a == "BAD" else job if a == "JOB" else str(tmp_path / "out") if a == "DIR" else
+            a.replace("BAD", bad) for a in args]
+    got = stado({**stado_env, "STADO_HOST": "testhost"}, *argv, ok=False)
+    assert "Traceback" not in got.stderr, got.stderr
+    assert got.returncode == 2 and len(got.stderr.strip().splitlines()) == 1, (got.returncode, got.stderr)
+    assert got.stdout == ""
+    assert sorted(e.key for e in store.list("")) == before
+    return got.stderr
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+class TestUndecodableBytes:
+    @pytest.mark.parametrize("args", TEXT_ARGS, ids=_shown)
+    def test_refused_in_one_line_and_nothing_changes(self, stado_env, store, tmp_path, one_job, args):
+        _refused(stado_env, store, tmp_path, one_job, args, UNDECODABLE)
+
+    def test_a_command_is_refused_with_what_to_do(self, stado_env, store, tmp_path, one_job):
+        said = _refused(stado_env, store, tmp_path, one_job, ["submit", "printf BAD"], UNDECODABLE)
+        assert "not valid UTF-8" in said and "printf '\\377'" in said
+
+    def test_a_batch_entry_escaping_them_is_refused(self, stado_env, store, tmp_path, one_job):
+        batch = tmp_path / "jobs.json"
+        batch.write_text('[{"command": "echo \\udcff"}]')
+        said = _refused(stado_env, store, tmp_path, one_job, ["submit", "--batch", str(batch)], UNDECODABLE)
+        assert "entry 1" in said and "not valid UTF-8" in said
+
+    def test_a_config_file_holding_one_is_one_line(self, stado_env, store, tmp_path, one_job):
+        config = tmp_path / "stado.toml"
+        config.write_bytes(b'# caf\xe9\n[store]\nurl = "file:///tmp/x"\n')
+        for args in (["status"], ["submit", "true"], ["agent", "--until-idle"], ["doctor"]):
+            got = stado({**stado_env, "STADO_CONFIG": str(config)}, *args, ok=False)
+            assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr
+            assert "is not UTF-8 text (byte 0xe9" in got.stderr and len(got.stderr.strip().splitlines()) == 1
+
+
+    def test_a_user_name_holding_them_is_recorded_as_text(self, stado_env, store, tmp_path, one_job):
+        said = stado({**stado_env, "USER": UNDECODABLE}, "queue", "pause")
+        assert said.stdout.startswith("queue is now paused by x\ufffd@"), said.stdout  # U+FFFD, shown as itself
+        assert json.loads(store.get("control/queue-pause.json").data)["by"].startswith("x\ufffd@")
+
+
+EMPTY_ARGS = [
+    ["status", ""], ["submit", "true", "--memory", ""], ["submit", "true", "--capabilities", ""],
+    ["submit", "true", "--provider", ""], ["submit", "true", "--timeout", ""], ["submit", "true", "--name", ""],
+    ["submit", "true", "--upload", ""], ["submit", "--batch", ""], ["cancel", "JOB", "--reason", ""],
+    ["queue", "pause", "--reason", ""], ["job", "watch", ""], ["results", "JOB", ""], ["repair", ""],
+    ["schedule", "add", "s", CRON, "--tz", "", "--", "true"], ["schedule", "add", "s", CRON, "--provider", "", "--", "true"],
+    ["schedule", "rm", ""], ["agent", "--host", ""], ["agent", "--host", "a/b"], ["agent", "--memory", ""],
+    ["agent", "--capabilities", ""], ["agent", "--provider", ""], ["agent", "--work-root", ""], ["ui", "--host", ""],
+    ["artifact", "put", "f", "--name", ""], ["wait", ""], ["job", "hold", ""], ["job", "release", ""],
+]
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+@pytest.mark.parametrize("args", EMPTY_ARGS, ids=lambda args: " ".join(a or "''" for a in args))
+def test_empty_values_that_mean_nothing_are_refused(stado_env, store, tmp_path, one_job, args):
+    _refused(stado_env, store, tmp_path, one_job, args, UNDECODABLE)
+
+
+@pytest.mark.parametrize("store_target", ["file"], indirect=True)
+def test_an_input_its_completed_producer_never_made_is_refused(stado_env, store, tmp_path, one_job):
+    job, before = one_job
+    for selector in ("made", job):
+        said = _refused(stado_env, store, tmp_path, one_job, ["submit", "true", "--input", f"{selector}:nosuch"], "")
+        assert f"job {job} completed without an artifact named 'nosuch' (it has: f)" in said, said
+    from .support import submit
+
+    assert submit(stado_env, "cat f", "--input", "made:f")  # the artifact it did make is taken

@@ -11,7 +11,7 @@
   const short = (id) => (id ? id.slice(0, 13) : "-");
   const jobLink = (row) => el("a", { href: `#/job/${row.id}`, class: "mono", title: row.id, text: short(row.id) });
   const stateCell = (row) => el("span", { class: `state s-${row.outcome && row.state !== "completed" ? row.outcome : row.state}`,
-    "data-testid": "state", text: row.state + (row.phase && row.phase !== "running" ? `/${row.phase}` : "") });
+    "data-testid": "state", text: row.state + (row.phase && row.phase !== "running" ? `/${row.phase}` : "") + (row.held ? "/held" : "") });
   const size = (n) => (n === null || n === undefined ? "-" : n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(1)}G` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)}M` : n >= 1024 ? `${(n / 1024).toFixed(1)}K` : `${n} B`);
   const whenIso = (text) => UI.when(UI.iso(text));
 
