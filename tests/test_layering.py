@@ -113,29 +113,33 @@ def _load_time_imports(name: str) -> set[str]:
 
 
 # Everything outside runkit and jobman that `jobman __supervise` loads (it starts for every job): before it
-# acknowledges its claim (jobman.supervisor) and once it owns the job (jobman.eligibility, loaded after the
-# acknowledgement, and again each time a waiter comes back from its lean form): exactly what it uses today,
-# no more and no less (an entry it no longer needs is taken out, so that a new one is seen). A new entry
-# costs every job its import time.
+# acknowledges its claim (jobman.supervisor.claim) and once it owns the job (jobman.supervisor.owner, loaded after
+# the acknowledgement, and again each time a waiter comes back from its lean form: jobman.supervisor.lean_return):
+# exactly what it uses today, no more and no less (an entry it no longer needs is taken out, so that a new one is
+# seen). A new entry costs every job its import time.
 SUPERVISOR_STDLIB = {"errno", "os", "select", "_sqlite3", "sys", "time", "_json"}
 
 
 def test_supervisor_start_path_imports_only_what_it_uses():
-    """Follows the load-time imports from jobman.supervisor through every jobman and runkit module it
+    """Follows the load-time imports from the supervisor's entries through every jobman and runkit module it
     reaches; what lies outside them must be exactly SUPERVISOR_STDLIB."""
     seen, outside = set(), set()
-    for start in ("jobman.supervisor", "jobman.eligibility"):  # eligibility: what the lean form execs back into
+    for start in ("jobman.supervisor", "jobman.supervisor.claim", "jobman.supervisor.owner",  # the owner loads the
+                  "jobman.supervisor.attempt", "jobman.supervisor.lean_return",  # attempt when it starts one;
+                  "jobman.supervisor.processes"):  # lean_return: what the lean form execs into
         more_seen, more_outside = _load_closure(start, ("jobman", "runkit"))
         seen |= more_seen
         outside |= {imported.split(".")[0] for _, imported in more_outside}
-    assert {"jobman.attempt", "jobman.store.transitions", "jobman.lease_keeping"} <= seen  # the walk follows
+    assert {"jobman.supervisor.attempt", "jobman.store.transitions", "jobman.supervisor.lease"} <= seen  # it follows
     assert outside == SUPERVISOR_STDLIB, (sorted(outside - SUPERVISOR_STDLIB), sorted(SUPERVISOR_STDLIB - outside))
 
 
 def test_what_the_supervisor_owns_a_job_with_is_loaded_after_its_acknowledgement():
-    """`jobman run` waits for the acknowledgement: the modules of a supervisor that owns its job (eligibility,
-    attempts, the lease round) are not on the load-time path from jobman.supervisor, which stops at the claim."""
-    seen, pending = set(), ["jobman.supervisor"]
+    """`jobman run` waits for the acknowledgement: the modules of a supervisor that owns its job (the owner, its wait
+    loop, attempts, the lease) are not on the load-time path from jobman.supervisor.claim, which stops at the claim;
+    the package itself loads nothing (its entries are looked up on first use)."""
+    assert _load_time_imports("jobman.supervisor") == set()
+    seen, pending = set(), ["jobman.supervisor.claim"]
     while pending:
         name = pending.pop()
         if name in seen:
@@ -143,7 +147,8 @@ def test_what_the_supervisor_owns_a_job_with_is_loaded_after_its_acknowledgement
         seen.add(name)
         pending += [m for m in _load_time_imports(name) if m.split(".")[0] in ("jobman", "runkit") and _module_path(m)]
     assert "jobman.store.transitions" in seen
-    assert not seen & {"jobman.eligibility", "jobman.attempt", "jobman.lease_keeping", "jobman.model"}, sorted(seen)
+    assert not seen & {"jobman.supervisor.owner", "jobman.supervisor.waiting", "jobman.supervisor.attempt",
+                       "jobman.supervisor.lease", "jobman.model"}, sorted(seen)
 
 
 # What only runkit.proc may ask of the OS: calls that are Linux's alone or differ between systems (processes,
@@ -187,7 +192,7 @@ def test_platform_calls_live_in_runkit_proc_alone():
 UI_PACKAGES = ("jobman.ui", "stado.ui", "runkit.web")
 WEB_FRAMEWORK = {"starlette", "uvicorn", "anyio", "h11", "playwright"}
 UI_LAUNCHERS = {"jobman.cli_control", "stado.clifleet"}  # they import the dashboard inside `cmd_ui` only
-START_PATHS = ("jobman.cli", "jobman.supervisor", "stado.cli", "stado.agentcli", "stado.agent")
+START_PATHS = ("jobman.cli", "jobman.supervisor.claim", "jobman.supervisor.owner", "stado.cli", "stado.agentcli", "stado.agent")
 
 
 def _is_ui(name: str) -> bool:

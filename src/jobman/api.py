@@ -31,7 +31,8 @@ class State:
         self.home = homes.home_dir(environ)
         self.db_file = homes.db_path(self.home)
         self.conn = None
-        self.reading, self.notify, self.skipped = reading, notify, None
+        self.reading, self.notify = reading, notify
+        self.skipped: str | None = None
         if create:
             self.create()
         elif os.path.exists(self.db_file):
@@ -52,19 +53,14 @@ class State:
             return []
         from . import reconcile  # (not on the path of `jobman run`, which runs no pass)
 
-        try:
-            return reconcile.run(self.conn, self.home, time.time())
-        except Exception as e:
-            from .dbretry import trouble
+        from .dbretry import TroubleCaught
 
-            reason = trouble(e)
-            if reason is None:
-                raise
-            schema.rollback(self.conn)
-            if self.skipped is None:
-                self.notify(f"skipped the reconcile pass: {reason} ({e}); what is shown may be stale")
-            self.skipped = reason
-            return []
+        with TroubleCaught(self.conn) as caught:
+            return reconcile.run(self.conn, self.home, time.time())
+        if self.skipped is None:
+            self.notify(f"skipped the reconcile pass: {caught.reason} ({caught.error}); what is shown may be stale")
+        self.skipped = caught.reason
+        return []
 
     def resolve(self, selector: str) -> str:
         if self.conn is None:
@@ -78,7 +74,7 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, lau
 
     # No reconcile pass here: it would be a courtesy to other jobs, on the clock of every submission of a
     # sweep, and while any job waits, the holder of its lease round runs the pass when something is due
-    # (jobman.renewal_round); reading commands run it too.
+    # (jobman.supervisor.renewal_round); reading commands run it too.
     st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
         # No database yet: refuse what cannot be accepted before anything is created. Only the default
@@ -299,7 +295,9 @@ def _log_target(selector: str | None, environ) -> tuple[State, str]:
     job_id = queries.newest_job(st.conn) if selector is None and st.conn is not None else None
     if selector is None and job_id is None:
         raise NotFound("no job has been submitted yet, so there are no logs to show")
-    job_id = job_id or st.resolve(selector)
+    if job_id is None:
+        assert selector is not None  # (refused just above)
+        job_id = st.resolve(selector)
     st.reconcile()
     return st, job_id
 

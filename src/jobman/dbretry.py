@@ -9,8 +9,13 @@ is raised and the caller stops claiming to own anything. The file's identity is 
 every lease renewal, since SQLite goes on writing happily into a deleted file.
 """
 import os
-from .store.sqlite import sqlite3
 import time
+
+from .store.sqlite import sqlite3
+
+TYPE_CHECKING = False  # (typing's, without importing typing)
+if TYPE_CHECKING:
+    from runkit.clock import Clock
 
 # SQLite's primary result codes that mean "not now" rather than "never", and what each one waits for.
 TROUBLE = {5: "the database is busy (another process holds its write lock)", 6: "a table is locked",
@@ -23,11 +28,74 @@ MAX_BACKOFF = 5.0
 STILL_WAITING_EVERY = 60.0
 
 
+# SQLite's own busy wait (it sleeps and retries inside the call) covers the ordinary few milliseconds
+# of another writer's transaction; longer trouble comes back to the retry layer, which logs it and
+# lets the supervisor go on supervising meanwhile.
+BUSY_TIMEOUT_MS = 1_000
+
+
+def connect(path: str):
+    """A supervisor's connection to an existing database (raises JobmanError): SQLite's busy wait short, its lone
+    statements relaxed (its lease renewals: schema.Connection.relax)."""
+    from .store import schema
+
+    conn = schema.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
+    conn.relax()
+    trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
+    if trace:  # the tests count what an idle supervisor asks of the database
+        from runkit.clock import SYSTEM
+
+        log = open(trace, "a", buffering=1)
+        pid = os.getpid()
+        conn.set_trace_callback(lambda sql: log.write(f"{SYSTEM.wall():.3f} {pid} {' '.join(sql.split())[:80]}\n"))
+    return conn
+
+
 class DatabaseGone(Exception):
     """The file at the database's path is no longer the one this process opened."""
 
 
-def trouble(error: BaseException) -> str | None:
+class TroubleCaught:
+    """The one translation of storage trouble met by a command's database call (the supervisor's calls wait it out
+    instead: Retrier). `with TroubleCaught(conn) as caught: ...`: a database error inside the block that is storage
+    trouble (trouble() names what it waits for) is caught and the transaction it left open rolled back, with
+    caught.reason and caught.error saying what it was; with `refusal`, it is raised instead as one JobmanError,
+    "REFUSAL: REASON (ERROR)[; CONSEQUENCE]", whose cause is SQLite's error. Any other error goes through as it is."""
+
+    __slots__ = ("conn", "refusal", "consequence", "reason", "error")
+
+    def __init__(self, conn, refusal: str | None = None, consequence: str | None = None):
+        self.conn, self.refusal, self.consequence = conn, refusal, consequence
+        self.reason: str | None = None
+        self.error: Exception | None = None
+
+    def __enter__(self) -> "TroubleCaught":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        reason = trouble(error) if isinstance(error, Exception) else None
+        if reason is None:
+            return False
+        rollback(self.conn)
+        self.reason, self.error = reason, error
+        if self.refusal is not None:
+            from .errors import JobmanError
+
+            raise JobmanError(f"{self.refusal}: {reason} ({error})"
+                              + (f"; {self.consequence}" if self.consequence else "")) from error
+        return True
+
+
+def rollback(conn) -> None:
+    """End the transaction a failed statement left open (storage trouble leaves one behind), if it can be."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
+def trouble(error: BaseException | None) -> str | None:
     """What a database error waits for, or None when it is no storage trouble (a bug, a constraint)."""
     if not isinstance(error, (sqlite3.OperationalError, sqlite3.DatabaseError)) or isinstance(
             error, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
@@ -52,34 +120,41 @@ class Retrier:
     """A connection whose calls wait out storage trouble. fn(conn, *args) is the unit of work: one
     statement or one transaction, which SQLite rolled back if it failed."""
 
-    def __init__(self, conn, path: str, log):
+    def __init__(self, conn, path: str, log, clock: "Clock | None" = None):
+        """clock: the supervisor's (runkit.clock.SYSTEM if none is given)."""
+        if clock is None:
+            from runkit.clock import SYSTEM  # (not on the path of the commands that only translate trouble)
+
+            clock = SYSTEM
         self.conn, self.path, self.log = conn, path, log
+        self.clock: Clock = clock
         self.identity = file_identity(path)
-        self.since = None  # when the current spell of trouble began
-        self.reason = None
+        self.since: float | None = None  # when the current spell of trouble began (the clock's monotonic time)
+        self.reason: str | None = None
         self.tries = 0
         self.backoff = FIRST_BACKOFF
         self.next_note = 0.0
-        self.waits = []  # spells of trouble waited out, for the caller to record once it can: dicts
+        self.waits: list[dict] = []  # spells of trouble waited out, for the caller to record once it can
 
     def check_file(self) -> None:
         """Raise DatabaseGone if the path no longer names the file we opened."""
         now = file_identity(self.path)
         if now != self.identity:
-            how = "deleted" if now is None else f"replaced (inode {self.identity[1]} is now {now[1]})"
+            how = ("deleted" if now is None else
+                   f"replaced (inode {self.identity[1] if self.identity else None} is now {now[1]})")
             raise DatabaseGone(f"the database file {self.path} was {how}")
 
     def try_once(self, what: str, fn, *args, **kwargs):
         """Run fn once. Returns (True, its result), or (False, seconds to wait before trying again) on
         storage trouble. DatabaseGone if the file changed; any other error propagates."""
-        started = time.monotonic()  # a spell of trouble starts with the call that met it (SQLite waited too)
+        started = self.clock.monotonic()  # a spell of trouble starts with the call that met it (SQLite waited too)
         try:
             result = fn(self.conn, *args, **kwargs)
         except sqlite3.Error as e:
             reason = trouble(e)
             if reason is None:
                 raise
-            self._rollback()
+            rollback(self.conn)
             self.check_file()
             return False, self._failed(what, reason, e, started)
         if self.since is not None:
@@ -89,18 +164,18 @@ class Retrier:
     def call(self, what: str, fn, *args, pause=time.sleep, give_up_after: float | None = None, **kwargs):
         """Run fn until it works, pausing between tries with pause(seconds) (a supervisor passes one that
         keeps supervising). With give_up_after, return None once that many seconds have passed."""
-        started = time.monotonic()
+        started = self.clock.monotonic()
         while True:
             ok, value = self.try_once(what, fn, *args, **kwargs)
             if ok:
                 return value
-            if give_up_after is not None and time.monotonic() - started + value > give_up_after:
-                self.log(f"gave up trying to {what} after {time.monotonic() - started:.1f}s ({self.reason})")
+            if give_up_after is not None and self.clock.monotonic() - started + value > give_up_after:
+                self.log(f"gave up trying to {what} after {self.clock.monotonic() - started:.1f}s ({self.reason})")
                 return None
             pause(value)
 
     def _failed(self, what: str, reason: str, error: Exception, started: float) -> float:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self.since is None:
             self.since, self.reason, self.tries, self.backoff = started, reason, 0, FIRST_BACKOFF
             self.next_note = now + STILL_WAITING_EVERY
@@ -115,15 +190,9 @@ class Retrier:
         return wait
 
     def _recovered(self, what: str) -> None:
-        waited = time.monotonic() - self.since
+        assert self.since is not None
+        waited = self.clock.monotonic() - self.since
         self.log(f"the database works again after {waited:.1f}s of waiting ({self.reason}; {self.tries} tries); "
                  f"{what}: done")
         self.waits.append({"reason": self.reason, "seconds": round(waited, 1), "tries": self.tries})
         self.since = None
-
-    def _rollback(self) -> None:
-        if self.conn.in_transaction:
-            try:
-                self.conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass

@@ -58,7 +58,7 @@ def _run(command: str, env: dict, cwd: str, log_path: str) -> dict:
         os.close(out)
     status, timed_out = _wait(pid, time.time() + HOOK_TIMEOUT)
     code, sig = proc.describe_status(status) if status is not None else (None, None)
-    result = {"exit_code": code} if code is not None else {"signal": proc.signal_name(sig)}
+    result: dict[str, object] = {"exit_code": code} if code is not None else {"signal": proc.signal_name(sig)}
     if timed_out:
         result["timed_out"] = True
     return result

@@ -38,9 +38,13 @@ class Launch:
     is a LaunchError raised by hand(), after the commit, where the handoff's failures are reconciled."""
 
     def __init__(self, job_id: str):
-        self.job_id, self.give_up_at = job_id, None
-        self.fd = self.cred_w = self.pid = None
-        self.raw, self.done, self.error = b"", False, None
+        self.job_id = job_id
+        self.give_up_at = 0.0  # until when the acknowledgement is waited for (set by hand)
+        # The acknowledgement's read end, the credential's write end, the supervisor's pid: -1 once closed (or never
+        # opened: the supervisor could not be started, and error says why).
+        self.fd = self.cred_w = self.pid = -1
+        self.raw, self.done = b"", False
+        self.error: LaunchError | None = None
         proc.ensure_std_fds()
         cred_r, cred_w = os.pipe()
         ack_r, ack_w = os.pipe()
@@ -72,13 +76,13 @@ class Launch:
             pass  # it died already: the acknowledgement read below finds out how far it got
         finally:
             os.close(self.cred_w)
-            self.cred_w = None
+            self.cred_w = -1
 
     def abandon(self) -> None:
         """The job was not committed: the supervisor reads end-of-file instead of a credential, and exits."""
-        if self.cred_w is not None:
+        if self.cred_w >= 0:
             os.close(self.cred_w)
-            self.cred_w = None
+            self.cred_w = -1
         self.close()
 
     def wait_for_ack(self) -> str:
@@ -114,9 +118,9 @@ class Launch:
             self.done = True
 
     def close(self) -> None:
-        if self.fd is not None:
+        if self.fd >= 0:
             os.close(self.fd)
-            self.fd = None
+            self.fd = -1
 
     def supervisor_id(self) -> str:
         """The acknowledged supervisor id; LaunchError or ack.BadAck if there is none."""

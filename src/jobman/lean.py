@@ -10,7 +10,7 @@ What stays true across both changes of form, because `exec` keeps them: the pid,
 time, the session and process group, the parent, the environment (bash sets PWD to the directory it runs
 in and drops `_`; LC_ALL: see SCRIPT), fds 0-2 (the supervisor log) and the doorbell's descriptor, which is why no ring is lost while the form changes: the FIFO stays open
 the whole time, so a ring written meanwhile waits in it, and bash's `read` returns at once. What does
-not survive is everything in Python's memory: the resumed supervisor (jobman.supervisor.resume) reads
+not survive is everything in Python's memory: the resumed supervisor (jobman.supervisor.lean_return.resume) reads
 it all back from the database, checks that the job is still its own (its supervisor id, its recorded
 pid and start time are this process's), and looks at its job afresh before deciding anything.
 

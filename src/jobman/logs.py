@@ -126,7 +126,7 @@ def follow(conn, job_id: str, *, attempt: int | None, stderr: bool, tail: int | 
             current = attempts[0].number
         row = next((a for a in attempts if a.number == current), None)
         if row is not None:
-            if retries or len(attempts) > 1 or current > 1:
+            if retries or len(attempts) > 1 or row.number > 1:
                 if current not in shown_header:
                     out.write(f"==> attempt {current} <==\n".encode())
                     shown_header.add(current)

@@ -1,9 +1,11 @@
 """The job as the rest of jobman sees it: its spec, its state and its attempts, as small frozen records
 built from the store's rows here, in one place, so that no column name travels further than this file.
 
-Frozen slotted classes, not dataclasses: the supervisor loads this module before it acknowledges its
-claim, and `dataclasses` would cost every job 15-20 ms and 2 MiB (it imports inspect, ast, dis, ...).
+Frozen slotted classes, not dataclasses: every supervisor loads this module (once it owns its job, and at
+each return from its lean form), and `dataclasses` would cost every job 15-20 ms and 2 MiB (it imports
+inspect, ast, dis, ...); nor `typing`: the fields' types are written for the type checker alone.
 """
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: the type checker takes any name so spelled)
 
 
 class Record:
@@ -48,6 +50,34 @@ class JobState(Record):
                  "wait_until", "slot_held", "attempts", "cancel_requested_at", "held_at", "exit_code", "exit_signal", "detail",
                  "finished_at", "group_name", "priority", "submitted_at", "lease_duration", "renew_interval",
                  "poll_interval")
+    if TYPE_CHECKING:  # the fields' types, as the columns are (a field its row lacks is None)
+        job_id: str
+        phase: str
+        outcome: str | None
+        revision: int
+        claim_deadline: float | None
+        supervisor_id: str | None
+        supervisor_pid: int | None
+        supervisor_start_time: int | None
+        supervisor_boot_id: str | None
+        lease_expires_at: float | None
+        waiting_for: str | None
+        wait_detail: str | None
+        wait_until: float | None
+        slot_held: int
+        attempts: int
+        cancel_requested_at: float | None
+        held_at: float | None
+        exit_code: int | None
+        exit_signal: int | None
+        detail: str | None
+        finished_at: float | None
+        group_name: str
+        priority: int
+        submitted_at: float
+        lease_duration: float
+        renew_interval: float
+        poll_interval: float
 
     @property
     def finished(self) -> bool:
@@ -58,6 +88,11 @@ class Job(JobState):
     """A job as commands list and show it: its state plus its display name and stored spec (JSON text)."""
 
     __slots__ = ("name", "spec", "handle", "started_at")
+    if TYPE_CHECKING:  # the fields' types, as the columns are (a field its row lacks is None)
+        name: str | None
+        spec: str
+        handle: int | None
+        started_at: float | None
 
     @classmethod
     def from_row(cls, row, **extra):
@@ -72,6 +107,14 @@ class Snapshot(JobState):
     as [(job_id, condition, phase, outcome, name)], and its group's slots."""
 
     __slots__ = ("deps", "deps_stale", "slot_limit", "slots_held", "holders_stale", "round_holder", "round_until")
+    if TYPE_CHECKING:  # the fields' types, as the columns are (a field its row lacks is None)
+        deps: list
+        deps_stale: int
+        slot_limit: int | None
+        slots_held: int
+        holders_stale: int
+        round_holder: str | None
+        round_until: float | None
 
     @classmethod
     def from_row(cls, row, **extra):
@@ -85,6 +128,19 @@ class Attempt(Record):
 
     __slots__ = ("number", "started_at", "ended_at", "pid", "start_time", "boot_id", "pgid", "exit_code", "signal",
                  "outcome", "error", "log_path")
+    if TYPE_CHECKING:  # the fields' types, as the columns are (a field its row lacks is None)
+        number: int
+        started_at: float
+        ended_at: float | None
+        pid: int | None
+        start_time: int | None
+        boot_id: str | None
+        pgid: int | None
+        exit_code: int | None
+        signal: int | None
+        outcome: str | None
+        error: str | None
+        log_path: str
 
     @property
     def duration(self) -> float | None:
@@ -97,6 +153,19 @@ class JobSpec(Record):
 
     __slots__ = ("argv", "env", "executable", "cwd", "umask", "timeout", "kill_after", "retry", "log_limit",
                  "separate_stderr", "not_before", "data")
+    if TYPE_CHECKING:  # the fields' types, as the columns are (a field its row lacks is None)
+        argv: list[str]
+        env: dict[str, str]
+        executable: str
+        cwd: str | None
+        umask: int
+        timeout: float | None
+        kill_after: float
+        retry: dict
+        log_limit: int | None
+        separate_stderr: bool
+        not_before: float | None
+        data: dict
 
     @classmethod
     def from_json(cls, text: str) -> "JobSpec":
@@ -107,9 +176,10 @@ class JobSpec(Record):
 
     @classmethod
     def from_dict(cls, spec: dict) -> "JobSpec":
-        argv, env = spec["argv"], spec["env"]  # a spec that is no job's fails here, not mid-run
-        log = spec.get("log") or {}
-        return cls(argv=argv, env=env, executable=spec.get("executable"), cwd=spec.get("cwd"),
-                   umask=spec.get("umask", 0o022), timeout=spec.get("timeout"),
-                   kill_after=spec.get("kill_after", 10.0), retry=spec.get("retry"), log_limit=log.get("limit"),
-                   separate_stderr=bool(log.get("separate_stderr")), not_before=spec.get("not_before"), data=spec)
+        # Every key jobman.spec.build has written since the first version: a spec that lacks one is no job's, and
+        # fails here (KeyError), not mid-run.
+        log = spec["log"]
+        return cls(argv=spec["argv"], env=spec["env"], executable=spec["executable"], cwd=spec["cwd"],
+                   umask=spec["umask"], timeout=spec["timeout"], kill_after=spec["kill_after"], retry=spec["retry"],
+                   log_limit=log["limit"], separate_stderr=bool(log["separate_stderr"]),
+                   not_before=spec["not_before"], data=spec)

@@ -27,7 +27,8 @@ def restart(selector: str, with_dependents: bool = False, environ=os.environ) ->
         raise BadInput(f"job {selector} is {state['phase']}: restart takes a finished job (jobman cancel it first, "
                        f"or jobman wait for it)")
     chosen = [job_id] + (failed_because_of(st.conn, job_id) if with_dependents else [])
-    new_ids, results = {}, []
+    new_ids: dict[str, str] = {}
+    results = []
     for old in chosen:
         spec = _spec(st.conn, old)
         deps = [(new_ids.get(edge["job"], edge["job"]), edge["condition"]) for edge in spec.pop("dependencies", [])]

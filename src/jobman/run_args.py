@@ -36,7 +36,7 @@ MAX_BATCH = 100_000  # jobs of one --array or --from: each is a process while it
 
 def array_indices(text: str) -> tuple[int, ...]:
     """--array SPEC: indices and ranges, comma-separated: `1-5000`, `0-99:10` (every 10th), `1,5,7`."""
-    indices = []
+    indices: list[int] = []
     for part in text.split(","):
         first, dash, rest = part.strip().partition("-")
         last, colon, step = rest.partition(":")
@@ -141,11 +141,12 @@ def parse(args: list[str], make_parser):
     add_to_argparse(p, OPTIONS)
     p.add_argument("command", nargs="*", help=argparse.SUPPRESS)
     ns = to_namespace(p.parse_args(options), OPTIONS, "command")
+    positionals = ns.positionals  # type: ignore[attr-defined]  # fast_parse's Namespace carries them
     if command is None:
-        command = ns.positionals
-    elif ns.positionals:
+        command = positionals
+    elif positionals:
         from .errors import BadInput
 
-        raise BadInput(f"jobman run: unexpected arguments before --: {' '.join(ns.positionals)} "
+        raise BadInput(f"jobman run: unexpected arguments before --: {' '.join(positionals)} "
                        f"(see jobman run --help)")
     return ns, command

@@ -258,7 +258,7 @@ def batch_from_options(ns, command: list[str], environ) -> list[tuple[dict, list
     if ns.from_file is not None:
         if command:
             raise BadInput(f"--from {ns.from_file} gives the commands: put none after --")
-        commands = [(n, argv, {}) for n, argv in enumerate(read_commands(ns.from_file), 1)]
+        commands: list = [(n, argv, {}) for n, argv in enumerate(read_commands(ns.from_file), 1)]
         where = lambda n: f"--from {ns.from_file}, command {n}"  # noqa: E731
     else:
         if not command:

@@ -20,8 +20,8 @@ from runkit.ids import uuid7
 from . import ack, faults
 from .launch import Launch
 from .store import queries, schema, transitions
-from .dbretry import trouble
-from .errors import Conflict, JobmanError, LaunchError
+from .dbretry import TroubleCaught
+from .errors import Conflict, LaunchError
 
 CREDENTIAL_BYTES = 32
 CLAIM_SETTLES = 2.0  # past the claim deadline, no claim can commit (a claim may wait out its 1 s busy timeout)
@@ -34,7 +34,7 @@ def _ignore_interrupts() -> None:
     # every submission ~3 ms.)
     # A submission made from a worker thread (`jobman ui` restarting a job) cannot change dispositions, and must
     # not: they are its server's, whose Ctrl-C must still stop it; Python raises ValueError there.
-    import _signal
+    import _signal  # type: ignore[import-not-found]  # CPython's C module: no stubs
 
     for name in _HANDOFF_SIGNALS:
         try:
@@ -54,15 +54,12 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]], 
     now = time.time()
     faults.pause("cli:before_commit")
     try:
-        spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
-                                  credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
-    except BaseException as e:
+        with TroubleCaught(conn, "cannot submit", "nothing was submitted"):
+            spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
+                                      credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
+    except BaseException:
         launch.abandon()
-        reason = trouble(e) if isinstance(e, Exception) else None
-        if reason is None:
-            raise
-        schema.rollback(conn)
-        raise JobmanError(f"cannot submit: {reason} ({e}); nothing was submitted") from None
+        raise
     faults.hit("cli:after_commit")
     faults.linger("cli:slow_after_commit")
     deadline = now + spec["windows"]["claim"]
@@ -95,9 +92,10 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
     "interrupted": bool}."""
     from collections import deque
 
-    stop = []
-    inflight = deque()  # [index, job_id, stored spec, Launch or the LaunchError that prevented it]
-    failures, submitted, next_item = [], 0, 0
+    stop: list[bool] = []
+    inflight: deque[list] = deque()  # [index, job_id, stored spec, Launch or the LaunchError that prevented it]
+    failures: list[tuple] = []
+    submitted, next_item = 0, 0
     while True:
         room = BATCH_WINDOW - len(inflight)
         if next_item < len(items) and not stop and not failures and room > 0:
@@ -106,18 +104,21 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
             now = time.time()
             if next_item == 0:
                 faults.pause("cli:before_commit")
+            # The first chunk's trouble refuses the batch; a later chunk's failure (of any kind) ends it there.
+            first = ("cannot submit", "nothing was submitted") if next_item == 0 else (None, None)
             try:
-                stored = transitions.submit_many(
-                    conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs], now,
-                    before_commit=(lambda: _catch_interrupts(stop)) if next_item == 0 else None)
+                with TroubleCaught(conn, *first) as caught:
+                    stored = transitions.submit_many(
+                        conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs], now,
+                        before_commit=(lambda: _catch_interrupts(stop)) if next_item == 0 else None)
             except Exception as e:
-                reason = trouble(e)
-                if reason is None and next_item == 0:
+                if next_item == 0:
                     raise
                 schema.rollback(conn)
-                if next_item == 0:
-                    raise JobmanError(f"cannot submit: {reason} ({e}); nothing was submitted") from None
-                failures.append((next_item, None, f"cannot submit: {reason or e}"))
+                failures.append((next_item, None, f"cannot submit: {e}"))
+                continue
+            if caught.reason is not None:
+                failures.append((next_item, None, f"cannot submit: {caught.reason}"))
                 continue
             faults.hit("cli:after_commit")
             for offset, ((job_id, cred, _, _), spec) in enumerate(zip(jobs, stored)):
@@ -125,8 +126,9 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
                 try:
                     launch.hand(cred, now + spec["windows"]["claim"])
                 except LaunchError as e:
-                    launch = e
-                inflight.append([next_item + offset, job_id, spec, launch])
+                    inflight.append([next_item + offset, job_id, spec, e])
+                else:
+                    inflight.append([next_item + offset, job_id, spec, launch])
             next_item += len(chunk)
             continue
         if not inflight:
@@ -148,7 +150,7 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
 def _catch_interrupts(stop: list) -> None:
     # From a batch's first commit on, an interrupt or a hang-up stops the batch rather than the process:
     # the handoffs under way are finished first.
-    import _signal
+    import _signal  # (no stubs: the type checker says so once, above)
 
     for name in _HANDOFF_SIGNALS:
         _signal.signal(getattr(_signal, name), lambda signum, frame: stop.append(signum))
@@ -195,12 +197,8 @@ def _hand_over(db_file: str, job_id: str, spec: dict, launch) -> dict | str:
 def _record_reconciled(conn, job_id: str, reason: str) -> None:
     """The job's events say that its handover was read from the database, and why (its supervisor owns
     it: a note that cannot be written now changes nothing)."""
-    try:
+    with TroubleCaught(conn):
         transitions.add_attempt_note(conn, job_id, "acknowledgement_rejected", time.time(), reason=reason)
-    except Exception as e:
-        if trouble(e) is None:
-            raise
-        schema.rollback(conn)
 
 
 def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
@@ -217,13 +215,12 @@ def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
                 raise LaunchError(f"job {job_id} was not handed over: {reason}; it ended "
                                   f"{state['outcome']} ({state['detail']})")
             try:
-                transitions.fail_submission(conn, job_id, state["revision"], time.time(),
-                                            f"launch failed: {reason}")
+                with TroubleCaught(conn) as caught:
+                    transitions.fail_submission(conn, job_id, state["revision"], time.time(),
+                                                f"launch failed: {reason}")
             except Conflict:
                 continue  # the claim landed after all: read it back
-            except Exception as e:
-                if trouble(e) is None:
-                    raise
+            if caught.reason is not None:
                 wait = state["claim_deadline"] + CLAIM_SETTLES - time.time()
                 if wait > 0:  # a claim could still land: let the deadline pass, then read again
                     time.sleep(wait)
@@ -231,7 +228,7 @@ def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
                 # Past its claim deadline no claim can land any more, so the job can never run: the next
                 # reconcile pass that can write finishes it submission_failed.
                 raise LaunchError(f"the supervisor did not claim job {job_id}: {reason}; nothing will run (it "
-                                  f"could not be recorded as submission_failed yet: {trouble(e)})") from None
+                                  f"could not be recorded as submission_failed yet: {caught.reason})") from caught.error
             raise LaunchError(f"the supervisor did not claim job {job_id}: {reason}; nothing will run "
                               f"(recorded as submission_failed)")
     finally:

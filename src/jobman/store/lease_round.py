@@ -2,19 +2,17 @@
 
 One waiting supervisor at a time holds the round (the single row of lease_round, until its
 expires_at) and renews, every renewal interval, the lease of each waiting job whose supervisor it
-has verified as alive; the other waiting supervisors sleep. Each renewal is the guarded update a
-supervisor makes of its own lease (expected revision, phase and owner), so a job that moved on since
-the round read it is left alone. None of these writes is synced on its own: a lease outlives no boot.
+has verified as alive; the other waiting supervisors sleep. Each renewal is the very statement a
+supervisor runs for its own lease (transitions.RENEW: expected revision, phase and owner), so a job that
+moved on since the round read it is left alone. None of these writes is synced on its own: a lease outlives no boot.
 """
 from .schema import Transaction
+from .transitions import RENEW
 
 # Take the round if nobody holds it or its holder let it expire; keep it if it is ours.
 _HOLD = ("INSERT INTO lease_round (one, supervisor_id, expires_at) VALUES (1, ?, ?)"
          " ON CONFLICT (one) DO UPDATE SET supervisor_id = excluded.supervisor_id, expires_at = excluded.expires_at"
          " WHERE lease_round.supervisor_id = excluded.supervisor_id OR lease_round.expires_at < ?")
-
-_RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
-          " AND phase = 'waiting' AND supervisor_id = ? AND lease_expires_at < ?")
 
 
 def holder(conn) -> tuple[str, float] | None:
@@ -80,7 +78,7 @@ def hold_and_renew(conn, supervisor_id: str, now: float, hold_until: float, rene
     with Transaction(conn, durable=False):
         if conn.execute(_HOLD, (supervisor_id, hold_until, now)).rowcount != 1:
             return False
-        conn.executemany(_RENEW, [(*r, r[0]) for r in renewals])
+        conn.executemany(RENEW, renewals)
     return True
 
 

@@ -47,7 +47,7 @@ def _uri(path: str, **params: str) -> str:
 
 
 def connect(path: str, *, create: bool = True, busy_timeout_ms: int = BUSY_TIMEOUT_MS,
-            read_only_fallback: bool = False) -> sqlite3.Connection:
+            read_only_fallback: bool = False) -> "Connection":
     """Open the database and bring its schema up to date. With create, a missing database is made
     (0600), unless its home shows that one existed: then DatabaseMissing, as for an empty file.
     read_only_fallback: on a read-only filesystem where SQLite cannot share its WAL index, open the
@@ -116,9 +116,9 @@ def explain(path: str, error: sqlite3.DatabaseError) -> JobmanError:
         return StorageTrouble(f"cannot read the jobman database {path}: {error} (the disk or filesystem under {home} "
                               f"is failing; the database itself was not found damaged)")
     if "no such table" in str(error) or "no such column" in str(error):
-        verdict = integrity_verdict(path)
+        complaint = integrity_verdict(path)
         return DatabaseDamaged(f"the jobman database {path} lacks part of its schema ({error}"
-                               f"{'; SQLite: ' + verdict if verdict else ''}): restore it from a copy, or move it "
+                               f"{'; SQLite: ' + complaint if complaint else ''}): restore it from a copy, or move it "
                                f"aside (mv {path} {path}.damaged) and jobman starts afresh")
     return JobmanError(f"cannot use the jobman database {path}: {error}; check JOBMAN_HOME")
 
@@ -155,7 +155,7 @@ class Connection(sqlite3.Connection):
         self.execute("PRAGMA cache_size = 16")
 
 
-def _open(path: str, busy_timeout_ms: int, immutable: bool = False, read_only: bool = False) -> sqlite3.Connection:
+def _open(path: str, busy_timeout_ms: int, immutable: bool = False, read_only: bool = False) -> "Connection":
     params = {"immutable": "1"} if immutable else {"mode": "ro" if read_only else "rw"}
     conn = sqlite3.connect(_uri(path, **params), uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000,
                            check_same_thread=False, factory=Connection)

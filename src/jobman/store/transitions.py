@@ -6,7 +6,6 @@ appended in the same transaction as the change they record.
 """
 from .sqlite import sqlite3
 
-from runkit.durations import format_time
 from runkit.jsonfast import dumps
 
 from ..errors import BadInput, Conflict
@@ -168,15 +167,18 @@ def claim(conn, job_id: str, credential_hash: bytes, supervisor_id: str, pid: in
 def renew_lease(conn, job_id: str, supervisor_id: str, revision: int, expires_at: float) -> int:
     """A single guarded statement: no transaction needed. Raises Conflict if anything moved. On a
     supervisor's relaxed connection (db.Connection.relax) it is the one write not synced on its own."""
-    cur = conn.execute(_RENEW, (expires_at, job_id, revision, supervisor_id))
+    cur = conn.execute(RENEW, (expires_at, job_id, revision, supervisor_id))
     if cur.rowcount != 1:
         raise Conflict(f"job {job_id} changed (expected revision {revision}, owned by {supervisor_id})")
     return revision + 1
 
 
-# _update's statement for a renewal, written out once: thousands of waiting supervisors run it.
-_RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
-          " AND phase IN ('starting', 'waiting', 'running') AND supervisor_id = ?")
+# A lease's renewal: _update's statement written out once, since thousands of waiting supervisors run it, and the
+# one statement every renewal runs, a supervisor's own and the lease round's (store.lease_round.hold_and_renew):
+# (expires_at, job_id, revision, supervisor_id). The revision fences it: a row read at that revision is in the
+# phase it was read in, so the round, which renews only what it read as waiting, needs no guard of its own.
+RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
+         " AND phase IN ('starting', 'waiting', 'running') AND supervisor_id = ?")
 
 
 def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str, until: float | None,
@@ -226,6 +228,8 @@ def end_attempt(conn, job_id: str, revision: int, number: int, *, now: float, ex
                 job_outcome: str | None, detail: str | None) -> int:
     """Close the attempt, then either schedule the next one (retry_at) or finish the job (job_outcome).
     The slot is released either way: a retry waits for a slot again."""
+    from runkit.durations import format_time  # (only once an attempt ends: not on the claim's path)
+
     with Transaction(conn):
         conn.execute("UPDATE attempts SET ended_at = ?, exit_code = ?, signal = ?, outcome = ?, error = ?"
                      " WHERE job_id = ? AND number = ? AND ended_at IS NULL",
@@ -388,7 +392,7 @@ def prune(conn, cutoff: float, only_succeeded: bool = False, only: list[str] | N
             where += " AND s.outcome = 'succeeded'"
         if only is not None:
             where += f" AND s.job_id IN ({','.join('?' * len(only))})"
-            args += only
+            args += only  # type: ignore[arg-type]  # (a list of ids and the cutoff: SQL's arguments)
         ids = [r[0] for r in conn.execute(f"SELECT s.job_id FROM job_state s WHERE {where}", args)]
         if only is not None and len(ids) < len(set(only)):
             kept = [tuple(r) for r in conn.execute(

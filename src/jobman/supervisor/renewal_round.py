@@ -13,9 +13,7 @@ find at its fallback poll: a waiter whose reason to wait has gone (a ring that n
 died between its commit and the ring), and a peer that looks abandoned (a dead waiter past its lease, a
 running job past its lease, a lost job's slot), which the reconciliation pass settles.
 """
-from runkit import proc
-
-from .store import lease_round
+from ..store import lease_round
 
 
 class Look:
@@ -25,13 +23,14 @@ class Look:
 
     __slots__ = ("gone", "settle", "lost_slots")
 
-    def __init__(self, gone: set, settle: bool, lost_slots: bool):
+    def __init__(self, gone: set[str], settle: bool, lost_slots: bool):
         self.gone, self.settle, self.lost_slots = gone, settle, lost_slots
 
 
-def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float):
-    """One round, if this supervisor holds it or may take it. Returns (seconds until the next round,
-    this job's new revision or None, a Look), or None when another supervisor holds the round."""
+def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float, verify):
+    """One round, if this supervisor holds it or may take it. verify(pid, start_time, boot, awake=False): whether
+    that process lives (the supervisor's process layer). Returns (seconds until the next round, this job's new
+    revision or None, a Look), or None when another supervisor holds the round."""
     held = lease_round.holder(conn)
     if held is not None and held[0] != supervisor_id and held[1] >= now:
         return None  # before reading every waiting job: whoever looks while the round is held pays nothing
@@ -39,8 +38,8 @@ def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float
     awake = set()
     rows = lease_round.waiting(conn, now)
     for (waiting_id, revision, owner, pid, start_time, boot, lease, renew_every, expires, is_gone) in rows:
-        if not proc.verify(pid, start_time, boot, awake=True):
-            if expires is not None and expires < now and not proc.verify(pid, start_time, boot):
+        if not verify(pid, start_time, boot, awake=True):
+            if expires is not None and expires < now and not verify(pid, start_time, boot):
                 settle = True  # dead, and its lease has run out: the pass finds it lost and wakes who it blocked
             continue
         awake.add(waiting_id)
