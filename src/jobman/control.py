@@ -50,7 +50,16 @@ def send_signal(selector: str, sig: int, environ=os.environ) -> dict:
                        + (" (jobman cancel stops a waiting job)" if state["phase"] != "finished" else ""))
     attempt = queries.last_attempt(st.conn, job_id)
     found = targets.processes(job_id, attempt)
-    sent = [st_.pid for st_ in found if proc.signal_exact(st_.pid, st_.start_time, sig)]
+    # The command's process group (it leads one, jobman.attempt) in one delivery: signalled one by one, a shell
+    # that ends at the signal has the rest of its tree swept by its supervisor before they are sent it, or its
+    # children end first and it leaves before its own turn. What left the group is signalled one by one.
+    group = [st_ for st_ in found if st_.pgid == attempt["pid"]]
+    if group and proc.signal_led_group(attempt["pid"], attempt["start_time"], sig):
+        sent = [st_.pid for st_ in group]
+        found = [st_ for st_ in found if st_.pgid != attempt["pid"]]
+    else:
+        sent = []
+    sent += [st_.pid for st_ in found if proc.signal_exact(st_.pid, st_.start_time, sig)]
     transitions.add_attempt_note(st.conn, job_id, "signal_sent", time.time(), signal=name, processes=len(sent))
     if not sent:
         message = f"no process of its tree was found to send {name} to (it may be ending)"

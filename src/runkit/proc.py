@@ -570,6 +570,17 @@ def signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
+def signal_led_group(leader: int, start_time: int, sig: int) -> bool:
+    """Send sig at once to every process of the group that process (leader, start_time) leads, while it still
+    exists (alive, or a zombie not yet reaped: either way its group id cannot have been reused). One delivery to
+    the whole group, so that no member ends (and has the rest swept) before the others are sent it. Whether it
+    was delivered."""
+    st = stat(leader)
+    if st is None or st.start_time != start_time or st.pgid != leader:
+        return False
+    return signal_group(leader, sig)
+
+
 def poll_child(pid: int) -> int | None:
     """Our child's wait status if it has ended (it is reaped), else None; ChildProcessError if it is not (or
     no longer) our child."""
