@@ -601,8 +601,16 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+KNOWN = {"--sizes", "--idle", "--skip-peers", "--skip-windows", "--skip-reading", "--skip-history", "--skip-loop",
+         "--skip-floor"}
+
+
 def main() -> int:
     args = sys.argv[1:]
+    flags = [a for i, a in enumerate(args) if a.startswith("-") and not (i and args[i - 1] in ("--sizes", "--idle"))]
+    if "-h" in args or "--help" in args or set(flags) - KNOWN:
+        print(__doc__)  # it holds thousands of processes for minutes: nothing starts on a flag it does not know
+        return 0 if "-h" in args or "--help" in args else 2
     sizes = [100, 2000, 10000]
     idle = 20.0
     if "--sizes" in args:
