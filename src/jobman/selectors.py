@@ -6,7 +6,7 @@ else a unique id prefix of at least 6 characters (hyphens optional). Anything el
 the candidates. Names made only of digits, and the name `last`, are refused at submission, so a handle or
 `last` and a name never collide; a UUIDv7 prefix of digits begins with 0.
 """
-from runkit.ids import is_uuid
+from runkit.ids import hyphenated, is_uuid
 
 from .errors import NotFound
 from .store import queries
@@ -42,7 +42,7 @@ def resolve(conn, text: str) -> str:
         return named
     compact = lowered.replace("-", "")
     if len(compact) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in compact):
-        rows = queries.ids_with_prefix(conn, _hyphenated(compact), 6)
+        rows = queries.ids_with_prefix(conn, hyphenated(compact), 6)
         if len(rows) == 1:
             return rows[0][0]
         if len(rows) > 1:
@@ -61,13 +61,3 @@ def resolve(conn, text: str) -> str:
 def is_handle(text: str) -> bool:
     """Whether text has the form of a handle: ASCII digits, no leading zero, at most 18 of them."""
     return 0 < len(text) <= 18 and text.isascii() and text.isdigit() and text[0] != "0"
-
-
-def _hyphenated(compact: str) -> str:
-    """A prefix of an id's 32 hex digits, with the hyphens an id has at those places (8-4-4-4-12)."""
-    out = []
-    for i, c in enumerate(compact[:32]):
-        if i in (8, 12, 16, 20):
-            out.append("-")
-        out.append(c)
-    return "".join(out)

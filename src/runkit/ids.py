@@ -44,3 +44,13 @@ def is_uuid(text: str) -> bool:
 
 def is_uuid7(text: str) -> bool:
     return is_uuid(text) and text[14] == "7" and text[19] in "89ab"
+
+
+def hyphenated(compact: str) -> str:
+    """A prefix of an id's 32 hex digits, with the hyphens an id has at those places (8-4-4-4-12)."""
+    out = []
+    for i, c in enumerate(compact[:32]):
+        if i in (8, 12, 16, 20):
+            out.append("-")
+        out.append(c)
+    return "".join(out)

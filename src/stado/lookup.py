@@ -1,5 +1,5 @@
 """Reading a job: every record it has, the one that states its truth, and finding it by id or name."""
-from runkit.ids import is_uuid
+from runkit.ids import hyphenated, is_uuid
 
 from . import documents as d
 from . import keys
@@ -177,16 +177,6 @@ def with_prefix(store: ObjectStore, prefix: str, limit: int = _PREFIX_SHOWN + 1)
                 break  # past the prefix: keys come in order
             found.add(job_id)
     return sorted(found)[:limit]
-
-
-def hyphenated(compact: str) -> str:
-    """A prefix of an id's 32 hex digits, with the hyphens an id has at those places (8-4-4-4-12)."""
-    out = []
-    for i, c in enumerate(compact[:32]):
-        if i in (8, 12, 16, 20):
-            out.append("-")
-        out.append(c)
-    return "".join(out)
 
 
 def has_records(store: ObjectStore, job_id: str) -> bool:
