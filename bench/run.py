@@ -175,8 +175,8 @@ def bench_wakeup(root: Path, chains: int) -> dict:
     gaps = []
     for i in range(chains):
         gate = root / f"gate-{i}"
-        first = home.jobman("run", "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.01; done").strip()
-        second = home.jobman("run", "--after-success", first, "--", "true").strip()
+        first = home.jobman("run", "--print-id", "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.01; done").strip()
+        second = home.jobman("run", "--print-id", "--after-success", first, "--", "true").strip()
         db = home.db()
         while db.execute("SELECT waiting_for FROM job_state WHERE job_id = ?", (second,)).fetchone()[0] is None:
             time.sleep(0.01)
@@ -256,13 +256,31 @@ def machine() -> dict:
             "tsp": shutil.which("tsp"), "nq": shutil.which("nq")}
 
 
+USAGE = """jobman's benchmarks beside task-spooler and nq (`make bench`). Results: stdout (markdown) and
+bench/results/latest.json.
+
+    python bench/run.py [--quick] [--only STEP[,STEP...]]
+
+--quick: fewer samples. --only: just those steps (submit_latency, supervisor_memory, throughput, wakeup,
+log_throughput)."""
+
+
 def main() -> int:
     for tool in ("tsp", "nq"):
         if not shutil.which(tool):
             print(f"bench: {tool} is not installed; `make bench` installs it (Debian: task-spooler, nq)",
                   file=sys.stderr)
             return 2
-    quick = "--quick" in sys.argv
+    args = sys.argv[1:]
+    quick = "--quick" in args
+    only = args[args.index("--only") + 1].split(",") if "--only" in args[:-1] else None
+    known = {"--quick", "--only"} | ({args[args.index("--only") + 1]} if only else set())
+    if "--help" in args or "-h" in args:
+        print(USAGE)
+        return 0
+    if set(args) - known:
+        print(f"bench: unknown option {' '.join(sorted(set(args) - known))} (--help lists them)", file=sys.stderr)
+        return 2
     report = {"machine": machine()}
     with tempfile.TemporaryDirectory(prefix="jobman-bench-") as tmp:
         root = Path(tmp)
@@ -271,12 +289,20 @@ def main() -> int:
                  ("throughput", lambda: bench_throughput(root, 40 if quick else 200)),
                  ("wakeup", lambda: bench_wakeup(root, 10 if quick else 50)),
                  ("log_throughput", lambda: bench_log_throughput(root, (128 if quick else 1024) * 1024 * 1024))]
+        unknown = set(only or ()) - {name for name, _ in steps}
+        if unknown:
+            print(f"bench: no step named {', '.join(sorted(unknown))}; the steps: "
+                  f"{', '.join(name for name, _ in steps)}", file=sys.stderr)
+            return 2
         for name, step in steps:
+            if only is not None and name not in only:
+                continue
             print(f"... {name}", file=sys.stderr, flush=True)
             report[name] = step()
-    results = ROOT / "bench" / "results"
-    results.mkdir(exist_ok=True)
-    (results / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    if only is None:  # (a partial run does not replace the full one's record)
+        results = ROOT / "bench" / "results"
+        results.mkdir(exist_ok=True)
+        (results / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
     print(render(report))
     return 0
 
@@ -290,24 +316,29 @@ def _table(header: list[str], rows) -> list[str]:
 def render(report: dict) -> str:
     m = report["machine"]
     lines = [f"Measured {m['date']} on {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}, Linux {m['kernel']}.", ""]
-    lines += _table(["submit (wall, until it returns)", "median", "p95", "vs `python -c pass`"],
-                    [(f"`{name}`", f"{r['median_ms']} ms", f"{r['p95_ms']} ms", f"{r['vs_python']}x")
-                     for name, r in report["submit_latency"].items()])
-    mem = report["supervisor_memory"]
-    lines += ["", f"Idle supervisor memory ({mem['supervisors']} sleeping jobs): USS median {mem['uss_median_mib']} MiB,"
-                  f" max {mem['uss_max_mib']} MiB.", ""]
-    lines += _table(["throughput", "seconds", "vs floor"],
-                    [(name, r["seconds"], f"{r['vs_floor']}x") for name, r in report["throughput"].items()])
-    w = report["wakeup"]
-    lines += ["", f"Wake-up latency, dependency end to dependent start ({w['chains']} chains): median {w['median_ms']} ms,"
-                  f" p95 {w['p95_ms']} ms, max {w['max_ms']} ms.", ""]
-    logs = dict(report["log_throughput"])
-    rounds = logs.pop("rounds")
-    lines += _table([f"1 GiB of output (median of {rounds})", "writer's wall time", "vs direct",
-                     "until on disk (+ sync)", "vs direct"],
-                    [(name, f"{r['seconds']} s", f"{r['vs_direct']}x",
-                      f"{r['on_disk_seconds']} s" if "on_disk_seconds" in r else "-",
-                      f"{r['on_disk_vs_direct']}x" if "on_disk_seconds" in r else "-") for name, r in logs.items()])
+    if "submit_latency" in report:
+        lines += _table(["submit (wall, until it returns)", "median", "p95", "vs `python -c pass`"],
+                        [(f"`{name}`", f"{r['median_ms']} ms", f"{r['p95_ms']} ms", f"{r['vs_python']}x")
+                         for name, r in report["submit_latency"].items()])
+    if "supervisor_memory" in report:
+        mem = report["supervisor_memory"]
+        lines += ["", f"Idle supervisor memory ({mem['supervisors']} sleeping jobs): USS median {mem['uss_median_mib']}"
+                      f" MiB, max {mem['uss_max_mib']} MiB.", ""]
+    if "throughput" in report:
+        lines += _table(["throughput", "seconds", "vs floor"],
+                        [(name, r["seconds"], f"{r['vs_floor']}x") for name, r in report["throughput"].items()])
+    if "wakeup" in report:
+        w = report["wakeup"]
+        lines += ["", f"Wake-up latency, dependency end to dependent start ({w['chains']} chains): median "
+                      f"{w['median_ms']} ms, p95 {w['p95_ms']} ms, max {w['max_ms']} ms.", ""]
+    if "log_throughput" in report:
+        logs = dict(report["log_throughput"])
+        rounds = logs.pop("rounds")
+        lines += _table([f"1 GiB of output (median of {rounds})", "writer's wall time", "vs direct",
+                         "until on disk (+ sync)", "vs direct"],
+                        [(name, f"{r['seconds']} s", f"{r['vs_direct']}x",
+                          f"{r['on_disk_seconds']} s" if "on_disk_seconds" in r else "-",
+                          f"{r['on_disk_vs_direct']}x" if "on_disk_seconds" in r else "-") for name, r in logs.items()])
     return "\n".join(lines)
 
 
