@@ -7,6 +7,7 @@ import threading
 
 from stado import documents as d
 from stado import keys, submission
+from stado.admission import refresh_seconds
 from stado.spec import JobSpec
 
 from .inprocess import World
@@ -33,8 +34,9 @@ def claim_order(world: World) -> list[str]:
 
 
 def know_each_other(world: World, agents) -> None:
-    """Step until every agent has listed the others' records (at its record's cadence)."""
-    world.run_until(lambda: all(agent.fleet.rank()[1] == len(agents) for agent in agents), agents=agents)
+    """Step the agents, with nothing queued, through one cadence of their records: each has then listed the others'."""
+    until = world.clock.now + refresh_seconds(agents[0].cfg.poll_seconds) + 0.5
+    world.run_until(lambda: world.clock.now >= until, agents=agents)
 
 
 def test_one_agent_claims_in_exact_priority_then_creation_order(tmp_path):
@@ -92,10 +94,10 @@ def test_a_higher_priority_entry_is_never_passed_over_to_spread(tmp_path):
     a, b = world.agent("a", slots=2), world.agent("b", slots=2)
     know_each_other(world, [a, b])
     high = max([a, b], key=lambda agent: agent.id)
+    assert high.fleet.rank() == (1, 2)
     plain = [submit(world, "run 100") for _ in range(5)]
     urgent = submit(world, "run 100", priority=5)
     high.claim()
-    assert high.fleet.rank() == (1, 2)
     assert sorted(high.slots) == sorted([urgent, plain[0]])  # the urgent one first, then the oldest: nothing skipped
 
 

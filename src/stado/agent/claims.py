@@ -221,7 +221,7 @@ class ClaimPass:
         due_after = DUE_POLLS * self.ctx.cfg.poll_seconds
         walk, passed = spread(entries, rank=self.rank, slots=self.ctx.cfg.slots,
                               overdue=lambda key: self.queue.overdue(key, mono, due_after))
-        visited: set[str] = set()
+        visited = set[str]()
         claimed = yield from self._walk(walk, visited)
         if claimed:  # the entries it went past are left to agents of lower rank: noted, so that none waits for good
             self.queue.passed_over([e.key for _, e in passed if e.key not in visited], mono)
