@@ -12,8 +12,9 @@ One agent alone starts what it claims in claim order, strictly. Agents polling t
 same head of the queue (the create-if-absent write gives each job one winner, the others pay requests for
 nothing): a pass of an agent that knows of others (fleet.py) begins, within the head of the highest priority
 listed, at an offset given by its rank among them (`spread`), so that each takes a different part of the head;
-rank 0 keeps the exact order. A lost race goes on to the next entry once; a second loss in one pass backs off
-for a random part of a poll (`backoff`), so agents that keep meeting drift apart.
+rank 0 keeps the exact order. A loser (rare once agents are spread) backs off for a random part of a poll before
+its next pass (`backoff`), so agents that keep meeting drift apart, and lists the live agents again (a competitor
+it did not know of yet is the likely cause).
 """
 import random
 from collections import namedtuple
@@ -280,12 +281,12 @@ class ClaimPass:
                 continue
             queue.forget(entry.key)
             if got is None:
-                # Lost to another claimant (or the entry read was stale). The next entry is most likely free (spread
-                # agents each take their own part of the head): it is tried at once. Losing twice in one pass means
-                # agents are in step: back off instead, so agents polling together drift apart.
+                # Lost to another claimant (or the entry read was stale). Going on down the queue now would race
+                # the winner again for the next job: back off instead, so agents polling together drift apart.
+                # (Measured: with agents spread, going on once instead changes nothing; without spreading, it tripled
+                # the lost races at 8 agents, the losers chasing each other down the queue: docs/stado.md, "Claim
+                # order with several agents".)
                 self.lost += 1
-                if self.lost < LOSSES_BEFORE_BACKOFF:
-                    continue
                 self.seen = seen
                 yield Backoff(backoff(ctx.cfg.poll_seconds))
                 break
@@ -357,8 +358,6 @@ def backoff(poll_seconds: float) -> float:
 # A pass that went past entries to spread (`spread`) walks them first, in order, once they have been passed over
 # for this many polls: the agent they were left to is not coming for them.
 DUE_POLLS = 2
-# Lost claim races in one pass before it backs off (the first one goes on to the next entry).
-LOSSES_BEFORE_BACKOFF = 2
 
 
 def spread(entries: list, *, rank: tuple[int, int], slots: int, overdue) -> tuple[list, list]:
