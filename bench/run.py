@@ -13,10 +13,12 @@ Reports numbers, not verdicts (tests assert behaviour; this measures):
      to a file directly.
 Results go to stdout (markdown) and bench/results/latest.json.
 """
+import contextlib
 import json
 import os
 import platform
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -256,6 +258,26 @@ def machine() -> dict:
             "tsp": shutil.which("tsp"), "nq": shutil.which("nq")}
 
 
+@contextlib.contextmanager
+def _reaped(root: str):
+    """On the way out (a step that failed included), kill every process left whose JOBMAN_HOME is under root
+    (supervisors and their jobs; a failed step would otherwise leave them running with their home deleted)."""
+    try:
+        yield
+    finally:
+        for pid in (int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if any(v.startswith(b"JOBMAN_HOME=" + root.encode()) for v in env):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
 USAGE = """jobman's benchmarks beside task-spooler and nq (`make bench`). Results: stdout (markdown) and
 bench/results/latest.json.
 
@@ -282,7 +304,7 @@ def main() -> int:
         print(f"bench: unknown option {' '.join(sorted(set(args) - known))} (--help lists them)", file=sys.stderr)
         return 2
     report = {"machine": machine()}
-    with tempfile.TemporaryDirectory(prefix="jobman-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="jobman-bench-") as tmp, _reaped(tmp):
         root = Path(tmp)
         steps = [("submit_latency", lambda: bench_submit_latency(root, 10 if quick else 40)),
                  ("supervisor_memory", lambda: bench_supervisor_memory(root, 10 if quick else 50)),

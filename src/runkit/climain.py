@@ -36,6 +36,24 @@ def run_main(body: "Callable[[], int]", fail: "Callable[[Exception], tuple[str, 
         return code
 
 
+def leave(code: int) -> None:
+    """End the process at once with `code`, once stdout and stderr are flushed: no interpreter teardown (every
+    module's dictionary cleared, every object freed one by one), which costs a command that has loaded its
+    store's modules 2.5 ms, a sixth of a `stado submit`. Only for a command run as a program whose work is
+    done and durable (nothing is left to close that the exit itself does not close): never returns."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = 0  # the reader had what it wanted (as run_main says)
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
+
+
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null, so the interpreter's flush at exit has nowhere to fail."""
     try:

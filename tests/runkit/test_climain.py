@@ -23,7 +23,7 @@ def _closed_pipe_run(argv: list[str], env: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("tool, args", [("jobman", ["list"]), ("jobman", ["--help"]), ("stado", ["--help"]),
-                                        ("stado", ["status"])])
+                                        ("stado", ["status"]), ("stado", ["submit", "true"])])
 def test_a_closed_pipe_ends_the_command_quietly_with_0(tool, args, tmp_path):
     store = tmp_path / "store"
     store.mkdir()
@@ -35,6 +35,26 @@ def test_a_closed_pipe_ends_the_command_quietly_with_0(tool, args, tmp_path):
     got = _closed_pipe_run([PYTHON, "-m", tool, *args], env)
     assert got.returncode == 0, got.stderr.decode()
     assert got.stderr == b""
+
+
+def test_a_submit_that_skips_the_interpreters_teardown_still_says_everything(tmp_path):
+    """`stado submit` ends with runkit.climain.leave (os._exit once stdout and stderr are flushed): through a pipe
+    (block-buffered) its id arrives whole and names a queued job; its refusals keep their line and exit code."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "stado.toml").write_text(f'[store]\nurl = "file://{store}"\n')
+    env = dict(os.environ, STADO_CONFIG=str(tmp_path / "stado.toml"))
+    done = subprocess.run([PYTHON, "-m", "stado", "submit", "true"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    job = done.stdout.strip()
+    status = subprocess.run([PYTHON, "-m", "stado", "status", job], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert status.returncode == 0 and "queued" in status.stdout, (done.stdout, status.stdout, status.stderr)
+    refused = subprocess.run([PYTHON, "-m", "stado", "submit", "--priority", "high", "true"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("stado: ") and refused.stderr.count("\n") == 1, refused.stderr
 
 
 def test_the_tools_own_errors_are_one_line_and_their_code(capsys):
