@@ -77,7 +77,7 @@ SCENARIOS = {
         about="an agent ten minutes ahead fires a schedule's fire times early and moves last_fired on, so the "
               "honest agents fire nothing in between"),
     "lost_renewal_give_back": Scenario(
-        seed=12359,
+        seed=8482,
         pinned=dict(schedule=True, p_lost=0.2, p_fail=0.08, agents=3, skew=30.0, retries=2, jobs=1),
         want=["abandoned"],
         about="an agent holds a claim it could not check yet; its renewal lands but the answer is lost, so running/ "
