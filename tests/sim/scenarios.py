@@ -76,4 +76,12 @@ SCENARIOS = {
         want=["cron-"],
         about="an agent ten minutes ahead fires a schedule's fire times early and moves last_fired on, so the "
               "honest agents fire nothing in between"),
+    "lost_renewal_give_back": Scenario(
+        seed=8482,
+        pinned=dict(schedule=True, p_lost=0.2, p_fail=0.08, agents=3, skew=30.0, retries=2, jobs=1),
+        want=["abandoned"],
+        about="an agent holds a claim it could not check yet; its renewal lands but the answer is lost, so running/ "
+              "moves to a version the agent does not know; its check then finds a terminal record and gives the "
+              "claim back at the old version, which is refused, and the slot lets go while running/ still holds "
+              "the claim: nothing runs or settles it until a reaper finds its promise broken"),
 }

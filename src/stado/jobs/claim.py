@@ -158,8 +158,18 @@ def give_back(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, 
     moved running/ first, settle that cancel: nothing ran, so nothing needs stopping."""
     if restore:
         _return_to_queue(store, doc, writer=writer, now=_now(now), handed_back=handed_back)
-    if remove(store, keys.running(doc.id), version):
-        return
+    for _ in range(CONFLICT_RETRIES):
+        if remove(store, keys.running(doc.id), version):
+            return
+        found = read(store, keys.running(doc.id), doc.id)
+        if found is None or found[0].claim != doc.claim:
+            return  # gone, or another claim's: nothing of ours to give back
+        if found[0].cancelling or d.decided(found[0]) or found[0].owner != doc.owner:
+            break  # a cancel's, a reaper's or a successor's move: settled below if it is a cancel, else theirs
+        # Still this claim, undecided: our own renewal moved the record after its answer was lost (the agent holds
+        # an unverified claim's lease too). Left in place, it would stand for a process nobody runs until a reaper
+        # found its promise broken (the simulator's "abandoned", seed 13477): deleted at the version it has now.
+        version = found[1]
     settle_own_cancel(store, doc.id, doc.claim, writer=writer, now=now)
 
 
