@@ -34,9 +34,33 @@ def claim_order(world: World) -> list[str]:
 
 
 def know_each_other(world: World, agents) -> None:
-    """Step the agents, with nothing queued, through one cadence of their records: each has then listed the others'."""
+    """Step the agents, with nothing queued, through one cadence of their records, then have each list the live
+    agents as it does at its record's cadence while its passes see work (an idle agent does not): each then knows
+    the others."""
     until = world.clock.now + refresh_seconds(agents[0].cfg.poll_seconds) + 0.5
     world.run_until(lambda: world.clock.now >= until, agents=agents)
+    for agent in agents:
+        agent.fleet.refresh(agent.store, agent.clock.now(), agent.clock.monotonic())
+
+
+def agents_listed(world: World) -> int:
+    return sum(1 for _, verb, key in world.store.log if verb.startswith("list") and key.startswith(keys.AGENTS))
+
+
+def test_an_idle_agent_lists_the_live_agents_only_once_its_passes_see_work(tmp_path):
+    world = interleaved_world(tmp_path)
+    a, b = world.agent("a", slots=1), world.agent("b", slots=1)
+    cadence = refresh_seconds(a.cfg.poll_seconds)
+    until = world.clock.now + 2 * cadence + 0.5
+    world.run_until(lambda: world.clock.now >= until, agents=[a, b])
+    assert agents_listed(world) == 0 and a.fleet.rank() == (0, 1)  # idle: one LIST of ready/ a poll, nothing more
+    submit(world, "run 1000")
+    submit(world, "run 1000")
+    submit(world, "run 1000")
+    until = world.clock.now + cadence + 0.5
+    world.run_until(lambda: world.clock.now >= until, agents=[a, b])
+    # Each claimed, and their passes still see the third job: at its record's cadence each listed the other.
+    assert agents_listed(world) >= 2 and {a.fleet.rank()[1], b.fleet.rank()[1]} == {2}
 
 
 def test_one_agent_claims_in_exact_priority_then_creation_order(tmp_path):

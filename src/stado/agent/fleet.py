@@ -2,8 +2,10 @@
 
 Agents that poll together race for the head of the claim order; a claim pass spreads them over it (claims.spread)
 by this agent's rank among the live agents. Knowing them costs one LIST of agents/ (keys and stamps, no record
-read) at the record's cadence, right after this agent rewrote its own, and once more after a lost claim race (a
-race means a competitor this agent may not know yet: agents started together each list before the others wrote).
+read) at the record's cadence, right after this agent rewrote its own, while its claim passes see work to claim (an
+idle agent lists nothing more than its poll's page of ready/), and once more after a lost claim race or an entry
+found gone (a race means a competitor this agent may not know yet: agents started together each list before the
+others wrote).
 A record counts as live while its `modified` stamp is younger than the liveness window of agents polling as this
 one does (admission.live_for): a crashed agent's record drops out after that, a cleanly stopped agent's at once
 (it deletes its record). The rank is a hint, never a guarantee: a wrong one costs a lost race, not a wrong claim.

@@ -98,6 +98,7 @@ class Agent:
         self._record_due = self._settle_due = self._index_due = self._schedules_due = 0.0
         self._watch = Watch()  # how long each running document has looked unchanged to this agent (reaper.Watch)
         self._record_generation = 0
+        self._saw_work = False  # the last claim pass saw something to claim: its record's cadence lists agents/ too
         self._schedules: ScheduleKnowledge | None = None  # made at the first firing step
 
     @property
@@ -199,6 +200,7 @@ class Agent:
         self._poll = self.next_poll(claimed)
         if backoff is not None:  # lost a race: the next pass comes `backoff` from now
             self._last_claim = self.clock.monotonic() + backoff - self._poll
+        self._saw_work = claim_pass.seen > 0
         if claim_pass.lost or claim_pass.gone:
             self._learn_fleet()
         return claim_pass.seen
@@ -375,8 +377,11 @@ class Agent:
         self.recorded = True
         self._record_generation += 1
         self._record_due = self.clock.monotonic() + refresh
-        # The live agents, its own record just written (a failed LIST keeps what it knew: the rank is only a hint).
-        self.guard(self.fleet.refresh, self.store, self.clock.now(), self.clock.monotonic())
+        # The live agents, its own record just written (a failed LIST keeps what it knew: the rank is only a hint),
+        # while its passes see work to claim: an idle agent's rank spreads nothing, and it stays at one LIST a poll (a
+        # pass that then meets work and loses a race, or finds an entry gone, lists them at once: _learn_fleet).
+        if self._saw_work:
+            self.guard(self.fleet.refresh, self.store, self.clock.now(), self.clock.monotonic())
 
     def _said_skew(self) -> None:
         skew = self.clock.skew()
