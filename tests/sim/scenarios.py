@@ -84,4 +84,14 @@ SCENARIOS = {
               "moves to a version the agent does not know; its check then finds a terminal record and gives the "
               "claim back at the old version, which is refused, and the slot lets go while running/ still holds "
               "the claim: nothing runs or settles it until a reaper finds its promise broken"),
+    "stale_requeue": Scenario(
+        seed=410,
+        pinned=dict(_QUIET, agents=3, jobs=1, cancels=0, settle_every=0.5, max_run=0.3,
+                    slow=("put_if_absent", "queue/")),
+        want=["attempt-twice"],
+        about="a retry runs twice: several agents' passes each take a failed attempt's decided record to finish its "
+              "move, the move is finished and its retry claimed at once; one overtaken settler then creates the "
+              "retry's queue entry again in the empty key (a late copy of the move before the running attempt), and "
+              "when that attempt fails too its settle finds the copy and takes it for its own retry (its generation, "
+              "moved on by every settler's take, is not lower): the claim of it runs the same attempt again"),
 }

@@ -35,6 +35,25 @@ def test_the_default_exploration_finds_no_violation():
     assert not found, summary(found, DEFAULT_SEEDS, elapsed) + "\n\n" + _failure_report(found)
 
 
+def test_the_exploration_reaches_spread_claim_passes(monkeypatch):
+    """Issue 25: the agents' claim passes spread over the head of the claim order by rank (agent.claims.spread).
+    The simulator runs the real pass, so the exploration above covers that choice, provided its worlds reach it:
+    passes whose walk is not the claim order (an agent of rank 1 or 2 among 2-3 agents with a job it goes past)."""
+    from stado.agent import claims
+
+    real, reordered = claims.spread, []
+
+    def counting(entries, **kwargs):
+        walk, passed = real(entries, **kwargs)
+        reordered.append(walk != entries)
+        return walk, passed
+
+    monkeypatch.setattr(claims, "spread", counting)
+    for seed in range(1, 301):
+        assert not run_one(seed=seed).violations, seed
+    assert sum(reordered) >= 20, (sum(reordered), len(reordered))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_each_race_of_issue_8_is_gone(name):
     """The race's recorded seed, then its world over more seeds: no violation of any kind."""

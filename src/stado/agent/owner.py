@@ -45,6 +45,7 @@ from ..storeclock import SKEW_BOUND, StoreClock, skew_words
 from .claims import Backoff, Claim, ClaimPass, Hold, QueueKnowledge
 from .config import AgentConfig
 from .context import AgentContext
+from .fleet import Fleet
 from .jobio import JobIO
 from .lease import LeaseClock
 from .processhost import ProcessHost
@@ -81,6 +82,7 @@ class Agent:
                                 notify=self.notify, holdings=self.holdings, job_env=self.job_env)
         self.runner = SlotRunner(self.ctx)
         self.queue = QueueKnowledge(store)   # what it knows of the queue between polls (keyed by version, pruned)
+        self.fleet = Fleet(self.id, config.poll_seconds)  # the live agents, for its rank in the claim pass (fleet.py)
         self.slots: dict[str, Slot] = {}
         self.stopping = False        # SIGTERM/SIGINT: claim nothing more, let what runs finish
         self.draining = False        # stopping, and handing back what has not started (`stado agent --drain`)
@@ -96,6 +98,7 @@ class Agent:
         self._record_due = self._settle_due = self._index_due = self._schedules_due = 0.0
         self._watch = Watch()  # how long each running document has looked unchanged to this agent (reaper.Watch)
         self._record_generation = 0
+        self._saw_work = False  # the last claim pass saw something to claim: its record's cadence lists agents/ too
         self._schedules: ScheduleKnowledge | None = None  # made at the first firing step
 
     @property
@@ -175,7 +178,7 @@ class Agent:
     def claim(self) -> int:
         """One claim pass (claims.ClaimPass), its decisions recorded as they come. Returns how many claimable jobs
         it saw (0: nothing to do)."""
-        claim_pass = ClaimPass(self.ctx, self.queue, running=set(self.slots), room=self.room())
+        claim_pass = ClaimPass(self.ctx, self.queue, running=set(self.slots), room=self.room(), rank=self.fleet.rank())
         claimed, backoff = False, None
         for decision in claim_pass:
             claimed = claimed or isinstance(decision, (Claim, Hold))
@@ -197,7 +200,18 @@ class Agent:
         self._poll = self.next_poll(claimed)
         if backoff is not None:  # lost a race: the next pass comes `backoff` from now
             self._last_claim = self.clock.monotonic() + backoff - self._poll
+        self._saw_work = claim_pass.seen > 0
+        if claim_pass.lost or claim_pass.gone:
+            self._learn_fleet()
         return claim_pass.seen
+
+    def _learn_fleet(self) -> None:
+        """After a lost race (or an entry found taken): list the live agents again (a competitor it may not know of yet; its rank would then
+        send it to the head the other takes too), at most once a busy poll."""
+        mono = self.clock.monotonic()
+        listed = self.fleet.listed_at
+        if listed is None or mono - listed >= min(self.cfg.busy_poll_seconds, self.cfg.poll_seconds):
+            self.guard(self.fleet.refresh, self.store, self.clock.now(), mono)
 
     def next_poll(self, claimed: bool) -> float:
         """Seconds to the next claim pass: --busy-poll-seconds after a pass that claimed (work is arriving: on a
@@ -363,6 +377,11 @@ class Agent:
         self.recorded = True
         self._record_generation += 1
         self._record_due = self.clock.monotonic() + refresh
+        # The live agents, its own record just written (a failed LIST keeps what it knew: the rank is only a hint),
+        # while its passes see work to claim: an idle agent's rank spreads nothing, and it stays at one LIST a poll (a
+        # pass that then meets work and loses a race, or finds an entry gone, lists them at once: _learn_fleet).
+        if self._saw_work:
+            self.guard(self.fleet.refresh, self.store, self.clock.now(), self.clock.monotonic())
 
     def _said_skew(self) -> None:
         skew = self.clock.skew()

@@ -132,16 +132,18 @@ def _cleared(doc: d.Job, removed: bool) -> d.Job:
 
 def stale_claim(store: ObjectStore, queued: d.Job) -> str | None:
     """Whether a create that just won running/ came from a stale read of the queue: "terminal" when the
-    job already has a final record, "requeued" when its queue entry is newer (a higher generation) than the
-    one read, None when the claim is genuine (the entry read is still there, or a competitor that saw our
-    claim removed it: running/ was free, so no move of the job was under way). CorruptDocument when it
-    cannot be told."""
+    job already has a final record, "requeued" when its queue entry is newer than the one read (for a later
+    attempt, documents.attempt_of; or for the same attempt at a higher generation: held, or given back), None when
+    the claim is genuine (the entry read is still there, or a competitor that saw our claim removed it: running/ was
+    free, so no move of the job was under way). The attempt is compared first: copies of one move written by
+    different settlers each carry their own take's generation, so a late copy of an earlier move can outnumber the
+    entry of the move after it. CorruptDocument when it cannot be told."""
     job_id = queued.id
     if terminal_records(store, job_id):
         return "terminal"
     current = read(store, keys.queued(job_id), job_id)
     if current is not None and current[0].nonce != queued.nonce:
-        if current[0].generation > queued.generation:
+        if (d.attempt_of(current[0]), current[0].generation) > (d.attempt_of(queued), queued.generation):
             return "requeued"
         # Older than the entry we claimed from: written late by a settler that was overtaken (its move had been
         # finished by another writer, and the entry it meant to write already consumed). Not the job's: drop it.

@@ -126,7 +126,16 @@ def _overtaken(store: ObjectStore, doc: d.Job, new: d.Job, *, writer: str, now: 
     one did. Either a settler of the same decision (its entry and ours are one move), or a cancel that landed
     while the retry or requeue was being written: then the cancel stands, and the entry this move wrote is a
     leftover beside it, withdrawn here (a claim of it would start nothing anyway). Returns the record that
-    stands for the job: the queue entry, or the cancelled record."""
+    stands for the job: the queue entry, or the cancelled record.
+
+    When running/ holds another claim (the move was finished by another settler and the job claimed again before
+    this writer's create of the entry landed in the empty key), the late copy of this move's entry is left where it
+    is, not withdrawn: that claim may be one that gives itself back with nothing started, counting on the entry it
+    finds there to keep the job queued (jobs.claim._return_to_queue), and the copy is the same retry as the entry it
+    was claimed from. Otherwise whoever comes next meets it: a claim pass drops it while the claim holds running/
+    (documents.is_leftover_queue_entry: the same move as the holder's), that claim's own move back to the queue
+    replaces it (_requeue: it is for an earlier attempt), and a claim of it after the job ended finds the terminal
+    record and starts nothing."""
     job_id = doc.id
     found = read(store, keys.running(job_id), job_id)
     if found is not None and found[0].claim == doc.claim and d.decided(found[0]):
@@ -149,8 +158,15 @@ def _withdraw(store: ObjectStore, job_id: str, claim: str | None) -> None:
 
 
 def _requeue(store: ObjectStore, again: d.Job, running: d.Job) -> d.Job:
-    """Write the queue entry of a retry. Only the holder of running/ gets here, so the key holds nothing,
-    this move's own entry (another settler wrote it), or the leftover entry this attempt was claimed from."""
+    """Write the queue entry of a retry. A writer that took running/ gets here, so the key holds nothing, this move's
+    own entry (another settler wrote it, or it stands held or given back since), an entry for an earlier attempt (the
+    leftover this attempt was claimed from, or a late copy of the move before this one, written by a settler of that
+    move that was overtaken after its entry was claimed), or, when this writer was overtaken in turn, an entry of
+    the job's later history. The attempt an entry would start tells them apart (documents.attempt_of: every move back
+    to the queue counts one more): an entry for an earlier attempt is replaced, never taken for this move's (a claim
+    of it would run an attempt that already ran); one for the attempt this move queues, or a later one, stands.
+    Generations cannot tell: each settler's take moves its own copy's generation on, so a late copy of an earlier
+    move may carry a higher generation than this move's entry."""
     key = keys.queued(again.id)
     for _ in range(CONFLICT_RETRIES):
         # Create first: the key normally holds nothing (the claim removed the entry it came from), and a create
@@ -162,7 +178,7 @@ def _requeue(store: ObjectStore, again: d.Job, running: d.Job) -> d.Job:
         if found is None:
             continue
         current, current_version = found
-        if current.requeued_from == running.claim or current.generation >= again.generation:
+        if current.requeued_from == running.claim or d.attempt_of(current) >= d.attempt_of(again):
             index(store, current)  # the index copies the entry that stands (another settler may have written it)
             return current
         if replace(store, key, again, current_version)[0] is not None:

@@ -61,9 +61,10 @@ def test_priority_then_creation_order_across_three_agents_with_different_offers(
         # Priority first: no job this agent could run and that outranked this one was still waiting when it
         # claimed this one (another agent may have taken it earlier).
         assert not [k for k in mine if k["priority"] > job["priority"]], job
-        # Then creation time: no older job of the same priority was still waiting when this one was claimed.
+        # Then creation time: no older job of the same priority was still waiting when this one was claimed, but
+        # those an agent left to agents of lower rank (claims.spread: at most rank x slots of them, ranks 0-2 here).
         older = [k for k in mine if k["priority"] == job["priority"] and k["id"] < job["id"]]
-        assert not older, (job, older)
+        assert len(older) <= len(AGENTS) - 1, (job, older)
 
 
 def test_one_agent_starts_jobs_of_equal_priority_in_submission_order(stado_env, tmp_path):
@@ -77,7 +78,7 @@ def test_one_agent_starts_jobs_of_equal_priority_in_submission_order(stado_env, 
     assert claimed == sorted(claimed) and urgent
 
 
-def test_with_four_agents_no_job_starts_before_an_earlier_one_of_its_priority_is_claimed(stado_env, tmp_path):
+def test_with_four_agents_a_job_starts_only_once_the_earlier_ones_of_its_priority_are_claimed_or_spread(stado_env, tmp_path):
     ledger = tmp_path / "ledger"
     # Each job notes when it started, on the clock the agents' claimed_at comes from (one host).
     jobs = [(submit(stado_env, f"echo $WC_JOB_ID $(date +%s.%N) >> {ledger}; sleep 0.05", "--priority",
@@ -93,10 +94,11 @@ def test_with_four_agents_no_job_starts_before_an_earlier_one_of_its_priority_is
     claimed = {job: d.parse_iso(machine_status(stado_env, job)["claimed_at"]) for job, _ in jobs}
     assert len(started) == len(jobs) and len({machine_status(stado_env, j)["instance_ref"] for j, _ in jobs}) > 1
     for job, priority in jobs:
-        # An earlier job of the same priority (ids sort by creation) had been claimed when this one started.
+        # An earlier job of the same priority (ids sort by creation) had been claimed when this one started, but
+        # those its agent left to agents of lower rank (claims.spread: at most rank x slots, ranks 0-3 here).
         earlier = [k for k, p in jobs if p == priority and k < job]
-        assert all(claimed[k] <= started[job] for k in earlier), (job, [k for k in earlier
-                                                                         if claimed[k] > started[job]])
+        waiting = [k for k in earlier if claimed[k] > started[job]]
+        assert len(waiting) <= len(agents) - 1, (job, waiting)
 
 
 def test_accelerator_variables_name_the_devices_reserved_for_the_job(stado_env, tmp_path):
