@@ -12,6 +12,7 @@ from runkit.clock import Clock, ManualClock
 
 from stado.agent import Agent, AgentConfig
 from stado.objectstore.memory import MemoryStore
+from tests.scripted import ScriptedProcess
 
 
 class HostClock(Clock):
@@ -29,20 +30,10 @@ class HostClock(Clock):
         return self.base.monotonic()
 
 
-class FakeProcess:
+class FakeProcess(ScriptedProcess):
     def __init__(self, pid: int, command: str, env: dict, started: float):
-        words = command.split()
-        self.pid, self.env, self.command = pid, env, command
-        self.runs = float(words[1]) if words[:1] == ["run"] and len(words) > 1 else 1.0
-        self.exit_code = int(words[words.index("exit") + 1]) if "exit" in words else 0
-        self.ignores_term = "ignore-term" in words
-        self.ends = started + self.runs
-        self.signal: int | None = None
-        self.signals: list[int] = []
-        self.reaped = False
-
-    def alive(self, now: float) -> bool:
-        return now < self.ends
+        super().__init__(pid, command.split(), env, started)
+        self.command = command
 
 
 class FakeHost:

@@ -47,6 +47,14 @@ def agents_listed(world: World) -> int:
     return sum(1 for _, verb, key in world.store.log if verb.startswith("list") and key.startswith(keys.AGENTS))
 
 
+
+def _two_agents(tmp_path):
+    """A world (an interleaving store) with two agents of 2 slots each that know each other."""
+    world = interleaved_world(tmp_path)
+    a, b = world.agent("a", slots=2), world.agent("b", slots=2)
+    know_each_other(world, [a, b])
+    return world, a, b
+
 def test_an_idle_agent_lists_the_live_agents_only_once_its_passes_see_work(tmp_path):
     world = interleaved_world(tmp_path)
     a, b = world.agent("a", slots=1), world.agent("b", slots=1)
@@ -90,9 +98,7 @@ def _claim_at_once(world: World, first, second) -> None:
 
 
 def test_two_agents_listing_the_same_head_at_once_claim_different_entries(tmp_path):
-    world = interleaved_world(tmp_path)
-    a, b = world.agent("a", slots=2), world.agent("b", slots=2)
-    know_each_other(world, [a, b])
+    world, a, b = _two_agents(tmp_path)
     jobs = [submit(world, "run 100") for _ in range(6)]
     _claim_at_once(world, a, b)
     assert len(a.slots) == 2 and len(b.slots) == 2  # neither lost a race, nor backed off
@@ -104,9 +110,7 @@ def test_two_agents_listing_the_same_head_at_once_claim_different_entries(tmp_pa
 
 
 def test_whichever_lists_first_the_lower_rank_takes_the_head(tmp_path):
-    world = interleaved_world(tmp_path)
-    a, b = world.agent("a", slots=2), world.agent("b", slots=2)
-    know_each_other(world, [a, b])
+    world, a, b = _two_agents(tmp_path)
     low, high = sorted([a, b], key=lambda agent: agent.id)
     jobs = [submit(world, "run 100") for _ in range(6)]
     _claim_at_once(world, high, low)
@@ -114,9 +118,7 @@ def test_whichever_lists_first_the_lower_rank_takes_the_head(tmp_path):
 
 
 def test_a_higher_priority_entry_is_never_passed_over_to_spread(tmp_path):
-    world = interleaved_world(tmp_path)
-    a, b = world.agent("a", slots=2), world.agent("b", slots=2)
-    know_each_other(world, [a, b])
+    world, a, b = _two_agents(tmp_path)
     high = max([a, b], key=lambda agent: agent.id)
     assert high.fleet.rank() == (1, 2)
     plain = [submit(world, "run 100") for _ in range(5)]
@@ -126,9 +128,7 @@ def test_a_higher_priority_entry_is_never_passed_over_to_spread(tmp_path):
 
 
 def test_entries_left_to_an_agent_that_does_not_come_are_taken_after_two_polls(tmp_path):
-    world = interleaved_world(tmp_path)
-    a, b = world.agent("a", slots=2), world.agent("b", slots=2)
-    know_each_other(world, [a, b])
+    world, a, b = _two_agents(tmp_path)
     low, high = sorted([a, b], key=lambda agent: agent.id)
     jobs = [submit(world, "run 1") for _ in range(12)]
     start = world.clock.now

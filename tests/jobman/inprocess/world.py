@@ -18,6 +18,7 @@ import select
 from jobman import doorbell, home as homes
 from jobman.dbretry import Retrier, connect
 from jobman.model import JobState
+from tests.scripted import ScriptedProcess
 from jobman.store import queries, schema, transitions
 from jobman.supervisor import claim as claiming
 from jobman.supervisor.owner import Supervisor
@@ -40,21 +41,10 @@ class TurnedLean(BaseException):
     """The supervisor exec'd into its lean form (the fake exec records the command and ends the run here)."""
 
 
-class FakeTarget:
+class FakeTarget(ScriptedProcess):
     def __init__(self, pid: int, argv: list[str], env: dict, started: float):
-        words = list(argv)
-        self.pid, self.argv, self.env = pid, words, env
-        self.runs = float(words[1]) if words[:1] == ["run"] and len(words) > 1 else 1.0
-        self.exit_code = int(words[words.index("exit") + 1]) if "exit" in words else 0
-        self.ignores_term = "ignore-term" in words
-        self.started = started
-        self.ends = started + self.runs
-        self.signal: int | None = None
-        self.signals: list[int] = []
-        self.reaped = False
-
-    def alive(self, now: float) -> bool:
-        return now < self.ends
+        super().__init__(pid, list(argv), env, started)
+        self.argv = list(argv)
 
     def status(self) -> int:
         return self.signal if self.signal is not None else self.exit_code << 8
