@@ -94,4 +94,14 @@ SCENARIOS = {
               "retry's queue entry again in the empty key (a late copy of the move before the running attempt), and "
               "when that attempt fails too its settle finds the copy and takes it for its own retry (its generation, "
               "moved on by every settler's take, is not lower): the claim of it runs the same attempt again"),
+    "cancel_refused_delete": Scenario(
+        seed=8692,
+        pinned=dict(_QUIET, agents=3, jobs=2, cancels=2, settle_every=0.5, max_run=0.3, p_lost=0.03, p_fail=0.03,
+                    slow=("put_if_absent", "queue/")),
+        want=["settles"],
+        about="a cancel of a running job is left in running/: its owner takes the cancel to settle it and stalls; "
+              "a reaper, seeing the owner's promise pass, takes it again and stops short on a store error; the "
+              "owner wakes, finds the cancelled record, and its delete at the version it took is refused, so it "
+              "lets go of a record that still names it with no outcome: nobody finishes the move before a "
+              "reaper has watched it for a whole lease"),
 }

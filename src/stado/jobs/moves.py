@@ -79,15 +79,21 @@ def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now
     `terminal_checked`: the caller read the terminal records (none) after its own create of `doc` (a cancel
     tombstone) and has held running/ since, so none can have been written meanwhile but by a settler of this
     same cancel (whose cancelled/ record the create meets): _terminate need not read them again."""
+    return _settle(store, doc, version, writer=writer, now=now, taken=taken, terminal_checked=terminal_checked)[0]
+
+
+def _settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None,
+            taken: bool, terminal_checked: bool) -> tuple[d.Job | None, bool]:
+    """settle(), and whether its delete of running/ landed."""
     t = _now(now)
     job_id = doc.id
     if not (doc.finishing or doc.cancelling):
-        return None  # nothing decided: a running attempt is its owner's (or the reaper's) to move
+        return None, False  # nothing decided: a running attempt is its owner's (or the reaper's) to move
     if not taken:
         mine = d.taken_doc(doc, writer=writer, now=t, nonce=new_nonce())
         took, _ = replace(store, keys.running(job_id), mine, version)
         if took is None:
-            return None
+            return None, False
         version = took
         doc = mine
     if doc.finishing and doc.requeue:
@@ -98,9 +104,11 @@ def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now
         faults.point("requeue-written")
     else:
         new = _terminate(store, doc, writer=writer, now=t, terminal_checked=terminal_checked and taken)
-    if not remove(store, keys.running(job_id), version) and new.state == "queued":
-        return _overtaken(store, doc, new, writer=writer, now=t)
-    return new
+    if remove(store, keys.running(job_id), version):
+        return new, True
+    if new.state == "queued":
+        return _overtaken(store, doc, new, writer=writer, now=t), False
+    return new, False
 
 
 def settle_own_cancel(store: ObjectStore, job_id: str, claim: str | None, *, writer: str,
@@ -109,16 +117,21 @@ def settle_own_cancel(store: ObjectStore, job_id: str, claim: str | None, *, wri
     another settler took the record first (a reaper settling the cancel of an owner it judged silent) and
     stopped short (it crashed between its take and its delete), the record is taken again: that settler's delete
     is refused, and nobody else would finish the move before a lease had passed, since the record still names
-    an owner and no outcome. Returns the new record; None when the record is gone or no longer this claim's
-    cancel."""
+    an owner and no outcome. The same holds after this writer's own take, when its delete is refused: a settler
+    that took the record after it (a reaper whose promise check saw this owner late) may have stopped short in
+    turn, and the record it left still names this owner with no outcome, so it is taken again until the delete
+    lands or the record is no longer this cancel. Returns the new record; None when the record is gone or no
+    longer this claim's cancel before this writer settled it."""
+    done = None
     for _ in range(CONFLICT_RETRIES):
         found = read(store, keys.running(job_id), job_id)
         if found is None or found[0].claim != claim or not found[0].cancelling:
-            return None
-        done = settle(store, *found, writer=writer, now=now)
-        if done is not None:
             return done
-    return None
+        settled, removed = _settle(store, *found, writer=writer, now=now, taken=False, terminal_checked=False)
+        done = settled or done
+        if removed:
+            return done
+    return done
 
 
 def _overtaken(store: ObjectStore, doc: d.Job, new: d.Job, *, writer: str, now: float) -> d.Job:
