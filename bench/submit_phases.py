@@ -33,9 +33,10 @@ mark("import objectstore.connect")
 url, options = connect.load_config(os.environ["STADO_CONFIG"])
 mark("read STADO_CONFIG")
 if not url.startswith("file:"):
-    import obstore.store  # noqa: F401
-
     import stado.objectstore.cloud  # noqa: F401
+    from stado.objectstore.native import obstore
+
+    obstore()  # the native module alone, as the command loads it
 
     mark("import obstore and objectstore.cloud")
 store = connect.open_store(url, options)

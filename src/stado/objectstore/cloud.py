@@ -10,12 +10,17 @@ obstore is imported only when a cloud store is opened: the CLI pays nothing for 
 The functions above the class are pure, so GCS's rules are unit-tested without a server.
 """
 import builtins
-import re
-from collections.abc import Iterator, Mapping
-from typing import Any
 
 from .base import (AccessDenied, AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, StoreError,
                    StoreUnavailable, Version, check_key, check_range, dir_prefix)
+from .native import obstore
+
+# typing, re and collections cost a cloud command's start-up: re is imported where an error is read, and the
+# annotations are read by the type checker alone.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from typing import Any
 
 PROVIDERS = ("s3", "azure", "gcs")
 PART_SIZE = 5 * 1024 * 1024
@@ -31,7 +36,7 @@ _METADATA_SERVICE = ("169.254.169.254", "169.254.170.2", "metadata.google.intern
 _MISSING_BUCKET = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
 
 
-def version_from_meta(meta: Mapping[str, Any]) -> Version:
+def version_from_meta(meta: "Mapping[str, Any]") -> Version:
     """Keep both fields obstore reports: S3 and Azure guard writes with the ETag, GCS with the generation
     (obstore's ``version``)."""
     etag, generation = meta.get("e_tag"), meta.get("version")
@@ -63,6 +68,8 @@ def update_mode(provider: str, version: Version) -> dict[str, str]:
 
 def one_line(text: str) -> str:
     """The parts of an obstore message worth showing: HTTP status, the server's error code, the OS reason."""
+    import re
+
     parts = []
     status = re.search(r"status code: (\d{3}[A-Za-z ]*)", text)
     if status:
@@ -86,12 +93,20 @@ PROTOCOLS = {"s3": "S3", "azure": "Azure Blob", "gcs": "Google Cloud Storage"}
 # An answer no object store gives: an HTML page as an error (stores answer errors in XML or JSON, with their own
 # error code), a listing that is not a listing, or a server that does not know PUT at all. (A gateway's 502-504
 # page is the path to the store failing, not the endpoint: that stays "cannot reach".)
-_HTML = re.compile(r"non-2xx status code: (?!50[234])\d{3}[^:]*: \s*<(!DOCTYPE html|html)", re.IGNORECASE)
-_NOT_A_STORE = re.compile(r"invalid list response|status code: 50[15] [^:]*: (?![\s\S]*<Code>)", re.IGNORECASE)
+_HTML = r"non-2xx status code: (?!50[234])\d{3}[^:]*: \s*<(!DOCTYPE html|html)"
+_NOT_A_STORE = r"invalid list response|status code: 50[15] [^:]*: (?![\s\S]*<Code>)"
+
+
+def _is_html(text: str) -> bool:
+    import re
+
+    return re.search(_HTML, text, re.IGNORECASE) is not None
 
 
 def _not_a_store(text: str) -> bool:
-    return bool(_HTML.search(text) or _NOT_A_STORE.search(text))
+    import re
+
+    return _is_html(text) or re.search(_NOT_A_STORE, text, re.IGNORECASE) is not None
 
 
 def is_panic(exc: BaseException) -> bool:
@@ -109,12 +124,13 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None) ->
         first = (str(exc).splitlines() or ["panic"])[0][:160]
         return StoreError(f"{where}: internal error in the object-store client ({first}); check the store options "
                           "in STADO_CONFIG")
-    from obstore import exceptions as oe
+    import re
 
+    oe = obstore().exceptions
     text = str(exc)
     detail = one_line(text)
     if _not_a_store(text):
-        return StoreUnavailable(f"{where} is not an object store ({detail}{', an HTML page' if _HTML.search(text) else ''}"
+        return StoreUnavailable(f"{where} is not an object store ({detail}{', an HTML page' if _is_html(text) else ''}"
                                 f"): the endpoint answers, but not with the {PROTOCOLS[provider]} API; check the "
                                 "endpoint in STADO_CONFIG (its host, port and path)")
     if isinstance(exc, FileNotFoundError):
@@ -169,16 +185,14 @@ class Translated:
 class CloudStore(ObjectStore):
     """One obstore store (S3Store, AzureStore or GCSStore, already scoped to its URL prefix)."""
 
-    def __init__(self, url: str, provider: str, store: Any, where: str | None = None, timeout: float = 60.0):
-        import obstore
-
+    def __init__(self, url: str, provider: str, store: "Any", where: str | None = None, timeout: float = 60.0):
         self.url = url
         self._timeout = timeout
         self.provider = provider
         # S3-compatible ETags are (usually) the body's MD5; Azure's and GCS's change on every write.
         self.unique_versions = provider != "s3"
         self._store = store
-        self._obs = obstore
+        self._obs = obstore()
         self.where: str = where or url
 
     def _translated(self, key: str | None) -> "Translated":
@@ -230,7 +244,7 @@ class CloudStore(ObjectStore):
         mode = update_mode(self.provider, version)
         try:
             with self._translated(key):
-                return version_from_meta(self._obs.put(self._store, key, bytes(data), mode=mode,  # type: ignore[arg-type]
+                return version_from_meta(self._obs.put(self._store, key, bytes(data), mode=mode,
                                                        use_multipart=False))
         except (NotFound, AlreadyExists) as gone:
             # A conditional update of a missing key is a failed precondition, whatever the server called it.
@@ -306,7 +320,7 @@ class CloudStore(ObjectStore):
                     break
         return out[:limit]
 
-    def list(self, prefix: str) -> Iterator[Entry]:
+    def list(self, prefix: str) -> "Iterator[Entry]":
         prefix = dir_prefix(prefix)
         with self._translated(None):
             stream = self._obs.list(self._store, prefix=prefix or None)

@@ -370,9 +370,10 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
     if provider == "azure" and options.get("account"):
         config["account_name"] = options["account"]
     try:
-        from obstore.store import AzureStore, GCSStore, S3Store
+        from .native import obstore
 
-        cls = {"s3": S3Store, "azure": AzureStore, "gcs": GCSStore}[provider]
+        classes = obstore()._store  # the native classes: obstore's typed wrappers add nothing stado calls
+        cls = {"s3": classes.S3Store, "azure": classes.AzureStore, "gcs": classes.GCSStore}[provider]
         store = cls(bucket, prefix=prefix or None, client_options=client, retry_config=retry, **config)
     except BaseException as exc:
         if not isinstance(exc, Exception) and not is_panic(exc):
