@@ -295,3 +295,21 @@ def test_a_credential_variable_that_is_not_utf8_is_one_line():
     message = one_line_error(lambda: open_store("s3://b/p", {"endpoint": "https://s3.example.com"},
                                                 env={"AWS_ACCESS_KEY_ID": "a\udcff", "AWS_SECRET_ACCESS_KEY": "b"}))
     assert message == "AWS_ACCESS_KEY_ID holds bytes that are not UTF-8: fix or unset it"
+
+
+def test_only_a_client_that_can_make_no_tls_connection_skips_the_ca_certificates():
+    """Loading the system's CA certificates is skipped (the client told not to verify) only where no TLS
+    connection can happen: a plain-HTTP endpoint with credentials given, so no token service is asked."""
+    from stado.objectstore.connect import _no_tls_ever
+
+    keys = {"access_key_id": "k", "secret_access_key": "s"}
+    assert _no_tls_ever("s3", "http://127.0.0.1:8333", keys)
+    assert _no_tls_ever("s3", "HTTP://seaweed.lan", keys)
+    assert not _no_tls_ever("s3", "https://s3.example.com", keys)
+    assert not _no_tls_ever("s3", None, keys)                                   # AWS itself: https
+    assert not _no_tls_ever("s3", "http://127.0.0.1:8333", {"access_key_id": "k"})  # the chain may ask STS
+    assert not _no_tls_ever("s3", "http://127.0.0.1:8333", {})
+    assert _no_tls_ever("azure", "http://127.0.0.1:10000/acct", {"account_key": "a2V5"})
+    assert _no_tls_ever("azure", "http://127.0.0.1:10000/acct", {"sas_key": "sv=1"})
+    assert not _no_tls_ever("azure", "http://127.0.0.1:10000/acct", {})           # managed identity: https
+    assert not _no_tls_ever("gcs", "http://127.0.0.1:4443", {"service_account_key": "{}"})

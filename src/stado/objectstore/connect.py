@@ -328,6 +328,18 @@ def _client_settings(options: dict) -> tuple[dict, dict]:
     return client, retry
 
 
+def _no_tls_ever(provider: str, endpoint: object, config: Mapping[str, object]) -> bool:
+    """Whether a client for this store makes no TLS connection at all: a plain-HTTP endpoint, and static
+    credentials (S3 keys; an Azure account key or SAS token), so that no token service is reached over HTTPS."""
+    if not isinstance(endpoint, str) or endpoint[:7].lower() != "http://":
+        return False
+    if provider == "s3":
+        return bool(config.get("access_key_id") and config.get("secret_access_key"))
+    if provider == "azure":
+        return bool(config.get("account_key") or config.get("sas_key"))
+    return False  # GCS asks its token service over HTTPS unless given a bearer token: not worth telling apart
+
+
 def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict,
                 env: Mapping[str, str]) -> ObjectStore:
     from .cloud import CloudStore, is_panic
@@ -362,6 +374,13 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
         raise ConfigError(f"{where} {_shown(reached)} is plain HTTP, which STADO_CONFIG does not allow: requests and "
                           "credentials would cross the network unencrypted; use https://, or set allow_http = true "
                           "under [store] for a server you trust (a local test server)")
+    if _no_tls_ever(provider, reached, config):
+        # rustls reads the system's CA certificates when the client is built (the bundle and every file of
+        # SSL_CERT_DIR: 3-4 ms of every command here); a client that can never make a TLS connection is told not
+        # to verify, which skips that. It never makes one: the endpoint is plain HTTP and the credentials are
+        # given, so no token service is asked either. (A redirect to https from such an endpoint would reach no
+        # further than the plain-HTTP endpoint itself already lets anyone on the path see.)
+        client["allow_invalid_certificates"] = True
     if provider == "s3":
         if "region" in options:
             config["region"] = options["region"]
