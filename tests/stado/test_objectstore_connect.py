@@ -313,3 +313,30 @@ def test_only_a_client_that_can_make_no_tls_connection_skips_the_ca_certificates
     assert _no_tls_ever("azure", "http://127.0.0.1:10000/acct", {"sas_key": "sv=1"})
     assert not _no_tls_ever("azure", "http://127.0.0.1:10000/acct", {})           # managed identity: https
     assert not _no_tls_ever("gcs", "http://127.0.0.1:4443", {"service_account_key": "{}"})
+
+
+CLOUD_IMPORTS = """
+import sys
+from stado.objectstore import store_from_environment
+store = store_from_environment()
+store.put_if_absent("queue/imports.json", b"{}")
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("obstore", "typing", "re", "enum"))
+import json  # (json imports re: only now)
+import obstore, obstore.store  # the package wraps the module already loaded, as for any later user
+print(json.dumps({"loaded": loaded, "same": obstore._obstore is sys.modules["obstore._obstore"],
+                  "read": bytes(obstore.get(store._store, "queue/imports.json").bytes()).decode()}))
+"""
+
+
+@pytest.mark.parametrize("store_target", ["s3", "azure"], indirect=True)
+def test_a_cloud_store_loads_obstore_s_native_module_alone(store_target, stado_env):
+    """The store's client comes from obstore's native module, loaded without the package's typed wrappers (and the
+    typing, re and enum they import: 5-7 ms of every cloud command); obstore imported later wraps that module."""
+    import json
+
+    done = subprocess.run([sys.executable, "-c", CLOUD_IMPORTS], env=stado_env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["loaded"] == ["obstore._obstore", "obstore._store", "obstore.exceptions"]
+    assert out["same"] is True and out["read"] == "{}"
