@@ -49,6 +49,9 @@ class Watch:
 
     def __init__(self):
         self._seen: dict[str, tuple[object, float]] = {}
+        # The document last read at each job's key, with its version: a record listed again at that version is not
+        # read again (a dead worker's record is watched for a whole lease before it is reaped: one GET, not one a pass).
+        self.read: dict[str, tuple[d.Job, object]] = {}
 
     def unchanged_for(self, job_id: str, version, asked: float, answered: float | None = None) -> float:
         """Seconds the document has certainly been at `version`: from the first read that returned it (when it
@@ -63,6 +66,8 @@ class Watch:
         """Forget documents no longer in running/ (their next one starts a new watch)."""
         for job_id in set(self._seen) - set(job_ids):
             del self._seen[job_id]
+        for job_id in set(self.read) - set(job_ids):
+            del self.read[job_id]
 
 
 def promise_of(doc: d.Job, modified: float | None = None) -> float | None:
@@ -192,7 +197,10 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
         now = clock.now()
     out = ReapSummary()
     listed = []
-    records = running_records(store, skip)  # its own slots' records are not even read: their renewals speak for them
+    # Its own slots' records are not even read (their renewals speak for them), nor a record it read at the version listed.
+    known = None if watch is None else watch.read
+    records = running_records(store, skip, known=known)
+    listing_asked = clock.monotonic()  # no later than the LIST that saw each record (pages come later, not sooner)
     while True:
         asked = clock.monotonic()
         item = next(records, None)
@@ -208,6 +216,10 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
             continue
         try:
             if found is not None:
+                if known is not None and known.get(job_id) is found:
+                    asked = listing_asked  # seen unchanged by the LIST, not by a read now: timed from the LIST's start
+                elif known is not None:
+                    known[job_id] = found
                 watched = None if watch is None else watch.unchanged_for(job_id, found[1], asked, answered)
                 # A version other than the one listed was written after the LIST: its promise is fresh.
                 modified = entry.modified if found[1] == entry.version else now

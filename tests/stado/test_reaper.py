@@ -114,6 +114,35 @@ def test_a_reaper_whose_clock_runs_ahead_waits_until_it_has_watched_the_promised
     assert reap(store, writer="reaper", now=ahead, margin=0.2).failed == 1
 
 
+def test_a_reaper_reads_a_record_it_watches_once_while_the_listing_shows_it_unchanged():
+    """Watching a silent worker's record for a lease costs one GET, not one per pass: the LIST's version says the
+    record is the one already read. A renewal (a new version) is read again, and the watch still reaps it once its
+    lease has passed unchanged."""
+    from stado.metered import MeteredStore
+
+    store = MeteredStore(MemoryStore())
+    job = submit(store)
+    now = time.time()
+    claim(store, job, promise=now + 0.3)
+    ahead, watch = now + 60.0, Watch()
+
+    def gets_of_running():
+        return store.by_prefix.get(("GET", "running"), 0)
+
+    store.reset()
+    for _ in range(3):
+        assert reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch).alive["watch"] == 1
+    assert gets_of_running() == 1
+    jobs.renew(store, *cas.read(store, keys.running(job)), lease_expires_at=time.time() + 0.3)
+    store.reset()
+    deadline = time.monotonic() + 5
+    while (passed := reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch)).reaped == 0:
+        assert time.monotonic() < deadline, passed.as_json()
+        time.sleep(0.05)
+    assert gets_of_running() == 1  # the renewal's version, read once; the reaper's own take needs no read
+    assert passed.requeued == 1 and lookup.view(store, job).state == "queued"
+
+
 def test_a_job_without_a_promise_is_kept_and_counted():
     store = MemoryStore()
     job = submit(store)
