@@ -404,8 +404,10 @@ PURPOSES = [
     ("agent/claims.py:document", "GET", "ready", None, "claim pass: the index entry (its version is new to this agent)"),
     ("agent/claims.py:document", "GET", "queue", None,
      "claim pass: the ledger entry (its index entry's version is new to this agent)"),
-    ("pause.py:pause_record", "GET", "control", "agent/claims.py:_paused",
-     "claim pass: the pause record (404: not paused), when a job could be claimed"),
+    ("agent/claims.py:pause", "GET", "ready", None,
+     "claim pass: the pause record, listed in ready/ (read once for each version of it)"),
+    ("pause.py:adopt_legacy", "GET", "control", None,
+     "index check (every 300 s): a pause record where an older stado kept it? (404)"),
     ("agent/claims.py:_ledger", "GET", "queue", None, "claim pass: the ledger entry (the index is only a hint)"),
     ("jobs/claim.py:claim", "PUT", "running", None, "claim: create running/ (create-if-absent: one winner)"),
     ("jobs/claim.py:stale_claim", "GET", TERMINAL, None,
@@ -500,7 +502,7 @@ def categorise(rows: list[dict], s: Scenario) -> None:
             row["whose"] = "start-up"
         elif row["at"] > s.t1:
             row["whose"] = "after"
-        elif row["where"] in ("agent/claims.py:list_window", "pause.py:pause_record"):
+        elif row["where"] in ("agent/claims.py:list_window", "agent/claims.py:pause"):
             row["whose"] = "pass"
         else:
             row["whose"] = "background"

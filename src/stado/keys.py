@@ -31,7 +31,10 @@ STATUS = "status/"
 NAMES = "names/"
 AGENTS = "agents/"
 SCHEDULES = "schedules/"
-QUEUE_PAUSE = "control/queue-pause.json"
+# The pause record lives in the claim-order index, sorting before every job entry ('!' < '0'), so the LIST each
+# claim pass makes anyway shows whether the queue is paused: no request of its own unless it is.
+QUEUE_PAUSE = "ready/!pause.json"
+LEGACY_QUEUE_PAUSE = "control/queue-pause.json"  # where stado kept it until 2026-12-01 (still honoured, see pause.py)
 
 # Readers resolve several terminal records in this documented order: the first one present wins.
 TERMINAL_STATES = ("completed", "failed", "cancelled")

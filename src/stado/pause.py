@@ -29,16 +29,39 @@ def resume(store: ObjectStore) -> dict | None:
     record = pause_record(store)
     if record is not None:
         store.delete(keys.QUEUE_PAUSE)
+        store.delete(keys.LEGACY_QUEUE_PAUSE)
     return record
 
 
 def pause_record(store: ObjectStore) -> dict | None:
+    """The queue's pause record (the one in the claim-order index, else one an older stado wrote under control/), or
+    None when the queue is not paused."""
+    for key in (keys.QUEUE_PAUSE, keys.LEGACY_QUEUE_PAUSE):
+        try:
+            return read_record(store.get(key).data)
+        except NotFound:
+            continue
+    return None
+
+
+def adopt_legacy(store: ObjectStore) -> bool:
+    """A pause record an older stado wrote under control/ (agents now see the pause in their listing of ready/ and
+    look nowhere else), copied where they see it. The old record stays for agents of that version; `stado queue
+    resume` removes both. Run by agents at start and on their slow cadence. True when it found one."""
+    try:
+        data = store.get(keys.LEGACY_QUEUE_PAUSE).data
+    except NotFound:
+        return False
+    try:
+        store.put_if_absent(keys.QUEUE_PAUSE, data)
+    except AlreadyExists:
+        pass
+    return True
+
+
+def read_record(data: bytes) -> dict:
     import json
 
-    try:
-        data = store.get(keys.QUEUE_PAUSE).data
-    except NotFound:
-        return None
     try:
         record = json.loads(data)
     except ValueError:

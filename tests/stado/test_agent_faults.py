@@ -168,3 +168,72 @@ def test_held_jobs_cost_an_agent_nothing_per_poll_and_are_not_claimed(tmp_path):
     assert again.run() == 0
     assert lookup.view(inner, held[0]["id"]).state == "completed"
     assert all(lookup.view(inner, job["id"]).state == "queued" for job in held[1:])
+
+
+def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_path):
+    """The pause record sits in ready/, sorting before every job entry, so the LIST each claim pass makes anyway says
+    whether the queue is paused: a pass that claims reads no pause record, and a paused queue's record is read once
+    (for each version of it), not once a pass. A pause written where an older stado kept it (control/) still stops
+    claims, and `stado queue resume` lifts both."""
+    import json
+    import signal
+    import threading
+
+    import pytest
+
+    from stado import pause
+    from stado.metered import MeteredStore
+    from stado.objectstore import NotFound
+
+    class Counting(MeteredStore):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.reads: dict[str, int] = {}
+
+        def get(self, key):
+            self.reads[key] = self.reads.get(key, 0) + 1
+            return super().get(key)
+
+    inner = open_store(f"file://{tmp_path}/store")
+    lines: list[str] = []
+
+    def agent(store, **settings):
+        return Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", schedules=False,
+                                        host="h", **settings), log=lines.append)
+
+    pause.pause(inner, by="op@host", reason="disk swap")
+    queued = submission.submit(inner, [Submission(JobSpec("true")) for _ in range(3)])
+    store = Counting(inner)
+    timer = threading.Timer(2.0, lambda: signal.raise_signal(signal.SIGTERM))
+    timer.start()
+    try:
+        assert agent(store, poll_seconds=0.1).run() == 0
+    finally:
+        timer.cancel()
+    polls = store.by_prefix[("LIST", "ready")]
+    assert polls >= 8, polls
+    assert store.reads.get(keys.QUEUE_PAUSE) == 1, (store.reads, lines[-10:])
+    assert sum("queue paused by op@host" in line and "disk swap" in line for line in lines) == 1
+    assert all(lookup.view(inner, job["id"]).state == "queued" for job in queued)
+
+    assert pause.resume(inner)["reason"] == "disk swap"
+    store = Counting(inner)
+    assert agent(store, poll_seconds=0.1, until_idle=True).run() == 0
+    assert all(lookup.view(inner, job["id"]).state == "completed" for job in queued)
+    assert keys.QUEUE_PAUSE not in store.reads, store.reads
+    assert store.reads.get(keys.LEGACY_QUEUE_PAUSE) == 1  # the slow cadence's look for an older stado's pause
+
+    legacy = {"paused": True, "by": "old@host", "at": "2026-11-30T12:00:00.000Z", "reason": "old", "generation": 1,
+              "nonce": "n" * 24}
+    inner.put(keys.LEGACY_QUEUE_PAUSE, json.dumps(legacy).encode())  # as a stado before the move wrote it
+    later = submission.submit(inner, [Submission(JobSpec("true"))])[0]
+    assert pause.pause_record(inner)["by"] == "old@host"
+    assert agent(inner, poll_seconds=0.1, until_idle=True).run() == 0
+    assert lookup.view(inner, later["id"]).state == "queued"
+    assert any("written by an older stado" in line for line in lines), lines[-10:]
+    assert pause.resume(inner)["by"] == "old@host"
+    for key in (keys.QUEUE_PAUSE, keys.LEGACY_QUEUE_PAUSE):
+        with pytest.raises(NotFound):
+            inner.get(key)
+    assert agent(inner, poll_seconds=0.1, until_idle=True).run() == 0
+    assert lookup.view(inner, later["id"]).state == "completed"

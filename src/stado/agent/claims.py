@@ -26,8 +26,8 @@ from .. import jobs, keys
 from ..admission import Room, why_not
 from ..cas import read, remove
 from ..errors import CorruptDocument
-from ..objectstore.base import Entry, ObjectStore, Version
-from ..pause import pause_record
+from ..objectstore.base import Entry, NotFound, ObjectStore, Version
+from ..pause import read_record
 from .context import AgentContext
 
 READY, WAIT = "ready", "wait"
@@ -48,6 +48,8 @@ class QueueKnowledge:
         self._head_blocked = False
         self._cursor: str | None = None
         self._passed: dict[str, float] = {}                # index key -> when a spread pass first passed it over
+        self.pause_entry: Entry | None = None               # the pause record as this poll's listing showed it
+        self._pause_read: tuple[Version, dict] | None = None  # the pause record read at that version
 
     def list_window(self, window: int) -> tuple[list[tuple[str, Entry]], list[Entry]]:
         """One poll's view of the queue: the first `window` entries of the claim-order index (highest
@@ -61,7 +63,11 @@ class QueueKnowledge:
             self._cursor = further[-1].key if len(further) == window else None
             pages.append(further)
         jobs, strays, seen = [], [], set()
+        self.pause_entry = None
         for entry in (e for page in pages for e in page):
+            if entry.key == keys.QUEUE_PAUSE:
+                self.pause_entry = entry
+                continue
             job_id = keys.job_id_of_ready(entry.key)
             if job_id is None or not is_uuid(job_id):
                 strays.append(entry)
@@ -83,6 +89,21 @@ class QueueKnowledge:
         self._running_ids = None
         self._looked_up = {}
         return jobs, strays
+
+    def pause(self) -> dict | None:
+        """The pause record this poll's listing showed (read once for each version of it), or None: not paused."""
+        entry = self.pause_entry
+        if entry is None:
+            self._pause_read = None
+            return None
+        if self._pause_read is None or self._pause_read[0] != entry.version:
+            try:
+                blob = self.store.get(keys.QUEUE_PAUSE)
+            except NotFound:  # resumed since the listing
+                self._pause_read = None
+                return None
+            self._pause_read = (blob.version, read_record(blob.data))
+        return self._pause_read[1]
 
     def head_blocked(self, blocked: bool) -> None:
         """Whether the last pass found nothing it could start in the window's head (then the next pass also
@@ -340,7 +361,7 @@ class ClaimPass:
         return found[0]
 
     def _paused(self) -> bool:
-        pause = pause_record(self.ctx.store)
+        pause = self.queue.pause()
         if pause is None:
             self.ctx.log_once.forget("pause")
             return False

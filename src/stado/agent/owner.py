@@ -38,6 +38,7 @@ from ..admission import Holdings, Room, live_for, refresh_seconds
 from ..cas import new_nonce
 from ..errors import CorruptDocument
 from ..objectstore.base import ObjectStore, StoreError
+from ..pause import adopt_legacy
 from ..problems import Problem
 from ..reaper import Watch, reap
 from ..storecheck import ensure_safe
@@ -410,6 +411,11 @@ class Agent:
         self.log_once(f"{source} {problem.kind} {problem.job_id}", problem.text, problem.text)
 
     def _reconcile_index(self) -> None:
+        if adopt_legacy(self.store):  # a pause written by a stado from before the record moved into ready/
+            self.log_once("legacy pause", True, f"the queue pause in {keys.LEGACY_QUEUE_PAUSE} (written by an older "
+                          f"stado) is kept in {keys.QUEUE_PAUSE} too, where agents see it")
+        else:
+            self.ctx.log_once.forget("legacy pause")
         for item in readyindex.reconcile(self.store):
             if isinstance(item, Problem):
                 self._report("index", item)

@@ -4,6 +4,8 @@ import socket
 
 import pytest
 
+from stado import keys
+
 from .support import stado
 
 
@@ -184,7 +186,7 @@ class TestUndecodableBytes:
     def test_a_user_name_holding_them_is_recorded_as_text(self, stado_env, store, tmp_path, one_job):
         said = stado({**stado_env, "USER": UNDECODABLE}, "queue", "pause")
         assert said.stdout.startswith("queue is now paused by x\ufffd@"), said.stdout  # U+FFFD, shown as itself
-        assert json.loads(store.get("control/queue-pause.json").data)["by"].startswith("x\ufffd@")
+        assert json.loads(store.get(keys.QUEUE_PAUSE).data)["by"].startswith("x\ufffd@")
 
 
 EMPTY_ARGS = [
