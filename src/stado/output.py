@@ -13,8 +13,8 @@ A line with no newline yet (`fetching ... `, `\r` progress) is uploaded once it 
 import os
 import threading
 import time
-from collections import namedtuple
 
+from runkit.records import record
 from runkit.redact import StreamRedactor
 
 from . import keys
@@ -25,7 +25,7 @@ TOTAL_LIMIT = 64 * 1024 * 1024  # bytes of output the store keeps per job
 PARTIAL_AFTER = 0.5             # seconds an unterminated line waits before it is uploaded
 MARKER_ROOM = 256
 
-Chunk = namedtuple("Chunk", "seq size dropped")  # dropped: bytes a marker chunk stands for (0: output)
+Chunk = record("Chunk", "seq size dropped")  # dropped: bytes a marker chunk stands for (0: output)
 
 
 def _limit_text(limit: int) -> str:

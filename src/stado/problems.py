@@ -1,7 +1,7 @@
 """Problems are values: what a pass met and could not decide on, as (kind, job id, text). Code decides on the
 kind; people read the text. Nothing branches on the words of a log line.
 """
-from collections import namedtuple
+from runkit.records import record
 
 # A record that cannot be read (corrupt, or not a job document where one belongs): reported, skipped, never
 # fatal; `stado repair` clears it.
@@ -10,7 +10,7 @@ CORRUPT = "corrupt"
 HELD_UP = "held_up"
 
 
-class Problem(namedtuple("Problem", "kind job_id text")):
+class Problem(record("Problem", "kind job_id text")):
     """`kind`: CORRUPT or HELD_UP; `job_id`: the job it concerns (None when the key names none); `text`: one line
     for people. An agent reports each once (it would meet it again on every pass)."""
 

@@ -4,9 +4,9 @@ A spec is what `stado submit` was asked to run; `stado job rerun` resubmits it u
 new id. Everything here raises BadInput with a message fit for the user, before anything is written.
 """
 import math
-from collections import namedtuple
 
 from runkit.durations import parse_duration, parse_size
+from runkit.records import record
 
 from .errors import BadInput
 
@@ -36,13 +36,13 @@ def _is_uuid_shape(text: str) -> bool:
     return [len(p) for p in parts] == [8, 4, 4, 4, 12] and all(c in _HEX for p in parts for c in p)
 
 
-class InputRef(namedtuple("InputRef", "job name given upload size sha256 mode",
+class InputRef(record("InputRef", "job name given upload size sha256 mode",
                           defaults=(None, False, None, None, None))):
     """A file delivered into this job's work directory before it starts, under `name`: either an
     artifact another job produced (`job` is the producer's canonical id; `given` the name it was given
     by at submission, if it was a name rather than an id: what `stado job rerun --fresh-inputs` resolves again), or
     (`upload`) a local file `stado submit --upload` stored under job `job`'s status prefix, with its
-    `size`, `sha256` and `mode` (permission bits). (collections.namedtuple: typing.NamedTuple costs a
+    `size`, `sha256` and `mode` (permission bits). (runkit.records: typing.NamedTuple costs a
     submission ~7 ms to import.)"""
 
     __slots__ = ()
@@ -61,7 +61,7 @@ def input_from_json(data: dict) -> InputRef:
                     data.get("size"), data.get("sha256"), data.get("mode"))
 
 
-class JobSpec(namedtuple("JobSpec", "command name priority capabilities cores memory accelerators providers spot "
+class JobSpec(record("JobSpec", "command name priority capabilities cores memory accelerators providers spot "
                                     "cost_cap timeout retries inputs cost_cap_advisory",
                           defaults=(None, 0, (), 1, None, 0, (), "allow", None, None, 0, (), False))):
     """What to run and what it needs. command: str; name: str | None; priority: int; capabilities:

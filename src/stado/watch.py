@@ -2,19 +2,19 @@
 events (the CLI prints them); the exit status mirrors the job's through the table both tools share
 (runkit.outcomes)."""
 import time
-from collections import namedtuple
 
 from runkit.outcomes import stado_exit_status
+from runkit.records import record
 
 from .documents import QUEUED, RUNNING_PHASE, status_json
 from .lookup import find, view
 from .objectstore.base import ObjectStore
 from .overview import output_since, waiting_now
 
-State = namedtuple("State", "data label")              # the job's status_json when its state/phase changed
-Output = namedtuple("Output", "attempt seq data header")  # header: this is the first chunk shown of an attempt
-End = namedtuple("End", "exit_status")
-Waiting = namedtuple("Waiting", "job_id reason")  # why a queued job waits changed (None: an agent has room now)
+State = record("State", "data label")              # the job's status_json when its state/phase changed
+Output = record("Output", "attempt seq data header")  # header: this is the first chunk shown of an attempt
+End = record("End", "exit_status")
+Waiting = record("Waiting", "job_id reason")  # why a queued job waits changed (None: an agent has room now)
 WAITING_EVERY = 5.0  # seconds between looks at the agents and running jobs while the job is queued
 
 

@@ -17,9 +17,9 @@ its next pass (`backoff`), so agents that keep meeting drift apart, and lists th
 it did not know of yet is the likely cause).
 """
 import random
-from collections import namedtuple
 
 from runkit.ids import is_uuid
+from runkit.records import record
 
 from .. import documents as d
 from .. import jobs, keys
@@ -198,21 +198,21 @@ class QueueKnowledge:
 
 # -- the claim pass ------------------------------------------------------------------------------------
 
-class Claim(namedtuple("Claim", "doc version inputs_missing claimed_mono")):
+class Claim(record("Claim", "doc version inputs_missing claimed_mono")):
     """A job claimed: the agent gives it a slot and starts it (or fails it at once: `inputs_missing`, why an input
     can never be delivered). `claimed_mono`: when the claim's write began, on the agent's monotonic clock."""
 
     __slots__ = ()
 
 
-class Hold(namedtuple("Hold", "unsure")):
+class Hold(record("Hold", "unsure")):
     """A claim that landed but could not be checked (jobs.Unverified): held in a slot, nothing started, checked
     again on the next tick."""
 
     __slots__ = ()
 
 
-class Backoff(namedtuple("Backoff", "seconds")):
+class Backoff(record("Backoff", "seconds")):
     """Lost a claim race: the next pass comes `seconds` from now, not a poll from now."""
 
     __slots__ = ()

@@ -6,7 +6,7 @@ the move's writer finds its delete refused and withdraws the entry it wrote (job
 
 A cancel either stops the job (exit 0: it will not run again) or says why it could not (the job had already
 ended otherwise: `honoured` is False, and `stado cancel` exits 1)."""
-from collections import namedtuple
+from runkit.records import record
 
 from .. import documents as d
 from .. import keys
@@ -19,7 +19,7 @@ from .common import CONFLICT_RETRIES, _now
 from .moves import settle
 
 
-class CancelReport(namedtuple("CancelReport", "job_id kind view message")):
+class CancelReport(record("CancelReport", "job_id kind view message")):
     """What `stado cancel` did. kind: cancelled_queued | cancelled_running | cancelled_finishing |
     already_cancelling | finishing | already_terminal; view: the job's JobView before; message: one line for
     the user."""

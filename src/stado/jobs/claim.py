@@ -1,7 +1,7 @@
 """Queued -> running: the claim (create-if-absent of running/, one winner), the check that it is genuine,
 giving back a claim whose process never started, re-adoption of a job whose lease lapsed while its process
 ran, and the take-over of a job a replaced worker left on this host."""
-from collections import namedtuple
+from runkit.records import record
 
 from .. import documents as d
 from .. import faults, keys
@@ -212,7 +212,7 @@ def _finish_interrupted_claim(store: ObjectStore, queued: d.Job, queued_version:
             unindex(store, queued)
 
 
-class Readopted(namedtuple("Readopted", "doc version why cancelled")):
+class Readopted(record("Readopted", "doc version why cancelled")):
     """What readopt() did: (doc, version) of the running document moved back, or why not (`why`: who took
     the queued record first; `cancelled`: it was a cancellation)."""
 

@@ -1,6 +1,7 @@
 """What the transitions share."""
 import time
-from collections import namedtuple
+
+from runkit.records import record
 
 from .. import keys
 from ..cas import read
@@ -9,7 +10,7 @@ from ..errors import CorruptDocument
 CONFLICT_RETRIES = 8
 
 
-class Overtaken(namedtuple("Overtaken", "current")):
+class Overtaken(record("Overtaken", "current")):
     """A conditional write lost to another writer that moved first: `current` is what holds the key now (None: the
     key is gone). (jobman's Fenced is an exception of its supervisor's; this is a value the caller decides on.)"""
 

@@ -9,7 +9,7 @@ first wins: a hold after the claim's delete finds the entry gone (the job is run
 nothing); a claim whose delete finds the entry held gives its claim back before starting anything
 (jobs.claim.verify_claim). A release drops the field the same way; the entry keeps its id, so the job keeps its
 place in the claim order (priority, then creation)."""
-from collections import namedtuple
+from runkit.records import record
 
 from .. import documents as d
 from .. import keys
@@ -27,7 +27,7 @@ class NotQueued(StadoError):
     exit_code = 1
 
 
-class HoldReport(namedtuple("HoldReport", "job_id changed doc message")):
+class HoldReport(record("HoldReport", "job_id changed doc message")):
     """What hold/release did: `changed` False when the job was already so (nothing written); `doc` its queue entry."""
 
     __slots__ = ()

@@ -37,9 +37,12 @@ request: an unreachable endpoint or refused credentials surface, as StoreUnavail
 AccessDenied with a one-line message, on the first operation.
 """
 import os
-from collections.abc import Mapping
 
 from .base import ConfigError, ObjectStore
+
+TYPE_CHECKING = False  # collections.abc imports collections: the annotations are the type checker's alone
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CLOUD_SCHEMES = {"s3": "s3", "az": "azure", "azure": "azure", "gs": "gcs"}
 CLIENT_OPTIONS = ("connect_timeout", "timeout", "max_retries", "retry_timeout", "allow_http")
@@ -68,8 +71,8 @@ DEFAULT_CLIENT = {"connect_timeout": 5, "timeout": 60, "max_retries": 4, "retry_
 _memory_stores: dict[str, ObjectStore] = {}
 
 
-def open_store(url: str, options: Mapping[str, object] | None = None, *,
-               env: Mapping[str, str] | None = None) -> ObjectStore:
+def open_store(url: str, options: "Mapping[str, object] | None" = None, *,
+               env: "Mapping[str, str] | None" = None) -> ObjectStore:
     """The store `url` names. `options` are the non-secret settings above; credentials come from
     `env` (default os.environ). Raises ConfigError for a URL or option that cannot work."""
     options = dict(options or {})
@@ -101,7 +104,7 @@ def open_store(url: str, options: Mapping[str, object] | None = None, *,
     return _open_cloud(url, provider, bucket, prefix, options, env)
 
 
-def store_from_environment(env: Mapping[str, str] | None = None) -> ObjectStore:
+def store_from_environment(env: "Mapping[str, str] | None" = None) -> ObjectStore:
     """The store STADO_CONFIG selects, or the per-user default directory when it is unset."""
     env = os.environ if env is None else env
     path = env.get("STADO_CONFIG")
@@ -111,7 +114,7 @@ def store_from_environment(env: Mapping[str, str] | None = None) -> ObjectStore:
     return open_store(url, options, env=env)
 
 
-def same_store_environment(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
+def same_store_environment(env: "Mapping[str, str] | None" = None) -> dict[str, str | None]:
     """The variables that make another process open the store `env` opens (None: unset it), whatever its own
     environment says: STADO_CONFIG as an absolute path, and the credential variables of its backend (those
     `env` lacks are unset, so another process's own never mix in); for the default directory, no
@@ -128,7 +131,7 @@ def same_store_environment(env: Mapping[str, str] | None = None) -> dict[str, st
     return out
 
 
-def default_store_dir(env: Mapping[str, str]) -> str:
+def default_store_dir(env: "Mapping[str, str]") -> str:
     data_home = env.get("XDG_DATA_HOME", "")
     if not os.path.isabs(data_home):  # the XDG spec says to ignore a relative value
         data_home = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "share")
@@ -291,7 +294,7 @@ def _endpoint_ok(value) -> bool:
     return True
 
 
-def check_options(options: Mapping[str, object]) -> None:
+def check_options(options: "Mapping[str, object]") -> None:
     """The type of every non-secret option, checked before anything is handed to obstore."""
     for key in BOOLEAN_OPTIONS:
         if key in options and not isinstance(options[key], bool):
@@ -328,7 +331,7 @@ def _client_settings(options: dict) -> tuple[dict, dict]:
     return client, retry
 
 
-def _no_tls_ever(provider: str, endpoint: object, config: Mapping[str, object]) -> bool:
+def _no_tls_ever(provider: str, endpoint: object, config: "Mapping[str, object]") -> bool:
     """Whether a client for this store makes no TLS connection at all: a plain-HTTP endpoint, and static
     credentials (S3 keys; an Azure account key or SAS token), so that no token service is reached over HTTPS."""
     if not isinstance(endpoint, str) or endpoint[:7].lower() != "http://":
@@ -341,7 +344,7 @@ def _no_tls_ever(provider: str, endpoint: object, config: Mapping[str, object]) 
 
 
 def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict,
-                env: Mapping[str, str]) -> ObjectStore:
+                env: "Mapping[str, str]") -> ObjectStore:
     from .cloud import CloudStore, is_panic
 
     check_options(options)

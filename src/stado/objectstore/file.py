@@ -26,13 +26,16 @@ import os
 import stat as stat_mod
 import time
 import zlib
-from collections.abc import Iterable, Iterator
 
 from runkit import proc
 from runkit.durable import fsync_dir, unlink_quietly, write_temp
 
 from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
                    StoreUnavailable, Version, check_key, check_range, dir_prefix)
+
+TYPE_CHECKING = False  # collections.abc imports collections: the annotations are the type checker's alone
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 LOCK_BUCKETS = 1024        # bounds the lock directory; unrelated keys sharing a bucket only serialise
 STALE_TMP_SECONDS = 3600   # a temporary file this old belongs to a writer that died
@@ -164,7 +167,7 @@ class FileStore(ObjectStore):
         return Blob(b"".join(chunks), version_of(st))
 
     @_os_errors_reported
-    def list(self, prefix: str) -> Iterator[Entry]:
+    def list(self, prefix: str) -> "Iterator[Entry]":
         found = []
         for key in sorted(self._names_under(dir_prefix(prefix))[0]):
             st = _stat_or_none(os.path.join(self._objects, key))
