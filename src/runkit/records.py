@@ -12,7 +12,13 @@ if TYPE_CHECKING:
 else:
     import sys
 
-    from _collections import _tuplegetter
+    try:
+        from _collections import _tuplegetter  # CPython's accessor, the one namedtuple uses
+    except ImportError:  # another interpreter: a property over itemgetter does the same, a little slower
+        from operator import itemgetter
+
+        def _tuplegetter(index, doc):
+            return property(itemgetter(index), doc=doc)
 
     def record(typename: str, field_names: str, *, defaults: tuple = ()) -> type:
         fields = tuple(field_names.replace(",", " ").split())
