@@ -28,8 +28,8 @@ def resume(store: ObjectStore) -> dict | None:
     """The pause record that was lifted, or None if the queue was not paused."""
     record = pause_record(store)
     if record is not None:
+        store.delete(keys.LEGACY_QUEUE_PAUSE)  # first: an agent copying it finds it gone and withdraws its copy
         store.delete(keys.QUEUE_PAUSE)
-        store.delete(keys.LEGACY_QUEUE_PAUSE)
     return record
 
 
@@ -47,15 +47,23 @@ def pause_record(store: ObjectStore) -> dict | None:
 def adopt_legacy(store: ObjectStore) -> bool:
     """A pause record an older stado wrote under control/ (agents now see the pause in their listing of ready/ and
     look nowhere else), copied where they see it. The old record stays for agents of that version; `stado queue
-    resume` removes both. Run by agents at start and on their slow cadence. True when it found one."""
+    resume` removes both. Run by agents at start and on their slow cadence. True when it found one.
+
+    A resume may land between the read and the copy: the old record is then read again after the copy, and a copy
+    whose original is gone is withdrawn (at its own version: a pause written since stays)."""
     try:
         data = store.get(keys.LEGACY_QUEUE_PAUSE).data
     except NotFound:
         return False
     try:
-        store.put_if_absent(keys.QUEUE_PAUSE, data)
+        copied = store.put_if_absent(keys.QUEUE_PAUSE, data)
     except AlreadyExists:
-        pass
+        return True
+    try:
+        store.head(keys.LEGACY_QUEUE_PAUSE)
+    except NotFound:
+        store.delete_if_match(keys.QUEUE_PAUSE, copied)
+        return False
     return True
 
 

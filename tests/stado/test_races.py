@@ -220,3 +220,21 @@ def test_a_hold_after_a_claim_s_read_makes_the_claim_stale_and_a_claim_first_ref
     with pytest.raises(NotQueued, match=r"has ended \(completed\)"):
         _hold(store, job)
     assert state_keys(store, job) == [keys.terminal("completed", job)]
+
+
+def test_a_resume_landing_while_an_agent_copies_an_older_pause_leaves_the_queue_resumed(store):
+    """An agent copying a pause an older stado wrote (control/) into ready/ reads the old record, then a
+    `stado queue resume` removes both, then the agent's copy lands: the copy must not pause the queue again."""
+    import json
+
+    from stado import pause
+
+    store.put(keys.LEGACY_QUEUE_PAUSE, json.dumps({"paused": True, "by": "old@host", "nonce": "n" * 24}).encode())
+    copying = store.hold("agent", "get", keys.LEGACY_QUEUE_PAUSE)  # parked after reading the old record
+    agent, box = in_thread("agent", lambda: pause.adopt_legacy(store))
+    copying.wait_reached()
+    assert pause.resume(store)["by"] == "old@host"
+    copying.release()
+    agent.join()
+    assert "error" not in box, box
+    assert pause.pause_record(store) is None
