@@ -8,6 +8,8 @@ import pytest
 
 from tests.helpers import kill_all, wait_for
 
+FLOAT_SLACK = 1e-6  # a retry's delay runs from the recorded end; this absorbs only the rounding of end + delay
+
 ANALYZE = """\
 import pathlib, sys
 counter = pathlib.Path(sys.argv[1])
@@ -43,7 +45,7 @@ def test_seed_example_retries_until_the_third_attempt_succeeds(jobman, tmp_path)
     assert [a["exit_code"] for a in runs] == [1, 1, 0]
     assert [a["outcome"] for a in runs] == ["failed", "failed", "succeeded"]
     for earlier, later in zip(runs, runs[1:]):
-        assert later["started_at"] - earlier["ended_at"] >= 1.0
+        assert later["started_at"] - earlier["ended_at"] >= 1.0 - FLOAT_SLACK
     prep_end = attempts(jobman, prep_id)[0]["ended_at"]
     assert runs[0]["started_at"] >= prep_end
     shown = jobman.show(analyze_id)
@@ -70,8 +72,9 @@ def test_retries_exhausted_and_exponential_backoff(jobman):
     assert jobman("wait", job_id).returncode == 3
     runs = attempts(jobman, job_id)
     assert len(runs) == 3
-    assert runs[1]["started_at"] - runs[0]["ended_at"] >= 0.2
-    assert runs[2]["started_at"] - runs[1]["ended_at"] >= 0.4
+    # FLOAT_SLACK: a wall-clock float near 1.8e9 is exact to 2.4e-7 s, so end + delay rounds by up to half that
+    assert runs[1]["started_at"] - runs[0]["ended_at"] >= 0.2 - FLOAT_SLACK
+    assert runs[2]["started_at"] - runs[1]["ended_at"] >= 0.4 - FLOAT_SLACK
 
 
 def test_dependency_outcomes_propagate(jobman):

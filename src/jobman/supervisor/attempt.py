@@ -25,20 +25,21 @@ class LogUnwritable(OSError):
 
 class AttemptEnd:
     """How an attempt ended, for the owner to record (transitions.end_attempt): the attempt's exit code or
-    signal, its outcome and error, and either when the next attempt may start (retry_at) or how the job ends
-    (job_outcome, with detail)."""
+    signal, its outcome and error, and either how long after the recorded end the next attempt may start
+    (retry_in, seconds: measured from the same clock reading the owner writes as the attempt's end, so the
+    record never shows a retry that began sooner than its delay) or how the job ends (job_outcome, with detail)."""
 
-    __slots__ = ("number", "exit_code", "signal", "attempt_outcome", "error", "retry_at", "job_outcome", "detail")
+    __slots__ = ("number", "exit_code", "signal", "attempt_outcome", "error", "retry_in", "job_outcome", "detail")
 
     def __init__(self, number: int, exit_code: int | None, signal: int | None, attempt_outcome: str,
-                 error: str | None, retry_at: float | None, job_outcome: str, detail: str | None):
+                 error: str | None, retry_in: float | None, job_outcome: str, detail: str | None):
         self.number, self.exit_code, self.signal = number, exit_code, signal
-        self.attempt_outcome, self.error, self.retry_at = attempt_outcome, error, retry_at
+        self.attempt_outcome, self.error, self.retry_in = attempt_outcome, error, retry_in
         self.job_outcome, self.detail = job_outcome, detail
 
     @property
     def retried(self) -> bool:
-        return self.retry_at is not None
+        return self.retry_in is not None
 
     def __repr__(self) -> str:
         return f"AttemptEnd({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
@@ -82,13 +83,12 @@ class Attempt:
         self._sweep()
         if self.unrecorded is not None:  # recorded late beats never: show and the events keep the pid
             ctx.db.call("record the target", self._record_target_now, pause=self.lease.pause)
-        now = ctx.clock.wall()
         self.disk_full = self.disk_full or _filesystem_full(log_path)
         if self.disk_full:
             self._note_disk_full()
-        return self._conclude(status, stop_reason, now)
+        return self._conclude(status, stop_reason)
 
-    def _conclude(self, status: int, stop_reason: str | None, now: float) -> AttemptEnd:
+    def _conclude(self, status: int, stop_reason: str | None) -> AttemptEnd:
         """The end that the target's exit status and the reason it was stopped (if it was) make."""
         from runkit.retry import is_retryable, retry_delay  # (once an attempt ends: not at each return from lean)
 
@@ -101,14 +101,14 @@ class Attempt:
         if stop_reason == "timed_out":
             retry = is_retryable(policy, number, exit_code, sig, timed_out=True)
             return AttemptEnd(number, exit_code, sig, "timed_out", None,
-                              now + retry_delay(policy, number) if retry else None, "timed_out",
+                              retry_delay(policy, number) if retry else None, "timed_out",
                               f"attempt {number} exceeded its timeout of {spec.timeout}s")
         if exit_code == 0:
             return AttemptEnd(number, 0, None, "succeeded", None, None, "succeeded", None)
         retry = is_retryable(policy, number, exit_code, sig, timed_out=False)
         how = f"exit code {exit_code}" if exit_code is not None else f"signal {proc.signal_name(sig)}"
         full = "; the filesystem of its log was full, so output may be missing" if self.disk_full else ""
-        return AttemptEnd(number, exit_code, sig, "failed", None, now + retry_delay(policy, number) if retry else None,
+        return AttemptEnd(number, exit_code, sig, "failed", None, retry_delay(policy, number) if retry else None,
                           "failed", f"attempt {number} ended with {how}{full}")
 
     def _record_target(self) -> None:

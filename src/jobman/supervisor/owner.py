@@ -103,13 +103,14 @@ class Supervisor:
         """Record how an attempt ended: the next attempt scheduled, or the job finished. True when finished."""
         ctx, lease = self.ctx, self.lease
         now = ctx.clock.wall()
+        retry_at = None if end.retry_in is None else now + end.retry_in  # from the end as written, to the float
         ctx.record_waits()
         while True:
             try:
                 lease.moved(ctx.db.call(
                     "record the attempt's end", transitions.end_attempt, ctx.job_id, lease.revision, end.number,
                     now=now, exit_code=end.exit_code, signal=end.signal, attempt_outcome=end.attempt_outcome,
-                    error=end.error, retry_at=end.retry_at, job_outcome=None if end.retried else end.job_outcome,
+                    error=end.error, retry_at=retry_at, job_outcome=None if end.retried else end.job_outcome,
                     detail=end.detail, pause=lease.pause))
                 break
             except Conflict:

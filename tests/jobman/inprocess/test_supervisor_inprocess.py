@@ -88,6 +88,26 @@ def test_a_failed_attempt_is_retried_after_its_delay_within_its_budget(world):
     assert world.events_of(job).count("retry_scheduled") == 2
 
 
+def test_a_retry_delay_runs_from_the_end_as_recorded_while_the_clock_moves(tmp_path):
+    # Every reading of the clock moves it a millisecond: an end recorded at one reading and a delay counted
+    # from an earlier one would show a retry that began sooner than its delay.
+    world = World(tmp_path, creep=0.001)
+    try:
+        job = world.submit(["run", "2", "exit", "3"], retry={"retries": 2, "exit_codes": None, "delay": 5.0,
+                                                             "backoff": "constant", "max_delay": None,
+                                                             "on_timeout": False})
+        world.supervise(job)
+        attempts = world.attempts(job)
+        assert len(attempts) == 3
+        assert all(b["started_at"] - a["ended_at"] >= 5.0 for a, b in zip(attempts, attempts[1:])), attempts
+        retries = [e for e in queries.events(world.conn, job) if e["kind"] == "retry_scheduled"]
+        # the next attempt's time is the recorded end plus the delay, to the float's rounding
+        assert [json.loads(e["data"])["not_before"] - a["ended_at"] for e, a in zip(retries, attempts)] \
+            == [pytest.approx(5.0, abs=1e-6)] * 2
+    finally:
+        world.conn.close()
+
+
 def test_only_the_listed_exit_codes_are_retried(world):
     job = world.submit(["run", "1", "exit", "4"], retry={"retries": 3, "exit_codes": [3], "delay": 0.0,
                                                          "backoff": "constant", "max_delay": None, "on_timeout": False})
@@ -172,10 +192,11 @@ def test_the_owner_records_the_attempt_end_it_is_given(world):
     spec = JobSpec.from_json(queries.spec_json(world.conn, job))
     begun = WaitLoop(sup.ctx, sup.lease, spec).until_eligible()  # the slot taken, as before an attempt
     assert isinstance(begun, Begin) and begun.number == 1 and world.state(job).phase == "running"
-    retry_at = world.now() + 50
-    assert sup.record(AttemptEnd(1, 2, None, "failed", None, retry_at, "failed", "attempt 1 ended with exit code 2")) \
+    assert sup.record(AttemptEnd(1, 2, None, "failed", None, 50.0, "failed", "attempt 1 ended with exit code 2")) \
         is False
     state = world.state(job)
+    (ended_at,), = world.conn.execute("SELECT ended_at FROM attempts WHERE job_id = ? AND number = 1", (job,))
+    retry_at = ended_at + 50.0  # the delay runs from the end as recorded, not from when the attempt saw it
     assert (state.phase, state.waiting_for, state.wait_until, state.slot_held) == ("waiting", "retry", retry_at, 0)
     begun = WaitLoop(sup.ctx, sup.lease, spec).until_eligible()
     assert isinstance(begun, Begin) and begun.number == 2 and world.now() >= retry_at

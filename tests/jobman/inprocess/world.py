@@ -166,13 +166,28 @@ class FakePoller:
         return self._ready()
 
 
+class CreepingClock(ManualClock):
+    """A ManualClock that also moves `step` seconds at every reading of the wall clock, as a real one does
+    between two statements: a decision that reads the time twice where it should read it once shows here."""
+
+    __slots__ = ("step",)
+
+    def __init__(self, start: float, step: float):
+        super().__init__(start=start)
+        self.step = step
+
+    def wall(self) -> float:
+        self.now += self.step
+        return super().wall()
+
+
 class World:
     """One jobman home (a real SQLite file), one ManualClock, the fake process layer, and the scripted events."""
 
-    def __init__(self, tmp_path, start: float = 1_000.0, limit: float = 7 * 24 * 3600.0):
+    def __init__(self, tmp_path, start: float = 1_000.0, limit: float = 7 * 24 * 3600.0, creep: float = 0.0):
         self.home = str(tmp_path)
         self.path = homes.db_path(self.home)
-        self.clock = ManualClock(start=start)
+        self.clock = CreepingClock(start, creep) if creep else ManualClock(start=start)
         self.start, self.limit = start, limit
         homes.ensure_home(self.home)  # its logs and bells directories, as the first command makes them
         self.conn = schema.connect(self.path)  # the test's own connection: what commands would do
