@@ -202,7 +202,7 @@ def test_a_ring_while_the_waiter_changes_form_is_not_lost(jobman, tmp_path, poin
 
 def test_a_time_gate_wakes_a_lean_waiter_on_time(jobman):
     holder, _ = paused_waiters(jobman, 1)
-    not_before = time.time() + 3
+    not_before = round(time.time() + 3, 3)  # the time the option carries, not one a rounding away from it
     job = jobman.run("true", opts=["--not-before", f"@{not_before:.3f}"], env=WINDOWS)
     wait_for(lambda: is_lean(jobman.state(job)["supervisor_pid"]), timeout=10)
     assert jobman.state(job)["waiting_for"] == "not_before"

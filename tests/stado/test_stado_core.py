@@ -249,6 +249,23 @@ def test_cancel_of_a_finished_job_writes_nothing():
     assert snapshot(store) == before
 
 
+def test_cancel_of_a_queue_entry_restored_beside_its_terminal_record_writes_nothing_of_its_own():
+    # A backup synced back into the bucket: the job's claimed queue entry (and its index entry) reappear beside
+    # the terminal record it went on to. The cancel's first look reads queue/ alone; its tombstone's terminal
+    # check finds the record, gives the tombstone back, and the full read answers: already ended.
+    store = MemoryStore()
+    job = submit(store)
+    backup = {e.key: store.get(e.key).data for e in store.list("")}
+    doc, version = claim(store, job["id"])
+    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    for key, data in backup.items():
+        store.put(key, data)
+    before = snapshot(store)
+    report = jobs.cancel(store, job["id"], by="op")
+    assert report.kind == "already_terminal" and "already completed" in report.message and not report.honoured
+    assert snapshot(store) == before
+
+
 def test_settle_finishes_an_interrupted_terminal_move_once():
     store = MemoryStore()
     job = submit(store)

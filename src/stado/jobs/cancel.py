@@ -10,10 +10,10 @@ from runkit.records import record
 
 from .. import documents as d
 from .. import keys
-from ..cas import create, new_nonce, replace
+from ..cas import create, new_nonce, read, replace
 from ..errors import Conflict, JobNotFound
 from ..lookup import find, records
-from ..objectstore.base import ObjectStore, StoreError
+from ..objectstore.base import ObjectStore, StoreError, Version
 from .claim import give_back, stale_claim
 from .common import CONFLICT_RETRIES, _now
 from .moves import settle
@@ -39,9 +39,9 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
     by = by or whoami()
     job_id = find(store, selector)
     mine: list[tuple[str, CancelReport]] = []  # (cancel id, the report) of every cancel this call wrote
-    for _ in range(CONFLICT_RETRIES):
+    for tries in range(CONFLICT_RETRIES):
         t = _now(now)
-        recs = records(store, job_id)
+        recs = (_queue_entry(store, job_id) if tries == 0 else None) or records(store, job_id)
         v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
         if v is None:
             raise JobNotFound(f"no job {selector}: check the id with `stado status`")
@@ -61,6 +61,15 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
         if report is not None:
             return report
     raise Conflict(f"{job_id}: the job kept changing while cancelling it; run `stado cancel {selector}` again")
+
+
+def _queue_entry(store: ObjectStore, job_id: str) -> dict[str, tuple[d.Job, Version]] | None:
+    """A first look that reads queue/ alone. A queued job's cancel answers the other records with its own
+    writes before it decides anything: the tombstone's create answers running/, and the terminal check made
+    while the tombstone holds it (stale_claim) answers the terminal records. Any other answer (no entry, a claim
+    or a cancel there first, an end meanwhile) sends the loop to the full read, resolved terminal state first."""
+    found = read(store, keys.queued(job_id), job_id)
+    return None if found is None else {d.QUEUED: found}
 
 
 def _cancel_running(store, v, doc, version, *, by, reason, now, wrote) -> CancelReport | None:
@@ -133,7 +142,8 @@ def _cancel_queued(store, v, queued, queued_version, *, by, reason, now, wrote) 
     if stale_claim(store, queued) == "terminal":
         give_back(store, tomb, version, writer=by, now=now)
         return None  # it ended meanwhile: say so
-    settle(store, tomb, version, writer=by, now=now, taken=True, terminal_checked=True)
+    settle(store, tomb, version, writer=by, now=now, taken=True, terminal_checked=True,
+           queue_entry=(queued, queued_version))
     return report
 
 

@@ -66,7 +66,8 @@ def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
 
 
 def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None = None,
-           taken: bool = False, terminal_checked: bool = False) -> d.Job | None:
+           taken: bool = False, terminal_checked: bool = False,
+           queue_entry: tuple[d.Job, Version] | None = None) -> d.Job | None:
     """Finish the move of a running document whose phase already decided it ('finishing', or 'cancelling'
     once no process of it may run): take it at `version` (unless `taken`: the caller's own conditional
     write just produced `version`), write the new record, delete running/ at the version taken. Returns
@@ -78,12 +79,17 @@ def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now
 
     `terminal_checked`: the caller read the terminal records (none) after its own create of `doc` (a cancel
     tombstone) and has held running/ since, so none can have been written meanwhile but by a settler of this
-    same cancel (whose cancelled/ record the create meets): _terminate need not read them again."""
-    return _settle(store, doc, version, writer=writer, now=now, taken=taken, terminal_checked=terminal_checked)[0]
+    same cancel (whose cancelled/ record the create meets): _terminate need not read them again.
+
+    `queue_entry`: the queue entry (document, version) the caller read before its create of `doc`: a terminal
+    move deletes it at that version instead of reading it again (read only when that delete is refused)."""
+    return _settle(store, doc, version, writer=writer, now=now, taken=taken, terminal_checked=terminal_checked,
+                   queue_entry=queue_entry)[0]
 
 
 def _settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None,
-            taken: bool, terminal_checked: bool) -> tuple[d.Job | None, bool]:
+            taken: bool, terminal_checked: bool,
+            queue_entry: tuple[d.Job, Version] | None = None) -> tuple[d.Job | None, bool]:
     """settle(), and whether its delete of running/ landed."""
     t = _now(now)
     job_id = doc.id
@@ -103,7 +109,8 @@ def _settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, no
         new = _requeue(store, d.requeued_after_failure(doc, now=t, nonce=new_nonce(), writer=writer), doc)
         faults.point("requeue-written")
     else:
-        new = _terminate(store, doc, writer=writer, now=t, terminal_checked=terminal_checked and taken)
+        new = _terminate(store, doc, writer=writer, now=t, terminal_checked=terminal_checked and taken,
+                         queue_entry=queue_entry)
     if remove(store, keys.running(job_id), version):
         return new, True
     if new.state == "queued":
@@ -200,7 +207,8 @@ def _requeue(store: ObjectStore, again: d.Job, running: d.Job) -> d.Job:
     raise Conflict(f"{again['id']}: its queue entry kept changing while requeuing it; the next pass tries again")
 
 
-def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float, terminal_checked: bool = False) -> d.Job:
+def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float, terminal_checked: bool = False,
+               queue_entry: tuple[d.Job, Version] | None = None) -> d.Job:
     """Write the terminal record (create-if-absent: final once written), then remove a queue entry left
     beside it. A cancel tombstone or a reaper's verdict meeting a job that already ended writes nothing:
     the existing terminal record stands."""
@@ -229,6 +237,9 @@ def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float, termi
         # settler's late requeue, a schedule's fire written again) is met by the next claim of it, which finds
         # this terminal record first and removes the entry, starting nothing (verify_claim).
         return term
+    if queue_entry is not None and remove(store, keys.queued(job_id), queue_entry[1]):
+        unindex(store, queue_entry[0])
+        return term  # the entry the caller read was still there: no need to read it again
     try:
         leftover = read(store, keys.queued(job_id), job_id)
     except CorruptDocument:
