@@ -74,6 +74,8 @@ def _deciding_records(store: ObjectStore, job_id: str, corrupt: list) -> dict[st
     for state in _READ_ORDER:
         get(state)
         if state in found:
+            if state == d.CANCELLED and found[state][0].owner is None:
+                return found  # cancelled while queued (a tombstone's record): no process of it was ever started
             for other in _ALSO_READ[state]:
                 get(other)
             return found

@@ -266,6 +266,25 @@ def test_cancel_of_a_queue_entry_restored_beside_its_terminal_record_writes_noth
     assert snapshot(store) == before
 
 
+def test_a_queued_cancel_reads_each_record_once_and_its_reader_the_cancelled_record_alone():
+    # What a cancel of a queued job costs (bench/stado_requests.py counts it on the wire: 17 with the submit's 2
+    # and the reader's 3): the cancel reads queue/ once before its tombstone and once under it (has the entry
+    # moved on?), each terminal record once (under the tombstone), and deletes the entry at the version it read.
+    from stado.metered import MeteredStore
+
+    store = MeteredStore(MemoryStore())
+    job = submit(store)
+    store.reset()
+    assert jobs.cancel(store, job["id"], by="op").kind == "cancelled_queued"
+    assert (store.by_prefix.get(("GET", "queue")), store.by_prefix.get(("GET", "running"))) == (2, None)
+    assert [store.by_prefix.get(("GET", state)) for state in ("completed", "failed", "cancelled")] == [1, 1, 1]
+    assert store.counts["GET"] == 6 and store.counts["PUT"] == 2 and store.counts["DELETE"] == 3
+    store.reset()
+    v = lookup.view(store, job["id"])
+    assert (v.state, v.terminal, v.also) == ("cancelled", True, [])
+    assert store.by_prefix.get(("GET", "running")) is None and store.counts["GET"] == 3  # never started: no process
+
+
 def test_settle_finishes_an_interrupted_terminal_move_once():
     store = MemoryStore()
     job = submit(store)
