@@ -442,6 +442,8 @@ PURPOSES = [
      "settle of a cancel of its own attempt: running/ read again (the refused renewal had just read it)"),
     ("agent/slotend.py:_settle_cancel", "GET", "running", None,
      "settle of a cancel: running/ read again (the refused renewal had just read it)"),
+    ("jobs/cancel.py:_first_look", "GET", "queue", None,
+     "cancel: its first look, queue/ alone (a queued job's cancel answers the rest with its own writes)"),
     ("jobs/cancel.py:cancel", "GET", ".*", None, "cancel: every record of the job, {top}/ (lifecycle order)"),
     ("jobs/cancel.py:_who_stops", "GET", "agents", None, "cancel: the owner's agents/ record (says who stops it)"),
     ("jobs/cancel.py:_cancel_running", "PUT", "running", None, "cancel: running/ to phase cancelling (put-if-match)"),

@@ -28,40 +28,44 @@ def create(store: ObjectStore, key: str, doc: d.Job) -> Version | None:
     """Create-if-absent. None when another writer's document is there; our own retried request that
     landed counts as success (the nonce tells). A connection dropped mid-request leaves the same
     question, settled the same way; if even the read-back fails, the store error goes to the caller."""
+    return create_seen(store, key, doc)[0]
+
+
+def create_seen(store: ObjectStore, key: str,
+                doc: d.Job) -> tuple[Version | None, tuple[d.Job, Version] | None]:
+    """create(), with what the read-back found when another writer's document is there: (its document, its
+    version); None beside a refused create when the key was gone again or held something unreadable."""
     try:
-        return store.put_if_absent(key, d.encode(doc))
+        return store.put_if_absent(key, d.encode(doc)), None
     except AlreadyExists:
-        return _ours(store, key, doc)
+        try:
+            blob = store.get(key)
+        except NotFound:
+            return None, None
     except StoreUnavailable as dropped:
         try:
-            found = store.get(key)
+            blob = store.get(key)
         except NotFound:
             raise dropped from None  # it did not land (or landed and is gone): not another writer's win
         except StoreError:
             raise dropped from None
-        try:
-            current = d.decode(key, found.data)
-        except CorruptDocument:
-            return None
-        return found.version if current.nonce == doc.nonce else None
-
-
-def _ours(store: ObjectStore, key: str, doc: d.Job) -> Version | None:
-    """The key's version if the document there is the one we wrote (same nonce), else None."""
-    try:
-        blob = store.get(key)
-    except NotFound:
-        return None
     try:
         current = d.decode(key, blob.data)
     except CorruptDocument:
-        return None
-    return blob.version if current.nonce == doc.nonce else None
+        return None, None
+    return (blob.version, None) if current.nonce == doc.nonce else (None, (current, blob.version))
 
 
 def replace(store: ObjectStore, key: str, doc: d.Job, version: Version) -> tuple[Version | None, d.Job | None]:
     """Put-if-match. (new version, None) on success; (None, current document or None if gone) when
     another writer moved first. A retried request of ours that landed counts as success."""
+    new_version, found = replace_seen(store, key, doc, version)
+    return new_version, None if found is None else found[0]
+
+
+def replace_seen(store: ObjectStore, key: str, doc: d.Job,
+                 version: Version) -> tuple[Version | None, tuple[d.Job, Version] | None]:
+    """replace(), with the version of the document read when another writer moved first: (current, its version)."""
     try:
         return store.put_if_match(key, d.encode(doc), version), None
     except (PreconditionFailed, StoreUnavailable) as e:
@@ -76,7 +80,7 @@ def replace(store: ObjectStore, key: str, doc: d.Job, version: Version) -> tuple
             return current_version, None
         if isinstance(e, StoreUnavailable) and current_version == version:
             raise  # it did not land and nobody moved first: the caller's next pass tries again
-        return None, current
+        return None, found
 
 
 def remove(store: ObjectStore, key: str, version: Version) -> bool:

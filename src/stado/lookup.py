@@ -12,7 +12,8 @@ LIFECYCLE = ("queued", "running") + keys.TERMINAL_STATES
 _HEX = frozenset("0123456789abcdef")
 
 
-def records(store: ObjectStore, job_id: str, corrupt: list | None = None) -> dict[str, tuple[d.Job, Version]]:
+def records(store: ObjectStore, job_id: str, corrupt: list | None = None,
+            states: tuple = LIFECYCLE) -> dict[str, tuple[d.Job, Version]]:
     """Every record the job has, by state (normally one; two while a move is under way).
 
     Read in lifecycle order (queued, running, terminal): every move writes its new record before it
@@ -20,9 +21,10 @@ def records(store: ObjectStore, job_id: str, corrupt: list | None = None) -> dic
     record wins is decided afterwards, terminal first, by documents.resolve.)
 
     A corrupt record raises CorruptDocument, unless `corrupt` is a list: then it is appended there and
-    the job is resolved from the records that can be read (readers report it; writers must not guess)."""
+    the job is resolved from the records that can be read (readers report it; writers must not guess).
+    `states`: a tail of the lifecycle, for a caller that has just read the states before it."""
     found = {}
-    for state in LIFECYCLE:
+    for state in states:
         try:
             got = read(store, keys.state_key(state, job_id), job_id)
         except CorruptDocument as e:

@@ -285,6 +285,34 @@ def test_a_queued_cancel_reads_each_record_once_and_its_reader_the_cancelled_rec
     assert store.by_prefix.get(("GET", "running")) is None and store.counts["GET"] == 3  # never started: no process
 
 
+def test_the_owner_settles_a_cancel_of_its_running_attempt_on_what_its_refused_renewal_read():
+    # The renewal that meets the cancel reads running/ (who moved it?); the settle takes the record at that
+    # version with no read of its own, finds the cancelled record the canceller wrote with one GET (no refused
+    # create), and looks for no queue entry: the claim removed the one it came from (ledger_cleared).
+    from stado.metered import MeteredStore
+
+    store = MeteredStore(MemoryStore())
+    job = submit(store)
+    queued, queued_version = cas.read(store, keys.queued(job["id"]), job["id"])
+    doc, version = jobs.claim(store, queued, agent_id=AGENT, instance_ref="local@test", lease_expires_at=1005.0,
+                              now=1000.0)
+    doc, version = jobs.verify_claim(store, doc, version, queued, queued_version, writer=AGENT, now=1000.0,
+                                     recheck=False)
+    doc, version = jobs.renew(store, doc, version, lease_expires_at=1010.0, now=1001.0)  # writes ledger_cleared
+    assert jobs.cancel(store, job["id"], by="op").kind == "cancelled_running"
+    store.reset()
+    got = jobs.renew(store, doc, version, lease_expires_at=1015.0, now=1002.0)
+    assert isinstance(got, Overtaken) and got.current.cancelling and got.version is not None
+    assert store.counts["GET"] == 1  # the refused renewal's read-back
+    store.reset()
+    term = jobs.settle_own_cancel(store, job["id"], doc.claim, writer=AGENT, now=1003.0,
+                                  seen=(got.current, got.version))
+    assert term is not None and term.state == "cancelled" and term.cancelled_by == "op"
+    assert (store.counts["GET"], store.counts["PUT"], store.counts["DELETE"]) == (1, 1, 1)
+    assert store.by_prefix[("GET", "cancelled")] == 1
+    assert [e.key for e in store.list("") if not e.key.startswith("status/")] == [keys.terminal("cancelled", job["id"])]
+
+
 def test_settle_finishes_an_interrupted_terminal_move_once():
     store = MemoryStore()
     job = submit(store)

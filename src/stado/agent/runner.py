@@ -256,7 +256,7 @@ class SlotRunner:
         slot.renew_due = ended + ctx.cfg.poll_seconds
         if isinstance(got, jobs.Overtaken):
             self._pulse(slot, renewed=False)
-            return self._overtaken(slot, got.current)
+            return self._overtaken(slot, got.current, got.version)
         slot.doc, slot.version = got
         slot.promised_until = promised_until(slot.doc, began)
         self._pulse(slot, renewed=True)
@@ -267,11 +267,12 @@ class SlotRunner:
         except StoreError:
             pass  # the next renewal attempt writes the next pulse
 
-    def _overtaken(self, slot: Slot, current: d.Job | None) -> None:
+    def _overtaken(self, slot: Slot, current: d.Job | None, version=None) -> None:
         """Another writer moved the running document: a cancel, or the reaper (then the job may be ours to
         take back: re-adoption)."""
         if current is not None and current.cancelling and current.claim == slot.doc.claim:
             slot.doc = current  # a cancel of this very attempt (another claim's cancel is that claim's owner's)
+            slot.cancel_seen = None if version is None else (current, version)  # its settle takes it at that version
             return self.stop(slot, Stop.CANCEL)
         if current is not None and current.reaped and current.claim == slot.doc.claim:
             return  # the reaper's move is under way: look again on the next tick

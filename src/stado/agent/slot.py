@@ -66,6 +66,7 @@ class Slot:
     started_mono: float = 0.0           # when its process started, on this agent's monotonic clock
     io: SlotIO = None  # type: ignore[assignment]  # its JobIO (set as it begins): transfers on threads of their own
     verify: tuple | None = None         # (queue doc, version): a claim whose genuineness is still to be read
+    cancel_seen: tuple | None = None    # (running doc, version): the cancel as the write it refused read it
     launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
     delivered: list | None = None       # its inputs, once fetched and verified

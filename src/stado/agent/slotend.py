@@ -48,7 +48,7 @@ def _settle(ctx: AgentContext, slot: Slot, res: dict) -> None:
                 f"(`stado repair {slot.job_id}`)")
         return _done(slot)
     if isinstance(got, jobs.Overtaken):
-        return _settle_overtaken(ctx, slot, doc, got.current)
+        return _settle_overtaken(ctx, slot, doc, got.current, got.version)
     assert got is not None  # its own take just landed: the move is its to finish
     how = f"exit {res['exit_code']}" if res["exit_code"] is not None else (
         f"signal {res['signal']}" if res["signal"] else res["error"]["class"] if res["error"] else "?")
@@ -56,9 +56,10 @@ def _settle(ctx: AgentContext, slot: Slot, res: dict) -> None:
     _done(slot)
 
 
-def _settle_overtaken(ctx: AgentContext, slot: Slot, doc: d.Job, current: d.Job | None) -> None:
+def _settle_overtaken(ctx: AgentContext, slot: Slot, doc: d.Job, current: d.Job | None, version=None) -> None:
     if current is not None and current.cancelling and current.claim == doc.claim:
         slot.doc = current  # a cancel of this very attempt; another claim's cancel is its own owner's to settle
+        slot.cancel_seen = None if version is None else (current, version)
         return _settle_cancel(ctx, slot)
     if (current is not None and current.finishing and current.claim == doc.claim
             and not current.reaped):
@@ -107,7 +108,8 @@ def _hand_back(ctx: AgentContext, slot: Slot) -> None:
 
 def _settle_cancel(ctx: AgentContext, slot: Slot) -> None:
     try:
-        jobs.settle_own_cancel(ctx.store, slot.job_id, slot.doc.claim, writer=ctx.agent_id, now=ctx.clock.now())
+        jobs.settle_own_cancel(ctx.store, slot.job_id, slot.doc.claim, writer=ctx.agent_id, now=ctx.clock.now(),
+                               seen=slot.cancel_seen)
     except CorruptDocument as e:
         ctx.log(f"{slot.job_id}: process group {slot.pgid} stopped; the cancel could not be settled: {e}; left for "
                 f"an operator (`stado repair {slot.job_id}`)")

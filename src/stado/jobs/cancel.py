@@ -12,7 +12,7 @@ from .. import documents as d
 from .. import keys
 from ..cas import create, new_nonce, read, replace
 from ..errors import Conflict, JobNotFound
-from ..lookup import find, records
+from ..lookup import LIFECYCLE, find, records
 from ..objectstore.base import ObjectStore, StoreError, Version
 from .claim import give_back, stale_claim
 from .common import CONFLICT_RETRIES, _now
@@ -41,7 +41,7 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
     mine: list[tuple[str, CancelReport]] = []  # (cancel id, the report) of every cancel this call wrote
     for tries in range(CONFLICT_RETRIES):
         t = _now(now)
-        recs = (_queue_entry(store, job_id) if tries == 0 else None) or records(store, job_id)
+        recs = _first_look(store, job_id) if tries == 0 else records(store, job_id)
         v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
         if v is None:
             raise JobNotFound(f"no job {selector}: check the id with `stado status`")
@@ -63,13 +63,14 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
     raise Conflict(f"{job_id}: the job kept changing while cancelling it; run `stado cancel {selector}` again")
 
 
-def _queue_entry(store: ObjectStore, job_id: str) -> dict[str, tuple[d.Job, Version]] | None:
-    """A first look that reads queue/ alone. A queued job's cancel answers the other records with its own
-    writes before it decides anything: the tombstone's create answers running/, and the terminal check made
-    while the tombstone holds it (stale_claim) answers the terminal records. Any other answer (no entry, a claim
-    or a cancel there first, an end meanwhile) sends the loop to the full read, resolved terminal state first."""
+def _first_look(store: ObjectStore, job_id: str) -> dict[str, tuple[d.Job, Version]]:
+    """queue/ alone when the job is queued: a queued job's cancel answers the other records with its own writes
+    before it decides anything (the tombstone's create answers running/, the terminal check made while the
+    tombstone holds it, stale_claim, answers the terminal records), and any other answer (a claim or a cancel
+    there first, an end meanwhile) sends the loop to the full read, resolved terminal state first. Not queued:
+    the later states, in lifecycle order, as records() reads them after queue/."""
     found = read(store, keys.queued(job_id), job_id)
-    return None if found is None else {d.QUEUED: found}
+    return {d.QUEUED: found} if found is not None else records(store, job_id, states=LIFECYCLE[1:])
 
 
 def _cancel_running(store, v, doc, version, *, by, reason, now, wrote) -> CancelReport | None:

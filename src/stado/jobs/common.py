@@ -10,9 +10,10 @@ from ..errors import CorruptDocument
 CONFLICT_RETRIES = 8
 
 
-class Overtaken(record("Overtaken", "current")):
+class Overtaken(record("Overtaken", "current version", defaults=(None,))):
     """A conditional write lost to another writer that moved first: `current` is what holds the key now (None: the
-    key is gone). (jobman's Fenced is an exception of its supervisor's; this is a value the caller decides on.)"""
+    key is gone), and `version` its version when the loser read it (None: not known). (jobman's Fenced is an
+    exception of its supervisor's; this is a value the caller decides on.)"""
 
     __slots__ = ()
 

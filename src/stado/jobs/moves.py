@@ -2,7 +2,7 @@
 decision), settle (take, write the new record, delete running/ at the version taken), the leftovers pass."""
 from .. import documents as d
 from .. import faults, keys
-from ..cas import create, new_nonce, read, remove, replace
+from ..cas import create, create_seen, new_nonce, read, remove, replace, replace_seen
 from ..errors import Conflict, CorruptDocument
 from ..lookup import terminal_records
 from ..objectstore.base import ObjectStore, Version
@@ -17,17 +17,17 @@ def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at:
     for _ in range(2):
         new = d.renewed_doc(doc, now=_now(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
                             started_at=started_at, process=process)
-        new_version, current = replace(store, keys.running(doc.id), new, version)
+        new_version, seen = replace_seen(store, keys.running(doc.id), new, version)
         if new_version is not None:
             return new, new_version
-        if current is None or not _own_renewal(doc, current):
-            return Overtaken(current)
+        if seen is None or not _own_renewal(doc, seen[0]):
+            return Overtaken(*seen) if seen else Overtaken(None)
         # Our own earlier renewal landed though its answer was lost: renew on top of it, not against it.
         found = read(store, keys.running(doc.id), doc.id)
         if found is None or not _own_renewal(doc, found[0]):
-            return Overtaken(found[0] if found else None)
+            return Overtaken(*found) if found else Overtaken(None)
         doc, version = found
-    return Overtaken(current)
+    return Overtaken(*seen) if seen else Overtaken(None)
 
 
 def _own_renewal(mine: d.Job, current: d.Job) -> bool:
@@ -52,17 +52,17 @@ def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
     t = _now(now)
     for _ in range(2):
         fin = d.finishing_doc(doc, res, now=t, nonce=new_nonce())
-        new_version, current = replace(store, keys.running(doc.id), fin, version)
+        new_version, seen = replace_seen(store, keys.running(doc.id), fin, version)
         if new_version is not None:
             return settle(store, fin, new_version, writer=doc.owner, now=t, taken=True)  # type: ignore[arg-type]
-        if current is None or not _own_renewal(doc, current):
-            return Overtaken(current)
+        if seen is None or not _own_renewal(doc, seen[0]):
+            return Overtaken(*seen) if seen else Overtaken(None)
         # A renewal of ours landed though its answer was lost: decide on top of it.
         found = read(store, keys.running(doc.id), doc.id)
         if found is None or not _own_renewal(doc, found[0]):
-            return Overtaken(found[0] if found else None)
+            return Overtaken(*found) if found else Overtaken(None)
         doc, version = found[0].with_(process=doc.process), found[1]
-    return Overtaken(current)
+    return Overtaken(*seen) if seen else Overtaken(None)
 
 
 def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None = None,
@@ -119,7 +119,7 @@ def _settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, no
 
 
 def settle_own_cancel(store: ObjectStore, job_id: str, claim: str | None, *, writer: str,
-                      now: float | None = None) -> d.Job | None:
+                      now: float | None = None, seen: tuple[d.Job, Version] | None = None) -> d.Job | None:
     """A cancel of an attempt whose process never started or is gone, settled by that attempt's own agent. If
     another settler took the record first (a reaper settling the cancel of an owner it judged silent) and
     stopped short (it crashed between its take and its delete), the record is taken again: that settler's delete
@@ -128,10 +128,13 @@ def settle_own_cancel(store: ObjectStore, job_id: str, claim: str | None, *, wri
     that took the record after it (a reaper whose promise check saw this owner late) may have stopped short in
     turn, and the record it left still names this owner with no outcome, so it is taken again until the delete
     lands or the record is no longer this cancel. Returns the new record; None when the record is gone or no
-    longer this claim's cancel before this writer settled it."""
+    longer this claim's cancel before this writer settled it.
+
+    `seen`: the record (document, version) as the caller last read it (the refused renewal that met the cancel):
+    the first take is made at that version, with no read; a record moved on since refuses it and is read."""
     done = None
     for _ in range(CONFLICT_RETRIES):
-        found = read(store, keys.running(job_id), job_id)
+        found, seen = seen or read(store, keys.running(job_id), job_id), None
         if found is None or found[0].claim != claim or not found[0].cancelling:
             return done
         settled, removed = _settle(store, *found, writer=writer, now=now, taken=False, terminal_checked=False)
@@ -221,17 +224,26 @@ def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float, termi
         existing = terminal_records(store, job_id)
         if existing:
             term = next(iter(existing.values()))[0]
+    elif doc.cancelling and not doc.finishing and doc.owner is not None:
+        # A cancel of a running attempt: its canceller wrote cancelled/ right after its put-if-match (then left the
+        # process to its owner), so the record is nearly always there: read it first rather than meet it with a
+        # refused create and a read. Absent (that canceller stopped between its two writes): created below.
+        found = read(store, keys.terminal(d.CANCELLED, job_id), job_id)
+        if found is not None:
+            term = found[0]
     if term is None:
         term = d.terminal_doc(doc, now=now, nonce=new_nonce(), writer=writer)
         key = keys.terminal(term.state, job_id)
-        if create(store, key, term) is None:
-            found = read(store, key, job_id)
+        made, found = create_seen(store, key, term)
+        if made is None:
+            found = found or read(store, key, job_id)  # (read again only if the refused create's read-back was not)
             if found is None:  # terminal records are never deleted: the store is not answering straight
                 raise Conflict(f"{job_id}: {key} was reported present and then absent; the next pass tries again")
             term = found[0]
     faults.point("cancel-written" if term.state == "cancelled" else "terminal-written")
-    if doc.finishing and not doc.reaped and doc.get("ledger_cleared"):
-        # The owner's own decision, on an attempt whose claim removed the queue entry it came from: no leftover
+    if (doc.finishing or doc.cancelling) and not doc.reaped and doc.get("ledger_cleared"):
+        # The owner's own decision (or a cancel of its running attempt), on an attempt whose claim removed the queue
+        # entry it came from: no leftover
         # of it can be there. An entry written since is not this move's to remove: a holder of running/ would
         # have fenced this move's take, and an entry written by a writer that held nothing (an overtaken
         # settler's late requeue, a schedule's fire written again) is met by the next claim of it, which finds
