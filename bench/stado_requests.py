@@ -390,7 +390,7 @@ PURPOSES = [
     ("readyindex.py:reconcile", "LIST", "ready|queue", None, "index check (every 300 s): LIST {top}/"),
     ("schedules.py:tick", "LIST", "schedules", None, "schedules: LIST (every 30 s)"),
     ("schedules.py:_read", "GET", "schedules", None,
-     "schedules: read a schedule (new or changed, or right after this agent's own put-if-match)"),
+     "schedules: read a schedule (new or changed, or moved on by another agent's put-if-match)"),
     ("schedules.py:fire_one", "PUT", "queue", None,
      "cron fire: create the ledger entry (its id derived from the fire time: one job per fire)"),
     ("readyindex.py:index", "PUT", "ready", "schedules.py:fire_one", "cron fire: its claim-order index entry"),

@@ -105,10 +105,9 @@ def read_json(store: ObjectStore, key: str) -> tuple[dict, Version] | None:
     return doc, blob.version
 
 
-def replace_json(store: ObjectStore, key: str, doc: dict, version: Version) -> bool:
-    """Put-if-match of a document that is not a job's; False when another writer moved it first."""
+def replace_json(store: ObjectStore, key: str, doc: dict, version: Version) -> Version | None:
+    """Put-if-match of a document that is not a job's: its new version; None when another writer moved it first."""
     try:
-        store.put_if_match(key, d.encode(doc), version)
-        return True
+        return store.put_if_match(key, d.encode(doc), version)
     except PreconditionFailed:
-        return False
+        return None

@@ -162,7 +162,7 @@ def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: flo
             return doc, False
         new = dict(doc, paused=paused, paused_by=by if paused else None, paused_at=d.iso(t) if paused else None,
                    generation=doc.get("generation", 0) + 1, nonce=new_nonce())
-        if replace_json(store, keys.schedule(name), new, version):
+        if replace_json(store, keys.schedule(name), new, version) is not None:
             return new, True
     raise Conflict(f"schedule {name!r} kept changing; run the command again")
 
@@ -215,18 +215,19 @@ def _missed(doc: dict, last: float, until: float, cap: int = 100_000) -> tuple[i
 
 
 def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float = DEFAULT_GRACE,
-             submitter: str) -> str | None:
+             submitter: str) -> tuple[str | None, tuple | None]:
     """Deal with the earliest fire time not dealt with yet: submit it if it is due and within `grace` (fire
     times older than that, missed while no agent ran, are counted as skipped on the way), then move `last_fired`
-    on to it. A line saying what was done, or None. Called again while something is due, each fire time is
-    submitted once and in order, even after an agent stalled past several of them."""
+    on to it. (A line saying what was done or None, (version, schedule) as this call wrote it or None when it
+    wrote nothing or another agent moved the schedule on first.) Called again while something is due, each fire
+    time is submitted once and in order, even after an agent stalled past several of them."""
     if doc.get("paused"):
-        return None
+        return None, None
     last = float(doc.get("last_fired") or 0)
     skipped, latest_skipped = _missed(doc, last, now - grace) if now - grace > last else (0, None)
     fire = due_fire(doc, now, grace)
     if fire is None and not skipped:
-        return None
+        return None, None
     lines = []
     if skipped:
         assert latest_skipped is not None  # counted: the latest of them is known
@@ -250,8 +251,8 @@ def fire_one(store: ObjectStore, doc: dict, version, *, now: float, grace: float
     new = dict(doc, last_fired=fire if fire is not None else latest_skipped,
                fired=doc.get("fired", 0) + (fire is not None), skipped=doc.get("skipped", 0) + skipped,
                generation=doc.get("generation", 0) + 1, nonce=new_nonce())
-    replace_json(store, keys.schedule(doc["name"]), new, version)  # lost: another agent moved it on first
-    return "; ".join(lines) or None
+    written = replace_json(store, keys.schedule(doc["name"]), new, version)  # None: another agent moved it on first
+    return "; ".join(lines) or None, None if written is None else (written, new)
 
 
 class ScheduleKnowledge:
@@ -294,12 +295,16 @@ class ScheduleKnowledge:
                     if due_fire(doc, now, self.grace) is None and not (now - self.grace > last
                                                                        and next_fire(doc, last) <= now - self.grace):
                         break  # nothing due: no request
-                    line = fire_one(self.store, doc, version, now=now, grace=self.grace, submitter=self.submitter)
+                    line, written = fire_one(self.store, doc, version, now=now, grace=self.grace,
+                                             submitter=self.submitter)
                 except (StadoError, KeyError, TypeError, ValueError, AttributeError) as e:
                     lines.append(f"{key}: cannot fire it ({e}); skipped until it changes")
                     self._docs[key] = (version, dict(doc, paused=True))
                     break
-                self._read(key)  # its last_fired moved on (ours or another agent's write)
+                if written is not None:
+                    self._docs[key] = written  # its last_fired moved on by our own write: the version it returned
+                else:
+                    self._read(key)  # moved on by another agent's write (or nothing written): read what stands
                 if line:
                     lines.append(line)
         return lines
