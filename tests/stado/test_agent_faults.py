@@ -237,3 +237,33 @@ def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_p
             inner.get(key)
     assert agent(inner, poll_seconds=0.1, until_idle=True).run() == 0
     assert lookup.view(inner, later["id"]).state == "completed"
+
+
+def test_an_agent_starting_reads_a_foreign_running_record_once_across_its_start_and_reaper_passes(tmp_path):
+    """The restart check at start reads every running record; the reaper's first passes take what it read (the
+    LIST shows the same version), so a record nobody rewrites costs one GET, not one more for the first pass."""
+    import signal
+    import threading
+    import time
+
+    from stado.metered import MeteredStore
+
+    inner = open_store(f"file://{tmp_path}/store")
+    job = submission.submit(inner, [Submission(JobSpec("elsewhere"))])[0]
+    queued = cas.read(inner, keys.queued(job["id"]), job["id"])
+    jobs.claim(inner, queued[0], agent_id="elsewhere", instance_ref="local@far", lease_expires_at=time.time() + 3600,
+               queued_version=queued[1])  # runs on another host, its promise holding for the whole test
+    store = MeteredStore(inner)
+    lines: list[str] = []
+    agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.2,
+                                     settle_seconds=0.2, index_seconds=3600, schedules=False, host="h"),
+                  log=lines.append)
+    timer = threading.Timer(2.0, lambda: signal.raise_signal(signal.SIGTERM))
+    timer.start()
+    try:
+        assert agent.run() == 0
+    finally:
+        timer.cancel()
+    assert store.by_prefix[("LIST", "running")] >= 4, store.by_prefix  # the start's LIST and three reaper passes
+    assert store.by_prefix[("GET", "running")] == 1, store.by_prefix
+    assert lookup.view(inner, job["id"]).state == "running"

@@ -225,7 +225,7 @@ class Agent:
         self.slots[slot.job_id] = slot
 
     def _take_over_replaced(self) -> None:
-        for slot in settle_left_by_replaced(self.ctx, self.runner):
+        for slot in settle_left_by_replaced(self.ctx, self.runner, read=self._watch.read):
             self._record(slot)
 
     def _may_claim(self) -> bool:

@@ -33,13 +33,17 @@ from .workroot import agent_gone, job_dir, left_by_gone_agents, read_exit_status
 REPLACED = "its worker was replaced while it ran"
 
 
-def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner) -> Iterator[Slot]:
+def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner, read: dict | None = None) -> Iterator[Slot]:
     """Run once before the agent's first tick (one LIST of running/). Yields a slot for each job it takes over, for
-    the agent to record (a slot that watches the job's process, or has seen it end, rather than starting one)."""
+    the agent to record (a slot that watches the job's process, or has seen it end, rather than starting one).
+    `read`: filled with each running document read (job id -> (document, version)), the reaper's Watch.read, so
+    that its first pass reads again only what has been written since."""
     for job_id, found, corrupt, _ in running_records(ctx.store):
         if corrupt is not None:
             ctx.log(f"init: {corrupt}: skipped (`stado repair {job_id}` clears it)")
             continue
+        if found is not None and read is not None:
+            read[job_id] = found
         if found is None or not _left_here(ctx, found[0]):
             continue
         try:
