@@ -358,6 +358,14 @@ def taken_doc(running: Job, *, writer: str, now: float, nonce: str) -> Job:
     return _next(running, state=RUNNING, now=now, nonce=nonce, writer=writer, settled_by=writer)
 
 
+def reaped_cancel_doc(running: Job, *, writer: str, now: float, nonce: str) -> Job:
+    """A reaper's take of a cancel whose owner stopped speaking past its promise: the same judgement as its
+    requeue verdict (no process of the attempt runs any more), written as the cancel's outcome, so the move is
+    decided and any settler finishes it should this one stop short (not only a reaper a lease later)."""
+    return _next(running, state=RUNNING, now=now, nonce=nonce, writer=writer, settled_by=writer,
+                 result=result("cancelled"))
+
+
 def attempt_of(doc: Job) -> int:
     """The attempt a claim of this document starts: 1, plus one for every failed attempt, requeue and hand-back
     before."""

@@ -144,9 +144,10 @@ def lapse(store: ObjectStore, doc: d.Job, version, *, writer: str, reason: str, 
     (worker_lease_expired). A document already being cancelled just settles as cancelled. Returns the new
     record; None when another writer (a renewal, a cancel, another reaper) moved the document first."""
     if doc.cancelling:
-        return settle(store, doc, version, writer=writer, now=now)
-    requeue = doc.requeues < REQUEUE_BUDGET
-    moved = d.reaped_doc(doc, now=now, nonce=new_nonce(), writer=writer, reason=reason, requeue=requeue)
+        moved = d.reaped_cancel_doc(doc, writer=writer, now=now, nonce=new_nonce())
+    else:
+        requeue = doc.requeues < REQUEUE_BUDGET
+        moved = d.reaped_doc(doc, now=now, nonce=new_nonce(), writer=writer, reason=reason, requeue=requeue)
     new_version, _ = replace(store, keys.running(doc.id), moved, version)
     if new_version is None:
         return None

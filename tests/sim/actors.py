@@ -72,7 +72,7 @@ def after_crash(sim, actor) -> None:
 def begin_settling(sim) -> None:
     """Faults stop, and a fresh agent comes to finish what the crashed ones left (its leftovers pass at
     start, then claims). Agents exit once idle, but only after the last client is done (drain_when_clients_done)."""
-    sim.settling, sim.faults = True, False
+    sim.settling, sim.faults, sim.settling_at = True, False, sim.now
     sim.trace.event(None, "settling: faults off, agents drain the queue and exit once idle")
     spawn_agent(sim, start=sim.now + 0.5, name="agent-last")
     drain_when_clients_done(sim)

@@ -130,11 +130,15 @@ def unsafe_write(sim, actor, verb: str, key: str) -> None:
 
 
 def running_written(sim, doc: dict) -> None:
-    """Keep each claim's promise, by the store's (the simulation's) clock: when its owner last renewed it."""
+    """Keep each claim's promise, by the store's (the simulation's) clock: when its owner last renewed it; and
+    when a settler other than the owner first took a cancel of it (a reaper settling the cancel of a dead owner)."""
     lease = doc.get("lease_seconds")
     if (doc.get("owner") and doc.get("written_by") == doc.get("owner") and doc.get("phase") == "running"
             and isinstance(lease, (int, float))):
         sim.promised[doc.get("claim")] = sim.now + lease
+    if (doc.get("phase") == "cancelling" and doc.get("owner") and doc.get("settled_by")
+            and doc.get("settled_by") != doc.get("owner")):
+        sim.cancel_taken.setdefault(doc.get("claim"), sim.now)
 
 
 def running_removed(sim, actor, key: str, doc: dict) -> None:
@@ -324,6 +328,18 @@ def at_end(sim) -> None:
                                             f"that it ends {expect}", kind)
 
 
+def _cancel_due(sim, doc: dict, agent) -> float | None:
+    """For the cancel of a crashed owner's attempt that another settler (a reaper) took and did not finish (it
+    stopped short on a store error, or crashed): by when `agent` must have finished it. The take said the owner
+    was gone, so the next pass of any agent, once faults stop, finishes the move; no second lease is watched."""
+    owner = _owner(sim, doc)
+    taken = sim.cancel_taken.get(doc.get("claim"))
+    if (owner is None or owner.state != "crashed" or taken is None or doc.get("phase") != "cancelling"
+            or sim.settling_at is None or agent.ignores_conditions):
+        return None
+    return max(taken, sim.settling_at, agent.started) + sim.p.settle_every + sim.p.poll + sim.p.stall_max + 1.0
+
+
 def _unreaped(sim) -> None:
     """unreaped: a job a crashed agent left in running/ outlives the due time of an agent that ran through it."""
     for job in sim.landed:
@@ -332,14 +348,26 @@ def _unreaped(sim) -> None:
             continue
         doc = sim.store.document(*found)
         for agent in (a for a in sim.actors if a.kind == "agent"):
-            due = _reaper_due(sim, doc, agent)
+            due = _cancel_due(sim, doc, agent)
             if due is not None and due <= (agent.ended_at if agent.ended_at is not None else sim.now):
-                owner = _owner(sim, doc)
-                violation(sim, "unreaped", f"{sim.names[job]} stays in running/ {sim.now - sim.promised[doc['claim']]:.1f} "
-                                           f"s after the promise of {owner.name} (crashed; its clock {owner.skew:+.0f} s "
-                                           f"off the store's) passed, though {agent.name} ran through the time it had "
-                                           "to be settled by")
+                violation(sim, "unreaped", f"{sim.names[job]}'s cancel, taken by {doc.get('settled_by')} after its "
+                                           f"owner crashed, stays in running/ {sim.now - sim.cancel_taken[doc['claim']]:.1f} s "
+                                           f"after that take, though {agent.name} ran a pass after faults stopped")
                 break
+        else:
+            _unreaped_after_promise(sim, job, doc)
+
+
+def _unreaped_after_promise(sim, job: str, doc: dict) -> None:
+    for agent in (a for a in sim.actors if a.kind == "agent"):
+        due = _reaper_due(sim, doc, agent)
+        if due is not None and due <= (agent.ended_at if agent.ended_at is not None else sim.now):
+            owner = _owner(sim, doc)
+            violation(sim, "unreaped", f"{sim.names[job]} stays in running/ {sim.now - sim.promised[doc['claim']]:.1f} "
+                                       f"s after the promise of {owner.name} (crashed; its clock {owner.skew:+.0f} s "
+                                       f"off the store's) passed, though {agent.name} ran through the time it had "
+                                       "to be settled by")
+            return
 
 
 def _cron_skipped(sim) -> None:

@@ -123,6 +123,8 @@ class Sim:
         self.fired: dict[float, tuple[int, float]] = {}
         self.promised: dict[str, float] = {}  # claim -> when its owner's last renewal promised to speak again
         self.pulsed: dict[str, float] = {}    # job -> when its heartbeat was last written
+        self.cancel_taken: dict[str, float] = {}  # claim -> when a settler other than its owner first took its cancel
+        self.settling_at: float | None = None     # when faults stopped
 
     # -- ids and nonces (new_nonce where the transitions make them, uuid7 are patched to these) ---------
 

@@ -185,6 +185,36 @@ def test_a_cancel_whose_agent_is_dead_is_settled_by_the_reaper():
     assert (view.state, view.terminal, view.also) == ("cancelled", True, [])
 
 
+def test_a_dead_owners_cancel_a_reaper_took_and_did_not_finish_is_finished_by_the_next_pass_of_anyone():
+    """The reaper takes a dead owner's cancel and stops short (its delete of running/ fails on the store). Its
+    take says no process runs (the same judgement as its requeue verdict), so the move is decided: any agent's
+    leftovers pass finishes it at once, not only a reaper that has watched the new version for a whole lease."""
+    from stado.objectstore.base import StoreUnavailable
+
+    class DeleteFails(MemoryStore):
+        fail = 1
+
+        def delete_if_match(self, key, version):
+            if key.startswith(keys.RUNNING) and self.fail:
+                self.fail -= 1
+                raise StoreUnavailable(f"connection reset while deleting {key}")
+            return super().delete_if_match(key, version)
+
+    store = DeleteFails()
+    job = submit(store)
+    claim(store, job, promise=time.time() - 30)
+    jobs.cancel(store, job, by="op")
+    with pytest.raises(StoreUnavailable):  # it stops short: the agent logs the pass's store error and goes on
+        reap(store, writer="reaper", now=time.time() + LATER)
+    assert store.fail == 0
+    left = cas.read(store, keys.running(job))[0]
+    assert left.cancelling and left.settled_by == "reaper" and d.decided(left)
+    view = lookup.view(store, job)
+    assert (view.state, view.terminal) == ("cancelled", True)  # no process is said to be stopping
+    assert jobs.settle_leftovers(store, writer="another agent") == [f"{job}: finished an interrupted move to cancelled"]
+    assert [e.key for e in store.list("") if not e.key.startswith("status/")] == [keys.terminal("cancelled", job)]
+
+
 class FakeProvider:
     """A cloud provider's instance clean-up, as a provider integration must write it: it asks the
     reaper's verdict before deleting a VM."""
