@@ -8,7 +8,8 @@ the jobs' own side effects.
 
 Phases, each given a share of the time: jobman (soak_jobman.py), stado on the local directory and stado on
 SeaweedFS (soak_stado.py). The soak stops by itself within the time it is given: a phase that runs out of
-time stops submitting, then reports what had not finished as a violation. It prints one table (jobs, faults
+time stops submitting, then reports what had not finished as a violation (it warns before it starts when the time
+a phase gets is unlikely to drain its jobs, and says how many would fit). It prints one table (jobs, faults
 injected per kind, outcomes, invariant violations, throughput) and every violation; it exits 1 if there was
 any. Its files (ledgers, logs, the CLIs' stderr, the submitting shells) stay in --workdir with --keep.
 """
@@ -32,6 +33,21 @@ from soak_common import render_table
 PHASES = ("jobman", "stado-file", "stado-s3")
 # Share of the time each phase gets, and how often chaos strikes (mean seconds between faults).
 SHARE = {"jobman": 0.45, "stado-file": 0.25, "stado-s3": 0.30}
+# Jobs per second each phase drains under its chaos, at the low end of what the 2-core VM measured (README,
+# Reliability: 10.7-10.8, 15.5-18.6, 11.9-12.9): a phase given less time than its jobs need at this rate runs out,
+# and what it left unfinished is reported as violations.
+SLOWEST_RATE = {"jobman": 10.0, "stado-file": 15.0, "stado-s3": 11.5}
+
+
+def too_short(phase: str, jobs: int, budget: float) -> str | None:
+    """A warning when `budget` seconds are unlikely to drain `jobs` jobs of `phase`, else None."""
+    need = jobs / SLOWEST_RATE[phase]
+    if need <= budget:
+        return None
+    fits = int(budget * SLOWEST_RATE[phase])
+    return (f"soak: warning: {phase} is given {budget:.0f} s for {jobs} jobs, which need about {need:.0f} s here: jobs "
+            f"still unfinished when its time runs out are reported as violations (give more --seconds, or at most "
+            f"{fits} jobs)\n")
 
 
 def run_phase(phase: str, workdir: Path, jobs: int, seconds: float, rng: random.Random, chaos_gap: float):
@@ -55,6 +71,10 @@ def soak(*, seconds: float, jobs: int, stado_jobs: int, phases=PHASES, seed: int
     share = sum(SHARE[p] for p in phases)
     reports = []
     out.write(f"soak: seed {seed}, {seconds:.0f} s, phases {', '.join(phases)}, files in {workdir}\n")
+    for phase in phases:
+        warning = too_short(phase, jobs if phase == "jobman" else stado_jobs, seconds * SHARE[phase] / share)
+        if warning:
+            out.write(warning)
     try:
         for phase in phases:
             budget = seconds * SHARE[phase] / share
