@@ -1,6 +1,7 @@
 """Helpers shared by the test suites: bounded polling and process-table scans (no mocks)."""
 import os
 import signal
+import threading
 import time
 
 
@@ -70,3 +71,14 @@ def alive(pid: int) -> bool:
         return state not in (b"Z", b"X")
     except OSError:
         return False
+
+
+def run_for(agent, seconds: float) -> int:
+    """Run an in-process agent (stado.agent.Agent, in this thread) until a SIGTERM `seconds` from now, as an
+    operator's stop would end it; its exit code."""
+    timer = threading.Timer(seconds, lambda: signal.raise_signal(signal.SIGTERM))
+    timer.start()
+    try:
+        return agent.run()
+    finally:
+        timer.cancel()

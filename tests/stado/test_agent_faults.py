@@ -6,6 +6,8 @@ from stado.objectstore import open_store
 from stado.spec import JobSpec
 from stado.submission import Submission
 
+from tests.helpers import run_for
+
 from .faulty import FailingReads
 
 
@@ -80,8 +82,6 @@ def test_jobs_waiting_for_a_producer_cost_almost_nothing_per_poll(tmp_path):
     """20 jobs wait on a producer that runs elsewhere, for 10 s: each poll lists queue/ (and running/, since
     something waits) and reads nothing per waiting job. Issue 8's bound: <= 0.2 requests per waiting job
     per poll (it was 4: its queue entry and the producer's three terminal records)."""
-    import signal
-    import threading
     import time
 
     from stado.metered import MeteredStore
@@ -108,12 +108,7 @@ def test_jobs_waiting_for_a_producer_cost_almost_nothing_per_poll(tmp_path):
     agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=poll,
                                      settle_seconds=3600, index_seconds=3600, schedules=False, host="h"),
                   log=lines.append)
-    timer = threading.Timer(10.0, lambda: signal.raise_signal(signal.SIGTERM))
-    timer.start()
-    try:
-        assert agent.run() == 0
-    finally:
-        timer.cancel()
+    assert run_for(agent, 10.0) == 0
     polls = store.by_prefix[("LIST", "ready")] - baseline["polls"]
     assert polls >= 12, polls
     requests = sum(store.counts.values()) - sum(baseline[k] for k in store.counts)
@@ -126,8 +121,6 @@ def test_jobs_waiting_for_a_producer_cost_almost_nothing_per_poll(tmp_path):
 def test_held_jobs_cost_an_agent_nothing_per_poll_and_are_not_claimed(tmp_path):
     """20 held jobs (`stado job hold`): the agent reads each index entry once, sees the hold and skips it until its
     entry changes: no request per held job per poll, and nothing is claimed. A released job is then claimed."""
-    import signal
-    import threading
 
     from stado.jobs.hold import hold, release
     from stado.metered import MeteredStore
@@ -150,12 +143,7 @@ def test_held_jobs_cost_an_agent_nothing_per_poll_and_are_not_claimed(tmp_path):
     agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.3,
                                      settle_seconds=3600, index_seconds=3600, schedules=False, host="h"),
                   log=lines.append)
-    timer = threading.Timer(4.0, lambda: signal.raise_signal(signal.SIGTERM))
-    timer.start()
-    try:
-        assert agent.run() == 0
-    finally:
-        timer.cancel()
+    assert run_for(agent, 4.0) == 0
     polls = store.by_prefix[("LIST", "ready")] - baseline["polls"]
     assert polls >= 5, polls
     others = sum(store.counts.values()) - sum(baseline[k] for k in store.counts) - polls
@@ -176,8 +164,6 @@ def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_p
     (for each version of it), not once a pass. A pause written where an older stado kept it (control/) still stops
     claims, and `stado queue resume` lifts both."""
     import json
-    import signal
-    import threading
 
     import pytest
 
@@ -204,12 +190,7 @@ def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_p
     pause.pause(inner, by="op@host", reason="disk swap")
     queued = submission.submit(inner, [Submission(JobSpec("true")) for _ in range(3)])
     store = Counting(inner)
-    timer = threading.Timer(2.0, lambda: signal.raise_signal(signal.SIGTERM))
-    timer.start()
-    try:
-        assert agent(store, poll_seconds=0.1).run() == 0
-    finally:
-        timer.cancel()
+    assert run_for(agent(store, poll_seconds=0.1), 2.0) == 0
     polls = store.by_prefix[("LIST", "ready")]
     assert polls >= 8, polls
     assert store.reads.get(keys.QUEUE_PAUSE) == 1, (store.reads, lines[-10:])
@@ -242,8 +223,6 @@ def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_p
 def test_an_agent_starting_reads_a_foreign_running_record_once_across_its_start_and_reaper_passes(tmp_path):
     """The restart check at start reads every running record; the reaper's first passes take what it read (the
     LIST shows the same version), so a record nobody rewrites costs one GET, not one more for the first pass."""
-    import signal
-    import threading
     import time
 
     from stado.metered import MeteredStore
@@ -258,12 +237,7 @@ def test_an_agent_starting_reads_a_foreign_running_record_once_across_its_start_
     agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.2,
                                      settle_seconds=0.2, index_seconds=3600, schedules=False, host="h"),
                   log=lines.append)
-    timer = threading.Timer(2.0, lambda: signal.raise_signal(signal.SIGTERM))
-    timer.start()
-    try:
-        assert agent.run() == 0
-    finally:
-        timer.cancel()
+    assert run_for(agent, 2.0) == 0
     assert store.by_prefix[("LIST", "running")] >= 4, store.by_prefix  # the start's LIST and three reaper passes
     assert store.by_prefix[("GET", "running")] == 1, store.by_prefix
     assert lookup.view(inner, job["id"]).state == "running"

@@ -134,7 +134,8 @@ def settle_own_cancel(store: ObjectStore, job_id: str, claim: str | None, *, wri
     the first take is made at that version, with no read; a record moved on since refuses it and is read."""
     done = None
     for _ in range(CONFLICT_RETRIES):
-        found, seen = seen or read(store, keys.running(job_id), job_id), None
+        found = seen if seen is not None else read(store, keys.running(job_id), job_id)
+        seen = None  # taken at most once: a refused take reads what stands
         if found is None or found[0].claim != claim or not found[0].cancelling:
             return done
         settled, removed = _settle(store, *found, writer=writer, now=now, taken=False, terminal_checked=False)
@@ -243,11 +244,10 @@ def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float, termi
     faults.point("cancel-written" if term.state == "cancelled" else "terminal-written")
     if (doc.finishing or doc.cancelling) and not doc.reaped and doc.get("ledger_cleared"):
         # The owner's own decision (or a cancel of its running attempt), on an attempt whose claim removed the queue
-        # entry it came from: no leftover
-        # of it can be there. An entry written since is not this move's to remove: a holder of running/ would
-        # have fenced this move's take, and an entry written by a writer that held nothing (an overtaken
-        # settler's late requeue, a schedule's fire written again) is met by the next claim of it, which finds
-        # this terminal record first and removes the entry, starting nothing (verify_claim).
+        # entry it came from: no leftover of it can be there. An entry written since is not this move's to remove: a
+        # holder of running/ would have fenced this move's take, and an entry written by a writer that held nothing
+        # (an overtaken settler's late requeue, a schedule's fire written again) is met by the next claim of it,
+        # which finds this terminal record first and removes the entry, starting nothing (verify_claim).
         return term
     if queue_entry is not None and remove(store, keys.queued(job_id), queue_entry[1]):
         unindex(store, queue_entry[0])

@@ -2,6 +2,8 @@
 show the right state, nothing runs twice, and the next pass finishes the move."""
 import pytest
 
+from tests.helpers import run_for
+
 from .support import Agent, machine_status, run_until_idle, stado, submit, wait_for
 
 FAULT_EXIT = 86
@@ -112,9 +114,6 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
 def test_an_idle_agent_loop_lists_only_the_index_and_the_queue_on_its_slow_cadence(tmp_path):
     """An idle poll lists one page of ready/ only; the periodic passes list running/ (the reaper's), queue/ and
     ready/ (the index against the ledger) and schedules/; terminal prefixes are never listed."""
-    import signal
-    import threading
-
     from stado.agent import Agent as InProcessAgent
     from stado.agent import AgentConfig
     from stado.metered import MeteredStore
@@ -123,12 +122,7 @@ def test_an_idle_agent_loop_lists_only_the_index_and_the_queue_on_its_slow_caden
     store = MeteredStore(open_store(f"file://{tmp_path}/store"))
     agent = InProcessAgent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false",
                                               poll_seconds=0.02, settle_seconds=0.1, host="h"), log=lambda _: None)
-    timer = threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGTERM))
-    timer.start()
-    try:
-        assert agent.run() == 0
-    finally:
-        timer.cancel()
+    assert run_for(agent, 1.0) == 0
     listed = {prefix: n for (kind, prefix), n in store.by_prefix.items() if kind == "LIST"}
     # Each poll lists one page of the claim-order index; the reaper's pass lists running/; the index check
     # (its own, slower cadence) lists queue/ and ready/ once more; schedules/ is listed every 30 s.
