@@ -15,8 +15,9 @@ Scenarios (each in a prefix of its own; agents poll every --poll-seconds, defaul
   once            `true`, submitted while a warmed agent runs
   cancel-queued   submitted and cancelled with no agent running; then an agent runs (it must find nothing)
   cancel-running  `sleep 30`, cancelled once it has run --run-seconds
-  reaped          `sleep 2` claimed by agent A, which is SIGKILLed while it runs; agent B (another host, its
-                  reaper every --settle-seconds) requeues it once the promise has passed and runs it again
+  reaped          `sleep 2` claimed by agent A, whose host is lost while it runs (the agent, the job's keeper and
+                  its processes SIGKILLed); agent B (another host, its reaper every --settle-seconds) requeues it
+                  once the promise has passed and runs it again
   cron            `stado schedule add NAME "*/5 * * * * *" -- true`; the first job it fires
   idle            a warmed agent with nothing to do for --idle-seconds (what polls, records, reaper passes cost)
   batch           --jobs `true` jobs (one `stado submit --batch`), drained by one `stado agent --until-idle
@@ -234,9 +235,13 @@ def scenario_reaped(s: Scenario, args) -> None:
     s.warm("agent-a")
     s.t0 = time.monotonic()
     job = submit(s, "sleep 2")
-    # Killed once its record names its process (its first renewal after the spawn): a worker lost mid-run.
-    wait_for(lambda: (s.doc(keys.running(job)) or {}).get("process"), 60, f"{job} running on agent A")
+    # Lost once its record names its process (its first renewal after the spawn): the whole host, mid-run. (With
+    # only the agent killed, the job's keeper would have recorded its end, or stopped and requeued it itself.)
+    process = wait_for(lambda: (s.doc(keys.running(job)) or {}).get("process"), 60, f"{job} running on agent A")
+    keeper = json.loads((Path(process["work_dir"]).parent / "keeper.json").read_text())
     s.stop_agent("agent-a", signal.SIGKILL)
+    os.kill(keeper["pid"], signal.SIGKILL)
+    os.killpg(process["pgid"], signal.SIGKILL)
     killed = time.monotonic()
     s.start_agent("agent-b", "host-b", "--settle-seconds", f"{args.settle_seconds:g}")
     wait_for(lambda: s.settled(job, "completed"), 120, f"{job} requeued and completed by agent B")

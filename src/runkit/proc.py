@@ -49,6 +49,46 @@ def boot_id() -> str:
     return _boot_id
 
 
+def pid_namespace() -> str | None:
+    """The pid namespace this process sees pids in ('pid:[4026531836]'), or None where it cannot be read: two
+    processes whose boot id and pid namespace agree name each other's pids alike (containers on one kernel do not)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def machine_id() -> str | None:
+    """This machine's id (systemd's /etc/machine-id), kept across reboots; None where there is none."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path) as f:
+                found = f.read().strip()
+        except OSError:
+            continue
+        if found:
+            return found
+    return None
+
+
+def process_here(record: dict | None) -> str:
+    """What this host can tell of a process another process recorded of itself (pid, start_time, boot_id,
+    pid_ns, machine_id: agent.workroot.agent_identity): 'alive' (that very process runs, in this pid space),
+    'gone' (it does not; or this machine has rebooted since), or 'unknown' (it ran on another machine or in another
+    pid namespace, or the record says too little to tell)."""
+    if not isinstance(record, dict):
+        return "unknown"
+    pid, start, boot = record.get("pid"), record.get("start_time"), record.get("boot_id")
+    if not isinstance(pid, int) or not isinstance(start, int) or not isinstance(boot, str):
+        return "unknown"
+    if boot != boot_id():
+        mine = machine_id()
+        return "gone" if mine is not None and record.get("machine_id") == mine else "unknown"
+    if record.get("pid_ns") != pid_namespace():
+        return "unknown"
+    return "alive" if verify(pid, start, boot) else "gone"
+
+
 class Stat:
     """The fields of /proc/PID/stat that matter here."""
 

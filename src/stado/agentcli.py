@@ -42,6 +42,11 @@ def add_agent_parser(sub) -> None:
     a.add_argument("--settle-seconds", type=_number, default=30.0,
                    help="seconds between reaper passes: finish moves crashed agents left half done, requeue (or fail) "
                         "jobs whose worker stopped speaking (default 30)")
+    a.add_argument("--reap-margin", type=_number, default=2.0, metavar="S",
+                   help="seconds past a job's promise before this agent's reaper judges it passed (default 2); the "
+                        "keeper of each job this agent runs stops the job's processes within that margin once the "
+                        "agent stops renewing (SIGTERM a quarter of it past the promise, SIGKILL by three quarters), "
+                        "so give every agent and `stado reap --margin` of a fleet the same value")
     a.add_argument("--kill-after", type=_number, default=10.0,
                    help="seconds from SIGTERM to SIGKILL when stopping a job's process group (default 10)")
     a.add_argument("--until-idle", action="store_true",
@@ -74,7 +79,7 @@ def config_from_args(args):
         slots=args.slots if args.slots is not None else max(os.cpu_count() or 1, 1),
         poll_seconds=args.poll_seconds, busy_poll_seconds=args.busy_poll_seconds, capabilities=frozenset(c for v in args.capabilities for c in parse_list(v)),
         cores=args.cores, accelerators=args.accelerators, accelerator_devices=devices, provider=args.provider,
-        spot=args.spot, price_per_hour=args.price_per_hour, kill_after=args.kill_after,
+        spot=args.spot, price_per_hour=args.price_per_hour, kill_after=args.kill_after, reap_margin=args.reap_margin,
         settle_seconds=args.settle_seconds, until_idle=args.until_idle, window=args.window, keep_work=args.keep_work,
         subreaper=True, **extra).check()
 

@@ -7,8 +7,10 @@ on a thread of its own, to status/<id>/checkpoints/<name>, and removes each stag
 A multi-gigabyte checkpoint can starve the job's small renewals on a slow link: its upload's own
 last_modified is what then speaks for the job.
 """
+import json
 import os
 import threading
+import time
 
 from . import artifacts, keys
 from .objectstore.base import ObjectStore, StoreError
@@ -26,6 +28,7 @@ class CheckpointPump:
 
     def __init__(self, store: ObjectStore, job_id: str, job_dir: str, interval: float, log):
         self.store, self.job_id, self.interval, self.log = store, job_id, interval, log
+        self.job_dir = job_dir
         self.staging = os.path.join(job_dir, STAGING)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"checkpoints-{job_id}", daemon=True)
@@ -51,13 +54,29 @@ class CheckpointPump:
             return
         for name in names:
             path = os.path.join(self.staging, name)
+            began = time.clock_gettime(time.CLOCK_BOOTTIME)
             try:
                 with open(path, "rb") as f:
                     data = f.read()
                 self.store.put(keys.checkpoint_prefix(self.job_id) + name, data)
                 os.unlink(path)
+                _landed(self.job_dir, began)
             except (OSError, StoreError) as e:
                 self.log(f"{self.job_id}: checkpoint {name!r} not uploaded yet ({type(e).__name__}: {str(e)[:160]}); "
                          "trying again")
                 return
             self.log(f"{self.job_id}: checkpoint {name!r} uploaded ({len(data)} bytes)")
+
+
+CHECKPOINTED = "checkpointed.json"  # when the last checkpoint that landed began its upload (CLOCK_BOOTTIME)
+
+
+def _landed(job_dir: str, began: float) -> None:
+    """Tell the job's keeper (stado/keeper.py) a checkpoint landed: evidence the job works, as the reaper reads it."""
+    tmp = os.path.join(job_dir, CHECKPOINTED + ".tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps({"began": began}))
+        os.replace(tmp, os.path.join(job_dir, CHECKPOINTED))
+    except OSError:
+        pass

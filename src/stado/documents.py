@@ -166,6 +166,7 @@ class Job(Record):
     cost_usd: float | None = _field("cost_usd")  # type: ignore[assignment]
     schedule: dict | None = _field("schedule")  # type: ignore[assignment]
     held: dict | None = _field("held")  # type: ignore[assignment]  # a queue entry's hold: who, when (stado job hold)
+    owner_process: dict | None = _field("owner_process")  # type: ignore[assignment]  # the owner agent, on its host
 
     @property
     def spec(self) -> Spec:
@@ -245,7 +246,7 @@ _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "sub
            "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT,
            "last_attempt": _OBJ,
            "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT,
-           "held": _OBJ}
+           "held": _OBJ, "owner_process": _OBJ}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
          "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,)}
@@ -327,13 +328,16 @@ def released_doc(queued: Job, *, by: str, now: float, nonce: str) -> Job:
 # -- claim and renewal ---------------------------------------------------------------------------------
 
 def claim_doc(queued: Job, *, agent_id: str, instance_ref: str, now: float, lease_expires_at: float,
-              nonce: str) -> Job:
+              nonce: str, owner_process: dict | None = None) -> Job:
     """The running document a claim creates. `claim` names this attempt for its whole life; `claimed_from`
-    is the queue document's nonce, which tells a leftover queue entry (already claimed) from a newer one."""
+    is the queue document's nonce, which tells a leftover queue entry (already claimed) from a newer one.
+    `owner_process`: who the claiming agent is on its host (pid, start time, boot id, pid namespace, machine id), so
+    that an agent starting on that host later tells a live owner from a gone one whatever work root it uses."""
     return _next(queued, state=RUNNING, now=now, nonce=nonce, writer=agent_id, phase=RUNNING_PHASE, drop=("held",),
                  owner=agent_id, instance_ref=instance_ref, claim=nonce, claimed_from=queued.nonce,
                  claimed_at=iso(now), started_at=iso(now), lease_expires_at=iso(lease_expires_at),
-                 lease_seconds=_lease_seconds(now, lease_expires_at), process=None, result=None, cancel=None)
+                 lease_seconds=_lease_seconds(now, lease_expires_at), process=None, result=None, cancel=None,
+                 owner_process=owner_process)
 
 
 def _lease_seconds(now: float, lease_expires_at: float) -> float:
@@ -487,7 +491,7 @@ def returned_doc(doc: Job, *, now: float, nonce: str, writer: str, handed_back: 
                  drop=_ATTEMPT_FIELDS + ("requeue", "reaped"), **fields)
 
 
-_ATTEMPT_FIELDS = ("phase", "owner", "instance_ref", "claim", "claimed_from", "claimed_at", "started_at",
+_ATTEMPT_FIELDS = ("phase", "owner", "owner_process", "instance_ref", "claim", "claimed_from", "claimed_at", "started_at",
                    "lease_expires_at", "process", "result", "cancel", "finished_at", "settled_by", "ledger_cleared")
 
 

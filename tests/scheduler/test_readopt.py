@@ -16,9 +16,12 @@ pytestmark = pytest.mark.parametrize("store_target", ["file", "s3"], indirect=Tr
 
 
 def _running_job(stado_env, tmp_path, store, name="agent", *args):
+    """A job running under an agent with no reaper pass of its own, whose keepers stop a job only well past its
+    promise (--reap-margin 40: SIGTERM 10 s past it): `stado reap --margin 0` requeues the job within that, as a
+    reaper more eager than the agents' margin would, while its process still runs (the case re-adoption is for)."""
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     job = submit(stado_env, f"echo start $$ >> {ledger}; while [ ! -e {gate} ]; do sleep 0.05; done")
-    agent = Agent(stado_env, tmp_path, "--settle-seconds", "3600", *args, name=name)  # no reaper pass of its own
+    agent = Agent(stado_env, tmp_path, "--settle-seconds", "3600", "--reap-margin", "40", *args, name=name)
     wait_for(lambda: ledger.exists() and ledger.read_text().count("start") == 1, message="the job started")
     wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"),
              message="its process recorded (at its first renewal)")

@@ -1,8 +1,10 @@
 """Seed 003, restart: an agent that starts on a host settles, before its first tick, the running jobs the
 worker it replaced left there (the seed's tests/scheduler/restart.rs)."""
+import json
 import os
 import re
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -59,7 +61,10 @@ def test_a_job_no_process_runs_is_requeued_as_a_lapsed_lease_and_run_again(stado
     try:
         process = _running_under(store, job, first, ledger)
         _kill(first)
-        os.killpg(process["pgid"], signal.SIGKILL)  # the job's processes die with it (a power cut, say)
+        # The job's processes and its keeper die with it (a power cut, say): nothing on the host saw how it ended.
+        keeper = json.loads((Path(process["work_dir"]).parent / "keeper.json").read_text())
+        os.kill(keeper["pid"], signal.SIGKILL)
+        os.killpg(process["pgid"], signal.SIGKILL)
         wait_for(lambda: not _alive(process["pgid"]), message="the job's processes gone")
         gate.touch()
         second = Agent(stado_env, tmp_path, name="second")

@@ -36,8 +36,17 @@ def populate(sim) -> None:
                         start=sim.now + sim.ch.uniform_ms(0, int(CANCEL_WINDOW * 1000)))
 
 
-def spawn_agent(sim, *, start: float, name: str | None = None):
+def spawn_agent(sim, *, start: float, name: str | None = None, replacing=None):
+    """An agent on its host (round robin over p.hosts; a replacement on the host, and with the work root, of the
+    agent it replaces), on the host's shared work root or one of its own (p.own_roots)."""
     actor = sim.spawn_actor(name or "agent-?", "agent", _agent, start=start)
+    agents = [a for a in sim.actors if a.kind == "agent"]
+    actor.pid = sim.new_pid()
+    if replacing is not None:
+        actor.host, actor.work_root = replacing.host, replacing.work_root
+    else:
+        actor.host = f"h{(len(agents) - 1) % sim.p.hosts + 1}"
+        actor.work_root = (f"/sim/{actor.host}/work-{len(agents)}" if sim.p.own_roots else f"/sim/{actor.host}/work")
     actor.model = SimAgent(sim, actor, slots=sim.p.slots, poll_seconds=sim.p.poll, settle_seconds=sim.p.settle_every,
                            schedules=sim.p.schedule)
     actor.name = name or sim.names[actor.model.id]
@@ -65,7 +74,7 @@ def after_crash(sim, actor) -> None:
     """A restarting worker: a crashed agent is replaced on the same host after a moment."""
     if actor.kind == "agent" and sim.restarts < sim.p.restarts and not sim.settling:
         sim.restarts += 1
-        new = spawn_agent(sim, start=sim.now + sim.ch.uniform_ms(200, 3000))
+        new = spawn_agent(sim, start=sim.now + sim.ch.uniform_ms(200, 3000), replacing=actor)
         sim.trace.event(new, f"will start at t={new.wake - EPOCH:.3f}, replacing {actor.name}")
 
 
@@ -94,6 +103,84 @@ def drain_when_clients_done(sim) -> None:
 
 
 # -- the actors' bodies --------------------------------------------------------------------------------
+
+def spawn_renewals(sim, agent) -> None:
+    """The agent's renewals' thread, as an actor of its own: it crashes and is stopped with its agent, and its
+    requests interleave with the loop's as the thread's do."""
+    renewals = sim.spawn_actor(f"{agent.name}~r", "renewals", _renewals, crashable=False)
+    renewals.model, renewals.skew, renewals.host = None, agent.skew, agent.host
+    renewals.seen, renewals.versions = agent.seen, agent.versions  # one process: what either thread saw, it knows
+    renewals.of = agent
+    agent.companions.append(renewals)
+
+
+def _renewals(actor) -> None:
+    agent = actor.of
+    model = agent.model
+    while agent.live:
+        soonest = model.renewals.run_due()
+        actor.sim.sleep_until(min(soonest, actor.sim.now + model.cfg.poll_seconds))
+
+
+def spawn_keeper(sim, agent, spec: dict):
+    """A job's keeper (stado/keeper.py), as an actor of its own on its agent's host: not stopped nor crashed with
+    the agent (a process of its own), and deciding as the real one does (keeper.decide)."""
+    keeper = sim.spawn_actor(f"keep-{sim.names.get(spec['job_id'], '?')}", "keeper", _keeper, crashable=False)
+    keeper.model, keeper.skew, keeper.host, keeper.work_root = None, agent.skew, agent.host, agent.work_root
+    keeper.pid, keeper.spec, keeper.released = sim.new_pid(), spec, False
+    sim.trace.event(keeper, f"keeps process {spec['process']['pgid']} of {sim.names.get(spec['job_id'])}")
+    return keeper
+
+
+def _keeper(actor) -> None:
+    from stado import standin
+    from stado.keeper import decide
+
+    sim, spec = actor.sim, actor.spec
+    directory, pgid, claim = spec["job_dir"], spec["process"]["pgid"], spec["attempt"]
+    proven, checked = 0.0, None
+    while not actor.released:
+        promise = sim.promises.get(directory)
+        ended = sim.exit_of(pgid)
+        if ended is not None and directory not in sim.exit_files:
+            sim.exit_files[directory] = ended  # what its pidfd told it: written as soon as the shell ends
+        step = decide(promise, claim=claim, now=sim.now, ended=ended is not None, proven=proven, checked=checked,
+                      margin=spec["margin"])
+        if step[0] == "leave":
+            return
+        if step[0] == "wait":
+            sim.sleep_until(min(sim.now + step[1], sim.end_of(pgid)))
+        elif step[0] == "check":  # the store's answer, as a GET within its deadline gives it
+            _, checked, until, _deadline = step
+            found = sim.backend.peek(keys.running(spec["job_id"]))
+            if found is not None and sim.store.document(*found).get("nonce") == checked:
+                proven = until
+        elif step[0] == "record":
+            sim.trace.event(actor, f"{sim.names.get(spec['job_id'])}: its command ended and its agent has not "
+                                   "recorded it within its promise: standing in")
+            _stand_in(actor, ended)
+            return
+        else:
+            sim.kept[directory] = {"attempt": claim, "why": "its agent did not renew its promise in time"}
+            sim.trace.event(actor, f"stops process {pgid}: its agent did not renew its promise in time")
+            sim.signal_group(pgid, 15)
+            said = standin.lapse_kept(spec["job_id"], claim, (promise or {}).get("version"), "stopped by its keeper",
+                                      store=sim.store, now=lambda: sim.now + actor.skew,
+                                      pause=lambda seconds: sim.sleep_until(sim.now + seconds))
+            sim.trace.event(actor, said)
+            return
+
+
+def _stand_in(actor, ended) -> None:
+    from stado import standin
+
+    sim = actor.sim
+    agent = SimAgent(sim, actor, slots=1, poll_seconds=sim.p.poll, settle_seconds=sim.p.settle_every, schedules=False)
+    actor.model = agent
+    sim.locks.setdefault(actor.work_root, {})[agent.id] = actor
+    said = standin.stand_in(agent, actor.spec, ended, pause=lambda seconds: sim.sleep_until(sim.now + seconds))
+    sim.trace.event(actor, said)
+
 
 def _agent(actor) -> None:
     try:

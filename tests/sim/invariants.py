@@ -4,11 +4,13 @@ by exactly one worker ... writers are fenced by the expected generation"):
 - fencing: no writer deletes or overwrites a generation of a job newer than any it has read or written
   (checked at the request, before it lands);
 - lost-job: every job whose queue entry landed resolves to a record (checked after every step);
-- two-processes: never two processes of one job at once (checked when a process starts);
-- run-after-terminal: no claim made after the job got a terminal record starts a process;
-- cancelled-started: no claim made after a cancel of the job was acknowledged starts a process (a claim
-  that landed before the cancel may still start: the cancel found the job running, and its agent stops
-  it at its next tick, as `stado cancel` says);
+- overlap: never two processes of one job at once, not even a stale copy under a worker that stopped speaking
+  (checked when a process starts);
+- run-after-terminal: no process of a job starts while its completed or failed record exists;
+- cancelled-started: no process of a job starts once a cancel reached it (its cancelled record exists, or its
+  running record is being cancelled): a claim that landed before the cancel never starts after it;
+- ended-rerun: a command that ended on its own is recorded before the job starts again (never again after an exit
+  0; each failed end counts a failed attempt), also when its worker is stopped, slow or dead;
 - abandoned: an agent between two passes runs every job whose running record holds one of its claims
   (a claim it won and then dropped leaves a job that never runs, until a reaper requeues it);
 - self-fenced: an agent never stops its own attempt as taken over while the running record is still
@@ -226,32 +228,67 @@ def actor_raised(sim, actor, error: Exception) -> None:
 
 def process_starts(sim, proc, doc: dict) -> None:
     job, name = proc.job, sim.names[proc.job]
-    # A worker that stops speaking past its promise (stalled, its clock jumped) has its job reaped and run again
-    # while its own copy may still run: the seed's design, the copy stopped when that worker speaks again.
-    # Two processes of the same attempt, or of an attempt nobody reaped, are never allowed.
-    others = [p for p in sim.procs.values() if p.job == job and p.alive(sim.now)
-              and p.requeues >= doc.get("requeues", 0)]
+    # No two processes of a job ever run at once: not even a stale copy under a worker that stopped speaking past
+    # its promise (its host's keeper stops it before the promise passes, so a requeue never runs beside it).
+    others = [p for p in sim.procs.values() if p.job == job and p.alive(sim.now)]
     if others:
-        violation(sim, "two-processes", f"{name} starts as process {proc.pid} on {proc.agent.name} while process "
-                                        f"{others[0].pid} on {others[0].agent.name} still runs it")
+        violation(sim, "overlap", f"{name} starts as process {proc.pid} on {proc.agent.name} while process "
+                                  f"{others[0].pid} on {others[0].agent.name} still runs it")
     claimed = sim.claimed_at.get(doc.get("claim"), sim.steps)
-    if job in sim.terminal_at and sim.terminal_at[job][0] < claimed:
-        step, state = sim.terminal_at[job]
-        violation(sim, "run-after-terminal", f"{name} starts on {proc.agent.name} from a claim made at step {claimed}, "
-                                             f"after its {state} record was written at step {step}", state)
-    if job in sim.cancel_acked and sim.cancel_acked[job] < claimed:
-        violation(sim, "cancelled-started", f"{name} starts on {proc.agent.name} from a claim made at step {claimed}, "
-                                            f"after its cancel was acknowledged at step {sim.cancel_acked[job]}")
+    peek = sim.backend.peek
+    ended = [state for state in ("completed", "failed") if peek(keys.terminal(state, job)) is not None]
+    if ended:
+        violation(sim, "run-after-terminal", f"{name} starts on {proc.agent.name} (claim made at step {claimed}) while "
+                                             f"its {ended[0]} record exists", ended[0])
+    running = peek(keys.running(job))
+    cancelling = running is not None and sim.store.document(*running).get("phase") == "cancelling"
+    if peek(keys.terminal("cancelled", job)) is not None or cancelling:
+        where = "its cancelled record exists" if not cancelling else "its running record is being cancelled"
+        violation(sim, "cancelled-started", f"{name} starts on {proc.agent.name} (claim made at step {claimed}) "
+                                            f"while {where}")
     elif job in sim.cancel_said and sim.cancel_said[job][0] < claimed:
         step, kind, expect = sim.cancel_said[job]
         violation(sim, "cancel-untrue", f"{name} starts on {proc.agent.name} from a claim made at step {claimed}, "
                                         f"after `stado cancel` said at step {step} ({kind}) that it ends {expect}",
                   kind)
+    _ended_rerun(sim, proc, doc)
     attempt = (job, doc.get("failures", 0), doc.get("requeues", 0))
     if attempt in sim.attempts:
         violation(sim, "attempt-twice", f"{name} attempt (failures {attempt[1]}, requeues {attempt[2]}) starts a "
                                         f"second time, on {proc.agent.name} (first: process {sim.attempts[attempt]})")
     sim.attempts.setdefault(attempt, proc.pid)
+
+
+def _ended_rerun(sim, proc, doc: dict) -> None:
+    """ended-rerun: a command that ended on its own (no signal: its status is the job's outcome) is recorded
+    before the job starts again: once it succeeded, never again; each failed end counts one failed attempt. Unless
+    nothing on its host could speak: its agent and its keeper each crashed, stopped or stuck in a request for longer
+    than a promise after the command ended (the fleet then judges the worker lost, as the seed says it must)."""
+    own = [p for p in sim.procs.values() if p.job == proc.job and p.signal is None and not p.alive(sim.now)
+           and not _silenced(sim, p)]
+    succeeded = [p for p in own if p.exit_code == 0]
+    failed = [p for p in own if p.exit_code != 0]
+    if succeeded:
+        violation(sim, "ended-rerun", f"{sim.names[proc.job]} starts again on {proc.agent.name} though its process "
+                                      f"{succeeded[0].pid} on {succeeded[0].agent.name} had ended with exit 0",
+                  "succeeded")
+    elif len(failed) > doc.get("failures", 0):
+        violation(sim, "ended-rerun", f"{sim.names[proc.job]} starts again on {proc.agent.name} as if "
+                                      f"{doc.get('failures', 0)} attempt(s) had failed, though {len(failed)} of its "
+                                      f"processes had ended with a failure (the last, {failed[-1].pid} on "
+                                      f"{failed[-1].agent.name}): an ended command's outcome was lost", "failed")
+
+
+def _silenced(sim, proc) -> bool:
+    """Whether every actor that held this ended process's outcome (its agent, and the keeper of its job) crashed, or
+    was stopped or stalled for longer than a poll, between its end and now."""
+    keepers = [a for a in sim.actors if a.kind == "keeper" and a.spec["process"]["pgid"] == proc.pid]
+    for holder in [proc.agent] + keepers:
+        crashed = holder.state == "crashed" and (holder.ended_at or 0.0) >= proc.start
+        held = any(until - since > sim.p.poll and until > proc.end and since < sim.now for since, until in holder.stalls)
+        if not (crashed or held):
+            return False
+    return True
 
 
 def process_stopped(sim, agent, proc) -> None:

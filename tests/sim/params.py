@@ -35,6 +35,10 @@ class Params:
                                 # finishing move is under way: a retry, a requeue or a terminal record being
                                 # written), "stale" (while a worker that lost the job still runs a process of it)
     proxy: bool = False         # one agent reaches the store through a path that ignores every condition
+    hosts: int = 1              # hosts the agents are spread over (round robin); a replacement keeps its host
+    own_roots: bool = False     # agents of one host each use a work root of their own (else they share the host's)
+    p_stop: float = 0.0         # per step: the chosen agent is stopped whole (SIGSTOP: its loop and its renewals),
+                                # 20 ms up to stall_max; its host's keepers are not
     main_steps: int = 300       # the main phase (faults on) lasts this many steps at most ...
     main_seconds: float = 6.0   # ... or until submitters and cancellers are done and this much time passed
     settle_steps: int = 3000    # the settling phase: faults off, agents drain the queue and exit once idle
@@ -78,5 +82,8 @@ def draw(ch: Choices, pinned: dict | None = None) -> Params:
         schedule=ch.below(3) == 0,
         cancel_aim=ch.pick(("any", "any", "finishing", "stale")),
         proxy=ch.below(8) == 0,
+        hosts=1 + ch.below(2),
+        own_roots=ch.below(4) == 0,
+        p_stop=ch.pick(_RATES[:3]),
     )
     return replace(drawn, **(pinned or {}))

@@ -48,6 +48,8 @@ class Actor:
         self.seen: dict[str, int] = {}  # job id -> highest generation of it this actor read or wrote
         self.versions: dict[str, object] = {}  # job record key -> the version this actor last read or wrote there
         self.model = None               # the SimAgent an agent actor drives
+        self.companions: list[Actor] = []  # actors of the same process (an agent's renewals): crash and stop with it
+        self.host, self.work_root, self.pid = "sim", "/nonexistent/stado-sim", 0  # an agent's host, and where on it
         self.glet = greenlet(self._body, parent=sim.main)
         self.priority = sim.ch.below(1000) if sim.p.priorities else 0
 
@@ -73,13 +75,15 @@ class Actor:
 class Proc:
     """A simulated process group: it exits on its own at `end`, or when its agent signals it."""
 
-    __slots__ = ("pid", "job", "agent", "start", "end", "exit_code", "signal", "reaped", "requeues", "claim")
+    __slots__ = ("pid", "job", "agent", "start", "end", "exit_code", "signal", "reaped", "requeues", "claim",
+                 "directory", "host")
 
     def __init__(self, pid: int, job: str, agent: Actor, start: float, end: float, exit_code: int, requeues: int = 0,
-                 claim: str | None = None):
+                 claim: str | None = None, directory: str = ""):
         self.pid, self.job, self.agent, self.start, self.end = pid, job, agent, start, end
         self.exit_code, self.signal, self.reaped, self.requeues = exit_code, None, False, requeues
         self.claim = claim  # the claim (running record) this process is the attempt of
+        self.directory, self.host = directory, agent.host  # where it runs: its job directory, on its agent's host
 
     def alive(self, now: float) -> bool:
         return now < self.end
@@ -125,6 +129,14 @@ class Sim:
         self.pulsed: dict[str, float] = {}    # job -> when its heartbeat was last written
         self.cancel_taken: dict[str, float] = {}  # claim -> when a settler other than its owner first took its cancel
         self.settling_at: float | None = None     # when faults stopped
+        # The hosts: each work root's agent locks (agent id -> its actor, while the lock file is there) and each job
+        # directory's recorded exit status (what an agent writes as it reaps a job's shell).
+        self.locks: dict[str, dict[str, Actor]] = {}
+        self.exit_files: dict[str, tuple] = {}
+        # Between each agent and its jobs' keepers: the promise of each job directory, and what a keeper that
+        # stopped a job wrote first (stado/keeper.py's promise.json and kept.json).
+        self.promises: dict[str, dict] = {}
+        self.kept: dict[str, dict] = {}
 
     # -- ids and nonces (new_nonce where the transitions make them, uuid7 are patched to these) ---------
 
@@ -181,12 +193,15 @@ class Sim:
 
     # -- simulated processes (stado.agent's spawn, reap, group_alive, signal_group) ----------------------
 
-    def start_process(self, agent: Actor, doc: dict) -> int:
+    def new_pid(self) -> int:
+        return self._next("pid")
+
+    def start_process(self, agent: Actor, doc: dict, directory: str = "") -> int:
         pid = self._next("pid")
         duration = self.ch.uniform_ms(50, int(self.p.max_run * 1000))
         exit_code = 1 if self.ch.chance(self.p.exit_fail) else 0
         proc = Proc(pid, doc["id"], agent, self.now, self.now + duration, exit_code, doc.get("requeues", 0),
-                    doc.get("claim"))
+                    doc.get("claim"), directory)
         invariants.process_starts(self, proc, doc)
         self.procs[pid] = proc
         self.trace.event(agent, f"starts {self.names[doc['id']]} as process {pid} (failures {doc.get('failures', 0)}, "
@@ -202,6 +217,14 @@ class Sim:
         if proc is None or proc.reaped or proc.alive(self.now):
             return None
         proc.reaped = True
+        self.exit_files[proc.directory] = (proc.exit_code, proc.signal)  # written as it is reaped, as the agent does
+        return (proc.exit_code, proc.signal)
+
+    def exit_of(self, pgid: int):
+        """How a process ended, once it has (what a pidfd held on it tells, whoever reaped it), else None."""
+        proc = self.procs.get(pgid)
+        if proc is None or proc.alive(self.now):
+            return None
         return (proc.exit_code, proc.signal)
 
     def signal_group(self, pgid: int, sig) -> None:
@@ -214,6 +237,11 @@ class Sim:
     def next_exit(self, agent: Actor) -> float:
         ends = [p.end for p in self.procs.values() if p.agent is agent and p.alive(self.now)]
         return min(ends) if ends else float("inf")
+
+    def end_of(self, pgid: int) -> float:
+        """When that process ends on its own (inf once it has ended, or if there is none)."""
+        proc = self.procs.get(pgid)
+        return proc.end if proc is not None and proc.alive(self.now) else float("inf")
 
     # -- the scheduler ----------------------------------------------------------------------------------
 
@@ -240,7 +268,7 @@ class Sim:
                 continue
             ready = [a for a in self.actors if a.state == READY and a.hold <= self.now]
             if not ready:
-                upcoming = [a.wake for a in self.actors if a.state == SLEEP]
+                upcoming = [max(a.wake, a.hold) for a in self.actors if a.state == SLEEP]
                 upcoming += [a.hold for a in self.actors if a.state == READY]
                 if not upcoming and not self.settling:
                     begin_settling(self)
@@ -285,7 +313,7 @@ class Sim:
         while woke:
             woke = False
             for actor in self.actors:
-                if actor.state == SLEEP and actor.wake <= self.now:
+                if actor.state == SLEEP and actor.wake <= self.now and actor.hold <= self.now:
                     self._resume(actor)
                     woke = True
 
@@ -315,6 +343,8 @@ class Sim:
         if self.faults:
             if actor.crashable and self.ch.chance(self.p.p_crash):
                 return self._crash(actor)
+            if actor.kind == "agent" and self.ch.chance(self.p.p_stop):
+                return self._stop(actor)
             if self.ch.chance(self._stall_chance(actor)):
                 # From 20 ms (a slow request) to stall_max (a process stopped, a host swapping), log-uniform.
                 actor.hold = self.now + 0.02 * (self.p.stall_max / 0.02) ** (self.ch.below(1001) / 1000)
@@ -342,19 +372,29 @@ class Sim:
         actor.glet.switch()
         self.current = None
 
+    def _stop(self, actor: Actor) -> None:
+        """SIGSTOP of an agent's whole process, its renewals included (the keepers of its jobs are processes of their
+        own, and go on), from 20 ms to stall_max, log-uniform; then SIGCONT."""
+        until = self.now + 0.02 * (self.p.stall_max / 0.02) ** (self.ch.below(1001) / 1000)
+        self.trace.event(actor, f"is stopped (SIGSTOP) until t={until - EPOCH:.3f}")
+        for held in [actor] + actor.companions:
+            held.hold = max(held.hold, until)
+            held.stalls.append((self.now, until))
+
     def _crash(self, actor: Actor) -> None:
         from .actors import after_crash
 
         self.trace.event(actor, "crashes" + (f" before its {actor.pending[0]} of {actor.pending[1]}"
                                              if actor.pending else ""))
-        actor.state = CRASHED
-        actor.ended_at = self.now
-        self.current = actor
-        try:
-            actor.glet.throw(Crash())
-        except Crash:
-            pass
-        self.current = None
+        for dying in [actor] + [c for c in actor.companions if c.live]:
+            dying.state = CRASHED
+            dying.ended_at = self.now
+            self.current = dying
+            try:
+                dying.glet.throw(Crash())
+            except Crash:
+                pass
+            self.current = None
         after_crash(self, actor)
 
 

@@ -35,8 +35,9 @@ def _produce(store, tmp_path, name: str, data: bytes) -> str:
 class StalledWorker(LostResponses):
     """What the soak saw, made deterministic: an agent stopped (SIGSTOP) between two ticks while a job's inputs
     are being fetched, its promise passing meanwhile; resumed, its fetch thread finishes before its loop ticks
-    again. Here the loop is held where it writes its agents/ record (after a tick, before the next), the fetch of
-    the producer's artifacts where it reads them; each is let go by its own event."""
+    again. Here the loop is held where it writes its agents/ record (after a tick, before the next), its renewals
+    (their own thread: a stopped agent's are stopped too) where they write the running record, the fetch of the
+    producer's artifacts where it reads them; each is let go by its own event."""
 
     def __init__(self, inner, producer: str):
         super().__init__(inner, 0)
@@ -65,6 +66,11 @@ class StalledWorker(LostResponses):
             self.held.set()
             self.loop_back.wait(60)
         return self.inner.put(key, data)
+
+    def put_if_match(self, key, data, version):
+        if key.startswith(keys.RUNNING) and self.fetching.is_set() and not self.loop_back.is_set():
+            self.loop_back.wait(60)
+        return super().put_if_match(key, data, version)
 
 
 def test_a_job_reaped_while_its_inputs_were_fetched_is_never_started(tmp_path):

@@ -77,6 +77,22 @@ class FakeHost:
     def users_of(self, directory: str) -> list[int]:
         return []
 
+    def identity(self, work_root: str) -> dict:
+        return {"pid": 1, "start_time": 1, "boot_id": "fake", "pid_ns": "fake", "machine_id": "fake",
+                "work_root": work_root}
+
+    def owner_state(self, record) -> str:
+        return "unknown"  # no agent of this world runs on a host another can see
+
+    def keep(self, spec):
+        return None  # its processes live here alone: no keeper outlives the agent
+
+    def keeper_alive(self, job_dir: str) -> bool:
+        return False
+
+    def let_go(self, handle) -> None:
+        pass
+
     def watch_exit(self, process):
         return None
 
@@ -136,6 +152,24 @@ class FakeWorkspace:
 
     def release(self, directory: str) -> None:
         pass
+
+    def lock_state(self, agent_id: str) -> str:
+        return "absent"
+
+    def directory_of(self, doc) -> str:
+        return f"{self.root}/jobs/{doc.id}"
+
+    def exit_status(self, directory: str):
+        return None
+
+    def promise(self, directory: str, record: dict) -> None:
+        pass
+
+    def promise_done(self, directory: str) -> None:
+        pass
+
+    def kept(self, directory: str):
+        return None
 
 
 class World:

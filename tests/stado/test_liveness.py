@@ -67,8 +67,11 @@ def _drive(store, tmp_path, script, gate):
     """Run an agent in this (main) thread while `script(agent, lines)` drives the test from another; the
     job ends (`gate`) and the agent is told to stop whatever happens there. Returns the agent's log."""
     lines: list[str] = []
+    # The reaper margin the job's keeper stops it by is wide here (8 s: SIGTERM 2 s past the promise): these tests
+    # reap with a margin of their own (0.5 s) within it, as a reaper more eager than the keeper would, so that the
+    # worker, speaking again, takes its job back (re-adoption) or is kept alive by its evidence.
     agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin=STADO, poll_seconds=0.2,
-                                     settle_seconds=3600, schedules=False, host="h", kill_after=1),
+                                     settle_seconds=3600, schedules=False, host="h", kill_after=1, reap_margin=8.0),
                   log=lines.append)
     failure = []
 

@@ -11,9 +11,27 @@
     logonce.py    LogOnce: saying a thing once, bounded
     adapters:     processhost.py (the jobs' processes), jobio.py (their transfers), workspace.py and workroot.py
                   (their directories, the agents' locks), environment.py (a job's environment and $STADO_BIN shim)
+    renewals.py   Renewals: each slot's renewals, on a thread of their own
     config.py     AgentConfig; lease.py the promise (pure)
+
+A job's keeper (stado/keeper.py, a process of its own beside the job's shell) imports its pieces from here: the
+package loads the agent itself only when it is asked for.
 """
-from .config import AgentConfig
-from .owner import Agent, run_agent
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .config import AgentConfig
+    from .owner import Agent, run_agent
 
 __all__ = ["Agent", "AgentConfig", "run_agent"]
+
+
+def __getattr__(name: str):
+    if name == "AgentConfig":
+        from .config import AgentConfig
+
+        return AgentConfig
+    if name in ("Agent", "run_agent"):
+        from . import owner
+
+        return getattr(owner, name)
+    raise AttributeError(f"module 'stado.agent' has no attribute {name!r}")

@@ -286,7 +286,7 @@ class ClaimPass:
                 now, mono = ctx.clock.now(), ctx.clock.monotonic()
                 got = jobs.claim(ctx.store, ledger[0], agent_id=ctx.agent_id, instance_ref=ctx.instance_ref,
                                  lease_expires_at=ctx.lease.promise(now), now=now, queued_version=ledger[1],
-                                 index_version=entry.version, recheck=False)
+                                 index_version=entry.version, recheck=False, owner_process=ctx.identity)
             except jobs.Unverified as unsure:
                 room.take(spec)
                 claimed += 1

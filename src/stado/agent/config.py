@@ -65,7 +65,7 @@ class AgentConfig:
                            "'_' (at most 253), starting with a letter or digit; it names the agent in local@HOST")
         if self.slots < 1:
             raise BadInput("--slots must be at least 1")
-        for name in ("poll_seconds", "busy_poll_seconds", "settle_seconds", "index_seconds", "kill_after"):
+        for name in ("poll_seconds", "busy_poll_seconds", "settle_seconds", "index_seconds", "kill_after", "reap_margin"):
             if not getattr(self, name) > 0:
                 raise BadInput(f"--{name.replace('_', '-')} must be greater than 0")
         if self.cores is not None and self.cores < 1:

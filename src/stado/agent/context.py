@@ -10,7 +10,7 @@ from .logonce import LogOnce
 
 
 class AgentContext:
-    __slots__ = ("agent_id", "cfg", "clock", "holdings", "host", "instance_ref", "job_env", "lease", "log",
+    __slots__ = ("agent_id", "cfg", "clock", "holdings", "host", "identity", "instance_ref", "job_env", "lease", "log",
                  "log_once", "new_io", "notify", "offer", "store", "workspace")
 
     def __init__(self, *, store: ObjectStore, agent_id: str, cfg: AgentConfig, clock: StoreClock, lease: LeaseClock,
@@ -22,6 +22,7 @@ class AgentContext:
         self.log = log
         self.log_once = LogOnce(log)
         self.host = host            # the jobs' processes (processhost.ProcessHost, or a simulated one)
+        self.identity = host.identity(cfg.work_root)  # this agent's process on its host, as its records name it
         self.workspace = workspace  # the jobs' directories (workspace.Workspace, or one that touches no disk)
         self.new_io = new_io        # (job id, directory, attempt) -> the slot's JobIO
         self.notify = notify        # wakes the agent's loop (a transfer thread has finished)

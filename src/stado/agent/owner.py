@@ -50,6 +50,7 @@ from .fleet import Fleet
 from .jobio import JobIO
 from .lease import LeaseClock
 from .processhost import ProcessHost
+from .renewals import Renewals
 from .runner import SlotRunner
 from .slot import Phase, Slot, Stop
 from .takeover import settle_left_by_replaced, stop_orphans
@@ -79,12 +80,16 @@ class Agent:
         self.host = host or ProcessHost()
         self.ctx = AgentContext(store=store, agent_id=self.id, cfg=config, clock=self.clock,
                                 lease=LeaseClock(config.poll_seconds, config.late_cap), log=self.log, host=self.host,
-                                workspace=workspace or Workspace(config, self.id), new_io=new_io or self._new_io,
+                                workspace=workspace or Workspace(config, self.id, clock), new_io=new_io or self._new_io,
                                 notify=self.notify, holdings=self.holdings, job_env=self.job_env)
         self.runner = SlotRunner(self.ctx)
         self.queue = QueueKnowledge(store)   # what it knows of the queue between polls (keyed by version, pruned)
         self.fleet = Fleet(self.id, config.poll_seconds)  # the live agents, for its rank in the claim pass (fleet.py)
         self.slots: dict[str, Slot] = {}
+        # The slots' renewals: on a thread of their own once the agent runs (run(); the simulator runs them as an
+        # actor of their own); inline in the loop, as step() renews, for a caller that steps the agent itself.
+        self.renewals = Renewals(self.runner, self.slots)
+        self.renew_inline = True
         self.stopping = False        # SIGTERM/SIGINT: claim nothing more, let what runs finish
         self.draining = False        # stopping, and handing back what has not started (`stado agent --drain`)
         self.shutting_down = False   # a second SIGTERM/SIGINT: stop the running jobs too
@@ -125,10 +130,13 @@ class Agent:
         if self.cfg.subreaper and proc.become_subreaper():
             self.host.reap_all = True
         old = self._install_signals()
+        self.renew_inline = False
+        self.renewals.start()
         try:
             self.begin()
             self.loop()
         finally:
+            self.renewals.stop()
             self.end()
             self._restore_signals(old)
             lock.release()
@@ -159,7 +167,7 @@ class Agent:
         for slot in list(self.slots.values()):
             if self.shutting_down and slot.stop is None:
                 self.runner.stop(slot, Stop.SHUTDOWN)
-            self.guard(self.runner.tick, slot, draining=self.draining)
+            self.guard(self.runner.tick, slot, draining=self.draining, renew=self.renew_inline)
             if slot.phase == Phase.DONE:
                 self.drop(slot)
         if self.stopping and not self.slots:
@@ -223,6 +231,7 @@ class Agent:
 
     def _record(self, slot: Slot) -> None:
         self.slots[slot.job_id] = slot
+        self.renewals.wake()
 
     def _take_over_replaced(self) -> None:
         for slot in settle_left_by_replaced(self.ctx, self.runner, read=self._watch.read):
@@ -328,7 +337,10 @@ class Agent:
         if self.cfg.schedules:
             deadline = min(deadline, self._schedules_due)
         for slot in self.slots.values():
-            deadline = min(deadline, slot.due(mono, self.cfg.poll_seconds, self.cfg.kill_after))
+            deadline = min(deadline, slot.due(mono, self.cfg.poll_seconds, self.cfg.kill_after,
+                                              renewals=self.renew_inline))
+            if slot.overtaken is not None:
+                deadline = mono  # a refused renewal waits for the loop
         return mono if (self._freed or self._rung) and self._may_claim() else deadline
 
     # -- what its slots hold --------------------------------------------------------------------------------
@@ -345,6 +357,8 @@ class Agent:
     def drop(self, slot: Slot) -> None:
         self.slots.pop(slot.job_id, None)
         self._freed = True
+        self.ctx.workspace.promise_done(slot.job_dir)  # its keeper (and one an earlier agent started) may go
+        self.host.let_go(slot.keeper)
         self.ctx.workspace.release(slot.job_dir)
 
     def _reap_children(self) -> None:

@@ -8,8 +8,10 @@ agent writes that status into the job's directory as it reaps the shell, so an a
 crash records what the job did. A shell still running when its agent died is re-parented elsewhere: the new
 agent pins it with a pidfd (exit_watch) and reads its exit status from there once it ends.
 """
+import json
 import os
 import signal
+import sys
 
 from runkit import proc
 
@@ -24,6 +26,7 @@ class ProcessHost:
     def __init__(self, reap_all: bool = False):
         self.reap_all = reap_all  # this agent is a subreaper: every orphan comes back to it to be reaped
         self._status_paths: dict[int, str] = {}  # a job shell's pid -> where its exit status is written
+        self._keepers: list[int] = []  # keepers told to go, not yet collected (when this agent is no subreaper)
 
     def spawn(self, command: str, env: dict[str, str], job_dir: str, cwd: str, output_path: str) -> dict:
         """Start the job in its own session (its process group id is its pid), stdin from /dev/null, stdout
@@ -124,12 +127,79 @@ class ProcessHost:
                         "job": job_id, "attempt_started": started_at}
         return None
 
+    def keep(self, spec: dict) -> dict | None:
+        """Start the job's keeper (stado/keeper.py), in a session of its own and with this agent's environment (it
+        opens the same store, should it have to speak for the job): `spec` on its stdin, then the pipe kept open
+        (a line 'done' ends it; its end of file tells it this agent is gone); its log in the job's directory. None
+        if it cannot be started (the job runs on, with no keeper: said by the caller)."""
+        job_dir = spec["job_dir"]
+        read_end, write_end = os.pipe()
+        log = os.open(os.path.join(job_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            pid = proc.spawn(sys.executable, [sys.executable, "-m", "stado.keeper"], dict(os.environ), stdin=read_end,
+                             stdout=log, stderr=log, new_session=True)
+        except OSError:
+            os.close(write_end)
+            return None
+        finally:
+            os.close(read_end)
+            os.close(log)
+        os.write(write_end, json.dumps(spec, sort_keys=True).encode() + b"\n")
+        ident = proc.identity(pid)
+        handle = {"pid": pid, "start_time": ident.start_time if ident else None, "fd": write_end}
+        with open(os.path.join(job_dir, "keeper.json"), "w") as f:
+            f.write(json.dumps({"pid": pid, "start_time": handle["start_time"], "boot_id": proc.boot_id()}))
+        return handle
+
+    def keeper_alive(self, job_dir: str) -> bool:
+        """Whether the keeper that job directory names (keeper.json) still runs: an agent taking the job over
+        starts another only if not."""
+        from .workroot import read_json_file
+
+        kept = read_json_file(job_dir, "keeper.json") or {}
+        return proc.verify(kept.get("pid"), kept.get("start_time"), kept.get("boot_id"))
+
+    def let_go(self, handle: dict | None) -> None:
+        """The slot is settled: its keeper is told so and exits (reaped here when this agent is not every orphan's
+        reaper)."""
+        if not handle:
+            return
+        fd = handle.pop("fd", None)
+        if fd is not None:
+            try:
+                os.write(fd, b"done\n")
+            except OSError:
+                pass
+            os.close(fd)
+        if not self.reap_all:  # it exits at once: collected here, or by the next let_go
+            self._keepers = [pid for pid in self._keepers + [handle["pid"]] if not _collected(pid)]
+
+    def identity(self, work_root: str) -> dict:
+        """This agent's own process as running records name their owner (documents.claim_doc): pid, start time,
+        boot id, pid namespace and machine id, and its work root (where its jobs' directories are, before a
+        job's process is recorded)."""
+        me = proc.self_identity()
+        return {"pid": me.pid, "start_time": me.start_time, "boot_id": me.boot_id, "pid_ns": proc.pid_namespace(),
+                "machine_id": proc.machine_id(), "work_root": work_root}
+
+    def owner_state(self, record: dict | None) -> str:
+        """'alive', 'gone' or 'unknown': what this host can tell of the agent a running record names
+        (runkit.proc.process_here)."""
+        return proc.process_here(record)
+
     def users_of(self, directory: str) -> list[int]:
         """Processes of this user whose working directory, or an open file, lies under `directory` (what
         lsof would list): the restart check's evidence that a job left by a dead agent still runs."""
         from runkit.envfind import using_path
 
         return using_path(directory)
+
+
+def _collected(pid: int) -> bool:
+    try:
+        return proc.poll_child(pid) is not None
+    except ChildProcessError:
+        return True
 
 
 def _same_attempt(job_id: str, started_at: str) -> list:

@@ -19,11 +19,23 @@ from ..admission import past_cap
 from ..cas import read
 from ..errors import CorruptDocument
 from ..objectstore.base import StoreError
+from ..reaper import evidence_window
 from . import slotend
 from .context import AgentContext
 from .environment import job_environment
 from .processhost import KILL, TERM
 from .slot import Phase, Slot, Stop, attempt_start, promised_until
+
+
+def _readopted_words(slot: Slot, ran: float) -> str:
+    """What re-adoption found: a process still running here, or one that had ended here (its outcome held)."""
+    if not slot.gone:
+        return (f"already running here as process group {slot.pgid} for {ran:.0f} s: its lease lapsed while it ran "
+                "and it was put back in the queue")
+    code, sig = slot.exit or (None, None)
+    how = f"exit {code}" if sig is None and code is not None else f"signal {sig}" if sig is not None else "unknown"
+    return (f"its command had ended here ({how}) but its outcome was not recorded yet when its lease lapsed and it "
+            "was put back in the queue")
 
 
 class SlotRunner:
@@ -47,14 +59,20 @@ class SlotRunner:
         return slot
 
     def begin(self, slot: Slot, *, inputs_missing: str | None = None, draining: bool = False) -> None:
-        """A slot just recorded: its inputs fetched and its process started, if it can be now."""
+        """A slot just recorded: its inputs fetched and its process started, if it can be now (under the slot's lock:
+        its renewals may have begun on their thread; if they hold it, the next tick launches it)."""
         ctx = self.ctx
         ctx.log(f"{slot.job_id}: claimed ({slot.doc.spec.command[:80]!r})")
         slot.io = ctx.new_io(slot.job_id, slot.job_dir, d.attempt_of(slot.doc))
         if inputs_missing:
-            self.fail_before_start(slot, "input_unavailable", inputs_missing)
-        else:
+            return self.fail_before_start(slot, "input_unavailable", inputs_missing)
+        if not slot.lock.acquire(blocking=False):
+            slot.launch_due = ctx.clock.monotonic()
+            return
+        try:
             self.launch(slot, draining=draining)
+        finally:
+            slot.lock.release()
 
     def adopt(self, doc: d.Job, version, job_dir: str, *, ended=None) -> Slot:
         """A slot for a job the worker this agent replaced left on this host: its process (if any) is watched
@@ -72,6 +90,10 @@ class SlotRunner:
         slot.renew_due = mono + ctx.cfg.poll_seconds
         slot.promised_until = promised_until(doc, mono)
         slot.io = ctx.new_io(doc.id, job_dir, d.attempt_of(doc))
+        if ended is None and slot.process is not None and not ctx.host.keeper_alive(job_dir):
+            self.start_keeper(slot)  # its keeper went too (or there was none): this agent's renewals get one
+        else:
+            self.tell_keeper(slot)  # the keeper left by the replaced agent follows this one's promise from now on
         return slot
 
     def launch(self, slot: Slot, *, draining: bool = False) -> None:
@@ -113,27 +135,94 @@ class SlotRunner:
             return self.fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
         slot.started_mono = ctx.clock.monotonic()
         slot.process["started_at"] = d.iso(ctx.clock.now())  # the claim's started_at stays the attempt's start
+        self.start_keeper(slot)
         faults.point("spawned")
         ctx.log(f"{job_id}: started as process group {slot.pgid}")
 
+    # -- the job's keeper -------------------------------------------------------------------------------------
+
+    def start_keeper(self, slot: Slot) -> None:
+        """The keeper of the slot's process (stado/keeper.py): it stops the job's processes should this agent stop
+        renewing, and records an outcome this agent did not. Its promise first, which the keeper reads at once."""
+        ctx = self.ctx
+        self.tell_keeper(slot)
+        cfg = ctx.cfg
+        spec = {"job_id": slot.job_id, "job_dir": slot.job_dir, "attempt": slot.doc.claim, "process": slot.process,
+                "margin": cfg.reap_margin, "kill_after": cfg.kill_after,
+                "agent": {"work_root": cfg.work_root, "stado_bin": cfg.stado_bin, "host": cfg.host,
+                          "poll_seconds": cfg.poll_seconds, "kill_after": cfg.kill_after, "keep_work": cfg.keep_work,
+                          "store_env": cfg.store_env, "reap_margin": cfg.reap_margin, "cores": ctx.offer.cores,
+                          "memory": ctx.offer.memory, "price_per_hour": ctx.offer.price_per_hour,
+                          "schedules": False}}
+        slot.keeper = ctx.host.keep(spec)
+        if slot.keeper is None and slot.process is not None:
+            ctx.log(f"{slot.job_id}: its keeper could not be started; should this agent stop, the job's processes run "
+                    "on until an agent on this host stops them")
+
+    def tell_keeper(self, slot: Slot, trying: d.Job | None = None) -> None:
+        """The slot's promise as its keeper reads it: until when it holds (from the write that made it), the
+        version that write left, and a renewal in flight (`trying`: its nonce, when it began, its lease)."""
+        if slot.process is None or slot.version is None:
+            return  # no process to keep, or a claim not known yet
+        ctx = self.ctx
+        slot.trying = None if trying is None else {"nonce": trying.nonce, "began": ctx.clock.monotonic(),
+                                                   "lease": float(trying.lease_seconds or 0.0)}
+        # A pulse after a failed renewal proves the worker alive for the evidence window (reaper.evidence_window),
+        # as the reaper judges it: only once it is newer than the store's reading of the promise, which the last
+        # renewal's write time can put past `until`.
+        ctx.workspace.promise(slot.job_dir, {"job": slot.job_id, "attempt": slot.doc.claim, "owner": ctx.agent_id,
+                                             "until": slot.promised_until, "late": slot.renew_took,
+                                             "pulse": slot.pulsed, "window": evidence_window(slot.doc),
+                                             "version": list(slot.version), "trying": slot.trying})
+
     def _still_ours(self, slot: Slot) -> bool:
-        """Just before its process starts: only on a promise with at least half a poll to run (an agent stopped
-        past its promise, or a slot that waited for its inputs, renews first, so a job reaped, requeued or
-        cancelled meanwhile is never started). Nothing reaches the store between this check and the spawn."""
+        """Just before its process starts: the running record read once more, and found as this agent last wrote
+        it (a cancel, a reaper or a take-over that moved it since is met here, never after the spawn), on a
+        promise with at least half a poll to run (an agent stopped past its promise, or a slot that waited for its
+        inputs, renews first). Nothing reaches the store between this check and the spawn."""
         poll = self.ctx.cfg.poll_seconds
         if self._promise_left(slot) >= poll / 2:
-            return True
+            return self._unmoved(slot)
         before = slot.version
         try:
-            self.renew(slot)
+            refused = self.renew(slot)
         except StoreError as e:
+            refused = None
             self.ctx.log(f"{slot.job_id}: could not renew its claim before starting it ({type(e).__name__}: "
                          f"{str(e)[:200]}); trying again on the next tick")
+        if refused is not None:
+            self._overtaken(slot, refused.current, refused.version)
         if slot.stop is None and slot.version is not None and slot.version != before and \
                 self._promise_left(slot) >= poll / 2:
             return True
         if slot.stop is None:
             slot.launch_due = self.ctx.clock.monotonic() + poll
+        return False
+
+    def _unmoved(self, slot: Slot) -> bool:
+        """One GET of running/: True when it still holds the version this agent last wrote. A record moved on is
+        met as a refused renewal would meet it (a cancel is settled, a requeue or a take-over stops the slot), and a
+        store error leaves the slot claimed, to be started on a later tick."""
+        ctx = self.ctx
+        try:
+            found = read(ctx.store, keys.running(slot.job_id), slot.job_id)
+        except StoreError as e:
+            ctx.log(f"{slot.job_id}: could not read its claim before starting it ({type(e).__name__}: "
+                    f"{str(e)[:200]}); trying again on the next tick")
+            slot.launch_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds
+            return False
+        except CorruptDocument as e:
+            ctx.log(f"{slot.job_id}: {e}; the job is no longer ours: nothing started")
+            self.stop(slot, Stop.LOST)
+            return False
+        if found is not None and found[1] == slot.version:
+            return True
+        current, version = found if found is not None else (None, None)
+        if current is not None and jobs.own_write(slot.doc, current):
+            slot.doc, slot.version = current, version  # a renewal of ours whose answer was lost
+            return True
+        slot.launch_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds  # a move still under way is looked at again
+        self._overtaken(slot, current, version)
         return False
 
     def _promise_left(self, slot: Slot) -> float:
@@ -154,7 +243,7 @@ class SlotRunner:
             return False
         slot.verify = None
         if genuine is None and running:
-            ctx.log(f"{slot.job_id}: taking the job back did not hold; stopping process group {slot.pgid}")
+            ctx.log(f"{slot.job_id}: taking the job back did not hold; {slot.stopping_words}")
             self.stop(slot, Stop.LOST)
             return False
         if genuine is None:
@@ -174,10 +263,27 @@ class SlotRunner:
 
     # -- each tick ------------------------------------------------------------------------------------------
 
-    def tick(self, slot: Slot, *, draining: bool = False) -> None:
-        """One look at the slot. `draining`: its agent drains (a slot not started yet is handed back)."""
+    def tick(self, slot: Slot, *, draining: bool = False, renew: bool = True) -> None:
+        """One look at the slot. `draining`: its agent drains (a slot not started yet is handed back). `renew`: the
+        loop renews the slot itself, when due (otherwise its renewals run on a thread of their own: renewals.py).
+        What writes the running record runs only while the slot's lock is free (a renewal in flight on the other
+        thread): it is left for the next tick; the slot's signals and deadlines never wait for it."""
         ctx = self.ctx
         mono = ctx.clock.monotonic()
+        if not slot.lock.acquire(blocking=False):
+            self._keep_time(slot, mono)
+            slot.retick = True  # the renewal that holds the lock wakes the loop when it lets go
+            return
+        try:
+            self._tick(slot, mono, draining=draining, renew=renew)
+        finally:
+            slot.lock.release()
+
+    def _tick(self, slot: Slot, mono: float, *, draining: bool, renew: bool) -> None:
+        ctx = self.ctx
+        if slot.overtaken is not None:  # a renewal on the other thread met another writer's move
+            (current, version), slot.overtaken = slot.overtaken, None
+            self._overtaken(slot, current, version)
         if draining and not slot.started and slot.stop is None and slot.verify is None:
             self.hand_back(slot)
         if slot.phase == Phase.CLAIMED:
@@ -190,31 +296,53 @@ class SlotRunner:
             return
         if slot.adopted and not slot.gone and not ctx.host.alive(slot.process):
             slot.ended(self._adopted_exit(slot))
-        timeout = slot.doc.spec.timeout
-        if (not slot.gone and slot.process and timeout and mono - slot.started_mono >= timeout
-                and slot.stop is None):
-            self.stop(slot, Stop.TIMEOUT)
-        if not slot.gone and slot.process and slot.stop is None:
-            slot.cost_note = past_cap(slot.doc.spec, ctx.offer, mono - slot.started_mono)
-            if slot.cost_note:
-                self.stop(slot, Stop.COST_CAP)
-        if slot.stop:
-            self._escalate(slot)
+        self._keep_time(slot, mono)
+        if slot.gone and slot.stop is None and slot.process is not None and self._kept(slot):
+            slot.stop = Stop.KEPT  # its keeper stopped it: a lost worker's requeue, not the signal, is recorded
         if slot.gone and not ctx.host.alive(slot.process):
             if self._closed(slot):
                 return slotend.finish(ctx, slot)
         elif slot.gone and slot.stop is None:
             self.stop(slot, Stop.LEFTOVER)  # the shell exited; what it left in its group does not outlive the job
-        if mono >= slot.renew_due and slot.stop not in (Stop.CANCEL, Stop.LOST) and slot.version is not None:
-            self.renew(slot)  # a cancelled or taken-over job is no longer ours to renew (nor an unknown claim)
+        if renew and mono >= slot.renew_due and self.renewable(slot):
+            got = self.renew(slot)
+            if got is not None:
+                self._overtaken(slot, got.current, got.version)
+
+    def _kept(self, slot: Slot) -> bool:
+        kept = self.ctx.workspace.kept(slot.job_dir)
+        if kept is None or kept.get("attempt") != slot.doc.claim:
+            return False
+        self.ctx.log(f"{slot.job_id}: its keeper stopped its processes: {kept.get('why')}")
+        return True
+
+    def _keep_time(self, slot: Slot, mono: float) -> None:
+        """The slot's own deadlines, kept whatever its record's writes are waiting for: its timeout, its cost cap,
+        and SIGKILL --kill-after past SIGTERM."""
+        timeout = slot.doc.spec.timeout
+        if (not slot.gone and slot.process and timeout and mono - slot.started_mono >= timeout
+                and slot.stop is None):
+            self.stop(slot, Stop.TIMEOUT)
+        if not slot.gone and slot.process and slot.stop is None:
+            slot.cost_note = past_cap(slot.doc.spec, self.ctx.offer, mono - slot.started_mono)
+            if slot.cost_note:
+                self.stop(slot, Stop.COST_CAP)
+        if slot.stop:
+            self._escalate(slot)
+
+    @staticmethod
+    def renewable(slot: Slot) -> bool:
+        """Whether the slot's claim is renewed: a cancelled or taken-over job is no longer ours to renew, nor an
+        unknown claim (its version is read first), nor one whose refused renewal the loop has not met yet. A slot
+        being settled is renewed until its outcome is recorded (the loop holds its lock while it writes it)."""
+        return (slot.stop not in (Stop.CANCEL, Stop.LOST) and slot.version is not None and slot.overtaken is None
+                and slot.phase != Phase.DONE)
 
     def _adopted_exit(self, slot: Slot) -> tuple[int | None, int | None]:
         """The exit of a process this agent did not start: what the agent it replaced recorded as it reaped it,
         else what the kernel kept of it (its pidfd, pinned at adoption), else unknown."""
-        from .workroot import read_exit_status
-
         watched, slot.exit_watch = slot.exit_watch, None
-        got = read_exit_status(slot.job_dir) or self.ctx.host.exit_of_watched(watched)
+        got = self.ctx.workspace.exit_status(slot.job_dir) or self.ctx.host.exit_of_watched(watched)
         if got is None:
             slot.result = d.result("failed", error_class="internal",
                                    message="left by the worker this one replaced; it ended without recording its exit "
@@ -226,27 +354,34 @@ class SlotRunner:
         """Its artifacts (if it ran to an end of its own) and the rest of its output are up, on the slot's
         JobIO thread: it can be settled. Renewals go on meanwhile."""
         if slot.phase == Phase.ENDED and self.ctx.clock.monotonic() >= slot.close_due:
-            upload = slot.stop not in (Stop.LOST, Stop.CANCEL, Stop.SHUTDOWN, Stop.HANDBACK) and slot.result is None
+            upload = (slot.stop not in (Stop.LOST, Stop.CANCEL, Stop.SHUTDOWN, Stop.HANDBACK, Stop.KEPT)
+                      and slot.result is None)
             state, why = slot.io.close(upload)
             if state == "retry":
                 slot.close_due = self.ctx.clock.monotonic() + self.ctx.cfg.poll_seconds
             slot.upload_error = why
             if state == "done":
                 slot.phase = Phase.CLOSED
-        return slot.phase == Phase.CLOSED
+        # A settle that must wait (its take-back did not answer) sets close_due too.
+        return slot.phase == Phase.CLOSED and self.ctx.clock.monotonic() >= slot.close_due
 
-    def renew(self, slot: Slot) -> None:
+    def renew(self, slot: Slot) -> "jobs.Overtaken | None":
+        """Renew the slot's claim (a compare-and-swap with a fresh promise), then the pulse. Returns the refusal
+        (another writer moved the record: a cancel, the reaper) for the caller to meet (_overtaken), or None. The
+        caller holds the slot's lock. StoreError goes to the caller, after the pulse that says the renewal fails."""
         ctx = self.ctx
         began, now = ctx.clock.monotonic(), ctx.clock.now()
         try:
             got = jobs.renew(ctx.store, slot.doc, slot.version, lease_expires_at=ctx.lease.promise(now), now=now,
-                             process=slot.process if slot.doc.process is None else None)
+                             process=slot.process if slot.doc.process is None else None,
+                             on_attempt=lambda doc: self.tell_keeper(slot, trying=doc))
         except CorruptDocument as e:
             # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
             # longer ours to run, and what holds its key cannot be read to learn why.
             slot.renew_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds
-            ctx.log(f"{slot.job_id}: {e}; the job is no longer ours: stopping process group {slot.pgid}")
-            return self.stop(slot, Stop.LOST)
+            ctx.log(f"{slot.job_id}: {e}; the job is no longer ours: {slot.stopping_words}")
+            self.stop(slot, Stop.LOST)
+            return None
         except StoreError:
             slot.renew_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds
             self._pulse(slot, renewed=False)  # the renewal is failing, not the worker: say so
@@ -254,16 +389,23 @@ class SlotRunner:
         ended = ctx.clock.monotonic()
         ctx.lease.observed(slot.renew_due, began, ended)  # monotonic: a wall-clock jump is no late renewal
         slot.renew_due = ended + ctx.cfg.poll_seconds
+        slot.renew_took = ended - began
         if isinstance(got, jobs.Overtaken):
             self._pulse(slot, renewed=False)
-            return self._overtaken(slot, got.current, got.version)
+            return got
         slot.doc, slot.version = got
         slot.promised_until = promised_until(slot.doc, began)
+        self.tell_keeper(slot)
         self._pulse(slot, renewed=True)
+        return None
 
     def _pulse(self, slot: Slot, *, renewed: bool) -> None:
+        began = self.ctx.clock.monotonic()
         try:
             jobs.pulse(self.ctx.store, slot.doc, renewed=renewed, now=self.ctx.clock.now())
+            if not renewed:  # a pulse after a failed renewal is what may keep the job alive: its keeper hears of it
+                slot.pulsed = began
+                self.tell_keeper(slot)
         except StoreError:
             pass  # the next renewal attempt writes the next pulse
 
@@ -276,15 +418,17 @@ class SlotRunner:
             return self.stop(slot, Stop.CANCEL)
         if current is not None and current.reaped and current.claim == slot.doc.claim:
             return  # the reaper's move is under way: look again on the next tick
-        if slot.process and not slot.gone and (current is None or current.claim != slot.doc.claim):
-            return self._readopt(slot)  # takes the job back, or says who took it first
+        if slot.process and (current is None or current.claim != slot.doc.claim):
+            # Its process runs here, or ended here with an outcome not recorded yet: the job is taken back (the
+            # one process it had goes on, or its outcome is recorded), or who took it first is said.
+            return self._readopt(slot)
         try:
             cancelled = current is None and read(self.ctx.store, keys.terminal("cancelled", slot.job_id)) is not None
         except CorruptDocument:
             cancelled = False
         if cancelled:
             return self.stop(slot, Stop.CANCEL)
-        self.ctx.log(f"{slot.job_id}: its running record was taken over or removed; stopping process group {slot.pgid}")
+        self.ctx.log(f"{slot.job_id}: its running record was taken over or removed; {slot.stopping_words}")
         self.stop(slot, Stop.LOST)
 
     def _readopt(self, slot: Slot) -> None:
@@ -293,21 +437,22 @@ class SlotRunner:
         began, now = ctx.clock.monotonic(), ctx.clock.now()
         try:
             got = jobs.readopt(ctx.store, slot.doc, agent_id=ctx.agent_id, instance_ref=ctx.instance_ref,
-                               lease_expires_at=ctx.lease.promise(now), now=now)
+                               lease_expires_at=ctx.lease.promise(now), now=now, owner_process=ctx.identity,
+                               ended=slot.gone)
         except jobs.Unverified as unsure:  # whether its create landed is told on the next tick
-            slot.doc, slot.version, slot.verify = unsure.doc, None, (unsure.queued, unsure.queued_version)
+            slot.doc, slot.version, slot.verify = unsure.doc, unsure.version, (unsure.queued, unsure.queued_version)
             return
         ran = ctx.clock.monotonic() - slot.started_mono
         if got.doc is not None:
             slot.doc, slot.version = got.doc, got.version
             slot.promised_until = promised_until(got.doc, began)
-            ctx.log(f"{slot.job_id}: already running here as process group {slot.pgid} for {ran:.0f} s: its lease "
-                    "lapsed while it ran and it was put back in the queue; the running process took the job back and "
-                    "no second process was started")
+            self.tell_keeper(slot)
+            ctx.log(f"{slot.job_id}: {_readopted_words(slot, ran)}; " + (
+                "its outcome is recorded and nothing is started again" if slot.gone else
+                "the running process took the job back and no second process was started"))
             return
-        ctx.log(f"{slot.job_id}: already running here as process group {slot.pgid} for {ran:.0f} s: its lease lapsed "
-                f"while it ran and it was put back in the queue, but {got.why} first; stopping process group "
-                f"{slot.pgid}, and nothing is started")
+        ctx.log(f"{slot.job_id}: {_readopted_words(slot, ran)}, but {got.why} first; " + (
+            "its outcome is not recorded" if slot.gone else f"{slot.stopping_words}, and nothing is started"))
         self.stop(slot, Stop.CANCEL if got.cancelled else Stop.LOST)
 
     def hand_back(self, slot: Slot) -> None:
@@ -325,9 +470,9 @@ class SlotRunner:
             slot.phase = Phase.STOPPING
         self.ctx.host.signal(slot.process, TERM)
         if why == Stop.CANCEL:
-            self.ctx.log(f"{slot.job_id}: cancelled; stopping process group {slot.pgid}")
+            self.ctx.log(f"{slot.job_id}: cancelled; {slot.stopping_words}")
         elif why == Stop.TIMEOUT:
-            self.ctx.log(f"{slot.job_id}: timed out; stopping process group {slot.pgid}")
+            self.ctx.log(f"{slot.job_id}: timed out; {slot.stopping_words}")
         elif why == Stop.COST_CAP:
             self.ctx.log(f"{slot.job_id}: {slot.cost_note}")
 

@@ -13,7 +13,8 @@ Why a slot is stopped is a Stop, kept beside the phase: a cancel, a timeout, its
 (lost), what the shell left in its group (leftover), the agent's shutdown, or a hand-back (its agent drains and
 it never started). The phase says where the slot is; the stop says what its end records.
 """
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .. import documents as d
@@ -52,6 +53,7 @@ class Stop:
     LEFTOVER = "leftover"  # the shell exited; what it left in its group does not outlive the job
     SHUTDOWN = "shutdown"  # a second SIGTERM/SIGINT: recorded cancelled by the shutdown
     HANDBACK = "handback"  # never started, and its agent drains: back to the queue
+    KEPT = "kept"          # its keeper stopped it (this agent did not renew in time): recorded as a lost worker
 
 
 @dataclass
@@ -80,6 +82,15 @@ class Slot:
     adopted: bool = False               # watched, not spawned, by this agent (left by the worker it replaced)
     exit_watch: object = None           # an adopted shell pinned, to read its exit status (ProcessHost.watch_exit)
     cost_note: str | None = None        # why it was stopped for its cost (admission.past_cap)
+    overtaken: tuple | None = None      # (running doc or None, its version): a renewal met another writer's move
+    retick: bool = False                # the loop found the lock taken: the renewal wakes it when done
+    keeper: dict | None = None          # its keeper process (ProcessHost.keep), told when the slot is settled
+    trying: dict | None = None          # the renewal in flight, as its keeper is told (nonce, began, lease)
+    renew_took: float = 0.0             # how long the last renewal that landed took to write
+    pulsed: float | None = None         # when the last pulse after a failed renewal that landed began
+    # Held by whoever writes the running record for this slot (its renewals' thread, or the loop), with the slot's
+    # doc and version: each side only tries it, and comes back when the other is done.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def job_id(self) -> str:
@@ -88,6 +99,16 @@ class Slot:
     @property
     def pgid(self) -> int | None:
         return self.process["pgid"] if self.process else None
+
+    @property
+    def stopping_words(self) -> str:
+        """'stopping process group N', or what stands for it when no process of the slot ever started."""
+        return f"stopping process group {self.pgid}" if self.pgid is not None else "no process of it had started"
+
+    @property
+    def stopped_words(self) -> str:
+        """'process group N stopped', or 'not started' when no process of the slot ever started."""
+        return f"process group {self.pgid} stopped" if self.pgid is not None else "not started"
 
     @property
     def started(self) -> bool:
@@ -107,9 +128,10 @@ class Slot:
     def ended(self, exit_status: tuple) -> None:
         self.exit, self.phase = exit_status, Phase.ENDED
 
-    def due(self, now_mono: float, poll: float, kill_after: float | None = None) -> float:
-        """When this slot next needs the loop (`kill_after`: when stopping, SIGKILL falls due that long after SIGTERM)."""
-        due = self.renew_due
+    def due(self, now_mono: float, poll: float, kill_after: float | None = None, renewals: bool = True) -> float:
+        """When this slot next needs the loop (`kill_after`: when stopping, SIGKILL falls due that long after SIGTERM;
+        `renewals`: the loop renews it, rather than a thread of its own)."""
+        due = self.renew_due if renewals else float("inf")
         if not self.started:
             due = min(due, self.launch_due)
         if self.close_due > now_mono:

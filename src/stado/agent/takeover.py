@@ -1,7 +1,9 @@
 """The take-over at start, the seed's restart check (seed 003; jobman's restart.py is another thing: it re-submits a
 job): an agent that starts on a host runs nothing before it has settled every
-running job whose record names this host's worker (instance_ref local@<host>) and whose agent is gone
-(its lock on this host is free; a live sibling agent's jobs are never touched).
+running job whose record names this host's worker (instance_ref local@<host>) and whose agent is known to be gone
+(owner_gone: its lock on this work root is free, or the process its record names no longer runs on this machine;
+a live sibling agent's jobs are never touched, whatever work root it uses, and an owner this host cannot judge,
+one on another machine that uses the same host name, is left to the reaper).
 
 For each such job it asks which processes still have the job's directory open (as lsof would):
 - none, and the job's shell recorded no exit status: settled at once as a lapsed lease is, requeued
@@ -28,7 +30,8 @@ from .context import AgentContext
 from .processhost import of_attempt
 from .runner import SlotRunner
 from .slot import Slot, Stop
-from .workroot import agent_gone, job_dir, left_by_gone_agents, read_exit_status
+from ..standin import KEPT
+from .workroot import left_by_gone_agents
 
 REPLACED = "its worker was replaced while it ran"
 
@@ -59,12 +62,32 @@ def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner, read: dict | 
 def _left_here(ctx: AgentContext, doc: d.Job) -> bool:
     owner = doc.owner
     return (doc.instance_ref == ctx.instance_ref and owner is not None and owner != ctx.agent_id
-            and (doc.running_phase or doc.cancelling) and agent_gone(ctx.cfg.work_root, owner))
+            and (doc.running_phase or doc.cancelling) and owner_gone(ctx, doc))
+
+
+def owner_gone(ctx: AgentContext, doc: d.Job) -> bool:
+    """Whether the agent that holds `doc` is known to be gone from this host: its lock on this work root is free, or,
+    with no lock of it here (it ran on another work root of this machine, or its lock went), the process its record
+    names (owner_process) no longer runs, or ran before this machine's last boot. An owner that cannot be judged here
+    (no process recorded, or one on another machine or pid namespace that uses this host name) is not gone: it is
+    said once, and left to the reaper, which judges it by its promise."""
+    lock = ctx.workspace.lock_state(doc.owner)
+    if lock != "absent":
+        return lock == "free"
+    state = ctx.host.owner_state(doc.owner_process)
+    if state == "unknown":
+        where = ("records no process" if doc.owner_process is None else
+                 "runs on another machine or in another pid namespace")
+        ctx.log_once(f"foreign owner {doc.id}", doc.owner,
+                     f"init: {doc.id}: its record names this host ({doc.instance_ref}), but its agent {doc.owner} "
+                     f"{where}, with no lock on this work root: left to the reaper (its promise). If two machines "
+                     "use one host name, give each its own --host")
+    return state == "gone"
 
 
 def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> Slot | None:
     job_id = doc.id
-    directory = job_dir(ctx.cfg.work_root, job_id, doc.started_at or "")
+    directory = ctx.workspace.directory_of(doc)
     users = ctx.host.users_of(directory)
     if users:
         ctx.log(f"init: {job_id}: left by the worker this one replaced, but still run here by pid {min(users)}; it "
@@ -72,17 +95,19 @@ def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> S
         if doc.process is None:  # it died between the spawn and the renewal that records the process
             doc = doc.with_(process=ctx.host.found_process(users, job_id, doc.started_at))
         return _take_over(ctx, runner, doc, version, directory, ended=None)
-    status = read_exit_status(directory)
-    if doc.cancelling or status is not None:
+    status = ctx.workspace.exit_status(directory)
+    kept = ctx.workspace.kept(directory)
+    kept = kept is not None and kept.get("attempt") == doc.claim  # its keeper stopped it: a lost worker, not a signal
+    if doc.cancelling or (status is not None and not kept):
         return _take_over(ctx, runner, doc, version, directory, ended=status or (None, None))
     now = ctx.clock.now()
-    new = lapse(ctx.store, doc, version, writer=ctx.agent_id, reason=REPLACED, now=now)
+    new = lapse(ctx.store, doc, version, writer=ctx.agent_id, reason=KEPT if kept else REPLACED, now=now)
     if new is None:
         return None  # moved meanwhile (a cancel, the reaper): theirs stands
     started = doc.started_at or doc.claimed_at
     how = "requeued" if new.state == "queued" else new.state
-    ctx.log(f"init: {job_id}: {how} ({REPLACED}; started {started} by the worker this one replaced on "
-            f"{doc.instance_ref}; restart {doc.requeues + 1})")
+    ctx.log(f"init: {job_id}: {how} ({KEPT if kept else REPLACED}; started {started} by the worker this one "
+            f"replaced on {doc.instance_ref}; restart {doc.requeues + 1})")
     return None
 
 
@@ -91,7 +116,7 @@ def _take_over(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, direc
     (or has seen) its process rather than starting one."""
     now = ctx.clock.now()
     got = jobs.take_over(ctx.store, doc, version, agent_id=ctx.agent_id, lease_expires_at=ctx.lease.promise(now),
-                         now=now)
+                         now=now, owner_process=ctx.identity)
     if got is None:
         return None
     ctx.workspace.take(directory)  # its directory is this agent's now: never taken for a gone agent's leftover

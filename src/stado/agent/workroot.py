@@ -154,23 +154,30 @@ def _lock_free(fd: int) -> bool:
 
 
 def agent_gone(work_root: str, agent_id: str) -> bool:
-    """Whether the agent with that id no longer runs on this host: its lock file is missing, or free."""
+    """Whether the agent with that id, which ran on this work root, no longer does: its lock file is missing, or
+    free. (An agent of another work root has no lock file here: agent_lock tells that apart.)"""
+    return agent_lock(work_root, agent_id) != "held"
+
+
+def agent_lock(work_root: str, agent_id: str) -> str:
+    """The agent's lock file on this work root: 'held' (it lives), 'free' (it ran here and is gone: the file is
+    tidied away) or 'absent' (none here: it never ran on this work root, or its file was tidied away before)."""
     path = os.path.join(work_root, "agents", f"{agent_id}.lock")
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
-        return True
+        return "absent"
     except OSError:
-        return False  # cannot tell: treat it as alive (never touch a live sibling's jobs)
+        return "held"  # cannot tell: treat it as alive (never touch a live sibling's jobs)
     try:
         if not proc.lock_file(fd, wait=False):
-            return False
+            return "held"
         proc.unlock_file(fd)
         try:
             os.unlink(path)  # a dead agent's lock: tidy it away
         except OSError:
             pass
-        return True
+        return "free"
     finally:
         os.close(fd)
 
@@ -195,3 +202,36 @@ def read_exit_status(directory: str) -> tuple[int | None, int | None] | None:
     if word in ("exit", "signal") and number.isdigit():
         return (int(number), None) if word == "exit" else (None, int(number))
     return None
+
+
+# -- between an agent and the keeper of each of its jobs (stado.keeper) ----------------------------------------
+
+PROMISE_FILE = "promise.json"  # the agent's promise for this attempt, as the keeper reads it
+KEPT_FILE = "kept.json"        # written by the keeper before it stops the job's processes: why, and when
+
+
+def write_promise(directory: str, promise: dict) -> None:
+    """The attempt's promise as its keeper reads it (written whole: a reader never sees half). Times are on this
+    machine's CLOCK_BOOTTIME, which counts a suspend as time gone by, as the store's clock does."""
+    tmp = os.path.join(directory, PROMISE_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(promise, sort_keys=True))
+    os.replace(tmp, os.path.join(directory, PROMISE_FILE))
+
+
+def read_json_file(directory: str, name: str) -> dict | None:
+    """A small JSON object this machine's agents and keepers share in a job directory, or None (absent, half
+    written by a crashed writer, or not an object)."""
+    try:
+        with open(os.path.join(directory, name)) as f:
+            found = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def write_kept(directory: str, record: dict) -> None:
+    tmp = os.path.join(directory, KEPT_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(record, sort_keys=True))
+    os.replace(tmp, os.path.join(directory, KEPT_FILE))

@@ -4,17 +4,20 @@ simulator and the in-process tests pass one that touches no disk."""
 import os
 import shutil
 
+from runkit.clock import SYSTEM, Clock
+
 from .. import artifacts
 from .config import AgentConfig
 from .environment import SHIM_NAME, shim_text
-from .workroot import job_dir, owner_of, write_owner
+from .workroot import (KEPT_FILE, PROMISE_FILE, agent_lock, job_dir, owner_of, read_exit_status, read_json_file,
+                       write_owner, write_promise)
 
 
 class Workspace:
-    __slots__ = ("agent_id", "cfg")
+    __slots__ = ("agent_id", "cfg", "clock")
 
-    def __init__(self, cfg: AgentConfig, agent_id: str):
-        self.cfg, self.agent_id = cfg, agent_id
+    def __init__(self, cfg: AgentConfig, agent_id: str, clock: Clock = SYSTEM):
+        self.cfg, self.agent_id, self.clock = cfg, agent_id, clock  # clock: the host's, as the agent's promises use it
 
     def prepare(self, job_id: str, started_at: str | None) -> str:
         directory = job_dir(self.cfg.work_root, job_id, started_at or "")
@@ -39,6 +42,53 @@ class Workspace:
         with open(path, "w") as f:
             f.write(inputs_json)
         return path
+
+    def lock_state(self, agent_id: str) -> str:
+        """'held' (that agent lives on this work root), 'free' (it ran here and is gone) or 'absent' (it never held
+        a lock here, or one that went is tidied away: it may live on another work root)."""
+        return agent_lock(self.cfg.work_root, agent_id)
+
+    def directory_of(self, doc) -> str:
+        """The directory the attempt `doc` names ran in, whatever work root it lies in: its process's, else the
+        one its owner's work root gives it (a process not recorded yet), else the one it would have on this
+        agent's."""
+        work_dir = (doc.process or {}).get("work_dir")
+        if isinstance(work_dir, str) and os.path.isabs(work_dir) and os.path.basename(work_dir) == "work":
+            return os.path.dirname(work_dir)
+        root = (doc.owner_process or {}).get("work_root")
+        return job_dir(root if isinstance(root, str) and os.path.isabs(root) else self.cfg.work_root, doc.id,
+                       doc.started_at or "")
+
+    def exit_status(self, directory: str):
+        """(exit code, signal) its job's shell ended with, as recorded in `directory`, or None."""
+        return read_exit_status(directory)
+
+    def promise(self, directory: str, record: dict) -> None:
+        """The attempt's promise for its keeper: `record` with its times (until, trying.began) on this agent's
+        monotonic clock, written on CLOCK_BOOTTIME (the keeper's, which a suspend moves on too)."""
+        shift = self.clock.boottime() - self.clock.monotonic()
+        out = dict(record, until=record["until"] + shift)
+        if record.get("pulse") is not None:
+            out["pulse"] = record["pulse"] + shift
+        if record.get("trying"):
+            out["trying"] = dict(record["trying"], began=record["trying"]["began"] + shift)
+        try:
+            write_promise(directory, out)
+        except OSError:
+            pass  # its directory went (removed by hand): the keeper finds no promise and leaves
+
+    def promise_done(self, directory: str) -> None:
+        """The slot is settled: its keeper (and any keeper an earlier agent of this attempt started) may go."""
+        found = read_json_file(directory, PROMISE_FILE)
+        if found is not None and not found.get("done"):
+            try:
+                write_promise(directory, dict(found, done=True))
+            except OSError:
+                pass
+
+    def kept(self, directory: str) -> dict | None:
+        """What the job's keeper wrote before it stopped the job's processes (kept.json), or None."""
+        return read_json_file(directory, KEPT_FILE)
 
     def take(self, directory: str) -> None:
         """The directory is this agent's now (a take-over): never taken for a gone agent's leftover."""

@@ -16,7 +16,7 @@ from .moves import settle, settle_own_cancel
 
 def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
           now: float | None = None, queued_version: Version | None = None, index_version: Version | None = None,
-          recheck: bool = True) -> tuple[d.Job, Version] | None:
+          recheck: bool = True, owner_process: dict | None = None) -> tuple[d.Job, Version] | None:
     """Queued -> running: create-if-absent of running/<id>.json, one winner. None when the job is not ours
     to start: another claim or a cancel holds running/ (if it was claimed from this very queue entry, the
     entry is a leftover and is removed), the job already has a terminal record, or the queue entry we read
@@ -24,7 +24,8 @@ def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str
     `queued` was read from; without it (`queued` came from the claim-order index, a hint) the ledger entry
     is read now and claimed as it stands. `index_version`: the version of the job's claim-order index entry
     as listed (it is removed at that version, with no read). `recheck=False`: running/ is not read again after
-    the claim (see verify_claim: the caller starts the job only while the claim's own promise holds)."""
+    the claim (see verify_claim: the caller starts the job only while the claim's own promise holds).
+    `owner_process`: the claiming agent's identity on its host (documents.claim_doc)."""
     t = _now(now)
     job_id = queued.id
     if queued_version is None:
@@ -35,7 +36,7 @@ def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str
     if queued.held:
         return None  # `stado job hold`: not claimed until released (agents skip it before they get here)
     doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t,
-                      lease_expires_at=lease_expires_at, nonce=new_nonce())
+                      lease_expires_at=lease_expires_at, nonce=new_nonce(), owner_process=owner_process)
     try:
         version = create(store, keys.running(job_id), doc)
     except StoreUnavailable as e:
@@ -220,18 +221,26 @@ class Readopted(record("Readopted", "doc version why cancelled")):
 
 
 def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
-            now: float | None = None) -> Readopted:
+            now: float | None = None, owner_process: dict | None = None, ended: bool = False) -> Readopted:
     """Seed 003: a job requeued while the worker that claimed it still runs its process. Move the queued
     record back to running/ as the attempt already under way (the same started_at and process, a fresh
-    lease), with the claim's one-winner create; if another worker or a cancellation took it first, say so."""
+    lease), with the claim's one-winner create; if another worker or a cancellation took it first, say so.
+
+    `ended`: the attempt's command has ended, its outcome not recorded: it is taken back only from a requeue after
+    a lost worker (the reaper's; never from the retry its own settle wrote, nor a claim given back), and only once
+    the claim is known genuine (Unverified when that cannot be read), so that the outcome it records is the job's
+    only one."""
     t = _now(now)
     job_id = prior.id
     found = read(store, keys.queued(job_id), job_id)
     if found is None or found[0].requeued_from != prior.claim:
         return _taken_first(store, job_id)
+    if ended and not _lost_worker_requeue(prior, found[0]):
+        return _taken_first(store, job_id)
     queued, queued_version = found
     doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t, lease_expires_at=lease_expires_at,
-                      nonce=new_nonce()).with_(started_at=prior.started_at, process=prior.process,
+                      nonce=new_nonce(), owner_process=owner_process).with_(started_at=prior.started_at,
+                                                                            process=prior.process,
                                                readopted={"at": d.iso(t), "after": prior.claim})
     try:
         version = create(store, keys.running(job_id), doc)
@@ -241,11 +250,20 @@ def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: st
         return _taken_first(store, job_id)
     try:
         genuine = verify_claim(store, doc, version, queued, queued_version, writer=agent_id, now=t)
-    except StoreError:
+    except StoreError as e:
+        if ended:
+            raise Unverified(doc, version, queued, queued_version, e) from None
         # Its process runs here whatever the store says: hold the claim just made (renewed from now on); the
         # queue entry it came from, if left, is a leftover the next claimant removes.
         return Readopted(doc, version, None, False)
     return Readopted(*genuine, None, False) if genuine else _taken_first(store, job_id)
+
+
+def _lost_worker_requeue(prior: d.Job, queued: d.Job) -> bool:
+    """Whether `queued` is the requeue of `prior`'s attempt after its worker was judged lost (a reaper, a keeper or a
+    restart check): one requeue more, the failed attempts and hand-backs as they were."""
+    return (queued.requeues == prior.requeues + 1 and queued.failures == prior.failures
+            and queued.handbacks == prior.handbacks)
 
 
 def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
@@ -268,11 +286,11 @@ def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
 
 
 def take_over(store: ObjectStore, doc: d.Job, version: Version, *, agent_id: str, lease_expires_at: float,
-              now: float | None = None) -> tuple[d.Job, Version] | None:
+              now: float | None = None, owner_process: dict | None = None) -> tuple[d.Job, Version] | None:
     """An agent restarting on a host becomes the owner of a job the worker it replaced left running there
     (a compare-and-swap, so a reaper or a cancel that moved first wins). None if it lost."""
     t = _now(now)
-    new = d.renewed_doc(doc.with_(owner=agent_id), now=t, lease_expires_at=lease_expires_at,
+    new = d.renewed_doc(doc.with_(owner=agent_id, owner_process=owner_process), now=t, lease_expires_at=lease_expires_at,
                         nonce=new_nonce()).with_(taken_over={"from": doc.owner, "at": d.iso(t)})
     new_version, _ = replace(store, keys.running(doc.id), new, version)
     return None if new_version is None else (new, new_version)

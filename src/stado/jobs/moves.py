@@ -11,26 +11,30 @@ from .common import CONFLICT_RETRIES, Overtaken, _now, running_records
 
 
 def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at: float, now: float | None = None,
-          started_at: float | None = None, process: dict | None = None) -> tuple[d.Job, Version] | Overtaken:
+          started_at: float | None = None, process: dict | None = None,
+          on_attempt=None) -> tuple[d.Job, Version] | Overtaken:
     """Renew the lease: a compare-and-swap on the running document, so a writer that moved it first
-    (cancel, reaper) wins and this worker learns it."""
+    (cancel, reaper) wins and this worker learns it. `on_attempt(doc)`: told each renewal before it is sent (the
+    job's keeper learns of a renewal whose answer may come late)."""
     for _ in range(2):
         new = d.renewed_doc(doc, now=_now(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
                             started_at=started_at, process=process)
+        if on_attempt is not None:
+            on_attempt(new)
         new_version, seen = replace_seen(store, keys.running(doc.id), new, version)
         if new_version is not None:
             return new, new_version
-        if seen is None or not _own_renewal(doc, seen[0]):
+        if seen is None or not own_write(doc, seen[0]):
             return Overtaken(*seen) if seen else Overtaken(None)
         # Our own earlier renewal landed though its answer was lost: renew on top of it, not against it.
         found = read(store, keys.running(doc.id), doc.id)
-        if found is None or not _own_renewal(doc, found[0]):
+        if found is None or not own_write(doc, found[0]):
             return Overtaken(*found) if found else Overtaken(None)
         doc, version = found
     return Overtaken(*seen) if seen else Overtaken(None)
 
 
-def _own_renewal(mine: d.Job, current: d.Job) -> bool:
+def own_write(mine: d.Job, current: d.Job) -> bool:
     """Whether the running document is one this owner wrote for this attempt (a renewal whose answer it
     never got), rather than a cancel, a reaper's or a settler's move."""
     return (current.claim == mine.claim and current.owner == mine.owner
@@ -55,11 +59,11 @@ def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
         new_version, seen = replace_seen(store, keys.running(doc.id), fin, version)
         if new_version is not None:
             return settle(store, fin, new_version, writer=doc.owner, now=t, taken=True)  # type: ignore[arg-type]
-        if seen is None or not _own_renewal(doc, seen[0]):
+        if seen is None or not own_write(doc, seen[0]):
             return Overtaken(*seen) if seen else Overtaken(None)
         # A renewal of ours landed though its answer was lost: decide on top of it.
         found = read(store, keys.running(doc.id), doc.id)
-        if found is None or not _own_renewal(doc, found[0]):
+        if found is None or not own_write(doc, found[0]):
             return Overtaken(*found) if found else Overtaken(None)
         doc, version = found[0].with_(process=doc.process), found[1]
     return Overtaken(*seen) if seen else Overtaken(None)

@@ -1,0 +1,121 @@
+"""What a job's keeper (stado/keeper.py) asks of the store, when it must speak for a job its agent left: whether a
+renewal in flight landed, the verdict on a job whose processes it stopped, and the outcome of a command that ended
+while its agent was silent. Loaded by the keeper only when it needs the store; it opens the store its agent used
+(the keeper runs with its agent's environment)."""
+import time
+
+from . import keys
+from .agent.workroot import HostLock
+from .cas import read
+from .objectstore.base import Version
+
+KEPT = "its agent stopped renewing its promise; its keeper stopped the job's processes before the promise passed"
+
+
+def _store():
+    from .objectstore.connect import store_from_environment
+
+    return store_from_environment()
+
+
+def running_nonce(job_id: str) -> tuple[str, Version] | None:
+    """(nonce, version) of the job's running record now, or None when there is none."""
+    found = read(_store(), keys.running(job_id), job_id)
+    return None if found is None else (found[0].nonce, found[1])
+
+
+def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=time.time, pause=time.sleep,
+               tries: int = 5) -> str:
+    """The verdict on an attempt whose processes its keeper stopped: requeued (failed past the requeue budget), with
+    the keeper's reason, unless its record moved since its agent last wrote it (the agent came back, a successor
+    took it over, a reaper or a cancel moved first): then theirs stands. A store error is tried again (`tries`
+    times, `pause` seconds apart); past that the reaper settles the job by its promise. Returns what happened, in
+    words. `store`: the store to write (default: the one this process's environment opens)."""
+    from .objectstore.base import StoreError
+
+    store = store or _store()
+    for attempt in range(tries):
+        try:
+            return _lapse_kept(store, job_id, claim, version, why, now())
+        except StoreError as e:
+            if attempt == tries - 1:
+                return f"could not record it ({type(e).__name__}); the reaper settles it by its promise"
+            pause(1.0 + attempt)
+    raise AssertionError("unreachable")
+
+
+def _lapse_kept(store, job_id: str, claim: str, version, why: str, now: float) -> str:
+    from .reaper import lapse
+
+    found = read(store, keys.running(job_id), job_id)
+    if found is None or found[0].claim != claim:
+        return "its record has moved on (requeued, cancelled or ended elsewhere): nothing written"
+    doc, current = found
+    if version is not None and Version(*version) != current:
+        return "its agent, or the agent that took it over, wrote its record since: the verdict is theirs"
+    if not doc.running_phase:
+        return f"its record is {doc.phase} (another writer's move): nothing written"
+    new = lapse(store, doc, current, writer=f"keeper of {doc.owner} on {doc.instance_ref}", reason=KEPT, now=now)
+    if new is None:
+        return "another writer moved its record first: theirs stands"
+    return f"{'requeued' if new.state == 'queued' else new.state} ({KEPT}; {why})"
+
+
+def record_ended(spec: dict, ended: tuple) -> str:
+    """A command that ended while its agent was silent past its promise, recorded by this keeper standing in for
+    that agent: an Agent of its own on this host (its lock held, so no restart check takes it for gone)."""
+    from .agent.config import AgentConfig
+    from .agent.owner import Agent
+
+    cfg = AgentConfig(**spec["agent"])
+    agent = Agent(_store(), cfg)
+    lock = HostLock(cfg.work_root, agent.id, cfg.host)
+    lock.take()
+    try:
+        return stand_in(agent, spec, ended, pause=time.sleep)
+    finally:
+        lock.release()
+
+
+def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
+    """What `agent` (a stand-in for the agent the job's keeper outlived) does for that job, as the agent next
+    starting on the host would (agent.takeover): take it over (a compare-and-swap of its owner, so a reaper or a
+    cancel that moved first wins), upload the output and artifacts the job left, and record the outcome. `pause`:
+    waits that many seconds between its ticks. Returns what happened, in words."""
+    from . import documents as d
+    from .agent.slot import Phase
+    from .agent.takeover import _take_over
+
+    from .objectstore.base import StoreError
+
+    job_id = spec["job_id"]
+    clock = agent.ctx.clock
+    deadline = clock.monotonic() + 30 * 60  # past it, the reaper settles the job (by its promise)
+    while True:
+        try:
+            found = read(agent.store, keys.running(job_id), job_id)
+            if found is None or found[0].claim != spec["attempt"] or not found[0].running_phase:
+                return "its record has moved on (requeued, cancelled, decided or ended elsewhere): nothing recorded"
+            # The status its agent wrote as it reaped the shell, if it did: the keeper may have pinned the shell too
+            # late to learn it (a command that ended at once).
+            recorded = agent.ctx.workspace.exit_status(spec["job_dir"])
+            slot = _take_over(agent.ctx, agent.runner, found[0], found[1], spec["job_dir"],
+                              ended=recorded or ended)
+            ended = recorded or ended
+            break
+        except StoreError as e:
+            if clock.monotonic() >= deadline:
+                return f"the store did not answer ({type(e).__name__}); left to the reaper"
+            pause(min(5.0, agent.cfg.poll_seconds))
+    if slot is None:
+        return "another writer moved its record first: theirs stands"
+    if ended == (None, None) and slot.result is None:
+        slot.result = d.result("failed", error_class="internal", message="its agent stopped before recording its exit "
+                                                                         "status, and this host kept none")
+    agent.slots[job_id] = slot
+    while slot.phase != Phase.DONE and clock.monotonic() < deadline:
+        agent.guard(agent.runner.tick, slot, renew=True)
+        if slot.phase != Phase.DONE:
+            pause(min(0.2, max(0.01, slot.due(clock.monotonic(), agent.cfg.poll_seconds) - clock.monotonic())))
+    agent.slots.pop(job_id, None)
+    return "recorded" if slot.phase == Phase.DONE else "not recorded within 30 minutes; left to the reaper"
