@@ -85,8 +85,21 @@ def one_line(text: str) -> str:
     elif not status and "dns error" in text:
         parts.append("name not resolved")
     if not parts:
-        parts.append(text.splitlines()[0][:160] if text else "unknown error")
+        parts.append(_first_words(text))
     return ", ".join(parts)
+
+
+def _first_words(text: str) -> str:
+    """The first line of an obstore message without what says nothing to a reader (the request's URL and time,
+    the retry counts), bounded at a word."""
+    import re
+
+    from ..brief import brief
+
+    first = text.splitlines()[0] if text else ""
+    first = re.sub(r"Error performing \w+ \S+ in [\d.]+\S*(, after \d+ retries, max_retries: \d+, retry_timeout: "
+                   r"\S+)?\s*-\s*", "", first)
+    return brief(first, 160) or "unknown error"
 
 
 PROTOCOLS = {"s3": "S3", "azure": "Azure Blob", "gcs": "Google Cloud Storage"}
@@ -121,7 +134,9 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None) ->
     if not isinstance(exc, Exception):
         if not is_panic(exc):
             raise exc
-        first = (str(exc).splitlines() or ["panic"])[0][:160]
+        from ..brief import brief
+
+        first = brief((str(exc).splitlines() or ["panic"])[0], 160)
         return StoreError(f"{where}: internal error in the object-store client ({first}); check the store options "
                           "in STADO_CONFIG")
     import re
