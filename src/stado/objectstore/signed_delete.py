@@ -25,7 +25,7 @@ def send_conditional_delete(signed: "Callable[[], str]", etag: str, timeout: flo
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return response.status, ""
         except urllib.error.HTTPError as e:
-            status, body = e.code, e.read(300).decode(errors="replace")
+            status, body = e.code, _start_of(e)
             failure = read_failure(f"status code: {status} {body}")
             if not failure.transient:
                 return status, body
@@ -38,6 +38,17 @@ def send_conditional_delete(signed: "Callable[[], str]", etag: str, timeout: flo
                 return status, body
             raise unwell(failure, where, budget, timeout) from cause
         time.sleep(wait)
+
+
+def _start_of(answer) -> str:
+    """The first bytes of an error answer's body, as text; what came, when the body is cut short."""
+    import http.client
+
+    try:
+        return answer.read(300).decode(errors="replace")
+    except (OSError, http.client.HTTPException) as cut:
+        partial = getattr(cut, "partial", b"") or b""
+        return partial[:300].decode(errors="replace")
 
 
 def _socket_failure(error: BaseException) -> Failure:
