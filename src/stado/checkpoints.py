@@ -57,7 +57,9 @@ class CheckpointPump:
                 self.store.put(keys.checkpoint_prefix(self.job_id) + name, data)
                 os.unlink(path)
             except (OSError, StoreError) as e:
-                self.log(f"{self.job_id}: checkpoint {name!r} not uploaded yet ({type(e).__name__}: {str(e)[:160]}); "
-                         "trying again")
+                from .brief import brief
+
+                self.log(f"{self.job_id}: checkpoint {name!r} not uploaded yet ({type(e).__name__}: "
+                         f"{brief(str(e), 160)}); trying again")
                 return
             self.log(f"{self.job_id}: checkpoint {name!r} uploaded ({len(data)} bytes)")
