@@ -238,3 +238,17 @@ def test_submit_claim_renew_finish_at_high_fault_rates_say_what_landed(target, d
     for job_id in ids:
         check = Checker(direct, job_id)
         assert list(check.terminal()) == ["completed"] and check.running() is None and check.queued() is None
+
+
+def test_a_schedule_added_and_removed_through_lost_answers_is_added_and_removed(target, proxy, direct):
+    from stado import schedules
+
+    store = through(target, proxy).open()
+    proxy.add(Rule("commit_then_lose", kinds=("create",), prefix="schedules/", answers=("503",), limit=1))
+    added = schedules.add(store, "nightly", "0 3 * * *", JobSpec("true").to_json(), by="op")  # not "already exists"
+    assert schedules.get(direct, "nightly")[0]["nonce"] == added["nonce"]
+    proxy.set_rules([Rule("commit_then_lose", kinds=("delete_if_match",), prefix="schedules/", answers=("503",),
+                          limit=1)])
+    assert schedules.remove_schedule(store, "nightly")["nonce"] == added["nonce"]  # not "no schedule named"
+    assert not direct.list_page("schedules")
+    assert [e.lost for e in proxy.exchanges(kind="delete_if_match")][0]
