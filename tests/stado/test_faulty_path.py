@@ -252,3 +252,21 @@ def test_a_schedule_added_and_removed_through_lost_answers_is_added_and_removed(
     assert schedules.remove_schedule(store, "nightly")["nonce"] == added["nonce"]  # not "no schedule named"
     assert not direct.list_page("schedules")
     assert [e.lost for e in proxy.exchanges(kind="delete_if_match")][0]
+
+
+@pytest.mark.parametrize("lost", ["refused", "dropped"])
+def test_a_tombstone_whose_answer_was_lost_is_deleted_not_left_standing(lost):
+    """GCS's conditional delete (objectstore/tombstones.py) puts a tombstone with put-if-match, then deletes it. A
+    put that landed, answered as refused by its own retry or not answered at all, is still its writer's to delete."""
+    from stado.objectstore.memory import MemoryStore
+    from stado.objectstore.tombstones import TombstoneDeletes
+
+    from .faulty import DroppedMatches, LostResponses
+
+    memory = MemoryStore()
+    version = memory.put("queue/k.json", b"k")
+    inner = LostResponses(memory) if lost == "refused" else DroppedMatches(memory)
+    store = TombstoneDeletes(inner)
+    assert store.delete_if_match("queue/k.json", version) is True
+    assert not memory.list_page("queue") and not store.tombstones("")
+
