@@ -101,7 +101,12 @@ def cmd_agent(args, open_store) -> int:
 
     config.store_env = same_store_environment()
     config.stall_seconds = store.stall_timeout
-    store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
+    from .objectstore.base import StoreUnwell
+
+    try:
+        store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
+    except StoreUnwell:
+        pass  # not the config: a store briefly unwell, which the agent's start-up probe waits for (storecheck.py)
     return run_agent(store, config)
 
 

@@ -143,7 +143,9 @@ def read_manifest(store: ObjectStore, job_id: str) -> dict | None:
     for entry in manifest["artifacts"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("size"), int) or not isinstance(
                 entry.get("sha256"), str) or not valid_mode(entry.get("mode")):
-            raise ArtifactError(f"{keys.manifest(job_id)}: malformed manifest entry {entry!r}"[:200])
+            from .brief import brief
+
+            raise ArtifactError(brief(f"{keys.manifest(job_id)}: malformed manifest entry {entry!r}", 200))
     return manifest
 
 

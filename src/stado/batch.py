@@ -1,6 +1,7 @@
 """Turning command-line flags and batch files into submissions (validated before anything is written)."""
 import os
 
+from .brief import brief
 from .errors import BadInput
 from .submission import Submission
 from .spec import (JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate)
@@ -119,7 +120,7 @@ def _strings(value, key: str) -> tuple[str, ...]:
         return parse_list(value)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(v.strip() for v in value if v.strip())
-    raise BadInput(f"{key} must be a string \"a,b\" or a list of strings, not {value!r}"[:200])
+    raise BadInput(brief(f"{key} must be a string \"a,b\" or a list of strings, not {value!r}", 200))
 
 
 def _number(value) -> bool:
@@ -136,10 +137,10 @@ def _entry(entry, defaults: Submission) -> Submission:
         raise BadInput(f"unknown field(s) {', '.join(unknown)}: use {', '.join(FIELDS)}")
     for key in ("command", "name", "spot"):
         if key in entry and not isinstance(entry[key], str) and not (key == "name" and entry[key] is None):
-            raise BadInput(f"{key} must be text, not {entry[key]!r}"[:200])
+            raise BadInput(brief(f"{key} must be text, not {entry[key]!r}", 200))
     for key in ("memory", "timeout"):
         if key in entry and entry[key] is not None and not isinstance(entry[key], str) and not _number(entry[key]):
-            raise BadInput(f"{key} must be text such as \"4G\" / \"30m\" or a number, not {entry[key]!r}"[:200])
+            raise BadInput(brief(f"{key} must be text such as \"4G\" / \"30m\" or a number, not {entry[key]!r}", 200))
     changes = {}
     for key in ("command", "name", "cores", "accelerators", "priority", "spot", "cost_cap", "cost_cap_advisory",
                 "retries"):
@@ -157,5 +158,5 @@ def _entry(entry, defaults: Submission) -> Submission:
         return Submission(spec, defaults.inputs, defaults.uploads)
     inputs = entry["inputs"]
     if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
-        raise BadInput(f"inputs must be a list of \"JOB:NAME\" strings, not {inputs!r}"[:200])
+        raise BadInput(brief(f"inputs must be a list of \"JOB:NAME\" strings, not {inputs!r}", 200))
     return Submission(spec, tuple(parse_input(i) for i in inputs), defaults.uploads)

@@ -99,7 +99,9 @@ def read_json(store: ObjectStore, key: str) -> tuple[dict, Version] | None:
     try:
         doc = jsonfast.loads(blob.data)
     except ValueError as e:
-        raise CorruptDocument(key, f"not JSON: {str(e)[:80]}") from None
+        from .brief import brief
+
+        raise CorruptDocument(key, f"not JSON: {brief(str(e), 80)}") from None
     if not isinstance(doc, dict):
         raise CorruptDocument(key, "not a JSON object")
     return doc, blob.version

@@ -62,8 +62,10 @@ class CheckpointPump:
                 os.unlink(path)
                 _landed(self.job_dir, began)
             except (OSError, StoreError) as e:
-                self.log(f"{self.job_id}: checkpoint {name!r} not uploaded yet ({type(e).__name__}: {str(e)[:160]}); "
-                         "trying again")
+                from .brief import brief
+
+                self.log(f"{self.job_id}: checkpoint {name!r} not uploaded yet ({type(e).__name__}: "
+                         f"{brief(str(e), 160)}); trying again")
                 return
             self.log(f"{self.job_id}: checkpoint {name!r} uploaded ({len(data)} bytes)")
 

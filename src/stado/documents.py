@@ -219,7 +219,9 @@ def _checked(key: str, data: bytes, job_id: str | None) -> dict:
     try:
         doc = jsonfast.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
-        raise CorruptDocument(key, f"not JSON: {str(e)[:80]}") from None
+        from .brief import brief
+
+        raise CorruptDocument(key, f"not JSON: {brief(str(e), 80)}") from None
     if not isinstance(doc, dict):
         raise CorruptDocument(key, "not a JSON object")
     for name, kind in (("id", str), ("generation", int), ("nonce", str), ("state", str), ("spec", dict)):

@@ -172,8 +172,10 @@ class OutputPump:
                 more = False
                 failing_since = failing_since or time.monotonic()
                 if said is not type(e):
+                    from .brief import brief
+
                     said = type(e)
-                    self.log(f"{self.uploader.job_id}: output upload failed ({type(e).__name__}: {str(e)[:160]}); "
+                    self.log(f"{self.uploader.job_id}: output upload failed ({type(e).__name__}: {brief(str(e), 160)}); "
                              "trying again")
                 if final and time.monotonic() - failing_since > self.give_up:
                     self.log(f"{self.uploader.job_id}: output upload gave up after {self.give_up:g} s of store errors")

@@ -101,7 +101,14 @@ def add(store: ObjectStore, name: str, cron: str, spec: dict, *, tz: str = "UTC"
     try:
         store.put_if_absent(keys.schedule(name), d.encode(doc))
     except AlreadyExists:
-        raise BadInput(f"schedule {name!r} already exists: remove it first with `stado schedule rm {name}`") from None
+        # A create tried again after its answer was lost meets its own first try: the nonce tells.
+        try:
+            found = read_json(store, keys.schedule(name))
+        except CorruptDocument:
+            found = None
+        if found is None or found[0].get("nonce") != doc["nonce"]:
+            raise BadInput(f"schedule {name!r} already exists: remove it first with `stado schedule rm {name}`") \
+                from None
     return doc
 
 
@@ -140,16 +147,24 @@ def checked(key: str, doc: dict) -> dict:
 def remove_schedule(store: ObjectStore, name: str) -> dict | None:
     """Remove the schedule (the document removed), or a corrupt document at its key (None): either way it fires no
     more. Conflict when another writer changed it meanwhile."""
+    refused, removed = False, None  # a remove returned False (base.py: that version no longer stands), and what it read
     for _ in range(8):  # agents move last_fired at every fire: read again and remove that version
         try:
             doc, version = get(store, name)
+        except NoSuchSchedule:
+            if refused:  # gone since: removed by that remove's own first try (its answer lost) or by another
+                return removed
+            raise
         except CorruptDocument:
             try:
                 doc, version = None, store.head(keys.schedule(name)).version
             except NotFound:
+                if refused:
+                    return removed
                 raise NoSuchSchedule(f"no schedule named {name!r}: see `stado schedule list`") from None
         if remove(store, keys.schedule(name), version):
             return doc
+        refused, removed = True, doc
     raise Conflict(f"schedule {name!r} kept changing while removing it; run the command again")
 
 

@@ -8,6 +8,11 @@ be refused. No verdict is taken from another process: the answer depends on the 
 proxies, the client's settings), and two agents with the same store URL may reach it by different paths.
 The probe costs seven requests, and agents start rarely. The latest verdict is kept under control/, with
 what was probed, for `stado doctor` and people to read; nothing decides on it.
+
+A store that is only briefly unwell at that moment (it answers 503 SlowDown, drops connections, does not answer,
+refuses connections while it restarts) is waited for, a bounded time, rather than taken for a dead one: each
+request is already tried again within the client's bound (objectstore/retries.py), and ensure_safe asks again
+past that, for up to `wait` seconds.
 """
 import json
 import os
@@ -15,9 +20,12 @@ import time
 
 from . import documents as d
 from .errors import StadoError
-from .objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError
+from .objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError, StoreUnwell
 
 VERDICT_KEY = "control/store-check.json"
+# How long an agent at start waits for a store that fails in a way that passes, and the longest pause between asks.
+WAIT = 60.0
+MAX_PAUSE = 10.0
 
 
 class UnsafeStore(StadoError):
@@ -78,10 +86,16 @@ def _probe_body(n: int) -> bytes:
     return json.dumps({"probe": n, "nonce": os.urandom(8).hex()}).encode()  # unique bytes: no MD5 ETag repeats
 
 
-def ensure_safe(store: ObjectStore, *, now: float | None = None, log=None) -> None:
-    """Refuse (UnsafeStore, one line) a store that, along this process's own path to it, ignores a condition."""
+def ensure_safe(store: ObjectStore, *, now: float | None = None, log=None, wait: float = WAIT) -> None:
+    """Refuse (UnsafeStore, one line) a store that, along this process's own path to it, ignores a condition.
+
+    A probe that fails with StoreUnwell (the store answered 5xx/429/408, dropped or did not answer a request, or
+    refused the connection, on every try its client allowed) is made again, with pauses from 1 s doubling to 10 s,
+    until `wait` seconds have passed since the first; `log` says once that it waits (what the store answered, for
+    how long at most) and once that the store answered. Past `wait` the last StoreUnwell is raised (exit 4). Any
+    other failure (AccessDenied, a ConfigError, a bucket that does not exist) and an unsafe verdict end it at once."""
+    missing = _probe_waiting(store, log, wait)
     t = time.time() if now is None else now
-    missing = missing_guarantees(store)
     if missing:
         raise UnsafeStore(f"the store {_where(store)} does not honour {'; nor '.join(missing)}: two agents could run "
                           "one job; use a server (and a path to it: no proxy that drops headers) that enforces "
@@ -94,6 +108,34 @@ def ensure_safe(store: ObjectStore, *, now: float | None = None, log=None) -> No
         pass  # only a record for people to read: the probe itself has passed
     if log is not None:
         log(f"store {_where(store)} honours create-if-absent, compare-and-swap and conditional delete")
+
+
+def _probe_waiting(store: ObjectStore, log, wait: float) -> list[str]:
+    """missing_guarantees(store), asked again while the store is unwell, for up to `wait` seconds."""
+    from .brief import brief
+
+    started = time.monotonic()
+    pause = 1.0
+    waited = False
+    while True:
+        try:
+            missing = missing_guarantees(store)
+        except StoreUnwell as unwell:
+            left = wait - (time.monotonic() - started)
+            if left <= 0:
+                if not waited:
+                    raise
+                raise StoreUnwell(f"{unwell}; waited {time.monotonic() - started:.0f} s for it at the agent's "
+                                  "start") from unwell
+            if not waited and log is not None:
+                log(f"{brief(str(unwell), 300)}; waiting up to {wait:g} s for the store before giving up")
+            waited = True
+            time.sleep(min(pause, left))  # the wait itself: a store that is unwell is asked again later
+            pause = min(pause * 2, MAX_PAUSE)
+            continue
+        if waited and log is not None:
+            log(f"the store {_where(store)} answered after {time.monotonic() - started:.1f} s of waiting")
+        return missing
 
 
 def _where(store: ObjectStore) -> str:

@@ -178,8 +178,10 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
             raise
         except StoreError as e:
             if stall_seconds is not None and progress.idle_for() > stall_seconds:
+                from .brief import brief
+
                 raise TransferStalled(f"no bytes moved for {stall_seconds:g} s after {human(offset)} of "
-                                      f"{human(size)} (last error: {str(e)[:160]})") from None
+                                      f"{human(size)} (last error: {brief(str(e), 160)})") from None
             failures += 1
             length = max(MIN_RANGE, length // 4)
             progress.cancelled.wait(min(0.1 * 2 ** min(failures, 5), 2.0))

@@ -65,6 +65,17 @@ class DroppedCreates(LostResponses):
         return self.inner.put_if_absent(key, data)
 
 
+class DroppedMatches(LostResponses):
+    """A connection reset during put-if-match: the first `times` land and then raise StoreUnavailable."""
+
+    def put_if_match(self, key, data, version):
+        written = self.inner.put_if_match(key, data, version)
+        if self.times > 0:
+            self.times -= 1
+            raise StoreUnavailable(f"connection reset while replacing {key}")
+        return written
+
+
 class FailingReads(LostResponses):
     """Reads of keys under `prefix` fail with StoreUnavailable the first `times` times (a store that is
     away for a moment); every other call goes through to the real store."""

@@ -4,10 +4,11 @@ open_store / store_from_environment (connect.py) pick a backend from a URL or ST
 re-exported lazily so that `import stado.objectstore` stays as cheap as base.py.
 """
 from .base import (AccessDenied, AlreadyExists, Blob, ConfigError, Entry, InvalidKey, NotFound, ObjectStore,
-                   PreconditionFailed, StoreError, StoreUnavailable, Version)
+                   PreconditionFailed, StoreError, StoreUnavailable, StoreUnwell, Version)
 
 __all__ = ["AccessDenied", "AlreadyExists", "Blob", "ConfigError", "Entry", "InvalidKey", "NotFound", "ObjectStore",
-           "PreconditionFailed", "StoreError", "StoreUnavailable", "Version", "open_store", "store_from_environment"]
+           "PreconditionFailed", "StoreError", "StoreUnavailable", "StoreUnwell", "Version", "open_store",
+           "store_from_environment"]
 
 
 def __getattr__(name):

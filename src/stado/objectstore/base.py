@@ -37,6 +37,13 @@ class StoreUnavailable(StoreError):
     """The backend could not be reached (network, server down, bucket missing)."""
 
 
+class StoreUnwell(StoreUnavailable):
+    """The store failed in a way that passes, on every try the client's bound allowed: it answered that it is
+    overloaded or unwell (500, 502, 503, 504, 429, 408: SlowDown, ServerBusy, ...), dropped the connection or cut
+    its answer short, gave no answer in time, or refused the connection (a server restarting). Trying again later
+    may succeed; a write whose answer was lost may have landed (callers read back, as for AlreadyExists)."""
+
+
 class AccessDenied(StoreError):
     """The backend refused the credentials."""
 
@@ -166,9 +173,14 @@ class ObjectStore:
 
     def delete_if_match(self, key: str, version: Version) -> bool:
         """Remove the key only if it still has `version`. True when this call removed it; False when the
-        key is gone or holds another version (nothing was removed). A stale writer's delete therefore
-        never removes a newer object written at the same key. Backends whose API lacks a conditional
-        delete emulate it (objectstore.tombstones) rather than fall back to an unconditional one."""
+        key is gone or holds another version. A stale writer's delete therefore never removes a newer
+        object written at the same key. Backends whose API lacks a conditional delete emulate it
+        (objectstore.tombstones) rather than fall back to an unconditional one.
+
+        False says that `version` no longer stands at the key, not who removed it: a cloud store tries a
+        request again when its answer is lost (retries.py), and when the first try had landed, the next one
+        is refused, so this very call may have removed it. Callers read what stands before they act on a
+        False (stado's moves do: see jobs/), and never take it for "the object is still there"."""
         raise NotImplementedError
 
     def list(self, prefix: str) -> "Iterator[Entry]":

@@ -2,24 +2,30 @@
 
 put_if_absent sends a create (S3/Azure ``If-None-Match: *``, GCS ``ifGenerationMatch=0``);
 put_if_match sends the version read earlier (S3/Azure ``If-Match: <etag>``, GCS
-``x-goog-if-generation-match: <generation>``). obstore retries 5xx and dropped connections, so
-an AlreadyExists or PreconditionFailed after a retry may be the caller's own write having landed:
-stado's documents carry a nonce for that (see base.py).
+``x-goog-if-generation-match: <generation>``). A failed request is tried again by one policy
+(retries.py), so an AlreadyExists or PreconditionFailed after a retry may be the caller's own write
+having landed: stado's documents carry a nonce for that (see base.py). Each call's first try goes
+through obstore, which tries again by itself on most failures (retries.py says which it leaves); the
+tries this module adds go through a second client with no retries of its own (`_once`), so that every
+try counts against the one bound. The conditional DELETE is sent by signed_delete.py.
 
 obstore is imported only when a cloud store is opened: the CLI pays nothing for it otherwise.
 The functions above the class are pure, so GCS's rules are unit-tested without a server.
 """
 import builtins
+import time
 
 from .base import (AccessDenied, AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, StoreError,
                    StoreUnavailable, Version, check_key, check_range, dir_prefix)
 from .native import obstore
+from .retries import Budget, obstore_budget, read_failure, unwell
+from .signed_delete import send_conditional_delete
 
 # typing, re and collections cost a cloud command's start-up: re is imported where an error is read, and the
 # annotations are read by the type checker alone.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any
 
 PROVIDERS = ("s3", "azure", "gcs")
@@ -85,15 +91,28 @@ def one_line(text: str) -> str:
     elif not status and "dns error" in text:
         parts.append("name not resolved")
     if not parts:
-        parts.append(text.splitlines()[0][:160] if text else "unknown error")
+        parts.append(_first_words(text))
     return ", ".join(parts)
+
+
+def _first_words(text: str) -> str:
+    """The first line of an obstore message without what says nothing to a reader (the request's URL and time,
+    the retry counts), bounded at a word."""
+    import re
+
+    from ..brief import brief
+
+    first = text.splitlines()[0] if text else ""
+    first = re.sub(r"Error performing \w+ \S+ in [\d.]+\S*(, after \d+ retries, max_retries: \d+, retry_timeout: "
+                   r"\S+)?\s*-\s*", "", first)
+    return brief(first, 160) or "unknown error"
 
 
 PROTOCOLS = {"s3": "S3", "azure": "Azure Blob", "gcs": "Google Cloud Storage"}
 # An answer no object store gives: an HTML page as an error (stores answer errors in XML or JSON, with their own
-# error code), a listing that is not a listing, or a server that does not know PUT at all. (A gateway's 502-504
-# page is the path to the store failing, not the endpoint: that stays "cannot reach".)
-_HTML = r"non-2xx status code: (?!50[234])\d{3}[^:]*: \s*<(!DOCTYPE html|html)"
+# error code), a listing that is not a listing, or a server that does not know PUT at all. (A page with a status
+# worth trying again, such as a gateway's 502-504, is the store or the path to it being unwell, not the endpoint.)
+_HTML = r"non-2xx status code: (?!50[0234]|429|408)\d{3}[^:]*: \s*<(!DOCTYPE html|html)"
 _NOT_A_STORE = r"invalid list response|status code: 50[15] [^:]*: (?![\s\S]*<Code>)"
 
 
@@ -115,13 +134,17 @@ def is_panic(exc: BaseException) -> bool:
     return type(exc).__name__ == "PanicException"
 
 
-def translate(exc: BaseException, provider: str, where: str, key: str | None) -> StoreError:
+def translate(exc: BaseException, provider: str, where: str, key: str | None,
+              budget: Budget | None = None) -> StoreError:
     """Map an obstore (or builtin) exception to the store's error contract, with a one-line message.
-    KeyboardInterrupt, SystemExit and other BaseExceptions that are not a Rust panic are raised again."""
+    KeyboardInterrupt, SystemExit and other BaseExceptions that are not a Rust panic are raised again.
+    `budget`: the tries made (to say how many, over how long); without it, the tries obstore reports."""
     if not isinstance(exc, Exception):
         if not is_panic(exc):
             raise exc
-        first = (str(exc).splitlines() or ["panic"])[0][:160]
+        from ..brief import brief
+
+        first = brief((str(exc).splitlines() or ["panic"])[0], 160)
         return StoreError(f"{where}: internal error in the object-store client ({first}); check the store options "
                           "in STADO_CONFIG")
     import re
@@ -157,6 +180,10 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None) ->
     if any(marker in text for marker in _MISSING_BUCKET):
         return StoreUnavailable(f"{where}: the bucket or container does not exist ({detail}); create it or fix the "
                                 "url in STADO_CONFIG")
+    failure = read_failure(text)
+    if failure.transient:
+        budget = budget or obstore_budget(failure, text)
+        return unwell(failure, where, budget, budget.timeout)
     if "error sending request" in text or "HTTP error" in text or re.search(r"status code: 5\d\d", text):
         return StoreUnavailable(f"cannot reach {where} ({detail}): check the endpoint in STADO_CONFIG and that "
                                 "the server is up")
@@ -183,15 +210,20 @@ class Translated:
 
 
 class CloudStore(ObjectStore):
-    """One obstore store (S3Store, AzureStore or GCSStore, already scoped to its URL prefix)."""
+    """One obstore store (S3Store, AzureStore or GCSStore, already scoped to its URL prefix). `once` builds the same
+    store with no retries of its own, for the tries this class makes itself (see the module's docstring)."""
 
-    def __init__(self, url: str, provider: str, store: "Any", where: str | None = None, timeout: float = 60.0):
+    def __init__(self, url: str, provider: str, store: "Any", where: str | None = None, timeout: float = 60.0, *,
+                 max_retries: int = 4, retry_timeout: float = 20.0, once: "Callable[[], Any] | None" = None):
         self.url = url
         self._timeout = timeout
+        self.max_retries, self.retry_timeout = max_retries, retry_timeout
         self.provider = provider
         # S3-compatible ETags are (usually) the body's MD5; Azure's and GCS's change on every write.
         self.unique_versions = provider != "s3"
         self._store = store
+        self._make_once = once
+        self._once_store: Any = None
         self._obs = obstore()
         self.where: str = where or url
 
@@ -199,35 +231,70 @@ class CloudStore(ObjectStore):
         """Around every call into obstore: what it raises leaves as the store's error contract."""
         return Translated(self.provider, self.where, key)
 
+    def _budget(self) -> Budget:
+        return Budget(self.max_retries, self.retry_timeout, self._timeout)
+
+    def _once(self) -> "Any":
+        if self._once_store is None:
+            self._once_store = self._store if self._make_once is None else self._make_once()
+        return self._once_store
+
+    def _call(self, key: str | None, op: "Callable[[Any], Any]", *, replayable: bool = True) -> "Any":
+        """op(obstore's store), tried again by the policy (retries.py) until it succeeds or the bound is reached;
+        what it raises last leaves translated. The first try goes through obstore's own retries (their count
+        read from its error), the next ones through `_once`. `replayable=False`: a body that cannot be sent twice
+        (a stream of chunks), tried once."""
+        budget = self._budget()
+        store = self._store
+        while True:
+            try:
+                return op(store)
+            except StoreError:
+                raise
+            except BaseException as exc:
+                if not isinstance(exc, Exception):
+                    raise translate(exc, self.provider, self.where, key) from exc  # a panic; anything else goes on
+                failure = read_failure(str(exc))
+                budget.spend(1 + failure.retries)
+                wait = budget.pause() if failure.transient and replayable else None
+                if wait is None:
+                    raise translate(exc, self.provider, self.where, key, budget) from exc
+            time.sleep(wait)
+            store = self._once()
+
     def get(self, key: str) -> Blob:
         check_key(key)
-        with self._translated(key):
-            result = self._obs.get(self._store, key)
-            data = bytes(result.bytes())
-        return Blob(data, version_from_meta(result.meta))
+
+        def op(store):
+            result = self._obs.get(store, key)
+            return bytes(result.bytes()), result.meta
+
+        data, meta = self._call(key, op)
+        return Blob(data, version_from_meta(meta))
 
     def head(self, key: str) -> Entry:
         check_key(key)
-        with self._translated(key):
-            meta = self._obs.head(self._store, key)
+        meta = self._call(key, lambda store: self._obs.head(store, key))
         return Entry(key, version_from_meta(meta), meta["size"], meta["last_modified"].timestamp())
 
     def get_range(self, key: str, start: int, length: int) -> Blob:
         check_key(key)
         check_range(start, length)
+
+        def op(store):
+            result = self._obs.get(store, key, options={"range": (start, start + length)})
+            return bytes(result.bytes()), result.meta
+
         try:
-            with self._translated(key):
-                result = self._obs.get(self._store, key, options={"range": (start, start + length)})
-                data = bytes(result.bytes())
-            return Blob(data, version_from_meta(result.meta))
+            data, meta = self._call(key, op)
+            return Blob(data, version_from_meta(meta))
         except NotFound:
             raise
         except StoreError as refused:
             # A range that starts at or past the end is refused (S3 and Azure answer 416, and obstore gives no
             # status to tell it by): the object's size says whether that is what happened.
             try:
-                with self._translated(key):
-                    meta = self._obs.head(self._store, key)
+                meta = self._call(key, lambda store: self._obs.head(store, key))
             except StoreError:
                 raise refused from refused.__cause__  # what the range read met, not the HEAD
             if meta["size"] > start:
@@ -236,16 +303,17 @@ class CloudStore(ObjectStore):
 
     def put_if_absent(self, key: str, data: bytes) -> Version:
         check_key(key)
-        with self._translated(key):
-            return version_from_meta(self._obs.put(self._store, key, bytes(data), mode="create", use_multipart=False))
+        body = bytes(data)
+        return version_from_meta(self._call(key, lambda store: self._obs.put(store, key, body, mode="create",
+                                                                             use_multipart=False)))
 
     def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
         check_key(key)
         mode = update_mode(self.provider, version)
+        body = bytes(data)
         try:
-            with self._translated(key):
-                return version_from_meta(self._obs.put(self._store, key, bytes(data), mode=mode,
-                                                       use_multipart=False))
+            return version_from_meta(self._call(key, lambda store: self._obs.put(store, key, body, mode=mode,
+                                                                                 use_multipart=False)))
         except (NotFound, AlreadyExists) as gone:
             # A conditional update of a missing key is a failed precondition, whatever the server called it.
             raise PreconditionFailed(key) from gone
@@ -256,12 +324,13 @@ class CloudStore(ObjectStore):
         # carries 5 MiB, not the whole object, within the client's request timeout however slow the link.
         large = {"use_multipart": True, "chunk_size": PART_SIZE, "max_concurrency": 1} if len(data) > 2 * PART_SIZE \
             else {"use_multipart": False}
-        with self._translated(key):
-            return version_from_meta(self._obs.put(self._store, key, bytes(data), **large))
+        body = bytes(data)
+        return version_from_meta(self._call(key, lambda store: self._obs.put(store, key, body, **large)))
 
     def put_chunks(self, key: str, chunks) -> Version:
         """A body that fits in the single-request size goes up as put() does; a larger one in parts of
-        PART_SIZE as the pieces arrive (at most a part and a piece held at once)."""
+        PART_SIZE as the pieces arrive (at most a part and a piece held at once). Such a stream cannot be
+        sent twice: its parts are tried again by obstore alone (a plain PUT each), the upload as a whole once."""
         import itertools
 
         check_key(key)
@@ -273,23 +342,24 @@ class CloudStore(ObjectStore):
                 break
         else:
             return self.put(key, b"".join(head))
-        with self._translated(key):
-            return version_from_meta(self._obs.put(self._store, key, itertools.chain(head, chunks), use_multipart=True,
-                                                   chunk_size=PART_SIZE, max_concurrency=1))
+        return version_from_meta(self._call(key, lambda store: self._obs.put(
+            store, key, itertools.chain(head, chunks), use_multipart=True, chunk_size=PART_SIZE, max_concurrency=1),
+            replayable=False))
 
     def delete(self, key: str) -> None:
         check_key(key)
         try:
-            with self._translated(key):
-                self._obs.delete(self._store, key)
+            self._call(key, lambda store: self._obs.delete(store, key))
         except NotFound:  # Azure reports a missing blob; deletes are idempotent
             pass
 
     def delete_if_match(self, key: str, version: Version) -> bool:
         """obstore has no conditional delete, but S3 and Azure honour If-Match on DELETE: the request is
-        signed by obstore (a pre-signed URL, so the credentials stay in its hands) and sent here. GCS needs
-        the condition in a signed x-goog header, which obstore cannot sign: GCS stores emulate the delete
-        with a tombstone (objectstore.tombstones) and never reach this method."""
+        signed by obstore (a pre-signed URL, so the credentials stay in its hands) and sent here, tried
+        again by the same policy as every other request. GCS needs the condition in a signed x-goog header,
+        which obstore cannot sign: GCS stores emulate the delete with a tombstone (objectstore.tombstones)
+        and never reach this method. False after a retry may be this call's own first try having landed
+        (base.py says what callers make of a False)."""
         check_key(key)
         if self.provider == "gcs":
             raise StoreError("GCS stores delete conditionally through objectstore.tombstones; this is a bug")
@@ -297,56 +367,59 @@ class CloudStore(ObjectStore):
             return False
         from datetime import timedelta
 
-        with self._translated(key):
-            url = self._obs.sign(self._store, "DELETE", key, timedelta(minutes=5))
-        status, body = send_conditional_delete(url, version.etag, self._timeout)
+        def signed() -> str:
+            with self._translated(key):
+                return self._obs.sign(self._store, "DELETE", key, timedelta(minutes=5))
+
+        budget = self._budget()
+        status, body = send_conditional_delete(signed, version.etag, self._timeout, budget, self.where)
         if status in (200, 202, 204):
             return True
         if status in (404, 409, 412):
             return False
-        raise translate(RuntimeError(f"HTTP error: status code: {status} {body}"), self.provider, self.where, key)
+        raise translate(RuntimeError(f"HTTP error: status code: {status} {body}"), self.provider, self.where, key,
+                        budget)
 
     def list_page(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> "builtins.list[Entry]":
         prefix = dir_prefix(prefix)
         offset = None if start_after is None else check_key(start_after)
-        out: list[Entry] = []
-        with self._translated(None):
+
+        def op(store) -> "builtins.list[Entry]":
+            out: list[Entry] = []
             # S3 and GCS start the listing after `offset` on the server; Azure's List Blobs has no such
             # parameter and starts at the prefix, so the keys up to it are skipped here (more pages there).
-            for chunk in self._obs.list(self._store, prefix=prefix or None, offset=offset, chunk_size=limit):
+            for chunk in self._obs.list(store, prefix=prefix or None, offset=offset, chunk_size=limit):
                 out += [Entry(m["path"], version_from_meta(m), m["size"], m["last_modified"].timestamp())
                         for m in chunk if offset is None or m["path"] > offset]
                 if len(out) >= limit:
                     break
-        return out[:limit]
+            return out[:limit]
+
+        return self._call(None, op)
 
     def list(self, prefix: str) -> "Iterator[Entry]":
+        """Every page as it comes; a page that fails is asked for again from after the last key given out, by the
+        same policy as a single request (its bound counts the tries of the whole listing)."""
         prefix = dir_prefix(prefix)
-        with self._translated(None):
-            stream = self._obs.list(self._store, prefix=prefix or None)
-            for chunk in stream:
-                for meta in chunk:
-                    yield Entry(meta["path"], version_from_meta(meta), meta["size"],
-                                meta["last_modified"].timestamp())
-
-
-def send_conditional_delete(url: str, etag: str, timeout: float, attempts: int = 3) -> tuple[int, str]:
-    """DELETE a pre-signed URL with If-Match: (status, start of the body). A dropped connection is tried
-    again; if the first request had landed, the retry answers 404 or 412 and the caller reads the key
-    back, as it does for any conditional write whose answer was lost."""
-    import time
-    import urllib.error
-    import urllib.request
-
-    for attempt in range(attempts):
-        request = urllib.request.Request(url, method="DELETE", headers={"If-Match": etag})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, ""
-        except urllib.error.HTTPError as e:
-            return e.code, e.read(300).decode(errors="replace")
-        except OSError as e:  # URLError, a reset, a timeout
-            if attempt == attempts - 1:
-                raise StoreUnavailable(f"cannot reach the store to delete ({e}): check that the server is up") from e
-            time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
+        budget, store, after = self._budget(), self._store, None
+        while True:
+            try:
+                for chunk in self._obs.list(store, prefix=prefix or None, offset=after):
+                    for meta in chunk:
+                        entry = Entry(meta["path"], version_from_meta(meta), meta["size"],
+                                      meta["last_modified"].timestamp())
+                        after = entry.key
+                        yield entry
+                return
+            except BaseException as exc:
+                if not isinstance(exc, Exception):
+                    if is_panic(exc):
+                        raise translate(exc, self.provider, self.where, None) from exc
+                    raise  # GeneratorExit (the caller stopped early), KeyboardInterrupt, ...
+                failure = read_failure(str(exc))
+                budget.spend(1 + failure.retries)
+                wait = budget.pause() if failure.transient else None
+                if wait is None:
+                    raise translate(exc, self.provider, self.where, None, budget) from exc
+            time.sleep(wait)
+            store = self._once()

@@ -19,7 +19,8 @@ STADO_CONFIG names a TOML file with one table::
     region = "us-east-1"
     allow_http = true                    # needed for a plain-HTTP endpoint (refused without it)
     # az:// only: account = "NAME", emulator = true (Azurite's well-known account and key)
-    # any cloud: connect_timeout = 5, timeout = 60, max_retries = 4, retry_timeout = 20 (seconds)
+    # any cloud: connect_timeout = 5, timeout = 60 (seconds); max_retries = 4, retry_timeout = 20: a failed request
+    #   is tried again (objectstore/retries.py says on which failures) at most 4 times, within 20 seconds
     # any cloud: stall_timeout = 600: a transfer that moves no bytes for this long is ended (seconds; off
     #   unless set: a stalled transfer is shown as stalled and cancelled by name); large objects move in
     #   ranges and parts, so `timeout` bounds one request, never a whole transfer
@@ -324,8 +325,13 @@ def _client_settings(options: dict) -> tuple[dict, dict]:
     settings = {**DEFAULT_CLIENT, **{k: options[k] for k in CLIENT_OPTIONS if k in options}}
     client = {"connect_timeout": timedelta(seconds=float(settings["connect_timeout"])),
               "timeout": timedelta(seconds=float(settings["timeout"]))}
+    from .retries import BASE, INIT_BACKOFF, MAX_BACKOFF
+
+    # The backoff is obstore's default, given here so that its retries and stado's own (retries.py) keep one pace.
     retry = {"max_retries": int(settings["max_retries"]),
-             "retry_timeout": timedelta(seconds=float(settings["retry_timeout"]))}
+             "retry_timeout": timedelta(seconds=float(settings["retry_timeout"])),
+             "backoff": {"init_backoff": timedelta(seconds=INIT_BACKOFF), "max_backoff": timedelta(seconds=MAX_BACKOFF),
+                         "base": BASE}}
     if "allow_http" in settings:
         client["allow_http"] = settings["allow_http"]
     return client, retry
@@ -397,6 +403,11 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
         classes = obstore()._store  # the native classes: obstore's typed wrappers add nothing stado calls
         cls = {"s3": classes.S3Store, "azure": classes.AzureStore, "gcs": classes.GCSStore}[provider]
         store = cls(bucket, prefix=prefix or None, client_options=client, retry_config=retry, **config)
+
+        def once():
+            """The same store with no retries of its own: stado's tries after obstore's (cloud.CloudStore._call)."""
+            return cls(bucket, prefix=prefix or None, client_options=client, retry_config={**retry, "max_retries": 0},
+                       **config)
     except BaseException as exc:
         if not isinstance(exc, Exception) and not is_panic(exc):
             raise
@@ -408,7 +419,9 @@ def _open_cloud(url: str, provider: str, bucket: str, prefix: str, options: dict
         raise ConfigError(f"cannot open {url}: {first}") from None
     endpoint = config.get("base_url") or config.get("endpoint")
     where = f"{url} at {endpoint}" if endpoint else url
-    opened = CloudStore(url, provider, store, where, timeout=client["timeout"].total_seconds())
+    opened = CloudStore(url, provider, store, where, timeout=client["timeout"].total_seconds(),
+                        max_retries=retry["max_retries"], retry_timeout=retry["retry_timeout"].total_seconds(),
+                        once=once)
     if "stall_timeout" in options:
         opened.stall_timeout = float(options["stall_timeout"])
     if provider == "gcs":

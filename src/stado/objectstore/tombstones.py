@@ -9,14 +9,15 @@ the tombstone stands in the key's place, and nothing can take that place from it
 - so only the writer that made the tombstone removes it, and its unconditional delete can only remove
   its own tombstone, never an object written later.
 
-The price: a writer that dies between the two requests leaves the tombstone standing, and the key cannot
-be created again until it is removed. `stado doctor` lists such keys and `stado repair ID` removes them
+A tombstone whose put landed though its answer was lost (the retry is refused: the version moved on) is told
+by its random bytes, read back, and deleted as planned. The price: a writer that dies between the two requests
+leaves the tombstone standing, and the key cannot be created again until it is removed. `stado doctor` lists such keys and `stado repair ID` removes them
 (an operator's decision: a writer that is only slow would then delete whatever is there next).
 """
 import builtins
 from collections.abc import Iterator
 
-from .base import Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version
+from .base import Blob, Entry, NotFound, ObjectStore, PreconditionFailed, StoreError, StoreUnavailable, Version
 
 MAGIC = b"\x00stado-tombstone\x00"
 
@@ -65,12 +66,28 @@ class TombstoneDeletes(ObjectStore):
     def delete_if_match(self, key: str, version: Version) -> bool:
         import os
 
+        stone = MAGIC + os.urandom(8).hex().encode()
         try:
-            self.inner.put_if_match(key, MAGIC + os.urandom(8).hex().encode(), version)
-        except PreconditionFailed:
-            return False
+            self.inner.put_if_match(key, stone, version)
+        except (PreconditionFailed, StoreUnavailable) as refused:
+            # A put tried again after its answer was lost meets its own tombstone, which would otherwise stand
+            # in the key's place for good: its random bytes tell it from anyone else's.
+            try:
+                ours = self._holds(key, stone)
+            except StoreError:
+                raise refused from None
+            if not ours:
+                if isinstance(refused, StoreUnavailable):
+                    raise
+                return False
         self.inner.delete(key)
         return True
+
+    def _holds(self, key: str, stone: bytes) -> bool:
+        try:
+            return self.inner.get(key).data == stone
+        except NotFound:
+            return False
 
     def list(self, prefix: str) -> Iterator[Entry]:
         return self.inner.list(prefix)
