@@ -7,6 +7,7 @@ the store it wraps, as tests/stado/faulty.py's wrappers).
     store.on("get", "queue/", before=lambda key: ...)    # something moves the job just before that GET
     store.on("list", "queue/", after=lambda: ...)        # ... or right after a LIST of queue/ has been answered
     store.down(); store.up()                             # every call fails while down
+    store.down(calls=3)                                  # ... the next three calls only
 
 A failure is StoreUnavailable with no cause: what a store of this host raises (the local directory's calls have
 returned once they raise: nothing of them is in flight, which is what the submit's read-back relies on)."""
@@ -27,6 +28,7 @@ class Scripted(ObjectStore):
         self.inner, self.url = inner, inner.url
         self.rules: list[_Rule] = []
         self.is_down = False
+        self.down_for: int | None = None  # calls left to fail, when down for a count of calls
         self.calls: list[tuple[str, str]] = []  # (verb, key or prefix) of every call, in order
 
     def on(self, verb: str, prefix: str, *, lose: int = 0, fail: int = 0, before=None, after=None, times: int = 1):
@@ -34,15 +36,19 @@ class Scripted(ObjectStore):
         self.rules.append(_Rule(verb, prefix, lose, fail, before, after, times))
         return self
 
-    def down(self) -> None:
-        self.is_down = True
+    def down(self, calls: int | None = None) -> None:
+        self.is_down, self.down_for = True, calls
 
     def up(self) -> None:
-        self.is_down = False
+        self.is_down, self.down_for = False, None
 
     def _call(self, verb: str, key: str, call):
         self.calls.append((verb, key))
         if self.is_down:
+            if self.down_for is not None:
+                self.down_for -= 1
+                if self.down_for <= 0:
+                    self.up()
             raise StoreUnavailable(f"cannot reach the store ({verb} {key}: down)")
         rule = next((r for r in self.rules if r.verb == verb and key.startswith(r.prefix)
                      and (r.lose or r.fail or (r.times and (r.before or r.after)))), None)
