@@ -10,7 +10,7 @@ from stado import keys
 
 from ..faultproxy import Rule, for_target, through
 from ..storekit import make_target
-from .support import Agent, run_until_idle, stado
+from .support import Agent, run_until_idle, stado, wait_for
 
 ONCE = {"max_retries": 0}  # each request tried once by the client: stado's own tries are what is tested
 
@@ -187,3 +187,33 @@ def test_a_cancel_in_a_storm_from_its_first_read_wrote_nothing_and_says_so(env, 
     assert got.returncode == 4, got.stderr
     assert got.stderr.strip().endswith(f"nothing was written (the cancel of {job} was not sent)")
     assert [e.key for e in direct.list("") if job in e.key and not e.key.startswith("ready/")] == [keys.queued(job)]
+
+
+def test_a_batch_prints_every_job_that_landed_and_names_the_one_it_cannot_tell_about(env, proxy, direct, tmp_path):
+    """The first job lands; its index entry's answer is held back, and meanwhile the store turns bad: the second
+    job's create commits and loses its answer and every read fails. stdout: both ids, in order; stderr: one line
+    naming the second and saying the third was not submitted; exit 7; the store: the first two jobs."""
+    import threading
+
+    batch = tmp_path / "three.txt"
+    batch.write_text("echo one\necho two\necho three\n")
+    proxy.add(Rule("delay", kinds=("put",), prefix=keys.READY, delay=(1.0, 1.0), limit=1))
+
+    def turn_bad():  # while the first index entry's answer is held back
+        wait_for(lambda: any(e.key and e.key.startswith(keys.READY) for e in proxy.exchanges(kind="put")), 60,
+                 message="the first job's index entry")
+        proxy.add(Rule("commit_then_lose", kinds=("create",), answers=("503",)))
+        proxy.add(Rule("fail_before", kinds=("get", "head", "list"), answers=("503",)))
+
+    watcher = threading.Thread(target=turn_bad, daemon=True)
+    watcher.start()
+    got = stado(env(**ONCE), "submit", "--batch", str(batch), ok=False, timeout=120)
+    watcher.join(5)
+    assert got.returncode == 7, got.stderr
+    first, second = got.stdout.split()
+    assert got.stderr.startswith(f"stado: could not tell whether job {second} was queued: ")
+    assert got.stderr.strip().endswith("(1 job(s) before it queued, their ids printed; the 1 after it not submitted)")
+    assert len(got.stderr.strip().splitlines()) == 1
+    stored = jobs_in(direct)
+    assert sorted(stored) == sorted([first, second])
+    assert stored[first]["spec"]["command"] == "echo one" and stored[second]["spec"]["command"] == "echo two"
