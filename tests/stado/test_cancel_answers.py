@@ -97,3 +97,21 @@ def test_a_cancel_whose_write_failed_while_the_job_ended_says_it_had_ended(real)
     report = cancel(store, job)
     assert (report.kind, report.honoured) == ("already_terminal", False)
     assert lookup.view(real, job).state == "completed"
+
+
+def test_a_tombstone_that_landed_after_the_job_ended_is_taken_back(real):
+    """The job was claimed and completed between the cancel's read of queue/ and its tombstone's create; the
+    tombstone landed, its answer was lost, reads failed a moment: the cancel reads again, finds the job completed,
+    takes its own tombstone back (as its terminal check would have) and says it had ended (exit 1)."""
+    job = submit(real, retries=0)
+
+    def completes(key):
+        doc, version = claim(real, job, "agent-a")
+        jobs.finish(real, doc, version, OK)
+
+    store = Scripted(real)
+    store.on("put_if_absent", keys.RUNNING, before=completes, lose=1, after=lambda: store.down(calls=3))
+    report = cancel(store, job)
+    assert (report.kind, report.honoured) == ("already_terminal", False)
+    assert report.message == f"{job}: already completed (succeeded); nothing written"
+    assert state_keys(real, job) == [keys.terminal("completed", job)]

@@ -88,7 +88,7 @@ def _decide(store: ObjectStore, job_id: str, recs: dict, *, by: str, reason: str
                 except StoreError:
                     pass
             return ours
-        if "running" in recs and _ours(recs["running"][0], wrote) is not None:
+        if "running" in recs and recs["running"][0].owner is None and _ours(recs["running"][0], wrote) is not None:
             # Our tombstone landed (its answer was lost) after the job had ended: take it back, as the terminal
             # check under it would have.
             give_back(store, recs["running"][0], recs["running"][1], writer=by, now=now)
@@ -139,7 +139,9 @@ def _cancel_running(store, v, doc, version, *, by, reason, now, wrote) -> Cancel
             settle(store, doc, version, writer=by, now=now)
         elif ours is not None:  # ours landed (its answer was lost): write what came after it
             create(store, keys.terminal("cancelled", job_id), d.terminal_doc(doc, now=now, nonce=new_nonce(), writer=by))
-        return ours or CancelReport(job_id, "already_cancelling", v, f"{job_id}: already being cancelled")
+        if ours is not None:
+            return ours
+        return CancelReport(job_id, "already_cancelling", v, f"{job_id}: already being cancelled")
     moved = d.cancelling_doc(doc, by=by, reason=reason, now=now, nonce=new_nonce())
     if doc.finishing:
         report = CancelReport(job_id, "cancelled_finishing", v, f"{job_id}: cancelled; {_ended_attempt(doc)}; it "
