@@ -15,7 +15,9 @@ that matches it and fires (its `rate`, drawn from a seeded RNG) decides what hap
 - `commit_then_lose`: the request is forwarded and the server answers (so it commits); the client is told
   instead a 503 SlowDown or a 500 InternalError (S3's XML error bodies), has its connection reset, or gets a
   garbled answer (a cut status line, headers cut short, or a body shorter than its Content-Length), then the
-  connection closes. Nothing the client sees says the request landed.
+  connection closes. Nothing obstore sees says the request landed. (Headers cut short leave the status line
+  whole: a lenient client, such as Python's http.client, which takes the end of the stream for the end of the
+  headers, reads the real status there.)
 - `fail_before`: the client gets a 503, a 500, a reset or a garbled answer and nothing is forwarded.
 - `delay`: the answer is held for a random time in `delay` seconds before it is passed on. Requests on other
   connections go on meanwhile, so answers arrive in another order than their requests.
@@ -30,6 +32,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -61,6 +64,7 @@ class Rule:
     delay: tuple[float, float] = (0.5, 3.0)
     garbles: tuple[str, ...] = GARBLES  # how a "garble" answer is garbled
     limit: int | None = None        # fires at most this many times
+    where: Callable[[str, str], bool] | None = None  # (method, target) -> whether the rule applies to the request
     fired: int = 0
 
     def __post_init__(self):
@@ -73,8 +77,10 @@ class Rule:
         if unknown:
             raise ValueError(f"unknown kind or answer {sorted(unknown)}")
 
-    def matches(self, kind: str, key: str | None) -> bool:
+    def matches(self, kind: str, key: str | None, method: str, target: str) -> bool:
         if kind not in self.kinds or (self.limit is not None and self.fired >= self.limit):
+            return False
+        if self.where is not None and not self.where(method, target):
             return False
         return self.prefix is None or (key is not None and key.startswith(self.prefix))
 
@@ -335,7 +341,7 @@ class FaultProxy:
             with self._lock:
                 self._burst = None
 
-    def _decide(self, kind: str, key: str | None) -> tuple[Rule | None, str | None]:
+    def _decide(self, kind: str, key: str | None, method: str, target: str) -> tuple[Rule | None, str | None]:
         """(the rule that fires, or None; "storm" during a storm)."""
         with self._lock:
             now = time.monotonic()
@@ -343,7 +349,7 @@ class FaultProxy:
                 return None, "storm"
             burst = self._burst if self._burst is not None and now < self._burst[1] else None
             for rule in self._rules:
-                if rule.matches(kind, key) and self._rng.random() < (rule.rate if burst is None else burst[0]):
+                if rule.matches(kind, key, method, target) and self._rng.random() < (rule.rate if burst is None else burst[0]):
                     rule.fired += 1
                     return rule, rule.fault
             return None, None
@@ -424,7 +430,7 @@ class FaultProxy:
                 with self._lock:
                     exchange = Exchange(len(self.ledger), kind, method, target, key, time.monotonic())
                     self.ledger.append(exchange)
-                rule, fault = self._decide(kind, key)
+                rule, fault = self._decide(kind, key, method, target)
                 exchange.fault = fault
                 if fault in ("storm", "fail_before"):
                     which = "503" if fault == "storm" else self._draw(rule.answers if rule else ("503",))
