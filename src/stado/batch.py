@@ -3,11 +3,11 @@ import os
 
 from .brief import brief
 from .errors import BadInput
-from .submission import Submission
+from .submission import Submission, check_key
 from .spec import (JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate)
 
 FIELDS = ("command", "name", "cores", "memory", "accelerators", "priority", "capabilities", "providers", "provider",
-          "spot", "cost_cap", "cost_cap_advisory", "timeout", "retries", "inputs")
+          "spot", "cost_cap", "cost_cap_advisory", "timeout", "retries", "inputs", "key")
 
 
 def submission_from_args(args, command: str) -> Submission:
@@ -22,7 +22,8 @@ def submission_from_args(args, command: str) -> Submission:
         check_name(spec.name)
     inputs = tuple(parse_input(text) for text in args.input)
     validate(spec)
-    return Submission(spec, inputs, tuple(getattr(args, "upload", None) or ()))
+    key = getattr(args, "key", None)
+    return Submission(spec, inputs, tuple(getattr(args, "upload", None) or ()), None if key is None else check_key(key))
 
 
 def read_batch(path: str, defaults: Submission) -> list[Submission]:
@@ -55,6 +56,9 @@ def read_batch(path: str, defaults: Submission) -> list[Submission]:
     if defaults.spec.name is not None and len(entries) > 1:
         raise BadInput(f"--name names one job, but batch file {path} holds {len(entries)}: give each job its name in "
                        "a JSON or TOML batch (the name field) instead; nothing was submitted")
+    if defaults.key is not None and len(entries) > 1:
+        raise BadInput(f"--key names one job, but batch file {path} holds {len(entries)}: give each job its key in "
+                       "a JSON or TOML batch (the key field) instead; nothing was submitted")
     out = []
     for where, entry in entries:
         try:
@@ -129,14 +133,15 @@ def _number(value) -> bool:
 
 def _entry(entry, defaults: Submission) -> Submission:
     if isinstance(entry, str):
-        return Submission(validate(defaults.spec._replace(command=entry)), defaults.inputs, defaults.uploads)
+        return Submission(validate(defaults.spec._replace(command=entry)), defaults.inputs, defaults.uploads,
+                          defaults.key)
     if not isinstance(entry, dict):
         raise BadInput("each job is a command string or a table/object with a command")
     unknown = sorted(set(entry) - set(FIELDS))
     if unknown:
         raise BadInput(f"unknown field(s) {', '.join(unknown)}: use {', '.join(FIELDS)}")
-    for key in ("command", "name", "spot"):
-        if key in entry and not isinstance(entry[key], str) and not (key == "name" and entry[key] is None):
+    for key in ("command", "name", "spot", "key"):
+        if key in entry and not isinstance(entry[key], str) and not (key in ("name", "key") and entry[key] is None):
             raise BadInput(brief(f"{key} must be text, not {entry[key]!r}", 200))
     for key in ("memory", "timeout"):
         if key in entry and entry[key] is not None and not isinstance(entry[key], str) and not _number(entry[key]):
@@ -154,9 +159,10 @@ def _entry(entry, defaults: Submission) -> Submission:
         if key in entry:
             changes[field] = _strings(entry[key], key)
     spec = validate(defaults.spec._replace(**changes))
+    key = check_key(entry["key"]) if entry.get("key") is not None else defaults.key
     if "inputs" not in entry:
-        return Submission(spec, defaults.inputs, defaults.uploads)
+        return Submission(spec, defaults.inputs, defaults.uploads, key)
     inputs = entry["inputs"]
     if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
         raise BadInput(brief(f"inputs must be a list of \"JOB:NAME\" strings, not {inputs!r}", 200))
-    return Submission(spec, tuple(parse_input(i) for i in inputs), defaults.uploads)
+    return Submission(spec, tuple(parse_input(i) for i in inputs), defaults.uploads, key)

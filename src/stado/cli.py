@@ -2,8 +2,10 @@
 
 Exit codes: 0 done; 1 a failure while doing it; 2 bad input (nothing written); 3 no such job;
 4 the object store is unreachable, refused the credentials, is not an object store, does not honour conditional writes (`stado
-doctor` says which), or a transfer stopped moving past a stall_timeout set in STADO_CONFIG; 5 artifacts failed
-verification; 6 `results` of a job that has not finished.
+doctor` says which), or a transfer stopped moving past a stall_timeout set in STADO_CONFIG (a submit or a cancel
+exits 4 only when its write did not land: nothing was submitted, or written); 5 artifacts failed verification;
+6 `results` of a job that has not finished; 7 a submit or a cancel could not tell whether its write landed (the
+store's answer was lost and it could not be read back in time: `stado status ID` tells; a submit prints the id).
 `stado job watch` exits with the job's own status (see docs/stado.md).
 """
 import os
@@ -44,6 +46,9 @@ SUBMIT_OPTIONS = [
            help="an artifact of another job, delivered into the work directory (repeatable)"),
     Option("--upload", "upload", "append", metavar="PATH",
            help="a local file, stored with the job and delivered into its work directory (repeatable)"),
+    Option("--key", "key", metavar="KEY",
+           help="an idempotency key: the same submit again with the same key returns the job it made (exit 0) "
+                "instead of making another; the key with another command or flags is refused (exit 2)"),
     Option("--json", "json", "flag", default=False),
 ]
 
@@ -65,7 +70,12 @@ def _parser():
                epilog="`stado COMMAND --help` explains each command; `stado --version` prints the version.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    s = sub.add_parser("submit", help="queue a shell command (or a batch file of them)")
+    s = sub.add_parser("submit", help="queue a shell command (or a batch file of them)",
+                       description="Queue a shell command (or a batch file of them) and print the new job's id. Exit "
+                                   "0: queued; 2: bad input (nothing written); 4: not queued (the store was not "
+                                   "reached, or its answers show nothing landed); 7: could not tell whether it was "
+                                   "queued (the id is printed anyway; `stado status ID` tells, and the same submit "
+                                   "with --key again returns that job or finishes it).")
     s.add_argument("cmd", nargs="?", metavar="CMD", help="the shell command, run with /bin/sh -c")
     add_to_argparse(s, SUBMIT_OPTIONS)
 
@@ -89,6 +99,7 @@ def _parser():
     inputs.add_argument("--same-inputs", action="store_true", help=SUPPRESS)  # the default now: accepted, changes nothing
     r.add_argument("--beside", action="store_true",
                    help="rerun a job that has not finished yet (both then run); refused without it")
+    r.add_argument("--key", help="an idempotency key, as `stado submit --key`: the same rerun again returns its job")
     _json_flag(r)
     for verb, what in (("hold", "keep a queued job from being claimed until it is released (exit 1 if it is not "
                                 "queued: running or ended; nothing is written)"),
@@ -122,7 +133,9 @@ def _parser():
     lg.add_argument("--interval", type=_float, default=0.5, help="with --follow: seconds between looks (default 0.5)")
 
     c = sub.add_parser("cancel", help="cancel a queued or running job (exit 0: it will not run again; exit 1: it had "
-                                      "already ended otherwise, and nothing was written)")
+                                      "already ended otherwise, and nothing was written; exit 4: the store could not "
+                                      "be reached and nothing was written; exit 7: could not tell whether the cancel "
+                                      "landed, `stado status ID` tells)")
     c.add_argument("id", metavar="ID|NAME")
     c.add_argument("--reason")
     _json_flag(c)
@@ -161,7 +174,7 @@ def _parser():
     sa.add_argument("sched_name", metavar="NAME")
     sa.add_argument("cron", metavar="CRON", help="five fields, e.g. '*/15 * * * *' (cronsim syntax)")
     sa.add_argument("--tz", default="UTC", help="the zone the cron expression is read in (default UTC)")
-    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest != "batch"])  # a schedule runs one command
+    add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest not in ("batch", "key")])  # a schedule: a job per fire
     sa.epilog = ("The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all. "
                  "Each fired job is named NAME unless --name says otherwise; --input is resolved and --upload stored "
                  "once, when the schedule is added, so every fired job reads the same producer's artifact and the "
@@ -276,12 +289,22 @@ def cmd_submit(args) -> int:
         if args.cmd is None:
             raise BadInput("missing command: stado submit \"CMD\" (or --batch FILE)")
         items = [submission_from_args(args, command=args.cmd)]
-    docs = submission.submit(_store(), items)
+    done = submission.queue_jobs(_store(), items)
+    # Every job that may exist is printed, the one whose queueing could not be told too (stderr says which), so
+    # that a script holds an id for each; the error that stopped a batch comes last, on stderr, with its code.
+    shown = done.docs + ([done.unknown] if done.unknown is not None else [])
     if args.json:
-        _json({"jobs": [{"id": doc.id, "name": doc.spec.name} for doc in docs]})
+        existing = set(done.existing)
+        _json({"jobs": [{"id": doc.id, "name": doc.spec.name, "queued": True if doc is not done.unknown else None,
+                         "existing": doc.id in existing, "indexed": doc.id not in done.unindexed} for doc in shown]})
     else:
-        for doc in docs:
+        for doc in shown:
             _out(doc.id)
+    for job_id, said in done.unindexed.items():
+        sys.stderr.write(f"{PROG}: job {job_id} is queued, but its entry in the claim-order index could not be "
+                         f"written ({said}): agents find it on their slow pass, at their start and every 5 minutes\n")
+    if done.stopped is not None:
+        raise done.stopped
     return 0
 
 
@@ -404,8 +427,14 @@ def cmd_wait(args) -> int:
 
 def cmd_rerun(args) -> int:
     from . import submission
+    from .errors import OutcomeUnknown
 
-    original, new = submission.rerun(_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside)
+    try:
+        original, new = submission.rerun(_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside,
+                                         key=args.key)
+    except OutcomeUnknown as unknown:
+        _out(str(unknown.job_id))  # as a submit does: the id of the job that may be queued
+        raise
     if args.json:
         _json({"id": new.id, "rerun_of": original.id, "name": new.spec.name,
                "rerun_inputs": new.rerun_inputs, "inputs": new.spec.inputs})

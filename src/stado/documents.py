@@ -315,6 +315,14 @@ def queued_doc(job_id: str, spec: dict, *, now: float, submitter: str, nonce: st
     return Job(doc)
 
 
+def same_submission(doc: Job, first: Job) -> bool:
+    """Whether `doc`, any record of a job, comes from the submission whose first record is `first`: every later
+    record of the job keeps the id and who submitted it when (a reader of its own submit's answer that was lost
+    tells its job by these, whatever moves it has made since)."""
+    return (doc.id == first.id and doc.raw.get("submitted_at") == first.raw.get("submitted_at")
+            and doc.raw.get("submitted_by") == first.raw.get("submitted_by"))
+
+
 def held_doc(queued: Job, *, by: str, now: float, nonce: str) -> Job:
     """The queue entry of a held job (`stado job hold`): the same entry with `held` (who, when), a new generation
     and nonce. Written with put-if-match on the entry's version, so a claim that read the entry before finds its

@@ -60,3 +60,30 @@ class NotFinished(StadoError):
     """`stado results` of a job that has not finished: it has no results yet."""
 
     exit_code = 6
+
+
+# 0-6 are taken; the commands that pass a job's own status through (wait, job watch, logs --follow) never raise this.
+EXIT_UNKNOWN = 7
+
+
+class NotWritten(StadoError):
+    """A command that writes could not reach the store, and knows that nothing it meant to write landed."""
+
+    exit_code = 4
+
+
+class NotSubmitted(NotWritten):
+    """The store's answers (or a request that never left this host) show that no job was queued; the message says
+    which jobs of a batch were, if any."""
+
+
+class OutcomeUnknown(StadoError):
+    """A write whose answer was lost, and whose effect could not be read back before the bound: it may have landed
+    or not. The message names the job and how to find out (`stado status ID`); `job_id` is the job (the CLI prints
+    it on stdout, as it prints an id that landed)."""
+
+    exit_code = EXIT_UNKNOWN
+
+    def __init__(self, message: str, job_id: str | None = None):
+        super().__init__(message)
+        self.job_id = job_id

@@ -19,6 +19,8 @@ Layout (one backend, whatever it is, holds the same keys):
     control/queue-pause.json the queue pause record (who, when, why)
     agents/<agent-id>.json   each live agent: host, slots, capabilities, last seen
     schedules/<name>.json    a cron schedule: expression, zone, spec, paused, last fire time dealt with
+    submit-keys/<key>.json   `stado submit --key KEY`: the job that key submitted, its first record and the hash
+                             of the request, written before the job (create-if-absent: one job per key)
 """
 QUEUE = "queue/"
 READY = "ready/"
@@ -31,6 +33,7 @@ STATUS = "status/"
 NAMES = "names/"
 AGENTS = "agents/"
 SCHEDULES = "schedules/"
+SUBMIT_KEYS = "submit-keys/"
 # The pause record lives in the claim-order index, sorting before every job entry ('!' < '0'), so the LIST each
 # claim pass makes anyway shows whether the queue is paused: no request of its own unless it is.
 QUEUE_PAUSE = "ready/!pause.json"
@@ -154,3 +157,9 @@ def job_id_of_ready(key: str) -> str | None:
         return None
     rank, sep, job_id = key[len(READY):].partition("-")
     return job_id if sep and rank.isdigit() and len(rank) == 4 and "/" not in job_id else None
+
+
+def submit_key(key: str) -> str:
+    """The record of an idempotency key (`stado submit --key`): which job it submitted, with that job's first
+    record, so that a later run with the same key finishes a submission stopped between the two writes."""
+    return f"{SUBMIT_KEYS}{key}{_SUFFIX}"

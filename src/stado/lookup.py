@@ -184,11 +184,14 @@ def with_prefix(store: ObjectStore, prefix: str, limit: int = _PREFIX_SHOWN + 1)
 
 
 def has_records(store: ObjectStore, job_id: str) -> bool:
-    """Whether any record of the job exists (readable or not: a corrupt one is still the job's)."""
-    for state in LIFECYCLE:
-        try:
-            store.get(keys.state_key(state, job_id))
-            return True
-        except NotFound:
-            continue
+    """Whether any record of the job exists (readable or not: a corrupt one is still the job's). Read in lifecycle
+    order, so a job moving on is found in its later state, and twice before saying no: a job sent back to the
+    queue (a retry, a requeue) between the reads of queue/ and running/ is missed by one pass."""
+    for _ in range(2):
+        for state in LIFECYCLE:
+            try:
+                store.get(keys.state_key(state, job_id))
+                return True
+            except NotFound:
+                continue
     return False

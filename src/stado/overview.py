@@ -7,7 +7,7 @@ from runkit.ids import is_uuid
 
 from . import documents as d
 from . import keys
-from .errors import CorruptDocument
+from .errors import CorruptDocument, JobNotFound
 from .admission import NO_AGENT, is_live, silent_for, unschedulable, waiting_reason
 from .cas import read
 from .pause import pause_record
@@ -49,12 +49,21 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
         if states[0] in keys.TERMINAL_STATES and job_id not in shown_finished:
             counts[states[0]] = counts.get(states[0], 0) + 1
             continue
+        met = len(out.problems)
         view = d.resolve(job_id, _records(store, job_id, states, out))
+        corrupt = len(out.problems) > met  # records, none readable: each is listed under problems
         if view is not None:
             view.also = [s for s in states if s != view.state]
+        else:
+            # Every record listed was gone (or unreadable) when read: the job may have moved on meanwhile (a move
+            # writes its new record before it deletes the old one). Read it again, terminal first, as any reader
+            # of one job does.
+            view, damaged = _read_again(store, job_id, states, out)
+            corrupt = corrupt or damaged
+        if view is not None:
             out.jobs.append(view)
             counts[view.state] = counts.get(view.state, 0) + 1
-        else:
+        elif corrupt:
             out.corrupt += 1
     out.counts = counts
     out.paused = pause_record(store)
@@ -77,15 +86,23 @@ def _listed(store: ObjectStore, out: Overview) -> dict[str, list[str]]:
     """job id -> the states it has records in, terminal first (the documented order readers resolve in)."""
     present: dict[str, list[str]] = {}
     # Listed in lifecycle order, so a job that moves on between two listings (new record first, old one
-    # deleted after) is seen in the later state rather than in neither.
-    for state in ("queued", "running") + keys.TERMINAL_STATES:
+    # deleted after) is seen in the later state rather than in neither. running/ (a few keys: one per busy slot)
+    # is listed before queue/ as well as after it: a job that moves back to the queue (a retry, a requeue) while
+    # queue/ is listed is in running/ before it and in queue/ after, and one claimed while queue/ is listed is in
+    # running/ after it; only a job moving twice while queue/ is listed could be missed, and it is then in the
+    # next look.
+    for state in ("running", "queued", "running") + keys.TERMINAL_STATES:
         prefix = keys.STATE_PREFIXES[state]
         for entry in store.list(prefix):
             job_id = keys.job_id_of(entry.key, prefix)
             if job_id is None or not is_uuid(job_id):
-                out.problems.append(f"{entry.key}: unexpected key under {prefix}: not a job document; ignored")
+                problem = f"{entry.key}: unexpected key under {prefix}: not a job document; ignored"
+                if problem not in out.problems:
+                    out.problems.append(problem)
                 continue
-            present.setdefault(job_id, []).append(state)
+            states = present.setdefault(job_id, [])
+            if state not in states:
+                states.append(state)
     resolution = keys.TERMINAL_STATES + ("running", "queued")
     for states in present.values():
         states.sort(key=resolution.index)
@@ -108,6 +125,25 @@ def _records(store: ObjectStore, job_id: str, states: list[str], out: Overview) 
             records[state] = found[0]
             first = first or state
     return records
+
+
+def _read_again(store: ObjectStore, job_id: str, listed_as: list[str], out: Overview) -> tuple[d.JobView | None, bool]:
+    """A job whose listed records were all gone when read: (its view now, False) (lookup.view: terminal first, read
+    again while it moves), or (None, whether it is corrupt) with a problem saying why: a corrupt record, or no
+    record left, which no move of stado's makes (every move writes its new record before deleting the old)."""
+    from .lookup import view
+
+    try:
+        return view(store, job_id), False
+    except CorruptDocument as e:
+        problem = f"{e}: agents skip it; `stado repair {job_id}` clears it"
+        if problem not in out.problems:  # the same record, met by the first read too
+            out.problems.append(problem)
+        return None, True
+    except JobNotFound:
+        out.problems.append(f"{job_id}: listed under {', '.join(keys.STATE_PREFIXES[s] for s in listed_as)} but no "
+                            "record of it was left to read (removed by hand?)")
+        return None, False
 
 
 def _agents(store: ObjectStore, out: Overview, now: float) -> None:

@@ -1,4 +1,16 @@
-"""Submitting jobs (`stado submit`, `--batch`, `stado job rerun`): validate everything, then write."""
+"""Submitting jobs (`stado submit`, `--batch`, `stado job rerun`): validate everything, then write.
+
+A job's id is chosen before its first write, and every try of a write sends the same bytes, so a retried
+create-if-absent can never make a second job: the nonce tells our own landed write from another writer's. A write
+whose answer is lost is not the end of a submit: it is tried again, with backoff, for a bounded time, and then the
+job is looked for under every prefix of its life (queue/, running/, the terminal ones: a job claimed at once has
+left queue/ already). What the store holds is what the submit reports: queued (exit 0), not queued (exit 4: only
+when no write of ours can be there, or land later), or unknown (exit 7, with the id, when it cannot tell).
+
+`--key KEY` makes a submit idempotent: submit-keys/<key>.json (create-if-absent) names the job the key submitted,
+with that job's first record and a hash of the request, and is written before the job: running the same command
+again returns that job, finishing its submission first if a run stopped between the two writes.
+"""
 import os
 import time
 
@@ -7,11 +19,16 @@ from runkit.records import record
 
 from . import documents as d
 from . import keys
-from .cas import create, new_nonce
-from .errors import Conflict, JobNotFound
-from .objectstore.base import ObjectStore
+from .cas import new_nonce
+from .errors import BadInput, Conflict, JobNotFound, NotSubmitted, OutcomeUnknown, StadoError
+from .objectstore.base import AccessDenied, AlreadyExists, NotFound, ObjectStore, StoreError
 from .readyindex import index
 from .spec import InputRef, JobSpec, validate, with_inputs
+
+# How long a submit goes on trying a write whose answer was lost (from its first failure), before it says what
+# the store shows; obstore's own retries of each request come on top.
+SETTLE_SECONDS = 10.0
+_LIFECYCLE = ("queued", "running") + keys.TERMINAL_STATES
 
 
 def whoami() -> str:
@@ -30,12 +47,38 @@ def whoami() -> str:
     return who.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-class Submission(record("Submission", "spec inputs uploads", defaults=((), ()))):
+class Submission(record("Submission", "spec inputs uploads key", defaults=((), (), None))):
     """A validated JobSpec whose inputs, (job selector, artifact name) pairs, may still name jobs by
-    selector (resolved before anything is written; an InputRef is taken as it is), and the local files
-    to send as inputs (`--upload`). (runkit.records: typing costs a submission ~7 ms.)"""
+    selector (resolved before anything is written; an InputRef is taken as it is), the local files
+    to send as inputs (`--upload`), and its idempotency key (`--key`), if any. (runkit.records: typing costs a
+    submission ~7 ms.)"""
 
     __slots__ = ()
+
+
+class Queued(record("Queued", "docs unknown unindexed existing stopped")):
+    """What a submit did: `docs`, the first record of every job queued (or, by its key, found queued before), in
+    order; `unknown`, the first record of a job whose queueing could not be told (the batch stopped there), or
+    None; `unindexed`, job id -> why its claim-order index entry could not be written (agents index it on their
+    slow pass); `existing`, the ids a key found already submitted; `stopped`, the error that stopped the batch
+    (what the rest of it did not get), or None."""
+
+    __slots__ = ()
+
+
+MAX_KEY = 200
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@+=-")
+
+
+def check_key(key) -> str:
+    """An idempotency key as `--key` takes it; BadInput, in one line, otherwise. It becomes part of a store key, so
+    it is kept to characters every backend holds as they are."""
+    if (not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY or not set(key) <= _KEY_CHARS
+            or not key[0].isalnum()):
+        shown = repr(key[:60] + "..." if isinstance(key, str) and len(key) > 60 else key)
+        raise BadInput(f"bad --key {shown}: use 1-{MAX_KEY} letters, digits and . _ : @ + = -, starting with a letter "
+                       "or digit")
+    return key
 
 
 def _producer(store: ObjectStore, selector: str, name: str) -> str:
@@ -81,34 +124,331 @@ def _check_produced(store: ObjectStore, selector: str, producer: str, name: str)
 
 
 def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,
-           rerun_of: str | None = None, rerun_inputs: str | None = None, now: float | None = None) -> list[d.Job]:
-    """Queue jobs, all or nothing as far as validation goes: every spec and every input is checked (inputs
-    resolved to ids, uploads checked) before the first write. Inputs may name a job earlier in the same
-    batch. An input given by a name records it (`given`), for `stado job rerun --fresh-inputs`. Uploads
-    are written first (each file once, under the first job that sends it), then the jobs."""
+           rerun_of: str | None = None, rerun_inputs: str | None = None, now: float | None = None,
+           settle_seconds: float = SETTLE_SECONDS) -> list[d.Job]:
+    """queue_jobs(), for a caller that wants the jobs or the error that stopped them."""
+    done = queue_jobs(store, items, submitter=submitter, rerun_of=rerun_of, rerun_inputs=rerun_inputs, now=now,
+                      settle_seconds=settle_seconds)
+    if done.stopped is not None:
+        raise done.stopped
+    return done.docs
+
+
+def queue_jobs(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,
+               rerun_of: str | None = None, rerun_inputs: str | None = None, now: float | None = None,
+               settle_seconds: float = SETTLE_SECONDS) -> Queued:
+    """Queue jobs, all or nothing as far as validation goes: every spec, every input and every key is checked
+    (inputs resolved to ids, uploads checked, keys read) before the first write. Inputs may name a job earlier in
+    the same batch. An input given by a name records it (`given`), for `stado job rerun --fresh-inputs`. Uploads
+    are written first (each file once, under the first job that sends it), then the jobs, in order; a job whose
+    write did not land, or whose landing could not be told, stops the batch there (Queued.stopped says so)."""
     submitter = submitter or whoami()
-    planned: list[tuple[str, JobSpec, list]] = []
+    try:
+        plans = _plans(store, items, rerun_of, rerun_inputs)
+        if any(plan.sends for plan in plans):
+            plans = _send_uploads(store, plans)
+    except StoreError as e:
+        raise NotSubmitted(f"{_said(e)}; nothing was submitted") from e
+    docs: list[d.Job] = []
+    unindexed: dict[str, str] = {}
+    existing: list[str] = []
+    for n, plan in enumerate(plans):
+        first = plan.found
+        if first is None:
+            t = time.time() if now is None else now
+            first = d.queued_doc(plan.job_id, plan.spec.to_json(), now=t, submitter=submitter, nonce=new_nonce(),
+                                 rerun_of=rerun_of, rerun_inputs=rerun_inputs)
+        try:
+            outcome, said, first = _write(store, plan, first, settle_seconds)
+        except StadoError as e:  # its key was taken meanwhile, by another request (or its record is damaged)
+            return Queued(docs, None, unindexed, existing, e)
+        if outcome == EXISTING:
+            docs.append(first)
+            existing.append(first.id)
+            continue
+        if outcome != LANDED:
+            return Queued(docs, first if outcome == UNKNOWN else None, unindexed, existing,
+                          _stop(outcome, said, first, plan, n, len(plans)))
+        docs.append(first)
+        # After the ledger entry: a crash in between is healed by the agents' slow pass (readyindex.reconcile).
+        failed = _retried(Patience(min(settle_seconds, 2.0)), index, store, first)
+        if failed is not None:
+            unindexed[first.id] = _said(failed)
+    return Queued(docs, None, unindexed, existing, None)
+
+
+def _write(store: ObjectStore, plan: "_Plan", first: d.Job, settle_seconds: float):
+    """One job's writes up to its ledger entry: its key's record, its name entry, queue/<id>. (LANDED, None, its
+    first record); (EXISTING, None, the first record of the job its key submitted before, found in the store); or
+    (what stopped it, the error, the first record it was writing)."""
+    patience = Patience(settle_seconds)
+    if plan.key is not None and plan.found is None:
+        outcome, said = _claim_key(store, plan, first, patience)
+        if isinstance(outcome, d.Job):  # another run took the key meanwhile, for the same request
+            first = outcome
+        elif outcome != LANDED:  # the job itself was not written: whatever became of the key, it is not queued
+            return NOT_LANDED, said, first
+    if first.id != plan.job_id:
+        try:
+            there = _records_of(store, first)
+        except StoreError:
+            there = None  # the create below tells
+        if there is True:
+            return EXISTING, None, first
+    if first.spec.name:
+        # The name index is written first: a crash between the two writes leaves a name that points at
+        # no job (lookups skip it), never a job its name cannot find.
+        failed = _retried(patience, store.put, keys.name_entry(first.spec.name, first.id), first.id.encode())
+        if failed is not None:
+            return NOT_LANDED, failed, first
+    job = first
+    outcome, said = _create(store, keys.queued(job.id), d.encode(job), lambda: _records_of(store, job), patience,
+                            exists_is_ours=True)
+    return outcome, said, first
+
+
+class _Plan(record("_Plan", "job_id spec sends key request found")):
+    """One job to write: its id (chosen before any write), its spec with inputs resolved, the uploads to send, its
+    key and the hash of its request (the request as given, for a key), and, when its key names a job already,
+    that job's first record (`found`: written then, never chosen anew)."""
+
+    __slots__ = ()
+
+
+def _plans(store: ObjectStore, items: list[Submission], rerun_of: str | None, rerun_inputs: str | None) -> list:
+    plans = []
     batch_names: dict[str, str] = {}
+    batch_keys: set[str] = set()
     for item in items:
-        planned.append(_plan(store, item, batch_names))
-        if planned[-1][1].name:
-            batch_names[planned[-1][1].name] = planned[-1][0]
-    if any(sends for _, _, sends in planned):
-        planned = _send_uploads(store, planned)
-    docs = []
-    for job_id, spec, _ in planned:
-        t = time.time() if now is None else now
-        doc = d.queued_doc(job_id, spec.to_json(), now=t, submitter=submitter, nonce=new_nonce(), rerun_of=rerun_of,
-                           rerun_inputs=rerun_inputs)
+        job_id, spec, sends = _plan(store, item, batch_names)
         if spec.name:
-            # The name index is written first: a crash between the two writes leaves a name that points at
-            # no job (lookups skip it), never a job its name cannot find.
-            store.put(keys.name_entry(spec.name, job_id), job_id.encode())
-        if create(store, keys.queued(job_id), doc) is None:
-            raise Conflict(f"job id {job_id} already taken (clock or id generator fault); nothing more was submitted")
-        index(store, doc)  # after the ledger entry: a crash in between is healed by the agents' slow pass
-        docs.append(doc)
-    return docs
+            batch_names[spec.name] = job_id
+        request = found = None
+        if item.key is not None:
+            check_key(item.key)
+            if item.key in batch_keys:
+                raise BadInput(f"--key {item.key} is given to two jobs of the batch: a key names one job; nothing was "
+                               "submitted")
+            batch_keys.add(item.key)
+            request = request_hash(item, rerun_of, rerun_inputs)
+            found = _keyed_job(store, item.key, request)
+        plans.append(_Plan(job_id, spec, [] if found is not None else sends, item.key, request, found))
+    return plans
+
+
+def request_hash(item: Submission, rerun_of: str | None = None, rerun_inputs: str | None = None) -> str:
+    """What a key stands for: the request as it was given (the command and every flag, inputs by the selectors
+    typed, uploads by their paths), not as it was resolved: the same command run again is the same request even
+    once a named producer has a newer run."""
+    from runkit import jsonfast
+    from runkit.hashing import sha256
+
+    inputs = [entry.to_json() if isinstance(entry, InputRef) else list(entry) for entry in item.inputs]
+    request = {"spec": item.spec.to_json(), "inputs": inputs, "uploads": [os.path.abspath(p) for p in item.uploads],
+               "rerun_of": rerun_of, "rerun_inputs": rerun_inputs}
+    return sha256(jsonfast.dumps(request, sort_keys=True).encode()).hex()
+
+
+def _keyed_job(store: ObjectStore, key: str, request: str) -> d.Job | None:
+    """The first record of the job `key` submitted, None if the key is new; BadInput if it was given with another
+    request."""
+    from .cas import read_json
+
+    found = read_json(store, keys.submit_key(key))
+    return None if found is None else _key_job(key, found[0], request)
+
+
+def _key_job(key: str, record_: dict, request: str) -> d.Job:
+    from .errors import CorruptDocument
+
+    where = keys.submit_key(key)
+    try:
+        first = d.decode(where, d.encode(record_["doc"]))
+        job_id, theirs = str(record_["job"]), record_["request"]
+    except (KeyError, TypeError) as e:
+        raise CorruptDocument(where, f"missing or bad field {e}") from None
+    if theirs != request:
+        raise BadInput(f"--key {key} already submitted job {job_id}, with another command or other flags; nothing was "
+                       f"submitted (a key names one request: give another key, or see `stado status {job_id}`)")
+    return first
+
+
+def _claim_key(store: ObjectStore, plan: _Plan, first: d.Job, patience: "Patience"):
+    """Write the key's record (create-if-absent) naming this job: (LANDED, None); (the first record of the job
+    another run submitted with the same key and request, None) when it took the key first; otherwise (NOT_LANDED
+    or UNKNOWN, the store's error)."""
+    nonce = new_nonce()
+    record_ = {"key": plan.key, "job": first.id, "request": plan.request, "doc": first.raw, "nonce": nonce,
+               "generation": 1, "written_at": first.written_at, "written_by": first.written_by}
+    where = keys.submit_key(plan.key)
+
+    def mine():
+        from .cas import read_json
+
+        found = read_json(store, where)
+        if found is None:
+            return False
+        return True if found[0].get("nonce") == nonce else found[0]
+
+    outcome, said = _create(store, where, d.encode(record_), mine, patience, exists_is_ours=False)
+    if outcome == TAKEN:
+        return _key_job(plan.key, said, plan.request), None
+    return outcome, said
+
+
+LANDED, NOT_LANDED, UNKNOWN, TAKEN, EXISTING = "landed", "not landed", "unknown", "taken", "existing"
+
+
+class Patience:
+    """How long a write whose answer was lost is tried again: backing off from 0.1 s to 2 s between tries, for
+    `seconds` from its first failure."""
+
+    __slots__ = ("seconds", "until", "delay")
+
+    def __init__(self, seconds: float):
+        self.seconds, self.delay = seconds, 0.1
+        self.until: float | None = None
+
+    def another(self) -> bool:
+        """Wait before the next try: False, at once, when the bound has passed."""
+        now = time.monotonic()
+        if self.until is None:
+            self.until = now + self.seconds
+        if now >= self.until:
+            return False
+        time.sleep(min(self.delay, self.until - now))
+        self.delay = min(self.delay * 2, 2.0)
+        return True
+
+
+def _create(store: ObjectStore, key: str, data: bytes, mine, patience: Patience, *, exists_is_ours: bool):
+    """Create-if-absent `key` until the store's answers tell what became of it: (LANDED, None), (TAKEN, what
+    another writer wrote there), or (NOT_LANDED or UNKNOWN, the last error). `mine()` reads back: True when our
+    write is there (or what it became), False when nothing is, or another writer's record. `exists_is_ours`: the
+    key is ours alone (a fresh job id), so a refused create means one of our own tries landed, whatever moved it
+    on since."""
+    reached = later = False
+    error: StoreError | None = None
+    while True:
+        try:
+            store.put_if_absent(key, data)
+            return LANDED, None
+        except AlreadyExists:
+            exists = True
+        except StoreError as e:
+            exists, error = False, e
+            landed, in_flight = may_have_landed(e)
+            reached, later = reached or landed, later or in_flight
+            if not reached:
+                return NOT_LANDED, e  # no try of ours reached the store: nothing to read back, nothing to wait for
+        try:
+            seen = mine()
+        except StoreError as e:
+            seen, error = None, error or e
+        if seen is True:
+            return LANDED, None
+        if seen is not None and seen is not False:
+            return TAKEN, seen
+        if exists and exists_is_ours:
+            return LANDED, None  # a try of ours landed (the id is ours alone); the job moved on, or was not read
+        if not patience.another():
+            # The last read-back answers for every try made before it, unless one may still be on its way.
+            return (NOT_LANDED if seen is False and not later else UNKNOWN), error
+
+
+def may_have_landed(error: StoreError) -> tuple[bool, bool]:
+    """(whether the write that failed with `error` may have landed, whether it may still land later).
+
+    A store of this host (the local directory) answers in the call: once it has raised, nothing of the write is
+    in flight, though it may have landed before the failure. A cloud store's client (obstore) retries on its own:
+    its error says how many retries it made and why the last try failed. Only a single try tells anything: one that
+    never connected sent nothing, and one the server refused (a 4xx but 408 and 429, or 501) stored nothing; after
+    any other answer (a 5xx, which a proxy may give for a write that committed) the write is decided by now; a
+    connection lost after sending, a timeout, or any retry before, may still land."""
+    if isinstance(error, AccessDenied):
+        return False, False
+    cause = error.__cause__
+    if cause is None:
+        return True, False
+    lines = {line.strip() for line in str(cause).splitlines()}
+    if "retries: 0," not in lines:
+        return True, True
+    if "kind: Connect," in lines:
+        return False, False
+    status = _status(str(cause))
+    if status is not None:
+        refused = (400 <= status < 500 and status not in (408, 429)) or status == 501
+        return (False, False) if refused else (True, False)
+    return True, True
+
+
+def _status(text: str) -> int | None:
+    """The HTTP status obstore's error reports, if the server answered."""
+    for marker in ("status code: ", "status: "):
+        at = text.find(marker)
+        digits = text[at + len(marker):at + len(marker) + 3] if at >= 0 else ""
+        if digits.isdigit():
+            return int(digits)
+    return None
+
+
+def _records_of(store: ObjectStore, first: d.Job):
+    """True when a record of the job `first` began is in the store (under any prefix of its life: a job claimed at
+    once has left queue/ already), the record of another submission that has its id, or False when it has none."""
+    from .errors import CorruptDocument
+
+    for _ in range(2):  # a job sent back to the queue (a retry) between two reads is missed by one pass
+        for state in _LIFECYCLE:
+            where = keys.state_key(state, first.id)
+            try:
+                blob = store.get(where)
+            except NotFound:
+                continue
+            try:
+                doc = d.decode(where, blob.data, first.id)
+            except CorruptDocument:
+                return True  # a damaged record of this id is still the job's (`stado status` lists it)
+            return True if d.same_submission(doc, first) else doc
+    return False
+
+
+def _retried(patience: Patience, write, *args) -> StoreError | None:
+    """A plain write (an overwrite with the same bytes changes nothing), write(*args), tried until it lands: None,
+    or the last error once the bound has passed."""
+    while True:
+        try:
+            write(*args)
+            return None
+        except StoreError as e:
+            if isinstance(e, AccessDenied) or not patience.another():
+                return e
+
+
+def _said(error: StoreError) -> str:
+    """A store error in the words the CLI uses for it."""
+    from .objectstore.base import StoreUnavailable
+
+    return str(error) if isinstance(error, (StoreUnavailable, AccessDenied)) else f"object store error: {error}"
+
+
+def _stop(outcome, error, first: d.Job, plan: _Plan, n: int, total: int) -> Exception:
+    """The error that stops a submit at job number `n` (from 0) of `total`: what happened to it and to the rest."""
+    rest = ""
+    if total > 1:
+        rest = (f" ({n} job(s) before it queued, their ids printed; the {total - n - 1} after it not submitted)" if n
+                else f" (the {total - 1} job(s) after it not submitted)")
+    if outcome == TAKEN:
+        return Conflict(f"job id {first.id} already taken (clock or id generator fault); nothing more was submitted"
+                        + rest)
+    said = _said(error) if error is not None else "the store kept failing"
+    if outcome == UNKNOWN:
+        again = f"; `stado submit --key {plan.key} ...` again returns it" if plan.key is not None else ""
+        return OutcomeUnknown(f"could not tell whether job {first.id} was queued: {said}; `stado status {first.id}` "
+                              f"tells once the store answers{again}{rest}", first.id)
+    what = "nothing was submitted" if not n else f"job {first.id} was not queued"
+    if plan.key is not None:
+        what += f" (its key {plan.key} may be recorded: the same command again submits the job, once)"
+    return NotSubmitted(f"{said}; {what}{rest}")
 
 
 def _plan(store: ObjectStore, item: Submission, batch_names: dict[str, str]) -> tuple[str, JobSpec, list]:
@@ -136,37 +476,37 @@ def stored_spec(store: ObjectStore, item: Submission) -> JobSpec:
     """The spec a schedule keeps for every job it fires: its inputs resolved to ids now, as `stado submit` resolves
     them, and its uploads stored now, once (under an id of their own that no job takes), so every fired job reads
     the same bytes."""
-    planned = [_plan(store, item, {})]
-    if planned[0][2]:
-        planned = _send_uploads(store, planned)
-    return planned[0][1]
+    plans = [_Plan(*_plan(store, item, {}), None, None, None)]
+    if plans[0].sends:
+        plans = _send_uploads(store, plans)
+    return plans[0].spec
 
 
-def _send_uploads(store: ObjectStore, planned: list) -> list:
+def _send_uploads(store: ObjectStore, plans: list) -> list:
     """Write every upload (a file sent by several jobs of a batch goes up once) and add it to the specs."""
     from .uploads import send
 
     sent: dict[str, InputRef] = {}
     out = []
-    for job_id, spec, sends in planned:
+    for plan in plans:
         refs = []
-        for path, name in sends:
+        for path, name in plan.sends:
             real = os.path.realpath(path)
             if real not in sent:
-                sent[real] = send(store, job_id, path, name)
+                sent[real] = send(store, plan.job_id, path, name)
             refs.append(sent[real]._replace(name=name))
-        out.append((job_id, validate(with_inputs(spec, spec.inputs + tuple(refs))), sends))
+        out.append(plan._replace(spec=validate(with_inputs(plan.spec, plan.spec.inputs + tuple(refs)))))
     return out
 
 
 def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fresh_inputs: bool = False,
-          beside: bool = False) -> tuple[d.Job, d.Job]:
+          beside: bool = False, key: str | None = None) -> tuple[d.Job, d.Job]:
     """Resubmit a job's exact spec under a new id (seed 003): its inputs are the very producers the original
     read. With fresh_inputs, an input given by a name is resolved by that name again (the newest job that has
     it: a fixed and re-run producer is used); one given by id, and an upload, stay as they were. The new
     record says which (`rerun_inputs`). A job that has not finished is refused (BadInput) unless `beside`: the
-    rerun would run beside it. Returns (original view doc, new queued doc)."""
-    from .errors import BadInput
+    rerun would run beside it. `key`: as `stado submit --key` (the same rerun again returns the same job).
+    Returns (original view doc, new queued doc)."""
     from .lookup import find, view
     from .spec import spec_from_json
 
@@ -178,6 +518,6 @@ def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fr
     original = seen.doc
     spec = spec_from_json(original.spec.raw)
     inputs = tuple((ref.given or ref.job, ref.name) if fresh_inputs and not ref.upload else ref for ref in spec.inputs)
-    new = submit(store, [Submission(with_inputs(spec, ()), inputs)], submitter=submitter, rerun_of=job_id,
+    new = submit(store, [Submission(with_inputs(spec, ()), inputs, (), key)], submitter=submitter, rerun_of=job_id,
                  rerun_inputs="fresh" if fresh_inputs else "original")[0]
     return original, new

@@ -4,7 +4,7 @@ loop also runs the reaper's pass and the leftovers pass), a submitter (submissio
 which starts with its restart check and leftovers pass).
 """
 from stado import jobs, keys, schedules, submission
-from stado.errors import Conflict, JobNotFound
+from stado.errors import Conflict, JobNotFound, NotWritten, OutcomeUnknown
 from stado.objectstore.base import StoreError
 from stado.spec import JobSpec
 from stado.storecheck import UnsafeStore
@@ -202,7 +202,7 @@ def _submitter(actor) -> None:
             try:
                 docs = submission.submit(sim.store, [submission.Submission(spec)], submitter="submit-1@sim",
                                          now=sim.wall())
-            except (StoreError, Conflict) as e:
+            except (StoreError, Conflict, NotWritten, OutcomeUnknown) as e:
                 sim.trace.event(actor, f"submit failed: {type(e).__name__}; submitting again")
                 continue
             sim.acked.append(docs[0]["id"])
@@ -224,7 +224,7 @@ def _canceller(actor) -> None:
     for _ in range(3):
         try:
             report = jobs.cancel(sim.store, job, by=f"{actor.name}@sim", now=sim.wall())
-        except (StoreError, Conflict) as e:
+        except (StoreError, Conflict, NotWritten, OutcomeUnknown) as e:
             sim.trace.event(actor, f"cancel {sim.names[job]} failed: {type(e).__name__}; trying again")
             continue
         except JobNotFound:

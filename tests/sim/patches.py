@@ -1,7 +1,8 @@
 """What makes the library deterministic in a run, patched from the test side for the run's duration only:
 ids (uuid7), nonces (new_nonce where jobs and submissions make them, the manifest's os.urandom), the clock (time.time
 and time.monotonic, per actor) of the modules that read it themselves (the submitter's and cancellers' library
-calls; an agent is given its clocks instead, agent_model.SimClock), the agent's back-off after a lost claim race,
+calls, and their back-off after a store error; an agent is given its clocks instead, agent_model.SimClock), the
+agent's back-off after a lost claim race,
 its pid, and its reading of the environment for secrets to redact (output is not simulated). No product code
 changes.
 """
@@ -28,6 +29,10 @@ class _SimTime:
 
     def monotonic(self) -> float:
         return self._sim.now
+
+    def sleep(self, seconds: float) -> None:
+        """A submit's or a cancel's back-off after a store error: the actor sleeps on the run's clock."""
+        self._sim.sleep_until(self._sim.now + seconds)
 
     def __getattr__(self, name):
         import time

@@ -5,7 +5,10 @@ being written by a put-if-match over that decision: nothing runs then, so the ca
 the move's writer finds its delete refused and withdraws the entry it wrote (jobs.moves._overtaken).
 
 A cancel either stops the job (exit 0: it will not run again) or says why it could not (the job had already
-ended otherwise: `honoured` is False, and `stado cancel` exits 1)."""
+ended otherwise: `honoured` is False, and `stado cancel` exits 1). A store error on the way is not an answer: the
+cancel reads the job again and decides from what it holds (its own cancel, landed though its answer was lost, is
+known by its cancel id); only a store that stays unreadable for the bound ends it, and then it says whether a
+write of its own may have landed (OutcomeUnknown, exit 7) or none was sent (NotWritten, exit 4)."""
 from runkit.records import record
 
 from .. import documents as d
@@ -33,34 +36,85 @@ class CancelReport(record("CancelReport", "job_id kind view message")):
 
 
 def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: str | None = None,
-           now: float | None = None) -> CancelReport:
-    from ..submission import whoami
+           now: float | None = None, settle_seconds: float | None = None) -> CancelReport:
+    """Cancel the job, deciding from what the store holds. A store error on the way (a lost answer to any of its
+    writes or reads) sends it back to read the job again, after a backoff, for `settle_seconds` from the first
+    error (submission.SETTLE_SECONDS by default): a cancel of ours that landed is known by its cancel id, and the
+    answer is what the store shows. Past the bound: NotWritten when nothing of ours was sent, OutcomeUnknown when
+    a write of ours may have landed."""
+    from ..submission import SETTLE_SECONDS, Patience, whoami
 
     by = by or whoami()
-    job_id = find(store, selector)
+    patience = Patience(SETTLE_SECONDS if settle_seconds is None else settle_seconds)
     mine: list[tuple[str, CancelReport]] = []  # (cancel id, the report) of every cancel this call wrote
-    for tries in range(CONFLICT_RETRIES):
-        t = _now(now)
-        recs = _first_look(store, job_id) if tries == 0 else records(store, job_id)
-        v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
-        if v is None:
-            raise JobNotFound(f"no job {selector}: check the id with `stado status`")
-        if v.state in keys.TERMINAL_STATES:
-            ours = next((report for cancel_id, report in mine if v.doc.cancel_id == cancel_id),
-                        None)
-            if ours is not None:
-                return ours  # our own cancel, settled meanwhile by another writer (its answer to us was lost)
-            what = v.state if v.state == "cancelled" else f"{v.state} ({v.outcome})"
-            if not v.terminal:
-                what += f"; its process group on {recs['running'][0].get('instance_ref')} is being stopped"
-            return CancelReport(job_id, "already_terminal", v, f"{job_id}: already {what}; nothing written")
-        if v.state == "running":
-            report = _cancel_running(store, v, *recs["running"], by=by, reason=reason, now=t, wrote=mine)
-        else:
-            report = _cancel_queued(store, v, *recs["queued"], by=by, reason=reason, now=t, wrote=mine)
+    job_id: str | None = None
+    tries = unseen = 0
+    while True:
+        try:
+            if job_id is None:
+                job_id = find(store, selector)
+            t = _now(now)
+            recs = _first_look(store, job_id) if tries == 0 else records(store, job_id)
+            tries += 1
+            if not recs:
+                unseen += 1  # a job sent back to the queue between two reads (a retry) is missed by one look
+                if unseen >= 3:
+                    raise JobNotFound(f"no job {selector}: check the id with `stado status`")
+                continue
+            report = _decide(store, job_id, recs, by=by, reason=reason, now=t, wrote=mine)
+        except StoreError as e:
+            if not patience.another():
+                raise _gave_up(job_id or selector, e, mine) from e
+            tries = max(tries, 1)  # what the first look skipped may have moved: read the whole job again
+            continue
         if report is not None:
             return report
-    raise Conflict(f"{job_id}: the job kept changing while cancelling it; run `stado cancel {selector}` again")
+        if tries >= CONFLICT_RETRIES:
+            raise Conflict(f"{job_id}: the job kept changing while cancelling it; run `stado cancel {selector}` again")
+
+
+def _decide(store: ObjectStore, job_id: str, recs: dict, *, by: str, reason: str | None, now: float,
+            wrote: list) -> CancelReport | None:
+    """One look's decision: the report, or None to look again (another writer moved first)."""
+    v = d.resolve(job_id, {state: doc for state, (doc, _) in recs.items()})
+    assert v is not None, "resolve() finds a state in any non-empty set of records"
+    if v.state in keys.TERMINAL_STATES:
+        ours = _ours(v.doc, wrote)
+        if ours is not None:  # our own cancel, settled meanwhile (by us or another writer; its answer to us was lost)
+            left = recs.get("running")
+            if left is not None and _ours(left[0], wrote) is not None and d.decided(left[0]):
+                try:  # what our settle did not get to (any agent's leftovers pass would finish it)
+                    settle(store, left[0], left[1], writer=by, now=now)
+                except StoreError:
+                    pass
+            return ours
+        if "running" in recs and recs["running"][0].owner is None and _ours(recs["running"][0], wrote) is not None:
+            # Our tombstone landed (its answer was lost) after the job had ended: take it back, as the terminal
+            # check under it would have.
+            give_back(store, recs["running"][0], recs["running"][1], writer=by, now=now)
+        what = v.state if v.state == "cancelled" else f"{v.state} ({v.outcome})"
+        if not v.terminal:
+            what += f"; its process group on {recs['running'][0].get('instance_ref')} is being stopped"
+        return CancelReport(job_id, "already_terminal", v, f"{job_id}: already {what}; nothing written")
+    if v.state == "running":
+        return _cancel_running(store, v, *recs["running"], by=by, reason=reason, now=now, wrote=wrote)
+    return _cancel_queued(store, v, *recs["queued"], by=by, reason=reason, now=now, wrote=wrote)
+
+
+def _ours(doc: d.Job, wrote: list) -> "CancelReport | None":
+    """The report of our own cancel when `doc` carries it (by its cancel id)."""
+    return next((report for cancel_id, report in wrote if doc.cancel_id == cancel_id), None)
+
+
+def _gave_up(job: str, error: StoreError, wrote: list) -> Exception:
+    from ..errors import NotWritten, OutcomeUnknown
+    from ..objectstore.base import AccessDenied, StoreUnavailable
+
+    said = str(error) if isinstance(error, (StoreUnavailable, AccessDenied)) else f"object store error: {error}"
+    if wrote:
+        return OutcomeUnknown(f"could not tell whether the cancel of {job} landed: {said}; `stado status {job}` "
+                              "tells once the store answers", job)
+    return NotWritten(f"{said}; nothing was written (the cancel of {job} was not sent)")
 
 
 def _first_look(store: ObjectStore, job_id: str) -> dict[str, tuple[d.Job, Version]]:
@@ -80,8 +134,13 @@ def _cancel_running(store, v, doc, version, *, by, reason, now, wrote) -> Cancel
         return CancelReport(job_id, "finishing", v, f"{job_id}: already finished ({res.get('outcome')}); its record "
                             "is being written; nothing written")
     if doc.cancelling:
+        ours = _ours(doc, wrote)
         if d.decided(doc):
             settle(store, doc, version, writer=by, now=now)
+        elif ours is not None:  # ours landed (its answer was lost): write what came after it
+            create(store, keys.terminal("cancelled", job_id), d.terminal_doc(doc, now=now, nonce=new_nonce(), writer=by))
+        if ours is not None:
+            return ours
         return CancelReport(job_id, "already_cancelling", v, f"{job_id}: already being cancelled")
     moved = d.cancelling_doc(doc, by=by, reason=reason, now=now, nonce=new_nonce())
     if doc.finishing:
