@@ -140,7 +140,7 @@ class Keeper:
             return _store_has(self.job_id, nonce, timeout=max(0.1, deadline - boottime()))
         except Exception as e:
             self.log(f"could not ask the store whether its agent's renewal landed ({type(e).__name__}: "
-                     f"{str(e)[:160]})")
+                     f"{brief(str(e), 160)})")
             return False
 
     # -- stopping the job --------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ class Keeper:
 
             said = lapse_kept(self.job_id, self.claim, promise.get("version"), why)
         except Exception as e:  # the store cannot be written: the reaper settles the job by its promise
-            said = f"could not record it ({type(e).__name__}: {str(e)[:160]}); the reaper settles it by its promise"
+            said = f"could not record it ({type(e).__name__}: {brief(str(e), 160)}); the reaper settles it by its promise"
         self.log(said)
         return 0
 
@@ -187,7 +187,7 @@ class Keeper:
 
             said = record_ended(self.spec, self.ended or (None, None))
         except Exception as e:
-            said = f"could not record it ({type(e).__name__}: {str(e)[:160]}); the reaper settles it by its promise"
+            said = f"could not record it ({type(e).__name__}: {brief(str(e), 160)}); the reaper settles it by its promise"
         self.log(said)
         return 0
 
@@ -231,6 +231,12 @@ def alive_until(promise: dict, checkpoint: float | None = None) -> float:
         if isinstance(landed, (int, float)) and landed > after:
             alive = max(alive, landed + window)
     return alive
+
+
+def brief(text: str, limit: int) -> str:
+    from stado.brief import brief as bounded
+
+    return bounded(text, limit)
 
 
 def _words(ended) -> str:

@@ -45,6 +45,7 @@ class AgentConfig:
     settle_seconds: float = 30.0    # the reaper's pass: finish half-done moves, reap jobs whose worker is gone
     index_seconds: float = 300.0    # keep the claim-order index in step with the queue ledger
     reap_margin: float = 2.0        # seconds past a promise before it counts as passed (clocks disagree a little)
+    store_wait: float = 60.0        # at start, how long a store that answers as unwell (503, resets) is waited out
     window: int = 1000              # index entries a poll lists (one page): the queue beyond costs nothing a poll
     until_idle: bool = False
     keep_work: bool = False

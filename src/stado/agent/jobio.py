@@ -9,6 +9,7 @@ how long nothing has moved (`stado job watch`), and the job can be cancelled by 
 import os
 import time
 
+from ..brief import brief
 from .. import artifacts
 from ..errors import ArtifactError, BadInput
 from ..objectstore.base import ObjectStore, StoreError
@@ -88,10 +89,10 @@ class JobIO:
         if isinstance(error, OSError):
             return "failed", f"could not write its inputs: {error}"
         if isinstance(error, StoreError):
-            self.tell(f"inputs could not be fetched ({type(error).__name__}: {str(error)[:200]}); retrying on the "
+            self.tell(f"inputs could not be fetched ({type(error).__name__}: {brief(str(error), 200)}); retrying on the "
                       "next tick")
             return "retry", str(error)
-        return "failed", f"internal error while fetching its inputs: {type(error).__name__}: {str(error)[:200]}"
+        return "failed", f"internal error while fetching its inputs: {type(error).__name__}: {brief(str(error), 200)}"
 
     def inputs_in(self) -> bool:
         """A fetch has ended (done, stalled or failed): inputs() has news, whatever the poll says."""
@@ -118,14 +119,14 @@ class JobIO:
         if error is None:
             return "done", None
         if isinstance(error, StoreError):
-            self.log(f"{self.job_id}: its artifacts could not be uploaded ({type(error).__name__}: {str(error)[:200]});"
+            self.log(f"{self.job_id}: its artifacts could not be uploaded ({type(error).__name__}: {brief(str(error), 200)});"
                      " trying again")
             return "retry", str(error)
         if isinstance(error, OSError):
             self.out.finish()
             return "done", f"could not upload its artifacts: {error}"
         self.out.finish()
-        return "done", f"internal error while uploading its artifacts: {type(error).__name__}: {str(error)[:200]}"
+        return "done", f"internal error while uploading its artifacts: {type(error).__name__}: {brief(str(error), 200)}"
 
     def _close(self, upload_artifacts: bool) -> None:
         self.checkpoints.finish()

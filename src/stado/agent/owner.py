@@ -32,6 +32,7 @@ from runkit.clock import SYSTEM, Clock
 from runkit.ids import uuid7
 from runkit.redact import secret_values
 
+from ..brief import brief
 from .. import keys, readyindex
 from .. import documents as d
 from ..admission import Holdings, Room, live_for, refresh_seconds
@@ -123,7 +124,7 @@ class Agent:
         lock = HostLock(self.cfg.work_root, self.id, self.cfg.host)
         lock.take()
         try:
-            ensure_safe(self.store, log=self.log)  # never claim on a store that would let two agents win
+            ensure_safe(self.store, log=self.log, wait=self.cfg.store_wait)  # never claim where two agents could win
         except BaseException:
             lock.release()
             raise
@@ -260,7 +261,7 @@ class Agent:
         try:
             return fn(*args, **kwargs)
         except StoreError as e:
-            self.log(f"object store error: {type(e).__name__}: {str(e)[:200]}; retrying on the next pass")
+            self.log(f"object store error: {type(e).__name__}: {brief(str(e), 200)}; retrying on the next pass")
             return None
         except CorruptDocument as e:
             self.log_once(str(e), True, f"{e}: skipped; `stado status` lists it under problems")

@@ -13,6 +13,7 @@ actor of its own, so the loop and the renewals interleave there as they do here.
 """
 import threading
 
+from ..brief import brief
 from ..errors import CorruptDocument
 from ..objectstore.base import StoreError
 from .runner import SlotRunner
@@ -64,7 +65,7 @@ class Renewals:
         try:
             refused = self.runner.renew(slot)
         except StoreError as e:
-            ctx.log(f"{slot.job_id}: renewal failed ({type(e).__name__}: {str(e)[:200]}); trying again in "
+            ctx.log(f"{slot.job_id}: renewal failed ({type(e).__name__}: {brief(str(e), 200)}); trying again in "
                     f"{ctx.cfg.poll_seconds:g} s (the pulse says the worker lives)")
             return
         except CorruptDocument as e:  # a record the refused renewal read back is unreadable: the loop decides
@@ -97,7 +98,7 @@ class Renewals:
             try:
                 soonest = self.run_due()
             except Exception as e:  # a bug here must not stop every renewal: said, and tried again
-                self.runner.ctx.log(f"renewals: unexpected {type(e).__name__}: {str(e)[:200]}; going on")
+                self.runner.ctx.log(f"renewals: unexpected {type(e).__name__}: {brief(str(e), 200)}; going on")
                 soonest = clock.monotonic() + 1.0
             # Woken when a slot is added (wake); the poll bounds the wait should a wake be missed.
             self._wake.wait(max(0.0, min(soonest - clock.monotonic(), self.runner.ctx.cfg.poll_seconds)))

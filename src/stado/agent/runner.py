@@ -13,6 +13,7 @@ the agent records what came of it (a slot DONE is dropped).
 import json
 import os
 
+from ..brief import brief
 from .. import documents as d
 from .. import faults, jobs, keys
 from ..admission import past_cap
@@ -62,7 +63,7 @@ class SlotRunner:
         """A slot just recorded: its inputs fetched and its process started, if it can be now (under the slot's lock:
         its renewals may have begun on their thread; if they hold it, the next tick launches it)."""
         ctx = self.ctx
-        ctx.log(f"{slot.job_id}: claimed ({slot.doc.spec.command[:80]!r})")
+        ctx.log(f"{slot.job_id}: claimed ({brief(slot.doc.spec.command, 80)!r})")
         slot.io = ctx.new_io(slot.job_id, slot.job_dir, d.attempt_of(slot.doc))
         if inputs_missing:
             return self.fail_before_start(slot, "input_unavailable", inputs_missing)
@@ -189,7 +190,7 @@ class SlotRunner:
         except StoreError as e:
             refused = None
             self.ctx.log(f"{slot.job_id}: could not renew its claim before starting it ({type(e).__name__}: "
-                         f"{str(e)[:200]}); trying again on the next tick")
+                         f"{brief(str(e), 200)}); trying again on the next tick")
         if refused is not None:
             self._overtaken(slot, refused.current, refused.version)
         if slot.stop is None and slot.version is not None and slot.version != before and \
@@ -208,7 +209,7 @@ class SlotRunner:
             found = read(ctx.store, keys.running(slot.job_id), slot.job_id)
         except StoreError as e:
             ctx.log(f"{slot.job_id}: could not read its claim before starting it ({type(e).__name__}: "
-                    f"{str(e)[:200]}); trying again on the next tick")
+                    f"{brief(str(e), 200)}); trying again on the next tick")
             slot.launch_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds
             return False
         except CorruptDocument as e:
@@ -239,7 +240,7 @@ class SlotRunner:
         except StoreError as e:
             slot.launch_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds
             ctx.log(f"{slot.job_id}: still cannot tell whether its claim is genuine ({type(e).__name__}: "
-                    f"{str(e)[:200]}); checking again on the next tick")
+                    f"{brief(str(e), 200)}); checking again on the next tick")
             return False
         slot.verify = None
         if genuine is None and running:

@@ -19,6 +19,7 @@ beside its successor.
 """
 from collections.abc import Iterator
 
+from ..brief import brief
 from .. import documents as d
 from .. import jobs, keys
 from ..cas import read
@@ -52,7 +53,7 @@ def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner, read: dict | 
         try:
             slot = _settle_one(ctx, runner, *found)
         except (StoreError, CorruptDocument, OSError) as e:
-            ctx.log(f"init: {job_id}: could not be settled now ({type(e).__name__}: {str(e)[:200]}); the reaper "
+            ctx.log(f"init: {job_id}: could not be settled now ({type(e).__name__}: {brief(str(e), 200)}); the reaper "
                     "settles it once its worker's promise has passed")
             continue
         if slot is not None:
