@@ -661,6 +661,37 @@ def watch_directory(path: str) -> int | None:
     return fd
 
 
+def claim_name(name: str):
+    """A socket bound to `name` in this machine's abstract socket namespace (per network namespace): held while the
+    socket is open, and let go by the kernel when its process dies however it dies, as an flock is. Raises OSError
+    (EADDRINUSE) if another process holds that very name. The caller keeps the socket."""
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        sock.bind("\0" + name)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def names_claimed(prefix: str) -> list[str]:
+    """The abstract socket names held on this machine (its network namespace) that start with `prefix`."""
+    _require_proc()
+    try:
+        with open("/proc/net/unix") as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7].startswith("@" + prefix):
+            found.append(fields[7][1:])
+    return found
+
+
 def lock_file(fd: int, *, exclusive: bool = True, wait: bool = True) -> bool:
     """Lock the open file for this process until unlock_file or close (the kernel lets go when the holder dies,
     however it dies). Without wait, False at once if another holds it."""

@@ -96,6 +96,8 @@ def drain_when_clients_done(sim) -> None:
         return  # the schedule's fire times are watched while agents run
     if invariants.awaiting_reaper(sim):
         return  # a job a crashed agent left is the reaper's: agents keep running until it is settled
+    if any(a.live for a in sim.actors if a.kind == "keeper"):
+        return  # a keeper still speaks for a job (it may requeue it, or record a retry): the fleet serves on
     sim.draining = True
     for actor in sim.actors:
         if actor.kind == "agent" and actor.live:

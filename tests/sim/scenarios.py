@@ -104,4 +104,37 @@ SCENARIOS = {
               "owner wakes, finds the cancelled record, and its delete at the version it took is refused, so it "
               "lets go of a record that still names it with no outcome: nobody finishes the move before a "
               "reaper has watched it for a whole lease"),
+    # The fault run of the agents' real faults: each found by this simulator on the code before its fix (the agent of
+    # main at 455becf, before renewals had a thread and jobs a keeper, run by this simulator), as its seed and
+    # signature record.
+    "two_agents_one_host": Scenario(
+        seed=7,
+        pinned=dict(_QUIET, agents=3, hosts=1, own_roots=True, jobs=3, retries=0, max_run=3.0, cancels=0,
+                    p_stall=0.0, p_stop=0.0, restarts=0),
+        want=["live-settled"],
+        about="two agents on one host, each on a work root of its own: the one that starts later takes the other's "
+              "running jobs for ones a replaced worker left (their owner's lock is not on its work root) and requeues "
+              "them while they run: each then runs twice"),
+    "orphan_outlives_agent": Scenario(
+        seed=381,
+        pinned=dict(_QUIET, agents=2, hosts=2, jobs=2, retries=0, max_run=3.0, cancels=0, p_crash=0.03, restarts=0,
+                    p_stall=0.0, p_stop=0.0),
+        want=["overlap"],
+        about="an agent dies for good while its job runs: its process runs on, the reaper on another host requeues "
+              "the job once the promise has passed, and the next attempt starts beside the first"),
+    "cancel_before_start": Scenario(
+        seed=126,
+        pinned=dict(_QUIET, agents=2, jobs=2, cancels=2, cancel_aim="any", p_stall=0.0, p_stop=0.0,
+                    slow=("delete", "queue/")),
+        want=["cancelled-started"],
+        about="a cancel lands between a claim and the spawn: the agent starts the job it claimed without looking at "
+              "its record again, after `stado cancel` said it was cancelled"),
+    "outcome_lost": Scenario(
+        seed=100,
+        pinned=dict(_QUIET, agents=2, jobs=2, retries=1, exit_fail=0.5, max_run=0.3, cancels=0, p_stall=0.0,
+                    p_stop=0.05, stall_max=6.0),
+        want=["ended-rerun"],
+        about="an agent's command ends while the agent is held (stopped, or its loop waiting on slow answers): its "
+              "renewals, queued behind the loop, come too late, the job is requeued, and the outcome it held is "
+              "thrown away (\"nothing recorded\"): the command runs again"),
 }

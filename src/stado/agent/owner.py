@@ -55,7 +55,7 @@ from .renewals import Renewals
 from .runner import SlotRunner
 from .slot import Phase, Slot, Stop
 from .takeover import settle_left_by_replaced, stop_orphans
-from .workroot import HostLock, drain_path
+from .workroot import HostLock, HostName, drain_path
 from .workspace import Workspace
 
 TYPE_CHECKING = False
@@ -121,12 +121,19 @@ class Agent:
     # -- life cycle --------------------------------------------------------------------------------------
 
     def run(self) -> int:
+        name = HostName(self.cfg.host, self.cfg.work_root, self.id, getattr(self.store, "url", ""))
+        name.take()  # two live agents naming one host need one work root (BadInput otherwise)
         lock = HostLock(self.cfg.work_root, self.id, self.cfg.host)
-        lock.take()
+        try:
+            lock.take()
+        except BaseException:
+            name.release()
+            raise
         try:
             ensure_safe(self.store, log=self.log, wait=self.cfg.store_wait)  # never claim where two agents could win
         except BaseException:
             lock.release()
+            name.release()
             raise
         if self.cfg.subreaper and proc.become_subreaper():
             self.host.reap_all = True
@@ -141,6 +148,7 @@ class Agent:
             self.end()
             self._restore_signals(old)
             lock.release()
+            name.release()
         return 0
 
     def begin(self) -> None:

@@ -14,8 +14,6 @@ actor of its own, so the loop and the renewals interleave there as they do here.
 import threading
 
 from ..brief import brief
-from ..errors import CorruptDocument
-from ..objectstore.base import StoreError
 from .runner import SlotRunner
 
 RETRY_BUSY = 0.05  # a slot whose lock the loop holds is tried again this soon
@@ -46,34 +44,48 @@ class Renewals:
             if ctx.clock.monotonic() < slot.renew_due:
                 soonest = min(soonest, slot.renew_due)
                 continue
-            if not slot.lock.acquire(blocking=False):
+            if not self._renew(slot):
                 soonest = min(soonest, ctx.clock.monotonic() + RETRY_BUSY)
                 continue
-            try:
-                if self.runner.renewable(slot):  # the loop may have settled it before the lock was free
-                    self._renew(slot)
-            finally:
-                slot.lock.release()
-            if slot.retick:  # the loop passed this slot by while the renewal held it: its tick is due now
-                slot.retick = False
-                ctx.notify()
             soonest = min(soonest, slot.renew_due)
         return soonest
 
-    def _renew(self, slot) -> None:
+    def _renew(self, slot) -> bool:
+        """One renewal of the slot: its claim read under the slot's lock, the requests made without it (the loop may
+        settle the slot meanwhile: then this renewal's answer is stale, and dropped), the answer recorded under it
+        again, or handed to the loop when it holds the lock then. False when the loop held the lock to begin with."""
         ctx = self.runner.ctx
+        if not slot.lock.acquire(blocking=False):
+            return False
         try:
-            refused = self.runner.renew(slot)
-        except StoreError as e:
-            ctx.log(f"{slot.job_id}: renewal failed ({type(e).__name__}: {brief(str(e), 200)}); trying again in "
-                    f"{ctx.cfg.poll_seconds:g} s (the pulse says the worker lives)")
-            return
-        except CorruptDocument as e:  # a record the refused renewal read back is unreadable: the loop decides
-            ctx.log(f"{slot.job_id}: {e}: its renewal cannot tell who moved it")
-            return
-        if refused is not None:
-            slot.overtaken = (refused.current, refused.version)
-            ctx.notify()  # the loop meets it at once
+            if not self.runner.renewable(slot):  # the loop may have settled it before the lock was free
+                return True
+            held = (slot.doc, slot.version)
+            slot.renewing = True
+        finally:
+            slot.lock.release()
+        try:
+            outcome = self.runner.renewal(slot, held)
+        finally:
+            slot.renewing = False
+        if outcome[0] == "error":
+            ctx.log(f"{slot.job_id}: renewal failed ({type(outcome[1]).__name__}: {brief(str(outcome[1]), 200)}); "
+                    f"trying again in {ctx.cfg.poll_seconds:g} s (the pulse says the worker lives)")
+        if not slot.lock.acquire(blocking=False):
+            slot.renewed = (held, outcome)  # the loop records it on its next tick, which this wakes
+            ctx.notify()
+            return True
+        try:
+            refused = self.runner.apply_renewal(slot, held, outcome)
+            if refused is not None:
+                slot.overtaken = (refused.current, refused.version)
+                ctx.notify()  # the loop meets it at once
+        finally:
+            slot.lock.release()
+        if slot.retick:  # the loop passed this slot by while it was locked here: its tick is due now
+            slot.retick = False
+            ctx.notify()
+        return True
 
     # -- the thread --------------------------------------------------------------------------------------
 

@@ -183,7 +183,10 @@ class SlotRunner:
         inputs, renews first). Nothing reaches the store between this check and the spawn."""
         poll = self.ctx.cfg.poll_seconds
         if self._promise_left(slot) >= poll / 2:
-            return self._unmoved(slot)
+            if not self._unmoved(slot):
+                return False
+            if self._promise_left(slot) >= poll / 2:  # (the read itself may have been slow)
+                return True
         before = slot.version
         try:
             refused = self.renew(slot)
@@ -282,6 +285,11 @@ class SlotRunner:
 
     def _tick(self, slot: Slot, mono: float, *, draining: bool, renew: bool) -> None:
         ctx = self.ctx
+        if slot.renewed is not None:  # a renewal that answered while this loop held the slot's lock
+            (held, outcome), slot.renewed = slot.renewed, None
+            refused = self.apply_renewal(slot, held, outcome)
+            if refused is not None:
+                slot.overtaken = (refused.current, refused.version)
         if slot.overtaken is not None:  # a renewal on the other thread met another writer's move
             (current, version), slot.overtaken = slot.overtaken, None
             self._overtaken(slot, current, version)
@@ -337,7 +345,7 @@ class SlotRunner:
         unknown claim (its version is read first), nor one whose refused renewal the loop has not met yet. A slot
         being settled is renewed until its outcome is recorded (the loop holds its lock while it writes it)."""
         return (slot.stop not in (Stop.CANCEL, Stop.LOST) and slot.version is not None and slot.overtaken is None
-                and slot.phase != Phase.DONE)
+                and slot.phase != Phase.DONE and not slot.renewing and slot.renewed is None)
 
     def _adopted_exit(self, slot: Slot) -> tuple[int | None, int | None]:
         """The exit of a process this agent did not start: what the agent it replaced recorded as it reaped it,
@@ -370,40 +378,66 @@ class SlotRunner:
         """Renew the slot's claim (a compare-and-swap with a fresh promise), then the pulse. Returns the refusal
         (another writer moved the record: a cancel, the reaper) for the caller to meet (_overtaken), or None. The
         caller holds the slot's lock. StoreError goes to the caller, after the pulse that says the renewal fails."""
+        held = (slot.doc, slot.version)
+        return self.apply_renewal(slot, held, self.renewal(slot, held), raise_errors=True)
+
+    def renewal(self, slot: Slot, held: tuple) -> tuple:
+        """The renewal of the claim `held` (doc, version) and its pulse, touching nothing of the slot's but its
+        keeper's promise file (told of the renewal in flight): its renewals' thread makes it without the slot's
+        lock, so that a slow answer never holds the loop's own writes. Returns what came of it, for apply_renewal:
+        (kind, value, began, ended, due), kind one of "renewed" (doc, version), "refused" (Overtaken), "error" and
+        "corrupt" (the exception); `due`: when it was due."""
         ctx = self.ctx
-        began, now = ctx.clock.monotonic(), ctx.clock.now()
+        doc, version = held
+        due, began, now = slot.renew_due, ctx.clock.monotonic(), ctx.clock.now()
         try:
-            got = jobs.renew(ctx.store, slot.doc, slot.version, lease_expires_at=ctx.lease.promise(now), now=now,
-                             process=slot.process if slot.doc.process is None else None,
-                             on_attempt=lambda doc: self.tell_keeper(slot, trying=doc))
+            got = jobs.renew(ctx.store, doc, version, lease_expires_at=ctx.lease.promise(now), now=now,
+                             process=slot.process if doc.process is None else None,
+                             on_attempt=lambda new: self.tell_keeper(slot, trying=new))
         except CorruptDocument as e:
+            return "corrupt", e, began, ctx.clock.monotonic(), due
+        except StoreError as e:
+            self._pulse(slot, doc, renewed=False)  # the renewal is failing, not the worker: say so
+            return "error", e, began, ctx.clock.monotonic(), due
+        ended = ctx.clock.monotonic()
+        if isinstance(got, jobs.Overtaken):
+            self._pulse(slot, doc, renewed=False)
+            return "refused", got, began, ended, due
+        self._pulse(slot, got[0], renewed=True)
+        return "renewed", got, began, ended, due
+
+    def apply_renewal(self, slot: Slot, held: tuple, outcome: tuple, *, raise_errors: bool = False):
+        """What a renewal of the claim `held` (the slot's doc and version when it began) came to, recorded in the
+        slot (its caller holds the lock). A renewal whose slot was written meanwhile (the loop settled it, took the
+        job back, or renewed it itself) changes nothing: its answer is stale. Returns the refusal to meet, or None."""
+        ctx = self.ctx
+        kind, value, began, ended, due = outcome
+        slot.renew_due = ended + ctx.cfg.poll_seconds
+        if kind == "error":
+            if raise_errors:
+                raise value
+            return None
+        if slot.version != held[1]:
+            return None
+        if kind == "corrupt":
             # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
             # longer ours to run, and what holds its key cannot be read to learn why.
-            slot.renew_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds
-            ctx.log(f"{slot.job_id}: {e}; the job is no longer ours: {slot.stopping_words}")
+            ctx.log(f"{slot.job_id}: {value}; the job is no longer ours: {slot.stopping_words}")
             self.stop(slot, Stop.LOST)
             return None
-        except StoreError:
-            slot.renew_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds
-            self._pulse(slot, renewed=False)  # the renewal is failing, not the worker: say so
-            raise
-        ended = ctx.clock.monotonic()
-        ctx.lease.observed(slot.renew_due, began, ended)  # monotonic: a wall-clock jump is no late renewal
-        slot.renew_due = ended + ctx.cfg.poll_seconds
+        ctx.lease.observed(due, began, ended)  # monotonic: a wall-clock jump is no late renewal
         slot.renew_took = ended - began
-        if isinstance(got, jobs.Overtaken):
-            self._pulse(slot, renewed=False)
-            return got
-        slot.doc, slot.version = got
+        if kind == "refused":
+            return value
+        slot.doc, slot.version = value
         slot.promised_until = promised_until(slot.doc, began)
         self.tell_keeper(slot)
-        self._pulse(slot, renewed=True)
         return None
 
-    def _pulse(self, slot: Slot, *, renewed: bool) -> None:
+    def _pulse(self, slot: Slot, doc: d.Job, *, renewed: bool) -> None:
         began = self.ctx.clock.monotonic()
         try:
-            jobs.pulse(self.ctx.store, slot.doc, renewed=renewed, now=self.ctx.clock.now())
+            jobs.pulse(self.ctx.store, doc, renewed=renewed, now=self.ctx.clock.now())
             if not renewed:  # a pulse after a failed renewal is what may keep the job alive: its keeper hears of it
                 slot.pulsed = began
                 self.tell_keeper(slot)
@@ -419,6 +453,9 @@ class SlotRunner:
             return self.stop(slot, Stop.CANCEL)
         if current is not None and current.reaped and current.claim == slot.doc.claim:
             return  # the reaper's move is under way: look again on the next tick
+        if (current is not None and current.finishing and current.claim == slot.doc.claim
+                and current.written_by == self.ctx.agent_id):
+            return  # this agent's own decision on the slot (a renewal met it): its settle finishes the move
         if slot.process and (current is None or current.claim != slot.doc.claim):
             # Its process runs here, or ended here with an outcome not recorded yet: the job is taken back (the
             # one process it had goes on, or its outcome is recorded), or who took it first is said.

@@ -84,6 +84,8 @@ class Slot:
     cost_note: str | None = None        # why it was stopped for its cost (admission.past_cap)
     overtaken: tuple | None = None      # (running doc or None, its version): a renewal met another writer's move
     retick: bool = False                # the loop found the lock taken: the renewal wakes it when done
+    renewing: bool = False              # a renewal is in flight on the renewals' thread (made without the lock)
+    renewed: tuple | None = None        # (claim held, outcome) of a renewal the loop is to record (apply_renewal)
     keeper: dict | None = None          # its keeper process (ProcessHost.keep), told when the slot is settled
     trying: dict | None = None          # the renewal in flight, as its keeper is told (nonce, began, lease)
     renew_took: float = 0.0             # how long the last renewal that landed took to write

@@ -34,13 +34,18 @@ def _settle_kept(ctx: AgentContext, slot: Slot) -> None:
 
     try:
         new = lapse(ctx.store, slot.doc, slot.version, writer=ctx.agent_id, reason=KEPT, now=ctx.clock.now())
+        found = None
         if new is None:  # a renewal of ours may have landed though its answer was lost: decide on top of it
             found = read(ctx.store, keys.running(slot.job_id), slot.job_id)
             if found is not None and jobs.own_write(slot.doc, found[0]):
                 new = lapse(ctx.store, found[0], found[1], writer=ctx.agent_id, reason=KEPT, now=ctx.clock.now())
+                found = None
     except CorruptDocument as e:
         ctx.log(f"{slot.job_id}: {slot.stopped_words} by its keeper; its verdict could not be recorded: {e}")
         return _done(slot)
+    if new is None and found is not None and found[0].cancelling and found[0].claim == slot.doc.claim:
+        slot.doc, slot.cancel_seen = found[0], found  # a cancel of this attempt came first: its processes are gone
+        return _settle_cancel(ctx, slot)
     if new is None:
         ctx.log(f"{slot.job_id}: {slot.stopped_words} by its keeper; its record was moved first (the keeper's "
                 "verdict, a reaper's or a cancel): theirs stands")

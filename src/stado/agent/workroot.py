@@ -116,6 +116,46 @@ class HostLock:
             self._fd = None
 
 
+class HostName:
+    """This agent's claim, on this machine, of its host name in its store, with its work root: a name in the abstract socket
+    namespace (runkit.proc.claim_name), which the kernel lets go when the agent dies. Agents of one host share a
+    work root (their locks there make them siblings); a second agent that names the same host with another work root
+    would not see the first one's locks, so it is refused at start, in one line."""
+
+    PREFIX = "stado-agent/"
+
+    def __init__(self, host: str, work_root: str, agent_id: str, store_url: str):
+        import hashlib
+
+        def digest(text: str) -> str:  # names are at most 107 bytes: host names and paths go in as digests
+            return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+        # Per store: agents of two fleets on one machine never meet each other's records, whatever their roots.
+        self.base = f"{self.PREFIX}{os.getuid()}/{digest(store_url + chr(0) + host)}/"
+        self.root = digest(os.path.realpath(work_root))
+        self.host, self.agent_id = host, agent_id
+        self._sock = None
+
+    def take(self) -> None:
+        """BadInput when a live agent on this machine runs as this host with another work root."""
+        try:
+            self._sock = proc.claim_name(f"{self.base}{self.root}/{self.agent_id}")
+        except OSError:
+            return  # no abstract namespace here (not Linux): running records' owner identities still guard
+        others = [name[len(self.base):].split("/") for name in proc.names_claimed(self.base)]
+        clash = [agent for root, agent in (o for o in others if len(o) == 2) if root != self.root]
+        if clash:
+            self.release()
+            raise BadInput(f"another stado agent ({clash[0]}) already runs on this machine as local@{self.host} with "
+                           "another --work-root: agents of one host share its work root (give this one the same "
+                           "--work-root), or each names a host of its own (--host)")
+
+    def release(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
 def drain_path(work_root: str, agent_id: str) -> str:
     return os.path.join(work_root, "agents", f"{agent_id}.drain")
 

@@ -16,7 +16,7 @@ def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at:
     """Renew the lease: a compare-and-swap on the running document, so a writer that moved it first
     (cancel, reaper) wins and this worker learns it. `on_attempt(doc)`: told each renewal before it is sent (the
     job's keeper learns of a renewal whose answer may come late)."""
-    for _ in range(2):
+    for _ in range(CONFLICT_RETRIES):  # our own renewals (another thread of this agent) may move it meanwhile
         new = d.renewed_doc(doc, now=_now(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
                             started_at=started_at, process=process)
         if on_attempt is not None:
@@ -54,7 +54,7 @@ def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
     of phase 'finishing' with the outcome: it is also this writer's take), then settle() writes the new
     record and deletes the old."""
     t = _now(now)
-    for _ in range(2):
+    for _ in range(CONFLICT_RETRIES):  # our own renewals (another thread of this agent) may move it meanwhile
         fin = d.finishing_doc(doc, res, now=t, nonce=new_nonce())
         new_version, seen = replace_seen(store, keys.running(doc.id), fin, version)
         if new_version is not None:

@@ -1,0 +1,134 @@
+"""Two agents on one host, and an agent that dies for good: a job runs once.
+
+- A second live agent naming the same host with another work root is refused in one line: it would not see the
+  first one's locks. (Before, it settled the first one's running jobs as left by a replaced worker, and they ran
+  twice: 21 or 22 runs of 20 jobs.)
+- An agent that is gone is known gone by the process its records name, whatever work root it used: the agent
+  that starts next on the host with another work root takes its job over (its process still runs there).
+- An agent SIGKILLed and not restarted: the job's keeper stops the job's processes before the promise passes and
+  requeues it, so the next attempt never runs beside the first; a job whose command ended just before its agent
+  died is recorded by its keeper and never runs again.
+"""
+import json
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from stado import cas, keys
+
+from .support import Agent, machine_status, submit, wait_for
+
+pytestmark = pytest.mark.parametrize("store_target", ["file", "s3"], indirect=True)
+
+
+def _starts(ledger: Path) -> list[tuple[str, float, float | None]]:
+    """(job, start, end) of each run a job wrote to the ledger ("start JOB T" and "end JOB T" lines)."""
+    runs: dict[tuple[str, str], list] = {}
+    for line in ledger.read_text().splitlines() if ledger.exists() else []:
+        word, job, pid, at = line.split()
+        run = runs.setdefault((job, pid), [job, None, None])
+        run[1 if word == "start" else 2] = float(at)
+    return [tuple(run) for run in runs.values()]
+
+
+def _job(ledger: Path, seconds: float) -> str:
+    """Writes its start, and its end: when it ends, or when it is stopped (SIGTERM)."""
+    stamp = 'python3 -c "import time; print(time.time())"'
+    end = f"echo end $WC_JOB_ID $$ $({stamp}) >> {ledger}"
+    return (f"trap '{end}; exit 143' TERM; echo start $WC_JOB_ID $$ $({stamp}) >> {ledger}; "
+            f"sleep {seconds} & wait $!; {end}")
+
+
+def test_a_second_agent_on_the_host_with_another_work_root_is_refused_and_every_job_runs_once(stado_env, tmp_path):
+    ledger = tmp_path / "ledger"
+    jobs = [submit(stado_env, _job(ledger, 0.2)) for _ in range(20)]
+    first = Agent(stado_env, tmp_path, "--until-idle", "--slots", "2", "--work-root", str(tmp_path / "A"), name="a")
+    try:
+        wait_for(lambda: ledger.exists(), timeout=30, message="the first agent running jobs")
+        second = Agent(stado_env, tmp_path, "--until-idle", "--slots", "2", "--work-root", str(tmp_path / "B"),
+                       name="b")
+        assert second.wait(timeout=60) == 2
+        said = second.log().strip().splitlines()
+        assert len(said) == 1 and "already runs on this machine as local@testhost with another --work-root" in said[0]
+        assert first.wait(timeout=120) == 0
+    finally:
+        first.stop()
+    runs = _starts(ledger)
+    assert sorted(job for job, _, _ in runs) == sorted(jobs)  # every job once, none twice
+    assert all(machine_status(stado_env, job)["state"] == "completed" for job in jobs)
+
+
+def test_the_next_agent_with_another_work_root_takes_over_a_gone_agents_job(stado_env, tmp_path, store):
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    job = submit(stado_env, f"echo start $WC_JOB_ID $$ 0 >> {ledger}; while [ ! -e {gate} ]; do sleep 0.05; done")
+    first = Agent(stado_env, tmp_path, "--work-root", str(tmp_path / "A"), "--reap-margin", "30", name="a")
+    try:
+        wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
+                 message="its process recorded")
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(10)
+        second = Agent(stado_env, tmp_path, "--work-root", str(tmp_path / "B"), name="b")
+        line = rf"init: {job}: left by the worker this one replaced, but still run here by pid \d+; it keeps its lease$"
+        wait_for(lambda: re.search(line, second.log(), re.M), timeout=30, message="the take-over")
+        gate.touch()
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="its end")
+        second.stop()
+    finally:
+        first.stop()
+    assert len(_starts(ledger)) == 1 and machine_status(stado_env, job)["requeues"] == 0
+
+
+def test_an_agent_killed_for_good_its_keeper_stops_the_job_before_another_host_starts_it(stado_env, tmp_path, store):
+    ledger = tmp_path / "ledger"
+    job = submit(stado_env, _job(ledger, 8))
+    first = Agent(stado_env, tmp_path, "--work-root", str(tmp_path / "A"), name="a")
+    other = None
+    try:
+        process = wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
+                           message="its process recorded")
+        first.proc.send_signal(signal.SIGKILL)  # as the OOM killer does; never restarted
+        first.proc.wait(10)
+        other = Agent(stado_env, tmp_path, "--settle-seconds", "0.5", name="b", host="otherhost")
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=60,
+                 message="the job requeued and run again on the other host")
+        other.stop()
+    finally:
+        first.stop()
+        if other is not None:
+            other.stop()
+    runs = sorted(_starts(ledger), key=lambda run: run[1])
+    assert len(runs) == 2, runs
+    (_, first_start, first_end), (_, second_start, _) = runs
+    assert first_end is not None and first_end - first_start < 7  # stopped by its keeper, not ended on its own
+    assert first_end < second_start, runs  # never beside the next attempt
+    kept = json.loads((Path(process["work_dir"]).parent / "kept.json").read_text())
+    assert kept["attempt"] and "did not renew" in kept["why"]
+    assert machine_status(stado_env, job)["requeues"] == 1
+
+
+def test_a_command_that_ended_as_its_agent_died_is_recorded_and_never_run_again(stado_env, tmp_path, store):
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    job = submit(stado_env, f"echo start $WC_JOB_ID $$ 0 >> {ledger}; while [ ! -e {gate} ]; do sleep 0.02; done; "
+                            "exit 3")
+    first = Agent(stado_env, tmp_path, "--work-root", str(tmp_path / "A"), name="a")
+    other = None
+    try:
+        process = wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
+                           message="its process recorded")
+        first.proc.send_signal(signal.SIGSTOP)  # its loop cannot reap the shell ...
+        gate.touch()                            # ... whose command ends now (its keeper writes how)
+        status = Path(process["work_dir"]).parent / "exit-status"
+        wait_for(status.exists, timeout=10, message="the command's end, seen by its keeper")
+        first.proc.send_signal(signal.SIGKILL)  # ... and it dies before recording anything
+        first.proc.wait(10)
+        other = Agent(stado_env, tmp_path, "--settle-seconds", "0.5", name="b", host="otherhost")
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "failed", timeout=60, message="the outcome")
+    finally:
+        first.stop()
+        if other is not None:
+            other.stop()
+    status = machine_status(stado_env, job)
+    assert (status["exit_code"], status["requeues"]) == (3, 0)
+    assert len(_starts(ledger)) == 1  # never started again
