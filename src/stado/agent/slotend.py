@@ -116,6 +116,11 @@ def _settle_overtaken(ctx: AgentContext, slot: Slot, doc: d.Job, current: d.Job 
         ctx.log(f"{slot.job_id}: {got.state if got else 'settled by another agent'} (finished the move of an "
                 "earlier pass)")
         return _done(slot)
+    if current is None:
+        recorded = _recorded_here(ctx, doc)
+        if recorded is not None:  # an earlier try of this settle wrote it, its answer lost: nothing is missing
+            ctx.log(f"{slot.job_id}: -> {recorded} (recorded by an earlier try of this settle)")
+            return _done(slot)
     if res is not None and (current is None or current.claim != doc.claim):
         # Requeued while this outcome waited to be recorded (its lease lapsed): take the job back from the queue, as
         # re-adoption does, and record the outcome, rather than let the command run again.
@@ -127,6 +132,19 @@ def _settle_overtaken(ctx: AgentContext, slot: Slot, doc: d.Job, current: d.Job 
         return _done(slot)
     ctx.log(f"{slot.job_id}: ended, but its running record was taken over or removed; nothing recorded")
     _done(slot)
+
+
+def _recorded_here(ctx: AgentContext, doc: d.Job) -> str | None:
+    """The state of a terminal record this very attempt's settle wrote (or a retry it queued), else None."""
+    from ..lookup import terminal_records
+
+    for state, (found, _) in terminal_records(ctx.store, doc.id).items():
+        if found.claim == doc.claim:
+            return state
+    queued = read(ctx.store, keys.queued(doc.id), doc.id)
+    if queued is not None and queued[0].requeued_from == doc.claim and not jobs.lost_worker_requeue(doc, queued[0]):
+        return "queued (retry queued)"
+    return None
 
 
 def _took_back(ctx: AgentContext, slot: Slot) -> str:

@@ -53,11 +53,32 @@ def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner, read: dict | 
         try:
             slot = _settle_one(ctx, runner, *found)
         except (StoreError, CorruptDocument, OSError) as e:
-            ctx.log(f"init: {job_id}: could not be settled now ({type(e).__name__}: {brief(str(e), 200)}); the reaper "
-                    "settles it once its worker's promise has passed")
+            ctx.log(f"init: {job_id}: {_after_error(ctx, found[0], e)}")
             continue
         if slot is not None:
             yield slot
+
+
+def _after_error(ctx: AgentContext, doc: d.Job, error: Exception) -> str:
+    """What a settle that met a store error left, read back: a move it made may have landed before the error (its
+    answer lost), and the line says what the store holds, not what the settle feared."""
+    why = f"{type(error).__name__}: {brief(str(error), 200)}"
+    try:
+        found = read(ctx.store, keys.running(doc.id), doc.id)
+        if found is not None and found[0].claim == doc.claim and found[0].running_phase:
+            return f"could not be settled now ({why}); the reaper settles it once its worker's promise has passed"
+        from ..errors import JobNotFound
+        from ..lookup import view
+
+        try:
+            now = view(ctx.store, doc.id)
+        except JobNotFound:
+            now = None
+    except (StoreError, CorruptDocument) as again:
+        return (f"could not be settled now ({why}), and the store does not say what stands ({type(again).__name__});"
+                " the reaper settles it once its worker's promise has passed")
+    state = "with no record" if now is None else now.state
+    return f"settled, though an answer was lost ({why}): the store shows it {state}"
 
 
 def _left_here(ctx: AgentContext, doc: d.Job) -> bool:

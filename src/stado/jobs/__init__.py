@@ -19,10 +19,11 @@ moves.py: renewals, the pulse, and every move out of running/ (finish, settle, t
 cancel.py: cancellation. docs/stado.md has the table of every transition's writes and crash windows.
 """
 from .cancel import CancelReport, cancel
-from .claim import Readopted, Unverified, claim, give_back, readopt, stale_claim, take_over, verify_claim
+from .claim import (Readopted, Unverified, claim, give_back, lost_worker_requeue, readopt, stale_claim, take_over,
+                    verify_claim)
 from .common import CONFLICT_RETRIES, Overtaken
 from .moves import finish, own_write, pulse, renew, settle, settle_leftovers, settle_own_cancel
 
 __all__ = ["CONFLICT_RETRIES", "CancelReport", "Overtaken", "Readopted", "Unverified", "cancel", "claim", "finish",
-           "give_back", "own_write", "pulse", "readopt", "renew", "settle", "settle_leftovers", "settle_own_cancel", "stale_claim", "take_over",
+           "give_back", "lost_worker_requeue", "own_write", "pulse", "readopt", "renew", "settle", "settle_leftovers", "settle_own_cancel", "stale_claim", "take_over",
            "verify_claim"]

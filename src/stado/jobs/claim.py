@@ -235,7 +235,7 @@ def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: st
     found = read(store, keys.queued(job_id), job_id)
     if found is None or found[0].requeued_from != prior.claim:
         return _taken_first(store, job_id)
-    if ended and not _lost_worker_requeue(prior, found[0]):
+    if ended and not lost_worker_requeue(prior, found[0]):
         return _taken_first(store, job_id)
     queued, queued_version = found
     doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t, lease_expires_at=lease_expires_at,
@@ -259,7 +259,7 @@ def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: st
     return Readopted(*genuine, None, False) if genuine else _taken_first(store, job_id)
 
 
-def _lost_worker_requeue(prior: d.Job, queued: d.Job) -> bool:
+def lost_worker_requeue(prior: d.Job, queued: d.Job) -> bool:
     """Whether `queued` is the requeue of `prior`'s attempt after its worker was judged lost (a reaper, a keeper or a
     restart check): one requeue more, the failed attempts and hand-backs as they were."""
     return (queued.requeues == prior.requeues + 1 and queued.failures == prior.failures
