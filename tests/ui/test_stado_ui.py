@@ -91,7 +91,9 @@ def test_a_running_job_past_its_promise_is_marked(stado_env, stado_ui, page, tmp
 
     gate = tmp_path / "gate"
     job = submit(stado_env, f"while [ ! -e {gate} ]; do sleep 0.05; done", "--name", "stalled")
-    agent = Agent(stado_env, tmp_path)
+    # A wide margin: the job's keeper would stop it a quarter of the margin past its promise (the page shows the
+    # promise passed well before that).
+    agent = Agent(stado_env, tmp_path, "--reap-margin", "120")
     try:
         wait_for(lambda: machine_status(stado_env, job)["state"] == "running", timeout=30, message="stalled to run")
         dash = stado_ui()

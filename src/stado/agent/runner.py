@@ -180,27 +180,27 @@ class SlotRunner:
         """Just before its process starts: the running record read once more, and found as this agent last wrote
         it (a cancel, a reaper or a take-over that moved it since is met here, never after the spawn), on a
         promise with at least half a poll to run (an agent stopped past its promise, or a slot that waited for its
-        inputs, renews first). Nothing reaches the store between this check and the spawn."""
+        inputs, renews first, then reads). That read is the last request before the spawn."""
         poll = self.ctx.cfg.poll_seconds
-        if self._promise_left(slot) >= poll / 2:
-            if not self._unmoved(slot):
+        if self._promise_left(slot) < poll / 2:
+            before = slot.version
+            try:
+                refused = self.renew(slot)
+            except StoreError as e:
+                refused = None
+                self.ctx.log(f"{slot.job_id}: could not renew its claim before starting it ({type(e).__name__}: "
+                             f"{brief(str(e), 200)}); trying again on the next tick")
+            if refused is not None:
+                self._overtaken(slot, refused.current, refused.version)
+            if slot.stop is not None or slot.version is None or slot.version == before:
+                if slot.stop is None:
+                    slot.launch_due = self.ctx.clock.monotonic() + poll
                 return False
-            if self._promise_left(slot) >= poll / 2:  # (the read itself may have been slow)
-                return True
-        before = slot.version
-        try:
-            refused = self.renew(slot)
-        except StoreError as e:
-            refused = None
-            self.ctx.log(f"{slot.job_id}: could not renew its claim before starting it ({type(e).__name__}: "
-                         f"{brief(str(e), 200)}); trying again on the next tick")
-        if refused is not None:
-            self._overtaken(slot, refused.current, refused.version)
-        if slot.stop is None and slot.version is not None and slot.version != before and \
-                self._promise_left(slot) >= poll / 2:
+        if not self._unmoved(slot):
+            return False
+        if self._promise_left(slot) >= poll / 2:  # (the read itself may have been slow)
             return True
-        if slot.stop is None:
-            slot.launch_due = self.ctx.clock.monotonic() + poll
+        slot.launch_due = self.ctx.clock.monotonic()  # renewed first on the next tick
         return False
 
     def _unmoved(self, slot: Slot) -> bool:
