@@ -58,7 +58,15 @@ def adopt_legacy(store: ObjectStore) -> bool:
     try:
         copied = store.put_if_absent(keys.QUEUE_PAUSE, data)
     except AlreadyExists:
-        return True
+        # Our own copy whose answer was lost (a retried create meets it), or another agent's copy of the same old
+        # record: either is a copy, withdrawn below if its original is gone. A pause written since stays.
+        try:
+            blob = store.get(keys.QUEUE_PAUSE)
+        except NotFound:
+            return True
+        if blob.data != data:
+            return True
+        copied = blob.version
     try:
         store.head(keys.LEGACY_QUEUE_PAUSE)
     except NotFound:
