@@ -47,6 +47,10 @@ def add_agent_parser(sub) -> None:
                         "keeper of each job this agent runs stops the job's processes within that margin once the "
                         "agent stops renewing (SIGTERM a quarter of it past the promise, SIGKILL by three quarters), "
                         "so give every agent and `stado reap --margin` of a fleet the same value")
+    a.add_argument("--bridge-seconds", type=_number, default=30.0, metavar="S",
+                   help="once this agent is gone (killed), how long each running job's keeper renews its claim for it, "
+                        "so that the agent that next starts on this host (a service restart) takes the job over "
+                        "rather than have it stopped and requeued (default 30; 0: stop and requeue at once)")
     a.add_argument("--store-wait", type=_number, default=60.0, metavar="S",
                    help="at start, how long to wait out a store that answers as unwell (503 SlowDown, 500, resets, "
                         "refused connections) before exiting 4 (default 60); refused credentials or a store that "
@@ -84,7 +88,7 @@ def config_from_args(args):
         poll_seconds=args.poll_seconds, busy_poll_seconds=args.busy_poll_seconds, capabilities=frozenset(c for v in args.capabilities for c in parse_list(v)),
         cores=args.cores, accelerators=args.accelerators, accelerator_devices=devices, provider=args.provider,
         spot=args.spot, price_per_hour=args.price_per_hour, kill_after=args.kill_after, reap_margin=args.reap_margin,
-        store_wait=args.store_wait,
+        store_wait=args.store_wait, keeper_bridge=args.bridge_seconds,
         settle_seconds=args.settle_seconds, until_idle=args.until_idle, window=args.window, keep_work=args.keep_work,
         subreaper=True, **extra).check()
 

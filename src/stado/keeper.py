@@ -23,7 +23,6 @@ flight or to record a verdict.
 
     python -m stado.keeper < spec      (started by the agent: agent.processhost.ProcessHost.keep)
 """
-import json
 import os
 import select
 import sys
@@ -39,19 +38,30 @@ def boottime() -> float:
 
 class Keeper:
     def __init__(self, spec: dict, control: int):
-        from stado.agent.processhost import ProcessHost
-
         self.spec = spec
         self.job_id, self.job_dir, self.claim = spec["job_id"], spec["job_dir"], spec["attempt"]
         self.process = spec["process"]
         self.margin = float(spec.get("margin", 2.0))
         self.kill_after = float(spec.get("kill_after", 10.0))
         self.control: int | None = control  # its agent's pipe: a line says done, its end that the agent is gone
-        self.host = ProcessHost()
+        self._host = None  # loaded when the job's processes are to be stopped (signal and enum cost its start 5 ms)
         self.ended: tuple | None = None   # the shell's (exit code, signal), once it has ended
         self.proven: float = 0.0          # until when a renewal the store showed landed keeps the job alive
+        self.agent_id = spec.get("agent_id")
+        self.poll = float((spec.get("agent") or {}).get("poll_seconds", 5.0))
+        self.bridge_for = float(spec.get("bridge", 0.0))  # how long it renews for a gone agent
+        self.gone_at: float | None = None  # when its agent's pipe closed
+        self.version = None                # the record's version its own bridge renewals left
         self.checked: str | None = None   # the nonce of the renewal in flight already asked of the store
         self.pidfd = self._pin()
+
+    @property
+    def host(self):
+        if self._host is None:
+            from stado.agent.processhost import ProcessHost
+
+            self._host = ProcessHost()
+        return self._host
 
     def log(self, message: str) -> None:
         sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} keeper of {self.job_id}: {message}\n")
@@ -72,12 +82,18 @@ class Keeper:
             promise = read_json_file(self.job_dir, PROMISE_FILE)
             self._look_at_shell()
             checkpoint = (read_json_file(self.job_dir, "checkpointed.json") or {}).get("began")
-            step = decide(promise, claim=self.claim, now=boottime(), ended=self.ended is not None,
-                          proven=self.proven, checked=self.checked, margin=self.margin, checkpoint=checkpoint)
+            now = boottime()
+            bridging = (self.gone_at is not None and now < self.gone_at + self.bridge_for and promise is not None
+                        and promise.get("owner") == self.agent_id)
+            step = decide(promise, claim=self.claim, now=now, ended=self.ended is not None, proven=self.proven,
+                          checked=self.checked, margin=self.margin, checkpoint=checkpoint, bridging=bridging,
+                          poll=self.poll)
             if step[0] == "leave":
                 return 0
             if step[0] == "wait":
                 self._wait(step[1])
+            elif step[0] == "bridge":
+                self._bridge()
             elif step[0] == "record":
                 return self._record_ended(promise or {})
             elif step[0] == "check":
@@ -99,10 +115,30 @@ class Keeper:
             line = os.read(self.control, 64)
             if line.startswith(b"done"):
                 raise SystemExit(0)
-            if not line:  # its agent is gone: the promise alone speaks for the job now
-                self.log("its agent is gone; keeping its promise")
+            if not line:  # its agent is gone: the keeper speaks for the job now
+                self.gone_at = boottime()
+                self.log(f"its agent is gone; renewing its claim for up to {self.bridge_for:g} s, for the agent that "
+                         "next starts on this host to take the job over")
                 os.close(self.control)
                 self.control = None
+
+    def _bridge(self) -> None:
+        """Renew the claim for the gone agent (standin.bridge). A record no longer that agent's (taken over by the
+        agent that started next, cancelled, reaped), or a store that does not answer, ends the bridge: from then on
+        the promise as it stands decides."""
+        began = boottime()
+        try:
+            from stado.standin import bridge
+
+            got = bridge(self.job_id, self.claim, str(self.agent_id), self.poll + 1.0)
+        except Exception as e:
+            got = None
+            self.log(f"could not renew for its agent ({type(e).__name__}: {brief(str(e), 160)})")
+        if got is None:
+            self.gone_at = -1e18  # the bridge is over
+            return
+        self.version = got
+        self.proven = began + self.poll + 1.0
 
     def _look_at_shell(self) -> None:
         if self.ended is not None:
@@ -171,7 +207,7 @@ class Keeper:
         try:
             from stado.standin import lapse_kept
 
-            said = lapse_kept(self.job_id, self.claim, promise.get("version"), why)
+            said = lapse_kept(self.job_id, self.claim, self.version or promise.get("version"), why)
         except Exception as e:  # the store cannot be written: the reaper settles the job by its promise
             said = f"could not record it ({type(e).__name__}: {brief(str(e), 160)}); the reaper settles it by its promise"
         self.log(said)
@@ -193,10 +229,13 @@ class Keeper:
 
 
 def decide(promise: dict | None, *, claim: str, now: float, ended: bool, proven: float, checked: str | None,
-           margin: float, checkpoint: float | None = None) -> tuple:
-    """The keeper's next step (pure; every time on CLOCK_BOOTTIME):
+           margin: float, checkpoint: float | None = None, bridging: bool = False, poll: float = 5.0) -> tuple:
+    """The keeper's next step (pure; every time on CLOCK_BOOTTIME). `bridging`: its agent is gone (its pipe closed),
+    no agent has taken the job over, and the bridge's time is not up: the keeper renews the claim itself, half a
+    `poll` before its promise runs out, so that the agent that next starts on the host can take the job over.
 
     ("leave",)                             the slot is settled (done), its directory gone, or another attempt's
+    ("bridge",)                            renew the claim for the gone agent (standin.bridge)
     ("wait", seconds)                      nothing to do before then
     ("record",)                            the shell ended and its agent has not recorded it within its promise (and
                                            the same part of the margin past it that a running one is stopped at)
@@ -207,6 +246,9 @@ def decide(promise: dict | None, *, claim: str, now: float, ended: bool, proven:
     if promise is None or promise.get("done") or promise.get("attempt") != claim:
         return ("leave",)
     until = max(alive_until(promise, checkpoint), proven)
+    if bridging and not ended:
+        renew_at = until - poll / 2
+        return ("bridge",) if now >= renew_at else ("wait", renew_at - now)
     term, kill = until + TERM_AT * margin, until + KILL_AT * margin
     if now < term:
         return ("wait", term - now)
@@ -282,7 +324,9 @@ def main() -> int:
     if rest.startswith(b"done"):
         return 0
     try:
-        return Keeper(json.loads(line), control).run()
+        from runkit import jsonfast
+
+        return Keeper(jsonfast.loads(line.decode()), control).run()
     except SystemExit as e:
         return int(e.code or 0)
 

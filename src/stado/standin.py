@@ -24,6 +24,22 @@ def running_nonce(job_id: str) -> tuple[str, Version] | None:
     return None if found is None else (found[0].nonce, found[1])
 
 
+def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now=time.time):
+    """Renew, for an agent that is gone (its keeper's pipe closed), its claim of a job whose process still runs
+    here: a compare-and-swap like its own renewals, so that the agent that next starts on this host finds the job
+    alive and takes it over. Returns the record's new version, or None when the record is no longer that agent's
+    running attempt (taken over, cancelled, reaped: the bridge ends)."""
+    from . import jobs
+
+    store = store or _store()
+    found = read(store, keys.running(job_id), job_id)
+    if found is None or found[0].claim != claim or found[0].owner != owner or not found[0].running_phase:
+        return None
+    t = now()
+    got = jobs.renew(store, found[0], found[1], lease_expires_at=t + lease, now=t)
+    return None if isinstance(got, jobs.Overtaken) else list(got[1])
+
+
 def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=time.time, pause=time.sleep,
                tries: int = 5) -> str:
     """The verdict on an attempt whose processes its keeper stopped: requeued (failed past the requeue budget), with

@@ -129,7 +129,7 @@ def spawn_keeper(sim, agent, spec: dict):
     the agent (a process of its own), and deciding as the real one does (keeper.decide)."""
     keeper = sim.spawn_actor(f"keep-{sim.names.get(spec['job_id'], '?')}", "keeper", _keeper, crashable=False)
     keeper.model, keeper.skew, keeper.host, keeper.work_root = None, agent.skew, agent.host, agent.work_root
-    keeper.pid, keeper.spec, keeper.released = sim.new_pid(), spec, False
+    keeper.pid, keeper.spec, keeper.released, keeper.of = sim.new_pid(), spec, False, agent
     sim.trace.event(keeper, f"keeps process {spec['process']['pgid']} of {sim.names.get(spec['job_id'])}")
     return keeper
 
@@ -140,17 +140,33 @@ def _keeper(actor) -> None:
 
     sim, spec = actor.sim, actor.spec
     directory, pgid, claim = spec["job_dir"], spec["process"]["pgid"], spec["attempt"]
-    proven, checked = 0.0, None
+    poll = spec["agent"]["poll_seconds"]
+    proven, checked, version, bridge_until = 0.0, None, None, None
     while not actor.released:
         promise = sim.promises.get(directory)
         ended = sim.exit_of(pgid)
         if ended is not None and directory not in sim.exit_files:
             sim.exit_files[directory] = ended  # what its pidfd told it: written as soon as the shell ends
+        if bridge_until is None and actor.of.state == "crashed":  # its pipe closed: the agent is gone
+            bridge_until = sim.now + spec["bridge"]
+        bridging = (bridge_until is not None and sim.now < bridge_until and promise is not None
+                    and promise.get("owner") == spec["agent_id"])
         step = decide(promise, claim=claim, now=sim.now, ended=ended is not None, proven=proven, checked=checked,
-                      margin=spec["margin"])
+                      margin=spec["margin"], bridging=bridging, poll=poll)
         if step[0] == "leave":
             return
-        if step[0] == "wait":
+        if step[0] == "bridge":
+            began = sim.now
+            try:
+                version = standin.bridge(spec["job_id"], claim, spec["agent_id"], poll + 1.0, store=sim.store,
+                                         now=lambda: sim.now + actor.skew)
+            except StoreError:
+                version = None
+            if version is None:
+                bridge_until = -1.0  # the bridge is over: the promise as it stands decides
+            else:
+                proven = began + poll + 1.0
+        elif step[0] == "wait":
             sim.sleep_until(min(sim.now + step[1], sim.end_of(pgid)))
         elif step[0] == "check":  # the store's answer, as a GET within its deadline gives it
             _, checked, until, _deadline = step
@@ -166,7 +182,8 @@ def _keeper(actor) -> None:
             sim.kept[directory] = {"attempt": claim, "why": "its agent did not renew its promise in time"}
             sim.trace.event(actor, f"stops process {pgid}: its agent did not renew its promise in time")
             sim.signal_group(pgid, 15)
-            said = standin.lapse_kept(spec["job_id"], claim, (promise or {}).get("version"), "stopped by its keeper",
+            said = standin.lapse_kept(spec["job_id"], claim, version or (promise or {}).get("version"),
+                                      "stopped by its keeper",
                                       store=sim.store, now=lambda: sim.now + actor.skew,
                                       pause=lambda seconds: sim.sleep_until(sim.now + seconds))
             sim.trace.event(actor, said)

@@ -49,7 +49,7 @@ def test_the_exploration_reaches_spread_claim_passes(monkeypatch):
         return walk, passed
 
     monkeypatch.setattr(claims, "spread", counting)
-    for seed in range(1, 301):
+    for seed in range(1, 501):
         assert not run_one(seed=seed).violations, seed
     assert sum(reordered) >= 20, (sum(reordered), len(reordered))
 

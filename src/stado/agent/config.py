@@ -46,6 +46,8 @@ class AgentConfig:
     index_seconds: float = 300.0    # keep the claim-order index in step with the queue ledger
     reap_margin: float = 2.0        # seconds past a promise before it counts as passed (clocks disagree a little)
     store_wait: float = 60.0        # at start, how long a store that answers as unwell (503, resets) is waited out
+    keeper_bridge: float = 30.0     # how long a job's keeper renews for its agent once it is gone (killed), for the
+    #                                 agent that next starts on the host to take the job over
     window: int = 1000              # index entries a poll lists (one page): the queue beyond costs nothing a poll
     until_idle: bool = False
     keep_work: bool = False

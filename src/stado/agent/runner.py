@@ -149,7 +149,8 @@ class SlotRunner:
         self.tell_keeper(slot)
         cfg = ctx.cfg
         spec = {"job_id": slot.job_id, "job_dir": slot.job_dir, "attempt": slot.doc.claim, "process": slot.process,
-                "margin": cfg.reap_margin, "kill_after": cfg.kill_after,
+                "margin": cfg.reap_margin, "kill_after": cfg.kill_after, "agent_id": ctx.agent_id,
+                "bridge": cfg.keeper_bridge,
                 "agent": {"work_root": cfg.work_root, "stado_bin": cfg.stado_bin, "host": cfg.host,
                           "poll_seconds": cfg.poll_seconds, "kill_after": cfg.kill_after, "keep_work": cfg.keep_work,
                           "store_env": cfg.store_env, "reap_margin": cfg.reap_margin, "cores": ctx.offer.cores,

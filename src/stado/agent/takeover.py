@@ -136,9 +136,20 @@ def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> S
 def _take_over(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, directory: str, *, ended) -> Slot | None:
     """Become the job's owner (a compare-and-swap on its running document) and give it a slot that watches
     (or has seen) its process rather than starting one."""
-    now = ctx.clock.now()
-    got = jobs.take_over(ctx.store, doc, version, agent_id=ctx.agent_id, lease_expires_at=ctx.lease.promise(now),
-                         now=now, owner_process=ctx.identity)
+    got = None
+    for _ in range(3):
+        now = ctx.clock.now()
+        got = jobs.take_over(ctx.store, doc, version, agent_id=ctx.agent_id, lease_expires_at=ctx.lease.promise(now),
+                             now=now, owner_process=ctx.identity)
+        if got is not None:
+            break
+        # Refused: the job's keeper may have renewed the claim for the gone agent meanwhile (its bridge): take it
+        # over at that version; any other writer's move stands.
+        found = read(ctx.store, keys.running(doc.id), doc.id)
+        if found is None or found[0].claim != doc.claim or found[0].owner != doc.owner or not (
+                found[0].running_phase or found[0].cancelling):
+            return None
+        doc, version = found[0].with_(process=doc.process or found[0].process), found[1]
     if got is None:
         return None
     ctx.workspace.take(directory)  # its directory is this agent's now: never taken for a gone agent's leftover

@@ -12,10 +12,9 @@ attempt has a directory of its own: a stale copy (its agent stopped past its pro
 claimed on the same host never share one. An attempt's started_at survives re-adoption and take-over, so the
 record names its directory.
 """
-import json
 import os
 
-from runkit import proc
+from runkit import jsonfast, proc
 
 from ..errors import BadInput
 
@@ -101,7 +100,7 @@ class HostLock:
             os.close(fd)
             raise BlockingIOError(f"{self.path} is locked by another agent")
         me = proc.self_identity()
-        os.write(fd, json.dumps({"agent": self.agent_id, "pid": me.pid, "start_time": me.start_time,
+        os.write(fd, jsonfast.dumps({"agent": self.agent_id, "pid": me.pid, "start_time": me.start_time,
                                  "host": self.host}).encode())
         self._fd = fd
 
@@ -176,7 +175,7 @@ def live_agents(work_root: str) -> list[dict]:
             with open(path, "rb") as f:
                 # Content first: an agent writes it once it holds the lock, so an empty file is one still being
                 # taken, whose lock a probe here must not contend for.
-                record = json.loads(f.read() or b"null")
+                record = jsonfast.loads(f.read() or b"null")
                 if not isinstance(record, dict) or _lock_free(f.fileno()):
                     continue
         except (OSError, ValueError):
@@ -255,7 +254,7 @@ def write_promise(directory: str, promise: dict) -> None:
     machine's CLOCK_BOOTTIME, which counts a suspend as time gone by, as the store's clock does."""
     tmp = os.path.join(directory, PROMISE_FILE + ".tmp")
     with open(tmp, "w") as f:
-        f.write(json.dumps(promise, sort_keys=True))
+        f.write(jsonfast.dumps(promise, sort_keys=True))
     os.replace(tmp, os.path.join(directory, PROMISE_FILE))
 
 
@@ -264,7 +263,7 @@ def read_json_file(directory: str, name: str) -> dict | None:
     written by a crashed writer, or not an object)."""
     try:
         with open(os.path.join(directory, name)) as f:
-            found = json.loads(f.read())
+            found = jsonfast.loads(f.read())
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
@@ -273,5 +272,5 @@ def read_json_file(directory: str, name: str) -> dict | None:
 def write_kept(directory: str, record: dict) -> None:
     tmp = os.path.join(directory, KEPT_FILE + ".tmp")
     with open(tmp, "w") as f:
-        f.write(json.dumps(record, sort_keys=True))
+        f.write(jsonfast.dumps(record, sort_keys=True))
     os.replace(tmp, os.path.join(directory, KEPT_FILE))

@@ -5,9 +5,10 @@
   twice: 21 or 22 runs of 20 jobs.)
 - An agent that is gone is known gone by the process its records name, whatever work root it used: the agent
   that starts next on the host with another work root takes its job over (its process still runs there).
-- An agent SIGKILLed and not restarted: the job's keeper stops the job's processes before the promise passes and
-  requeues it, so the next attempt never runs beside the first; a job whose command ended just before its agent
-  died is recorded by its keeper and never runs again.
+- An agent SIGKILLed and not restarted: the job's keeper renews its claim for a while (--bridge-seconds) for the
+  agent that next starts on the host, then stops the job's processes before the promise passes and requeues it, so
+  the next attempt never runs beside the first; a job whose command ended just before its agent died is recorded by
+  its keeper and never runs again.
 """
 import json
 import re
@@ -83,7 +84,9 @@ def test_the_next_agent_with_another_work_root_takes_over_a_gone_agents_job(stad
 def test_an_agent_killed_for_good_its_keeper_stops_the_job_before_another_host_starts_it(stado_env, tmp_path, store):
     ledger = tmp_path / "ledger"
     job = submit(stado_env, _job(ledger, 8))
-    first = Agent(stado_env, tmp_path, "--work-root", str(tmp_path / "A"), name="a")
+    # Its keeper renews for it 1 s once it is gone (waiting for an agent on its host to take the job over), then
+    # stops the job and requeues it.
+    first = Agent(stado_env, tmp_path, "--work-root", str(tmp_path / "A"), "--bridge-seconds", "1", name="a")
     other = None
     try:
         process = wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
