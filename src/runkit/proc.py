@@ -157,18 +157,19 @@ def _default_signals():
 
 
 def spawn(path: str, argv: list[str], env: dict[str, str], *, stdin: int, stdout: int, stderr: int,
-          new_session: bool = True, cwd: str | None = None, only_std_fds: bool = False) -> int:
+          new_session: bool = True, cwd: str | None = None, only_std_fds: bool = False, extra_fds=()) -> int:
     """Start a program with the given fds as 0/1/2, every signal at its default disposition and an
     empty signal mask (the caller may ignore SIGINT/SIGHUP/SIGPIPE; the child must not inherit that),
     in a new session when asked, in `cwd` if given. Raises OSError if it cannot be started (a missing
     cwd included). only_std_fds: the child gets fds 0-2 and nothing else, even descriptors this
     process inherited from its own parent (a shell's `exec 7>&1` would otherwise hold a pipeline open
-    for as long as the child lives).
+    for as long as the child lives). extra_fds: (fd here, fd in the child) pairs given to the child besides.
 
     posix_spawn has no working-directory action in Python 3.11, so the caller's directory is changed
     around the spawn and restored: callers are single-threaded and use absolute paths.
     """
     actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, stdout, 1), (os.POSIX_SPAWN_DUP2, stderr, 2)]
+    actions += [(os.POSIX_SPAWN_DUP2, here, there) for here, there in extra_fds]
     if only_std_fds:
         actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited_fds()]
     if cwd is None:

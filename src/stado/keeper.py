@@ -68,8 +68,13 @@ class Keeper:
         sys.stderr.flush()
 
     def _pin(self) -> int | None:
+        """A pidfd on the job's shell: the one its agent opened as it spawned it (fd 3), else one opened here (a shell
+        that ended before this process began is then told by its agent's exit-status file alone)."""
         from runkit import proc
 
+        given = self.spec.get("pidfd")
+        if isinstance(given, int):
+            return given
         start = self.process.get("start_time")
         return None if start is None else proc.exit_watch(self.process["pid"], start)
 
@@ -183,6 +188,10 @@ class Keeper:
 
     def _stop(self, promise: dict, kill: float) -> int:
         from stado.agent.workroot import write_kept
+
+        self._look_at_shell()
+        if self.ended is not None:  # it ended on its own just now: its outcome is recorded, not a lost worker's
+            return self._record_ended(promise)
 
         why = ("its agent did not renew its promise in time (stopped, dead or cut off from the store); its keeper "
                "on this host stopped its processes before the promise passed")

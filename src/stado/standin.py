@@ -2,6 +2,7 @@
 renewal in flight landed, the verdict on a job whose processes it stopped, and the outcome of a command that ended
 while its agent was silent. Loaded by the keeper only when it needs the store; it opens the store its agent used
 (the keeper runs with its agent's environment)."""
+import os
 import time
 
 from . import keys
@@ -93,6 +94,23 @@ def record_ended(spec: dict, ended: tuple) -> str:
         lock.release()
 
 
+def _measure(agent) -> None:
+    """Where the store's clock stands, as an agent measures it at its start (a scratch object written, read back
+    and deleted): what the stand-in writes carries the store's time, not this host's. A store that does not answer
+    leaves this host's clock, as for any agent not yet measured."""
+    from .objectstore.base import StoreError
+
+    key = f"control/clock/{os.urandom(8).hex()}"
+    try:
+        agent.ctx.clock.measure(agent.store, key, lambda: agent.store.put(key, b"{}"))
+    except StoreError:
+        pass
+    try:
+        agent.store.delete(key)
+    except StoreError:
+        pass
+
+
 def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
     """What `agent` (a stand-in for the agent the job's keeper outlived) does for that job, as the agent next
     starting on the host would (agent.takeover): take it over (a compare-and-swap of its owner, so a reaper or a
@@ -106,6 +124,7 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
 
     job_id = spec["job_id"]
     clock = agent.ctx.clock
+    _measure(agent)
     deadline = clock.monotonic() + 30 * 60  # past it, the reaper settles the job (by its promise)
     while True:
         try:

@@ -10,7 +10,7 @@ import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado import artifacts, reaper, schedules, storecheck, submission
+from stado import artifacts, reaper, schedules, standin, storecheck, submission
 from stado.agent import claims, owner
 
 # The transitions' modules (the package's own names, claim and cancel, are its functions).
@@ -75,6 +75,7 @@ def deterministic(sim):
         (owner, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
         (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)), (owner, "os", _SimOs(sim)),
+        (standin, "os", _SimOs(sim)),  # a stand-in's scratch key for its clock
         (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]

@@ -26,6 +26,7 @@ class ProcessHost:
         self.reap_all = reap_all  # this agent is a subreaper: every orphan comes back to it to be reaped
         self._status_paths: dict[int, str] = {}  # a job shell's pid -> where its exit status is written
         self._keepers: list[int] = []  # keepers told to go, not yet collected (when this agent is no subreaper)
+        self._pidfds: dict[int, int] = {}  # a job shell's pid -> a pidfd on it, until its keeper has its own copy
 
     def spawn(self, command: str, env: dict[str, str], job_dir: str, cwd: str, output_path: str) -> dict:
         """Start the job in its own session (its process group id is its pid), stdin from /dev/null, stdout
@@ -40,6 +41,10 @@ class ProcessHost:
             os.close(null)
             os.close(out)
         self._status_paths[pid] = os.path.join(job_dir, EXIT_STATUS_FILE)
+        try:  # pinned at once: its keeper, given it, learns how the shell ended whoever reaps it (Linux 5.3+)
+            self._pidfds[pid] = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            pass
         ident = proc.identity(pid)
         return {"pid": pid, "pgid": pid, "start_time": ident.start_time if ident else None, "boot_id": proc.boot_id(),
                 "work_dir": cwd, "job": env.get("WC_JOB_ID"), "attempt_started": env.get("WC_JOB_STARTED_AT")}
@@ -132,19 +137,24 @@ class ProcessHost:
         (a line 'done' ends it; its end of file tells it this agent is gone); its log in the job's directory. None
         if it cannot be started (the job runs on, with no keeper: said by the caller)."""
         job_dir = spec["job_dir"]
+        pidfd = self._pidfds.pop(spec["process"]["pid"], None)
+        if pidfd is not None:
+            spec = dict(spec, pidfd=3)  # the shell's pidfd, as the keeper's fd 3
         read_end, write_end = os.pipe()
         log = os.open(os.path.join(job_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
             # `-c`, not `-m`: runpy would import importlib.util and contextlib, a fifth of the keeper's start.
             pid = proc.spawn(sys.executable, [sys.executable, "-c", "import sys, stado.keeper as k; sys.exit(k.main())"],
-                             dict(os.environ), stdin=read_end,
-                             stdout=log, stderr=log, new_session=True)
+                             dict(os.environ), stdin=read_end, stdout=log, stderr=log, new_session=True,
+                             extra_fds=[(pidfd, 3)] if pidfd is not None else ())
         except OSError:
             os.close(write_end)
             return None
         finally:
             os.close(read_end)
             os.close(log)
+            if pidfd is not None:
+                os.close(pidfd)
         os.write(write_end, jsonfast.dumps(spec, sort_keys=True).encode() + b"\n")
         ident = proc.identity(pid)
         handle = {"pid": pid, "start_time": ident.start_time if ident else None, "fd": write_end}
@@ -193,7 +203,11 @@ class ProcessHost:
         lsof would list): the restart check's evidence that a job left by a dead agent still runs."""
         from runkit.envfind import using_path
 
-        return using_path(directory)
+        from .workroot import read_json_file
+
+        # The job's keeper holds its log there: it speaks for the job, it is not the job.
+        kept = read_json_file(directory, "keeper.json") or {}
+        return [pid for pid in using_path(directory) if pid != kept.get("pid")]
 
 
 def _collected(pid: int) -> bool:
