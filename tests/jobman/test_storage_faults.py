@@ -340,3 +340,40 @@ def test_each_reading_command_on_a_database_missing_a_table(jobman, table):
         if result.returncode == 1:
             assert len(result.stderr.strip().splitlines()) == 1 and "lacks part of its schema" in result.stderr, \
                 (args, result.stderr)
+
+
+def test_a_read_only_spell_of_the_database_file_leaves_no_supervisor_stuck():
+    """`chmod 0400 jobman.db` for 5 s, as its owner (not root, whom a mode does not stop): C after B after A, and A
+    ends during the spell. A supervisor that opens the database meanwhile (one back from its lean form, rung by A)
+    gets a read-only connection without an error, and its writes are refused; it used to try them again on that
+    connection for ever, the file writable again or not, and the chain never ended. Now each try refused as
+    read-only opens the database anew, and the chain runs once the file is writable."""
+    from tests.jobman.unprivileged import unprivileged_jobman
+
+    with unprivileged_jobman() as jm:
+        gate = jm.home.parent / "gate"
+        a = jm.run(*gated(gate), opts=["--name", "A"])
+        b = jm.run("true", opts=["--name", "B", "--after-success", "A"])
+        c = jm.run("true", opts=["--name", "C", "--after-success", "B"])
+        wait_for(lambda: jm.state(a)["phase"] == "running"
+                 and all(jm.state(j)["waiting_for"] == "dependencies" for j in (b, c)), timeout=30)
+        db = jm.home / "jobman.db"
+        db.chmod(0o400)
+        spell_began = time.monotonic()
+        try:
+            gate.touch()  # A ends; its supervisor's connection was opened writable and records it
+            logs = lambda: "".join(supervisor_log(jm, j) for j in (b, c))  # noqa: E731
+            wait_for(lambda: "the database is read-only" in logs(), timeout=30,
+                     message="a supervisor to meet the read-only file")
+            time.sleep(max(0.0, 5.0 - (time.monotonic() - spell_began)))  # the spell itself lasts 5 s
+        finally:
+            db.chmod(0o600)
+        writable = time.monotonic()
+        wait_for(lambda: all(jm.state(j)["outcome"] == "succeeded" for j in (a, b, c)), timeout=30,
+                 message="the chain to run once the file is writable")
+        assert time.monotonic() - writable < 20
+        assert "the database works again after" in logs() and "opens the database again" in logs(), logs()
+        waited = [e for j in (b, c) for e in jm.show(j)["events"] if e["kind"] == "database_waited"]
+        assert any(w["reason"].startswith("the database is read-only") for w in waited), waited
+        assert [e["kind"] for j in (a, b, c) for e in jm.show(j)["events"]].count("attempt_started") == 3
+        no_tracebacks(jm)
