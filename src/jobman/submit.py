@@ -51,20 +51,19 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]], 
     if launch is None:
         launch = Launch(uuid7())
     job_id = launch.job_id
-    now = time.time()
     faults.pause("cli:before_commit")
     try:
         with TroubleCaught(conn, "cannot submit", "nothing was submitted"):
+            # The submission's time (and so its claim deadline) is read once the write lock is held.
             spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
-                                      credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
+                                      credential_hash=sha256(credential), before_commit=_ignore_interrupts)
     except BaseException:
         launch.abandon()
         raise
     faults.hit("cli:after_commit")
     faults.linger("cli:slow_after_commit")
-    deadline = now + spec["windows"]["claim"]
     try:
-        launch.hand(credential, deadline)
+        launch.hand(credential, spec["claim_deadline"])
         supervisor_id = launch.wait_for_ack()
         reconciled = False
     except (LaunchError, ack.BadAck, OSError) as e:
@@ -104,15 +103,14 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
         if next_item < len(items) and not stop and not failures and room > 0:
             chunk = items[next_item:next_item + min(BATCH_CHUNK, room)]
             jobs = [(uuid7(), os.urandom(CREDENTIAL_BYTES), spec, deps) for spec, deps in chunk]
-            now = time.time()
             if next_item == 0:
                 faults.pause("cli:before_commit")
             # The first chunk's trouble refuses the batch; a later chunk's failure (of any kind) ends it there.
             first = ("cannot submit", "nothing was submitted") if next_item == 0 else (None, None)
             try:
                 with TroubleCaught(conn, *first) as caught:
-                    stored = transitions.submit_many(
-                        conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs], now,
+                    stored = transitions.submit_many(  # (timed once the write lock is held, as submit())
+                        conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs],
                         before_commit=(lambda: _catch_interrupts(stop)) if next_item == 0 else None)
             except Exception as e:
                 if next_item == 0:
@@ -127,7 +125,7 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
             for offset, ((job_id, cred, _, _), spec) in enumerate(zip(jobs, stored)):
                 launch = Launch(job_id)
                 try:
-                    launch.hand(cred, now + spec["windows"]["claim"])
+                    launch.hand(cred, spec["claim_deadline"])
                 except LaunchError as e:
                     inflight.append([next_item + offset, job_id, spec, e])
                 else:

@@ -45,20 +45,29 @@ def _update(conn, job_id: str, revision: int, phases: tuple, sets: dict, extra_w
 # --- submission (CLI) -------------------------------------------------------------------------
 
 def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]], credential_hash: bytes,
-           now: float, before_commit=None) -> dict:
+           now: float | None = None, before_commit=None) -> dict:
     """One transaction: job + runtime state + dependency edges + job_submitted.
 
     Dependency selectors are resolved to canonical ids here, inside the transaction. before_commit
     runs just before COMMIT (the CLI ignores interrupts from there on). Returns the stored spec, with
-    the job's handle (its short number) added.
+    the job's handle (its short number), its submission time and its claim deadline added. now: the
+    submission time (None: the clock once the write lock is held).
     """
     return submit_many(conn, [(job_id, spec, dependencies, credential_hash)], now, before_commit)[0]
 
 
-def submit_many(conn, jobs: list[tuple[str, dict, list, bytes]], now: float, before_commit=None) -> list[dict]:
+def submit_many(conn, jobs: list[tuple[str, dict, list, bytes]], now: float | None = None,
+                before_commit=None) -> list[dict]:
     """submit() for several jobs [(job_id, spec, dependencies, credential_hash)] in one transaction (one
     synced commit: a batch's jobs are committed a few at a time). All of them or none."""
     conn.execute("BEGIN IMMEDIATE")
+    if now is None:
+        # A job is submitted when it is committed: BEGIN IMMEDIATE may have waited for the write lock (a backup,
+        # `sqlite3` in a shell) longer than the claim window, and a deadline read before that wait would have
+        # closed before the supervisor could claim. From here to COMMIT nothing waits.
+        import time
+
+        now = time.time()
     try:
         stored = [_insert_job(conn, *job, now) for job in jobs]
     except BaseException:
@@ -109,7 +118,7 @@ def _insert_job(conn, job_id: str, spec: dict, dependencies: list[tuple[str, str
               **({"restart_of": spec["restart_of"]} if spec.get("restart_of") else {}))
     if held:
         add_event(conn, job_id, "held", now)
-    return dict(spec, handle=handle)
+    return dict(spec, handle=handle, submitted_at=now, claim_deadline=now + windows["claim"])
 
 
 def fail_submission(conn, job_id: str, revision: int, now: float, detail: str) -> int:
