@@ -43,10 +43,33 @@ _LINE = ("FROM job_state WHERE phase = 'waiting' AND waiting_for = 'slot' AND li
          " ORDER BY line_priority DESC, line_at, job_id")
 
 
-def front_of_line(conn, group: str, count: int) -> list:
-    """The first `count` jobs in the group's line: (job_id, priority, submitted_at, lease_expires_at)."""
-    return conn.execute(f"SELECT job_id, line_priority, line_at, lease_expires_at {_LINE} LIMIT ?",
-                        (group, count)).fetchall()
+def front_of_line(conn, group: str, count: int, passed=frozenset()) -> list:
+    """The first `count` jobs in the group's line: (job_id, priority, submitted_at, lease_expires_at, revision,
+    supervisor_pid, supervisor_start_time, supervisor_boot_id). passed: (job_id, revision) of waiters found unable
+    to take a slot (their supervisor stopped or dead): stepped over while their revision is the one seen then,
+    so one that has woken and written since holds its place again."""
+    rows = conn.execute(f"SELECT job_id, line_priority, line_at, lease_expires_at, revision, supervisor_pid,"
+                        f" supervisor_start_time, supervisor_boot_id {_LINE} LIMIT ?",
+                        (group, count + len(passed))).fetchall()
+    if passed:
+        rows = [row for row in rows if (row[0], row[4]) not in passed]
+    return rows[:count]
+
+
+def able_waiters(conn, group: str, count: int, verify) -> list[str]:
+    """The first `count` jobs of the group's line whose supervisor can take a slot (verify(pid, start_time, boot,
+    awake=True): alive and not stopped), in the order they may take one: those a freed slot is for. A stopped
+    or dead waiter ahead of them is stepped over (as front_of_line's passed), so it does not hold the line."""
+    cursor = conn.execute(f"SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id {_LINE}",
+                          (group,))
+    found: list[str] = []
+    for job_id, pid, start_time, boot in cursor:
+        if len(found) >= count:
+            break
+        if verify(pid, start_time, boot, awake=True):
+            found.append(job_id)
+    cursor.close()
+    return found
 
 
 def line(conn, group: str) -> list[str]:
@@ -242,6 +265,15 @@ FROM job_state s WHERE s.phase != 'finished' AND s.phase != 'submitting' AND s.l
 def due_for_reconcile(conn, now: float) -> list:
     """Submissions past their claim deadline and active jobs past their lease."""
     return conn.execute(_DUE, {"now": now}).fetchall()
+
+
+def cancels_asked(conn) -> list:
+    """(job_id, phase, revision, attempts, supervisor_pid, supervisor_start_time, supervisor_boot_id) of jobs not
+    running an attempt whose cancel was asked for and not yet carried out (an index of asked cancels)."""
+    return conn.execute("SELECT job_id, phase, revision, attempts, supervisor_pid, supervisor_start_time,"
+                        " supervisor_boot_id FROM job_state INDEXED BY job_state_cancels"  # (not every unfinished)
+                        " WHERE cancel_requested_at IS NOT NULL"
+                        " AND phase != 'finished' AND phase IN ('starting', 'waiting')").fetchall()
 
 
 def finished_slot_holders(conn) -> list:

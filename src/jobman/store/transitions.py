@@ -200,9 +200,12 @@ def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str,
     return rev
 
 
-def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: str, now: float) -> int | None:
+def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: str, now: float,
+                      passed=frozenset()) -> int | None:
     """Take a slot in the job's group and move it to running with a new attempt, if the group has room
-    for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting)."""
+    for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting).
+    passed: (job_id, revision) of waiters ahead that the caller found unable to take a slot (stopped, dead):
+    stepped over unless they have moved since (queries.front_of_line)."""
     from .. import scheduling
 
     # Not synced on its own: after a power cut no target of this boot runs, and the job is lost anyway.
@@ -210,7 +213,7 @@ def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: s
         me = conn.execute("SELECT j.group_name, j.priority, j.submitted_at, g.slot_limit FROM jobs j"
                           " JOIN groups g ON g.name = j.group_name WHERE j.id = ?", (job_id,)).fetchone()
         held = queries.slots_held(conn, me["group_name"])
-        front = queries.front_of_line(conn, me["group_name"], max(0, me["slot_limit"] - held))
+        front = queries.front_of_line(conn, me["group_name"], max(0, me["slot_limit"] - held), passed)
         if not scheduling.slot_verdict(me["slot_limit"], held, front, (job_id, me["priority"], me["submitted_at"])):
             return None
         rev = _update(conn, job_id, revision, ("starting", "waiting"),
