@@ -106,9 +106,9 @@ def _insert_job(conn, job_id: str, spec: dict, dependencies: list[tuple[str, str
     handle = next_handle(conn)
     conn.execute(
         "INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window, lease_duration,"
-        " renew_interval, poll_interval, handle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " renew_interval, poll_interval, handle, restart_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (job_id, spec["name"], dumps(spec), spec["group"], spec["priority"], now,
-         windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle))
+         windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle, spec.get("restart_of")))
     conn.execute(
         "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline, held_at)"
         " VALUES (?, 'submitting', 1, ?, ?, ?)", (job_id, credential_hash, now + windows["claim"], now if held else None))
