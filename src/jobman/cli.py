@@ -297,6 +297,8 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
     left_out = [f"{n} older {what}" for what, n in result["not_shown"].items() if n]
     if left_out:
         sys.stderr.write(f"jobman: {' and '.join(left_out)} job(s) not shown (jobman list --all)\n")
+    if result.get("lost_note"):
+        sys.stderr.write(f"jobman: {result['lost_note']}\n")
     return 0
 
 

@@ -77,6 +77,14 @@ def discard(home: str, job_id: str, fd: int) -> None:
         pass
 
 
+def remove(home: str, job_id: str) -> None:
+    """Remove the FIFO of a job whose supervisor is gone (found lost): nothing will listen on it again."""
+    try:
+        os.unlink(bell_path(home, job_id))
+    except OSError:
+        pass
+
+
 def ring(home: str, job_id: str, what: bytes = b"!") -> bool:
     """Wake that job's supervisor if it listens; never blocks, never fails. what=ROUND asks it only to
     look at the lease round (whose holder has stopped waiting), not to look at its job again."""

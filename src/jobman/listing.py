@@ -35,9 +35,30 @@ def read(conn, *, active_only: bool, limit: int | None, finished: int | None, wa
             not_shown = {"waiting": all_waiting - sum(1 for r in rows if r.phase == "waiting"),
                          "finished": all_finished - sum(1 for r in rows if r.finished)}
         views = annotate(conn, rows)
+        lost = lost_note(conn)
     finally:
         conn.execute("COMMIT")
-    return {"jobs": views, "not_shown": not_shown}
+    return {"jobs": views, "not_shown": not_shown, **({"lost_note": lost} if lost else {})}
+
+
+def lost_note(conn) -> str | None:
+    """One line on the lost jobs nobody has restarted (a reboot makes every waiting job of a sweep lost once its
+    lease runs out): what happened, and the command that brings the work back. None if there are none."""
+    from runkit import proc
+
+    before, started, earlier_boot = queries.lost_not_restarted(conn, proc.boot_id())
+    if not before + started:
+        return None
+    what = (f"{before + started} job(s) were lost when the machine restarted (their supervisors ran before this boot)"
+            if earlier_boot == before + started else f"{before + started} job(s) were lost (their supervisors died"
+            + (", some before this boot)" if earlier_boot else ")"))
+    if before:
+        also = f" (--include-started: also the {started} that had started, which may have done part of their work)" \
+            if started else ""
+        return (f"{what}, {before} of them before they started: `jobman restart --state lost` submits those again, "
+                f"their dependencies kept{also}")
+    return (f"{what}, each after it had started (it may have done part of its work): `jobman restart --state lost "
+            f"--include-started` submits them again, their dependencies kept")
 
 
 def annotate(conn, rows) -> list[dict]:

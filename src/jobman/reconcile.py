@@ -41,6 +41,7 @@ def run(conn, home: str, now: float) -> list[tuple[str, str]]:
                 detail = ("its supervisor stopped renewing its lease and no longer exists"
                           + ("; the target process tree is still alive" if alive else ""))
                 mark_lost(conn, job_id, row["revision"], now, detail, alive)
+                doorbell.remove(home, job_id)  # its listener is gone: the FIFO would wait for a prune otherwise
                 changes.append((job_id, "lost"))
             else:
                 continue

@@ -84,8 +84,9 @@ BATCH_CHUNK = 4
 BATCH_WINDOW = 8
 
 
-def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> dict:
-    """Submit the jobs [(spec, dependencies)] in order, each with its own handoff. emit(result) is called
+def submit_batch(conn, db_file: str, items: list[tuple], emit) -> dict:
+    """Submit the jobs [(spec, dependencies)] in order, each with its own handoff (an item (spec, dependencies,
+    job_id) brings its own id: a restart re-wires the edges among its jobs to ids it has chosen beforehand). emit(result) is called
     for every job handed over, in order (result as submit() returns it, plus "index", its place in
     `items`). An interrupt (Ctrl-C, a hang-up) or a failed handoff stops the batch: nothing more is
     committed, the handoffs of the jobs committed already are finished (each ends owned, or
@@ -102,7 +103,8 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
         room = BATCH_WINDOW - len(inflight)
         if next_item < len(items) and not stop and not failures and room > 0:
             chunk = items[next_item:next_item + min(BATCH_CHUNK, room)]
-            jobs = [(uuid7(), os.urandom(CREDENTIAL_BYTES), spec, deps) for spec, deps in chunk]
+            jobs = [(item[2] if len(item) > 2 else uuid7(), os.urandom(CREDENTIAL_BYTES), item[0], item[1])
+                    for item in chunk]
             if next_item == 0:
                 faults.pause("cli:before_commit")
             # The first chunk's trouble refuses the batch; a later chunk's failure (of any kind) ends it there.
@@ -154,7 +156,10 @@ def _catch_interrupts(stop: list) -> None:
     import _signal  # (no stubs: the type checker says so once, above)
 
     for name in _HANDOFF_SIGNALS:
-        _signal.signal(getattr(_signal, name), lambda signum, frame: stop.append(signum))
+        try:
+            _signal.signal(getattr(_signal, name), lambda signum, frame: stop.append(signum))
+        except ValueError:
+            return  # a worker thread (`jobman ui` restarting jobs): the dispositions are its server's
 
 
 def _read_acks(launches: list) -> None:

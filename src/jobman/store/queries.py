@@ -317,11 +317,47 @@ def newest_job(conn) -> str | None:
 
 
 def failed_dependents(conn, job_id: str) -> list:
-    """(dependent, condition, submitted_at) of every edge onto job_id from a job that ended dependency_failed."""
+    """(dependent, condition, submitted_at, outcome) of every edge onto job_id from a job that never ran because of
+    it or with it: it ended dependency_failed, or lost before it started (its supervisor died while it waited)."""
     return conn.execute(
-        "SELECT d.job_id, d.condition, j.submitted_at FROM dependencies d JOIN job_state s ON s.job_id = d.job_id"
-        " JOIN jobs j ON j.id = d.job_id WHERE d.depends_on = ? AND s.outcome = 'dependency_failed'",
-        (job_id,)).fetchall()
+        "SELECT d.job_id, d.condition, j.submitted_at, s.outcome FROM dependencies d JOIN job_state s"
+        " ON s.job_id = d.job_id JOIN jobs j ON j.id = d.job_id WHERE d.depends_on = ?"
+        " AND (s.outcome = 'dependency_failed' OR (s.outcome = 'lost' AND s.attempts = 0))", (job_id,)).fetchall()
+
+
+# Whether a job has been restarted: a job names it as its restart_of (an index, migration 6).
+_RESTARTED = "EXISTS (SELECT 1 FROM jobs r WHERE r.restart_of = s.job_id)"
+
+
+def restartable(conn, where: tuple[str, list]) -> list:
+    """(job_id, outcome, attempts) of every finished job that matches `where` (list_filter) and has not been
+    restarted yet, in submission order."""
+    cond, args = where
+    return conn.execute(f"SELECT s.job_id, s.outcome, s.attempts FROM job_state s JOIN jobs j ON j.id = s.job_id"
+                        f" WHERE s.phase = 'finished' AND NOT {_RESTARTED}{cond} ORDER BY j.submitted_at, j.id",
+                        args).fetchall()
+
+
+def lost_not_restarted(conn, boot_id: str) -> tuple[int, int, int]:
+    """Lost jobs nobody has restarted: (how many had not started, how many had, how many of either ran under an
+    earlier boot), from the index of lost jobs."""
+    row = conn.execute(f"SELECT count(*) FILTER (WHERE s.attempts = 0), count(*) FILTER (WHERE s.attempts > 0),"
+                       f" count(*) FILTER (WHERE s.supervisor_boot_id IS NOT ?) FROM job_state s"
+                       f" WHERE s.outcome = 'lost' AND NOT {_RESTARTED}", (boot_id,)).fetchone()
+    return row[0], row[1], row[2]
+
+
+def submitted_order(conn, job_ids) -> list[str]:
+    """job_ids in submission order."""
+    ids = list(job_ids)
+    if not ids:
+        return []
+    found = {}
+    for start in range(0, len(ids), 500):  # (SQLite's bound on parameters)
+        part = ids[start:start + 500]
+        found.update(conn.execute(f"SELECT id, submitted_at FROM jobs WHERE id IN ({','.join('?' * len(part))})",
+                                  part).fetchall())
+    return sorted(found, key=lambda job_id: (found[job_id], job_id))
 
 
 def handle_of(conn, job_id: str) -> int | None:
