@@ -66,7 +66,7 @@ def annotate(conn, rows) -> list[dict]:
     is left of a lost one (read inside the caller's snapshot, so every row agrees with the others)."""
     from .api import job_view
 
-    lines, views = {}, []
+    lines, reasons, views = {}, {}, []
     for row in rows:
         view = job_view(row)
         if row.outcome == "lost":
@@ -77,12 +77,27 @@ def annotate(conn, rows) -> list[dict]:
             group = row.group_name
             if group not in lines:
                 lines[group] = {job: n for n, job in enumerate(queries.line(conn, group))}
+                reasons[group] = slot_reason(conn, group)
+            view["wait_detail"] = reasons[group]
             ahead = lines[group].get(view["id"])
             if ahead is not None:
                 place = "next in line" if ahead == 0 else f"{ahead} ahead in line"
                 view["wait_detail"] = f"{view['wait_detail']}; {place}"
         views.append(view)
     return views
+
+
+def slot_reason(conn, group: str) -> str:
+    """Why a job waits for a slot, as its group is now: a waiter records its reason when it looks, and one not
+    rung since its group's limit changed (only as many of the line as slots were freed are rung) would still
+    say "paused" of a group that has been opened."""
+    limit = queries.slot_limit(conn, group) or 0
+    held = queries.slots_held(conn, group)
+    if limit == 0:
+        return f"group {group} is paused (limit 0)"
+    if held >= limit:
+        return f"group {group} is full (limit {limit})"
+    return f"group {group} has {limit - held} free slot(s) (limit {limit}, {held} running)"
 
 
 def mark_stopped(conn, view: dict) -> None:
@@ -108,7 +123,10 @@ def lost_text(row) -> str:
         return "its supervisor is gone; its target tree is still alive: it keeps its slot in group " + row.group_name
     if row.attempts:
         return "its supervisor is gone, and its target process tree is gone too"
-    return "its supervisor is gone; no target was started"
+    return NEVER_STARTED
+
+
+NEVER_STARTED = "its supervisor is gone; no target was started"
 
 
 # --- the table ------------------------------------------------------------------------------------

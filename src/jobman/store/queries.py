@@ -120,6 +120,11 @@ def slots_held(conn, group: str) -> int:
     return conn.execute("SELECT count(*) FROM job_state WHERE line_group = ? AND slot_held = 1", (group,)).fetchone()[0]
 
 
+def slot_limit(conn, group: str) -> int | None:
+    row = conn.execute("SELECT slot_limit FROM groups WHERE name = ?", (group,)).fetchone()
+    return row[0] if row else None
+
+
 def free_slots(conn, group: str) -> int:
     row = conn.execute("SELECT slot_limit FROM groups WHERE name = ?", (group,)).fetchone()
     return max(0, row[0] - slots_held(conn, group)) if row else 0
