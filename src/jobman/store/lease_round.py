@@ -53,7 +53,7 @@ def slot_waiters_to_wake(conn, awake: set[str]) -> tuple[list[str], list[str]]:
     line as it has free slots among those whose supervisor is awake (`awake`: the round has just verified every
     waiting job's). Returns (those first in line anyway, those first only because a stopped or dead waiter ahead
     of them was stepped over: nobody else may ring them, since a ringer rings the line as it was)."""
-    from .queries import free_slots
+    from .queries import _LINE, free_slots
 
     wake: list[str] = []
     passed_to: list[str] = []
@@ -62,8 +62,7 @@ def slot_waiters_to_wake(conn, awake: set[str]) -> tuple[list[str], list[str]]:
         free = free_slots(conn, group)
         if not free:
             continue
-        cursor = conn.execute("SELECT job_id FROM job_state WHERE phase = 'waiting' AND waiting_for = 'slot'"
-                              " AND line_group = ? ORDER BY line_priority DESC, line_at, job_id", (group,))
+        cursor = conn.execute(f"SELECT job_id {_LINE}", (group,))
         stepped = False
         for (job_id,) in cursor:
             if free == 0:

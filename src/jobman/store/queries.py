@@ -96,11 +96,6 @@ def dependents_to_wake(conn, job_id: str) -> list[str]:
         " WHERE d.depends_on = ? AND s.phase != 'finished'", (job_id,))]
 
 
-def slot_waiters(conn, group: str, limit: int = -1) -> list[str]:
-    """Jobs waiting for a slot in `group`, in the order they may take one."""
-    return [r[0] for r in conn.execute(f"SELECT job_id {_LINE} LIMIT ?", (group, limit))]
-
-
 def unfinished(conn, group: str | None = None) -> list[str]:
     """Every unfinished job (of `group`), in submission order."""
     where, args = ("", ()) if group is None else (" AND j.group_name = ?", (group,))
