@@ -2,6 +2,8 @@
 import os
 import time
 
+from runkit import proc
+
 from . import doorbell, home as homes
 from .api import State
 from .errors import BadInput, NotFound
@@ -19,7 +21,7 @@ def group_set(name: str, limit: int, environ=os.environ) -> dict:
     st = State(environ)
     transitions.set_group_limit(st.conn, name, limit)
     # Waiting jobs see a new limit without resubmission: wake those that may now start.
-    doorbell.ring_all(st.home, queries.slot_waiters(st.conn, name, queries.free_slots(st.conn, name)))
+    doorbell.ring_all(st.home, queries.able_waiters(st.conn, name, queries.free_slots(st.conn, name), proc.verify))
     return group_list(environ, only=name)[0]
 
 

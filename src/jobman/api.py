@@ -155,7 +155,8 @@ def spec_of(job) -> tuple[dict, str | None]:
 
 def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None,
               everything: bool = False, states=(), group: str | None = None, name: str | None = None) -> dict:
-    """{"jobs": views newest first, "not_shown": {"waiting": n, "finished": n} older jobs left out}. By
+    """{"jobs": views newest first, "not_shown": {"waiting": n, "finished": n} older jobs left out, and "lost_note"
+    when lost jobs wait for a restart (listing.lost_note)}. By
     default every unfinished job but waiting ones, the newest LIST_WAITING waiting ones and the newest
     LIST_FINISHED finished ones; `active_only`: every unfinished job; `limit`: the newest `limit` jobs;
     `everything`: all of them. states / group / name (a glob): only the jobs that match."""

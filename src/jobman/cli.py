@@ -141,9 +141,21 @@ def _parser(prog: str, description: str, *, json: bool | str = False):
 
 
 def _print_json(data) -> None:
+    sys.stdout.write(_json_text(data))
+
+
+def _json_text(data) -> str:
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
+def _deliver(text: str) -> None:
+    """Print what a submission reports once its jobs are owned: whatever stops it reaching stdout is said on stderr,
+    and the command still exits 0 (runkit.climain.deliver)."""
+    from runkit.climain import deliver
+
+    deliver(text, "jobman")
 
 
 def _duration(flag: str):
@@ -205,10 +217,9 @@ def cmd_run(args: list[str]) -> int:
     finally:
         launch.abandon()  # (nothing, once the credential is handed: bad input before the commit ends it here)
     if ns.json:
-        _print_json({k: result[k] for k in ("id", "handle", "name", "supervisor_id")})
+        _deliver(_json_text({k: result[k] for k in ("id", "handle", "name", "supervisor_id")}))
     else:
-        sys.stdout.write(f"{result['id'] if ns.print_id else result['handle']}\n")
-    sys.stdout.flush()
+        _deliver(f"{result['id'] if ns.print_id else result['handle']}\n")
     return 0
 
 
@@ -225,19 +236,13 @@ def _run_batch(ns, jobs: list) -> int:
         if ns.json:
             listed.append({k: result[k] for k in keys})
             return
-        try:  # each job as soon as it is handed over: a batch killed part way has named what it submitted
-            sys.stdout.write(f"{result['id'] if ns.print_id else result['handle']}\n")
-            sys.stdout.flush()
-        except OSError:
-            pass  # the terminal is gone: the jobs are not
+        # Each job as soon as it is handed over: a batch killed part way has named what it submitted (and one whose
+        # stdout is gone names them on stderr: the terminal is gone, the jobs are not).
+        _deliver(f"{result['id'] if ns.print_id else result['handle']}\n")
 
     outcome = api.run_batch(jobs, emit)
-    try:
-        if ns.json:
-            _print_json(listed)
-        sys.stdout.flush()
-    except OSError:
-        pass
+    if ns.json:
+        _deliver(_json_text(listed))
     done, total = outcome["submitted"], len(jobs)
     if done == total:
         return 0
@@ -292,6 +297,8 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
     left_out = [f"{n} older {what}" for what, n in result["not_shown"].items() if n]
     if left_out:
         sys.stderr.write(f"jobman: {' and '.join(left_out)} job(s) not shown (jobman list --all)\n")
+    if result.get("lost_note"):
+        sys.stderr.write(f"jobman: {result['lost_note']}\n")
     return 0
 
 

@@ -6,22 +6,74 @@ from .cli import JSON_HELP, _duration, _parser, _print_json, _print_results, _te
 
 
 def cmd_restart(args: list[str]) -> int:
-    p = _parser("jobman restart", "Submit a finished job's specification again, as a new job that records what it\n"
-                "restarts. --with-dependents: also the jobs that ended dependency_failed because of it\n"
-                "(and because of those), re-wired to the new jobs. Prints each new id.", json=True)
-    p.add_argument("job", metavar="JOB")
-    p.add_argument("--with-dependents", action="store_true", help="also re-submit its failed dependents")
+    p = _parser("jobman restart", """\
+Submit finished jobs' specifications again, as new jobs that record what they restart: the JOBs named,
+and every finished job the selectors match that has not been restarted yet (--state, --group, --name, as
+jobman list reads them). They are submitted in submission order, and the dependency edges among them are
+re-wired to the new jobs (an edge to a job not restarted keeps its old job), so a pipeline lost at a
+reboot comes back whole: jobman restart --state lost. A lost job that had started may have done part of
+its work: a selector takes one only with --include-started. --with-dependents: also the jobs that never
+ran because of them (dependency_failed, or lost before they started). Prints each new handle, one a line
+(--json: restarts, id, handle, name of each).""", json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB")
+    p.add_argument("--state", action="append", default=[], metavar="STATE",
+                   help="also every finished job in STATE (an outcome: lost, failed, ...; repeatable or "
+                        "comma-separated)")
+    p.add_argument("--group", metavar="NAME", type=_text("--group"), help="also (or only, with --state) jobs of group NAME")
+    p.add_argument("--name", metavar="GLOB", type=_text("--name"), help="... whose name matches GLOB")
+    p.add_argument("--include-started", action="store_true",
+                   help="a selector also takes lost jobs that had started (they may have done part of their work)")
+    p.add_argument("--with-dependents", action="store_true",
+                   help="also the jobs that never ran because of them")
     ns = p.parse_args(args)
-    from .restart import restart
+    from .errors import BadInput
+    from .store import queries
 
-    results = restart(ns.job, with_dependents=ns.with_dependents)
+    states = [w.strip() for text in ns.state for w in text.split(",") if w.strip()]
+    unknown = [w for w in states if w not in queries.STATE_WORDS]
+    if unknown:
+        p.error(f"--state: unknown state {unknown[0]!r}; use one of {', '.join(queries.STATE_WORDS)}")
+    selecting = bool(states or ns.group is not None or ns.name is not None)
+    if not ns.jobs and not selecting:
+        raise BadInput("jobman restart: name the jobs to restart, or select them with --state, --group or --name "
+                       "(see jobman restart --help)")
+    from .cli import _deliver, _error, _json_text
+    from .restart import restart_jobs
+
+    def emit(view: dict) -> None:
+        if not ns.json:
+            _deliver(f"{view['handle']}\n")  # each as soon as it is handed over, as jobman run --array does
+
+    done = restart_jobs(ns.jobs, states=states, group=ns.group, name=ns.name, with_dependents=ns.with_dependents,
+                        include_started=ns.include_started, emit=emit)
     if ns.json:
-        _print_json(results)
-    else:
-        for r in results:
-            name = f" ({r['name']})" if r["name"] else ""
-            sys.stdout.write(f"{r['id']}  job {r['handle']}{name}, restarting {r['restarts']}\n")
-    return 0
+        _deliver(_json_text(done["jobs"]))
+    submitted, chosen = len(done["jobs"]), done["chosen"]
+    notes = []
+    if not chosen:
+        notes.append("nothing to restart" + ("" if done["left_out"] else
+                                             ": every finished job that matches has been restarted already"))
+    elif selecting or chosen > 1:
+        notes.append(f"restarted {submitted} of {chosen} job(s)" if submitted < chosen else
+                     f"restarted {submitted} job(s)")
+    if done["left_out"]:
+        notes.append(f"left out {done['left_out']} lost job(s) that had started (they may have done part of their "
+                     f"work): --include-started takes them too")
+    if done["depend_on_lost"]:
+        notes.append(f"{done['depend_on_lost']} dependency edge(s) point at lost jobs that are not restarted: the "
+                     f"jobs on them will end dependency_failed (where they need success)")
+    if notes:
+        sys.stderr.write("jobman: " + "; ".join(notes) + "\n")
+    handles = done["handles"]  # of the old jobs, in the order they were to be submitted
+    for index, _, message in done["failures"]:
+        _error(f"the restart of job {handles[index]} was not submitted: {message}")
+    if done["stopped_at"] is not None and (done["failures"] or done["interrupted"]):
+        rest = handles[done["stopped_at"]:]
+        _error(f"{'interrupted' if done['interrupted'] else 'stopped'}: {len(rest)} job(s) from job {rest[0]} on "
+               f"were not restarted")
+    if done["interrupted"]:
+        return 130
+    return 1 if done["failures"] else 0
 
 
 def cmd_signal(args: list[str]) -> int:

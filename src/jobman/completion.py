@@ -15,7 +15,7 @@ FLAGS = {
     "logs": "--attempt --stderr --follow --tail --json",
     "wait": "--all --group --timeout --json --quiet",
     "cancel": "--json",
-    "restart": "--with-dependents --json",
+    "restart": "--with-dependents --include-started --state --group --name --json",
     "signal": "--json",
     "hold": "--json",
     "release": "--json",

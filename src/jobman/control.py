@@ -83,7 +83,8 @@ def set_priority(selector: str, priority: int, environ=os.environ) -> dict:
                        "only a job that has not started waits in line")
     if what == "changed":
         group = queries.group_of(st.conn, job_id)
-        doorbell.ring_all(st.home, [job_id, *queries.slot_waiters(st.conn, group, queries.free_slots(st.conn, group))])
+        doorbell.ring_all(st.home, [job_id, *queries.able_waiters(st.conn, group, queries.free_slots(st.conn, group),
+                                                                  proc.verify)])
     return {"id": job_id, "handle": queries.handle_of(st.conn, job_id), "priority": priority,
             "changed": what == "changed",
             "message": f"priority {priority}" + ("" if what == "changed" else " already")}

@@ -3,7 +3,9 @@
 Busy or locked (another process holds the write lock: a backup, `sqlite3` in a shell), disk full,
 read-only, I/O errors: back off with jitter and try again for as long as it takes, while the caller
 goes on supervising (it passes its own way of pausing). The log says what was waited for, and for how
-long once it works again. A database file replaced or deleted under us (another inode at its path,
+long once it works again. A write refused as read-only is tried again on a connection opened anew: SQLite
+opens a file it may not write read-only without a word, and such a connection stays so for its whole life,
+also once the file is writable again. A database file replaced or deleted under us (another inode at its path,
 or none) is different: whatever we would write there is not about our job any more, so DatabaseGone
 is raised and the caller stops claiming to own anything. The file's identity is also checked on
 every lease renewal, since SQLite goes on writing happily into a deleted file.
@@ -26,6 +28,7 @@ TROUBLE = {5: "the database is busy (another process holds its write lock)", 6: 
 FIRST_BACKOFF = 0.05
 MAX_BACKOFF = 5.0
 STILL_WAITING_EVERY = 60.0
+READ_ONLY = 8  # SQLITE_READONLY, whatever its extended code says (a read-only open, a file moved, no WAL index)
 
 
 # SQLite's own busy wait (it sleeps and retries inside the call) covers the ordinary few milliseconds
@@ -135,6 +138,7 @@ class Retrier:
         self.backoff = FIRST_BACKOFF
         self.next_note = 0.0
         self.waits: list[dict] = []  # spells of trouble waited out, for the caller to record once it can
+        self.reopened = False  # whether the current spell has made a new connection (read-only trouble)
 
     def check_file(self) -> None:
         """Raise DatabaseGone if the path no longer names the file we opened."""
@@ -156,7 +160,10 @@ class Retrier:
                 raise
             rollback(self.conn)
             self.check_file()
-            return False, self._failed(what, reason, e, started)
+            wait = self._failed(what, reason, e, started)
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF == READ_ONLY:
+                self._reopen()
+            return False, wait
         if self.since is not None:
             self._recovered(what)
         return True, result
@@ -173,6 +180,31 @@ class Retrier:
                 self.log(f"gave up trying to {what} after {self.clock.monotonic() - started:.1f}s ({self.reason})")
                 return None
             pause(value)
+
+    def _reopen(self) -> None:
+        """A connection in place of one whose write was refused as read-only. SQLite falls back to a read-only open,
+        silently, when the file cannot be written at the moment it is opened (a supervisor back from its lean form
+        opens it again; `chmod 0400`, a read-only remount), and that connection refuses every write for as long as
+        it lives: without a new one, a supervisor would wait for ever, after the file is writable again too. While
+        it still cannot be written, the new connection is read-only again and the next try makes another."""
+        from .errors import JobmanError
+
+        try:
+            fresh = connect(self.path)
+        except (JobmanError, sqlite3.Error):
+            return  # cannot be opened just now: the next try asks again
+        if file_identity(self.path) != self.identity:
+            fresh.close()  # another file at the path: the next try's check_file says so
+            return
+        old, self.conn = self.conn, fresh
+        try:
+            old.close()
+        except sqlite3.Error:
+            pass
+        if not self.reopened:
+            self.reopened = True
+            self.log("opens the database again at each try: a connection opened while the file could not be "
+                     "written stays read-only")
 
     def _failed(self, what: str, reason: str, error: Exception, started: float) -> float:
         now = self.clock.monotonic()
@@ -196,3 +228,4 @@ class Retrier:
                  f"{what}: done")
         self.waits.append({"reason": self.reason, "seconds": round(waited, 1), "tries": self.tries})
         self.since = None
+        self.reopened = False

@@ -62,6 +62,29 @@ class Doorbell:
         os.close(self.fd)
 
 
+def discard(home: str, job_id: str, fd: int) -> None:
+    """Close a doorbell kept open across the lean form by a supervisor that leaves (its job finished meanwhile), and
+    remove the FIFO if it is still that one: nothing will listen on it again."""
+    try:
+        mine, there = os.fstat(fd), os.stat(bell_path(home, job_id))
+        if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+            os.unlink(bell_path(home, job_id))
+    except OSError:
+        pass
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def remove(home: str, job_id: str) -> None:
+    """Remove the FIFO of a job whose supervisor is gone (found lost): nothing will listen on it again."""
+    try:
+        os.unlink(bell_path(home, job_id))
+    except OSError:
+        pass
+
+
 def ring(home: str, job_id: str, what: bytes = b"!") -> bool:
     """Wake that job's supervisor if it listens; never blocks, never fails. what=ROUND asks it only to
     look at the lease round (whose holder has stopped waiting), not to look at its job again."""

@@ -35,9 +35,30 @@ def read(conn, *, active_only: bool, limit: int | None, finished: int | None, wa
             not_shown = {"waiting": all_waiting - sum(1 for r in rows if r.phase == "waiting"),
                          "finished": all_finished - sum(1 for r in rows if r.finished)}
         views = annotate(conn, rows)
+        lost = lost_note(conn)
     finally:
         conn.execute("COMMIT")
-    return {"jobs": views, "not_shown": not_shown}
+    return {"jobs": views, "not_shown": not_shown, **({"lost_note": lost} if lost else {})}
+
+
+def lost_note(conn) -> str | None:
+    """One line on the lost jobs nobody has restarted (a reboot makes every waiting job of a sweep lost once its
+    lease runs out): what happened, and the command that brings the work back. None if there are none."""
+    from runkit import proc
+
+    before, started, earlier_boot = queries.lost_not_restarted(conn, proc.boot_id())
+    if not before + started:
+        return None
+    what = (f"{before + started} job(s) were lost when the machine restarted (their supervisors ran before this boot)"
+            if earlier_boot == before + started else f"{before + started} job(s) were lost (their supervisors died"
+            + (", some before this boot)" if earlier_boot else ")"))
+    if before:
+        also = f" (--include-started: also the {started} that had started, which may have done part of their work)" \
+            if started else ""
+        return (f"{what}, {before} of them before they started: `jobman restart --state lost` submits those again, "
+                f"their dependencies kept{also}")
+    return (f"{what}, each after it had started (it may have done part of its work): `jobman restart --state lost "
+            f"--include-started` submits them again, their dependencies kept")
 
 
 def annotate(conn, rows) -> list[dict]:
@@ -45,7 +66,7 @@ def annotate(conn, rows) -> list[dict]:
     is left of a lost one (read inside the caller's snapshot, so every row agrees with the others)."""
     from .api import job_view
 
-    lines, views = {}, []
+    lines, reasons, views = {}, {}, []
     for row in rows:
         view = job_view(row)
         if row.outcome == "lost":
@@ -56,12 +77,27 @@ def annotate(conn, rows) -> list[dict]:
             group = row.group_name
             if group not in lines:
                 lines[group] = {job: n for n, job in enumerate(queries.line(conn, group))}
+                reasons[group] = slot_reason(conn, group)
+            view["wait_detail"] = reasons[group]
             ahead = lines[group].get(view["id"])
             if ahead is not None:
                 place = "next in line" if ahead == 0 else f"{ahead} ahead in line"
                 view["wait_detail"] = f"{view['wait_detail']}; {place}"
         views.append(view)
     return views
+
+
+def slot_reason(conn, group: str) -> str:
+    """Why a job waits for a slot, as its group is now: a waiter records its reason when it looks, and one not
+    rung since its group's limit changed (only as many of the line as slots were freed are rung) would still
+    say "paused" of a group that has been opened."""
+    limit = queries.slot_limit(conn, group) or 0
+    held = queries.slots_held(conn, group)
+    if limit == 0:
+        return f"group {group} is paused (limit 0)"
+    if held >= limit:
+        return f"group {group} is full (limit {limit})"
+    return f"group {group} has {limit - held} free slot(s) (limit {limit}, {held} running)"
 
 
 def mark_stopped(conn, view: dict) -> None:
@@ -87,7 +123,10 @@ def lost_text(row) -> str:
         return "its supervisor is gone; its target tree is still alive: it keeps its slot in group " + row.group_name
     if row.attempts:
         return "its supervisor is gone, and its target process tree is gone too"
-    return "its supervisor is gone; no target was started"
+    return NEVER_STARTED
+
+
+NEVER_STARTED = "its supervisor is gone; no target was started"
 
 
 # --- the table ------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from runkit import proc
 from runkit.jsonfast import loads as json_loads
 
 from . import home as homes
-from .api import State, job_view, jobs_of, spec_of
+from .api import State, jobs_of, spec_of
 from .errors import BadInput
 from .store import queries
 
@@ -18,7 +18,9 @@ def show(selector: str, environ=os.environ) -> dict:
     from .model import Attempt
 
     row = jobs_of([queries.job(st.conn, job_id)])[0]
-    view = job_view(row)
+    from .listing import NEVER_STARTED, annotate
+
+    view = annotate(st.conn, [row])[0]  # as `jobman list` says it: why it waits, as its group is now
     from runkit.redact import mask_env
 
     spec, corrupt = spec_of(row)
@@ -38,10 +40,6 @@ def show(selector: str, environ=os.environ) -> dict:
     view["events"] = [{"at": e["at"], "kind": e["kind"], **(json_loads(e["data"]) if e["data"] else {})}
                       for e in queries.events(st.conn, job_id)]
     view["slot_held"] = bool(row.slot_held)
-    if row.phase == "running":
-        from .listing import mark_stopped
-
-        mark_stopped(st.conn, view)
     view["cancel_requested_at"] = row.cancel_requested_at
     if row.outcome == "lost":
         from . import targets
@@ -50,6 +48,10 @@ def show(selector: str, environ=os.environ) -> dict:
         view["target_alive"] = bool(alive)
         view["target_processes"] = targets.describe(alive)
         view["log_cap_holds"] = False
+        if not row.attempts:  # found lost while it waited: nothing of it ever ran
+            view["lost_note"] = f"{NEVER_STARTED.replace('its supervisor', 'the supervisor')} (jobman restart JOB " \
+                                f"submits it again)"
+            return view
         view["lost_note"] = (
             "the supervisor is gone; " + ("its target process tree is still alive (jobman cancel can stop it): "
                                           + ", ".join(f"pid {p['pid']} ({p['command'][:60]})"

@@ -51,20 +51,19 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]], 
     if launch is None:
         launch = Launch(uuid7())
     job_id = launch.job_id
-    now = time.time()
     faults.pause("cli:before_commit")
     try:
         with TroubleCaught(conn, "cannot submit", "nothing was submitted"):
+            # The submission's time (and so its claim deadline) is read once the write lock is held.
             spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
-                                      credential_hash=sha256(credential), now=now, before_commit=_ignore_interrupts)
+                                      credential_hash=sha256(credential), before_commit=_ignore_interrupts)
     except BaseException:
         launch.abandon()
         raise
     faults.hit("cli:after_commit")
     faults.linger("cli:slow_after_commit")
-    deadline = now + spec["windows"]["claim"]
     try:
-        launch.hand(credential, deadline)
+        launch.hand(credential, spec["claim_deadline"])
         supervisor_id = launch.wait_for_ack()
         reconciled = False
     except (LaunchError, ack.BadAck, OSError) as e:
@@ -85,8 +84,9 @@ BATCH_CHUNK = 4
 BATCH_WINDOW = 8
 
 
-def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> dict:
-    """Submit the jobs [(spec, dependencies)] in order, each with its own handoff. emit(result) is called
+def submit_batch(conn, db_file: str, items: list[tuple], emit) -> dict:
+    """Submit the jobs [(spec, dependencies)] in order, each with its own handoff (an item (spec, dependencies,
+    job_id) brings its own id: a restart re-wires the edges among its jobs to ids it has chosen beforehand). emit(result) is called
     for every job handed over, in order (result as submit() returns it, plus "index", its place in
     `items`). An interrupt (Ctrl-C, a hang-up) or a failed handoff stops the batch: nothing more is
     committed, the handoffs of the jobs committed already are finished (each ends owned, or
@@ -103,16 +103,16 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
         room = BATCH_WINDOW - len(inflight)
         if next_item < len(items) and not stop and not failures and room > 0:
             chunk = items[next_item:next_item + min(BATCH_CHUNK, room)]
-            jobs = [(uuid7(), os.urandom(CREDENTIAL_BYTES), spec, deps) for spec, deps in chunk]
-            now = time.time()
+            jobs = [(item[2] if len(item) > 2 else uuid7(), os.urandom(CREDENTIAL_BYTES), item[0], item[1])
+                    for item in chunk]
             if next_item == 0:
                 faults.pause("cli:before_commit")
             # The first chunk's trouble refuses the batch; a later chunk's failure (of any kind) ends it there.
             first = ("cannot submit", "nothing was submitted") if next_item == 0 else (None, None)
             try:
                 with TroubleCaught(conn, *first) as caught:
-                    stored = transitions.submit_many(
-                        conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs], now,
+                    stored = transitions.submit_many(  # (timed once the write lock is held, as submit())
+                        conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs],
                         before_commit=(lambda: _catch_interrupts(stop)) if next_item == 0 else None)
             except Exception as e:
                 if next_item == 0:
@@ -127,7 +127,7 @@ def submit_batch(conn, db_file: str, items: list[tuple[dict, list]], emit) -> di
             for offset, ((job_id, cred, _, _), spec) in enumerate(zip(jobs, stored)):
                 launch = Launch(job_id)
                 try:
-                    launch.hand(cred, now + spec["windows"]["claim"])
+                    launch.hand(cred, spec["claim_deadline"])
                 except LaunchError as e:
                     inflight.append([next_item + offset, job_id, spec, e])
                 else:
@@ -156,7 +156,10 @@ def _catch_interrupts(stop: list) -> None:
     import _signal  # (no stubs: the type checker says so once, above)
 
     for name in _HANDOFF_SIGNALS:
-        _signal.signal(getattr(_signal, name), lambda signum, frame: stop.append(signum))
+        try:
+            _signal.signal(getattr(_signal, name), lambda signum, frame: stop.append(signum))
+        except ValueError:
+            return  # a worker thread (`jobman ui` restarting jobs): the dispositions are its server's
 
 
 def _read_acks(launches: list) -> None:

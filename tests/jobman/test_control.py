@@ -1,7 +1,9 @@
 """restart (with dependents re-wired), signal (to the whole tree) and hold / release (issue 13)."""
 import json
+import os
+import signal
 
-from tests.helpers import pids_with_env, wait_for
+from tests.helpers import kill_all, pids_with_env, wait_for
 
 
 def test_restart_with_dependents_rewires_the_failed_part_of_the_dag(jobman, tmp_path):
@@ -35,8 +37,9 @@ def test_restart_alone_and_what_it_refuses(jobman):
     jobman("wait", failed, dependent)
     result = jobman("restart", failed, check=True)
     lines = result.stdout.splitlines()
-    assert len(lines) == 1 and f"restarting {failed}" in lines[0]
-    assert jobman("wait", lines[0].split()[0]).returncode == 5
+    assert lines == [str(jobman.handle(failed) + 2)] and result.stderr == ""  # the new job's handle, alone
+    assert jobman.show(lines[0])["spec"]["restart_of"] == failed
+    assert jobman("wait", lines[0]).returncode == 5
     assert jobman.count_jobs() == 3  # its dependent was not re-submitted without --with-dependents
     running = jobman.run("sleep", "30")
     refused = jobman("restart", running)
@@ -110,3 +113,105 @@ def test_a_held_job_can_be_cancelled_and_is_then_no_longer_held(jobman):
     assert jobman("wait", job_id).returncode == 125
     assert not jobman.show(job_id)["held"]
     assert jobman("list", "--state", "held", check=True).stdout == "no jobs match\n"
+
+
+def test_a_sweep_lost_at_a_power_cut_comes_back_whole_with_one_command(jobman, tmp_path):
+    """A pipeline in a group of one slot: `solo` runs, four prep jobs, a train job after each, and a report after
+    every train job wait. Every process of the home is SIGKILLed at once (supervisors, lean waiters and the target:
+    a power cut) and the leases run out: all ten are lost, and nothing could bring the pipeline back (restart took
+    one job, skipped lost dependents, and a restarted dependent pointed at its lost dependency). `jobman list`
+    says so in one line, with the command; `jobman restart --state lost` submits the nine that never started again,
+    in submission order, their edges re-wired to one another, and each runs once, in dependency order; `solo`,
+    which had started, only with --include-started. A second restart takes nothing twice."""
+    gate, ledger = tmp_path / "gate", tmp_path / "ledger"
+
+    def step(name: str) -> list[str]:
+        return ["sh", "-c", f"echo {name} >> {ledger}; while [ ! -e {gate} ]; do sleep 0.02; done"]
+
+    jobman("group", "set", "sweep", "--limit", "1", check=True)
+    solo = jobman.run(*step("solo"), opts=["--name", "solo", "--group", "sweep"])
+    wait_for(lambda: jobman.state(solo)["phase"] == "running", timeout=30)
+    pipeline = []
+    for i in range(4):
+        pipeline.append(jobman.run(*step(f"prep{i}"), opts=["--name", f"prep{i}", "--group", "sweep"]))
+        pipeline.append(jobman.run(*step(f"train{i}"), opts=["--name", f"train{i}", "--group", "sweep",
+                                                             "--after-success", f"prep{i}"]))
+    pipeline.append(jobman.run(*step("report"), opts=["--name", "report", "--group", "sweep",
+                                                      *[f"--after-success=train{i}" for i in range(4)]]))
+    wait_for(lambda: all(jobman.state(j)["phase"] == "waiting" for j in pipeline), timeout=30)
+    wait_for(lambda: ledger.exists() and ledger.read_text() == "solo\n", timeout=10)
+    everything = jobman.processes()
+    assert len(everything) >= len(pipeline) + 2  # every supervisor, and solo's target
+    for pid in everything:  # at once, as a power cut would
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # (one of the target's short sleeps, ended meanwhile)
+    wait_for(lambda: not kill_all(jobman.processes()) and not jobman.processes(), timeout=10)
+    wait_for(lambda: jobman("reconcile", check=True) and all(
+        jobman.state(j)["outcome"] == "lost" for j in [solo, *pipeline]), timeout=20, message="all lost")
+    assert not list((jobman.home / "bells").iterdir())  # their doorbells went with them
+
+    listed = jobman("list", check=True)
+    assert listed.stderr == ("jobman: 10 job(s) were lost (their supervisors died), 9 of them before they started: "
+                             "`jobman restart --state lost` submits those again, their dependencies kept "
+                             "(--include-started: also the 1 that had started, which may have done part of their "
+                             "work)\n"), listed.stderr
+    with jobman.db() as conn:  # what a reboot leaves: their supervisors ran under another boot (a test cannot reboot)
+        conn.execute("UPDATE job_state SET supervisor_boot_id = 'an-earlier-boot' WHERE outcome = 'lost'")
+    rebooted = jobman("list", check=True).stderr
+    assert rebooted.startswith("jobman: 10 job(s) were lost when the machine restarted (their supervisors ran "
+                               "before this boot), 9 of them before they started: `jobman restart --state lost`")
+    assert rebooted.count("\n") == 1
+
+    done = jobman("restart", "--state", "lost", check=True)
+    handles = done.stdout.split()
+    assert len(handles) == 9 and all(h.isdigit() for h in handles)
+    assert "restarted 9 job(s)" in done.stderr and "left out 1 lost job(s) that had started" in done.stderr
+    new = {jobman.show(h)["spec"]["restart_of"]: jobman.show(h)["id"] for h in handles}
+    assert list(new) == pipeline  # in submission order
+    for i in range(4):
+        assert [d["job"] for d in jobman.show(new[pipeline[2 * i + 1]])["dependencies"]] == [new[pipeline[2 * i]]]
+    assert [d["job"] for d in jobman.show(new[pipeline[-1]])["dependencies"]] == [new[pipeline[2 * i + 1]]
+                                                                                for i in range(4)]
+    after = jobman("list", check=True).stderr  # only solo is left to restart
+    assert after.startswith("jobman: 1 job(s) were lost when the machine restarted") and "--include-started" in after
+    again = jobman("restart", "--state", "lost", check=True)
+    assert again.stdout == "" and "nothing to restart" in again.stderr  # nothing twice
+    gate.touch()
+    assert jobman("wait", *new.values(), timeout=120).returncode == 0
+    lines = ledger.read_text().split()
+    assert lines[0] == "solo" and sorted(lines[1:]) == sorted(["report", *[f"prep{i}" for i in range(4)],
+                                                               *[f"train{i}" for i in range(4)]])  # each once
+    assert lines[-1] == "report" and all(lines.index(f"prep{i}") < lines.index(f"train{i}") for i in range(4))
+    with_started = jobman("restart", "--state", "lost", "--include-started", check=True)
+    assert len(with_started.stdout.split()) == 1 and jobman.show(with_started.stdout.strip())["name"] == "solo"
+    kill_all(jobman.processes())
+
+
+def test_restart_takes_several_jobs_and_selectors_and_dependents_lost_before_they_started(jobman, tmp_path):
+    """Several JOBs and selectors in one restart; --with-dependents takes the dependents that were lost before
+    they started (they never ran because of it), which it used to skip."""
+    gate = tmp_path / "gate"
+    first = jobman.run("sh", "-c", "exit 3", opts=["--name", "first"])
+    second = jobman.run("sh", "-c", "exit 4", opts=["--name", "second"])
+    jobman("wait", first, second)
+    blocker = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", opts=["--name", "blocker"])
+    waiter = jobman.run("true", opts=["--name", "waiter", "--after-success", "blocker"])
+    wait_for(lambda: jobman.state(waiter)["waiting_for"] == "dependencies", timeout=30)
+    kill_all([jobman.state(blocker)["supervisor_pid"], jobman.state(waiter)["supervisor_pid"]])
+    wait_for(lambda: jobman("reconcile", check=True) and jobman.state(waiter)["outcome"] == "lost"
+             and jobman.state(blocker)["outcome"] == "lost", timeout=20)
+    kill_all(jobman.processes())  # the blocker's target, left alive by its supervisor's death
+    gate.touch()
+    both = json.loads(jobman("restart", first, "second", "--json", check=True).stdout)
+    assert [r["restarts"] for r in both] == [first, second]
+    chain = json.loads(jobman("restart", "blocker", "--with-dependents", "--json", check=True).stdout)
+    assert [r["restarts"] for r in chain] == [blocker, waiter]
+    assert jobman.show(chain[1]["id"])["dependencies"][0]["job"] == chain[0]["id"]
+    assert jobman("wait", chain[1]["id"], timeout=60).returncode == 0
+    by_name = json.loads(jobman("restart", "--name", "fir*", "--state", "failed", "--json", check=True).stdout)
+    assert [r["name"] for r in by_name] == ["first"]  # the restart of the first, failed again: not the original
+    assert jobman.show(by_name[0]["id"])["spec"]["restart_of"] == both[0]["id"]
+    nothing = jobman("restart")
+    assert nothing.returncode == 2 and "name the jobs to restart" in nothing.stderr

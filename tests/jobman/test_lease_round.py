@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from tests.helpers import wait_for
+from tests.helpers import alive, wait_for
 
 # A fallback poll far longer than the test: only the round and the doorbells can move anything.
 SLOW_POLL = {"JOBMAN_POLL_INTERVAL": "30s", "JOBMAN_LEASE": "2s", "JOBMAN_RENEW_INTERVAL": "0.4s"}
@@ -134,3 +134,67 @@ def test_a_holder_whose_job_starts_hands_the_round_on_at_once(jobman, tmp_path):
     for g in gates:
         g.touch()
     assert jobman("wait", "-q", *waiters, timeout=60).returncode == 0
+
+
+def started_at(jobman, job_id: str) -> float | None:
+    with jobman.db() as conn:
+        row = conn.execute("SELECT started_at FROM attempts WHERE job_id = ? AND number = 1", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def test_stopped_waiters_at_the_head_of_a_line_do_not_stall_it(jobman, tmp_path):
+    """A group of 2 slots, both held; the first two of its line are SIGSTOPped, then both slots are freed. The
+    stopped waiters cannot take their turn, and used to hold the line while stopped: every job behind them waited
+    until SIGCONT. Now a waiter that cannot take a slot is stepped over (the next one is rung), so the jobs behind
+    start at once, well within a lease; the stopped ones keep their place and run once they are awake again."""
+    gate = tmp_path / "gate"
+    jobman("group", "set", "two", "--limit", "2", check=True)
+    blockers = [jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", opts=["--group", "two"],
+                           env=SLOW_POLL) for _ in range(2)]
+    wait_for(lambda: all(jobman.state(b)["phase"] == "running" for b in blockers), timeout=30)
+    line = [jobman.run("true", opts=["--group", "two"], env=SLOW_POLL) for _ in range(5)]
+    wait_for(lambda: all(jobman.state(j)["waiting_for"] == "slot" for j in line), timeout=30)
+    stopped = [jobman.state(j)["supervisor_pid"] for j in line[:2]]
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        freed = time.time()
+        gate.touch()
+        wait_for(lambda: all(jobman.state(j)["outcome"] == "succeeded" for j in line[2:]), timeout=20,
+                 message="the jobs behind the stopped waiters to run")
+        assert started_at(jobman, line[2]) - freed < 2.0  # within a lease (2 s here) of the slots' freeing
+        assert all(jobman.state(j)["phase"] == "waiting" for j in line[:2])  # their place kept, their job too
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    assert jobman("wait", "-q", *line[:2], timeout=60).returncode == 0
+
+
+def test_a_cancel_of_a_stopped_waiter_is_carried_out_without_it(jobman):
+    """`jobman cancel` of a waiting job whose supervisor is SIGSTOPped used to say "cancel requested" and change
+    nothing until SIGCONT (its dependents waited as long). The cancel is carried out by whoever can (the command,
+    a reconcile pass), guarded by the job's revision; the supervisor, resumed, finds its job cancelled and leaves
+    without touching it, its doorbell removed."""
+    ids = waiting_jobs(jobman, 3, env=SLOW_POLL)
+    round_job, _ = wait_for(lambda: holder(jobman), timeout=10)
+    job = next(j for j in ids if j != round_job)
+    dependent = jobman.run("true", opts=["--after-success", job], env=SLOW_POLL)
+    wait_for(lambda: jobman.state(dependent)["waiting_for"] == "dependencies", timeout=30)
+    pid = jobman.state(job)["supervisor_pid"]
+    bell = jobman.home / "bells" / f"{job}.fifo"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        began = time.time()
+        done = jobman("cancel", job, check=True)
+        assert time.time() - began < 5 and done.stdout.strip().endswith(": cancelled"), done.stdout
+        state = jobman.state(job)
+        assert state["outcome"] == "cancelled" and "was stopped, so the cancel was carried out" in state["detail"]
+        assert jobman.wait_finished(dependent, timeout=10)["outcome"] == "dependency_failed"
+        revision = state["revision"]
+    finally:
+        os.kill(pid, signal.SIGCONT)  # the cancel's ring waits in its doorbell: it looks at once
+    wait_for(lambda: not alive(pid), timeout=20, message="the resumed supervisor to leave")
+    assert jobman.state(job)["revision"] == revision and jobman.state(job)["outcome"] == "cancelled"
+    assert not bell.exists()
+    assert "no longer the owner" in supervisor_log(jobman, job) or "by another process" in supervisor_log(jobman, job)
+    open_and_drain(jobman, [j for j in ids if j != job])

@@ -163,3 +163,39 @@ def test_other_peoples_text_never_reaches_the_terminal_as_control(jobman):
     assert len(row) == 1 and "x\\ny" in row[0], listed            # the argument's newline did not split the row
     assert json.loads(jobman("show", job, "--json", check=True).stdout)["spec"]["argv"][-2:] == [hostile, "x\ny"]
     assert "\x1b]0;pwned\x07" in jobman("logs", job, check=True).stdout  # the job's output as it wrote it
+
+
+def test_why_a_job_waits_for_a_slot_is_said_as_its_group_is_now(jobman, tmp_path):
+    """A paused group of three waiting jobs is opened to one slot: the first runs, and the two behind it were never
+    rung (only as many of a line as slots were freed are), so their recorded reason still said "paused (limit 0)"
+    in list and show. The reason is read from the group as it is now."""
+    gate = tmp_path / "gate"
+    slow = {"JOBMAN_POLL_INTERVAL": "60s"}  # nothing but a ring wakes them
+    jobman("group", "set", "g", "--limit", "0", check=True)
+    ids = [jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", opts=["--group", "g"], env=slow)
+           for _ in range(3)]
+    wait_for(lambda: all(jobman.state(j)["waiting_for"] == "slot" for j in ids), timeout=30)
+    jobman("group", "set", "g", "--limit", "1", check=True)
+    wait_for(lambda: jobman.state(ids[0])["phase"] == "running", timeout=30)
+    views = {v["id"]: v for v in json.loads(jobman("list", "--json", check=True).stdout)}
+    assert views[ids[1]]["wait_detail"] == "group g is full (limit 1); next in line"
+    assert views[ids[2]]["wait_detail"] == "group g is full (limit 1); 1 ahead in line"
+    assert "waiting for: slot: group g is full (limit 1); 1 ahead in line" in jobman("show", ids[2]).stdout
+    gate.touch()
+    assert jobman("wait", *ids, timeout=60).returncode == 0
+
+
+def test_show_of_a_job_lost_before_it_started_says_no_target_was_started(jobman):
+    """`show` of a job lost while it waited spoke of its target tree and a log cap; list said no target was started.
+    Both say the same now. Its doorbell goes with its supervisor."""
+    jobman("group", "set", "paused", "--limit", "0", check=True)
+    job = jobman.run("true", opts=["--group", "paused"])
+    wait_for(lambda: jobman.state(job)["waiting_for"] == "slot", timeout=30)
+    kill_all([jobman.state(job)["supervisor_pid"]])
+    wait_for(lambda: jobman("reconcile", check=True) and jobman.state(job)["outcome"] == "lost", timeout=20)
+    shown = jobman("show", job, check=True).stdout
+    assert "lost:        the supervisor is gone; no target was started (jobman restart JOB submits it again)" in shown
+    assert "target process tree" not in shown and "log size cap" not in shown
+    listed = json.loads(jobman("list", "--json", check=True).stdout)[0]
+    assert listed["wait_detail"] == "its supervisor is gone; no target was started"
+    assert not (jobman.home / "bells" / f"{job}.fifo").exists()

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.helpers import alive, kill_all, wait_for
-from tests.jobman.conftest import Jobman
+from tests.jobman.conftest import JOBMAN, Jobman
 from tests.jobman.mounts import fill, read_only_view, small_tmpfs
 
 # Holds a write transaction on the database (as a backup tool or `sqlite3` in a shell would), says so,
@@ -72,6 +72,48 @@ def test_a_write_lock_held_for_three_leases_is_waited_out(jobman, tmp_path):
         waits = [e for e in jobman.show(job_id)["events"] if e["kind"] == "database_waited"]
         assert waits and all(w["reason"].startswith("the database is busy") and w["seconds"] > 0 for w in waits)
     no_tracebacks(jobman)
+
+
+DEFAULT_WINDOWS = {"JOBMAN_CLAIM_WINDOW": "10s", "JOBMAN_LEASE": "15s", "JOBMAN_RENEW_INTERVAL": "5s",
+                   "JOBMAN_POLL_INTERVAL": "30s"}
+
+
+@pytest.mark.slow
+def test_a_submission_behind_a_write_lock_held_past_the_claim_window_is_accepted(jobman, tmp_path):
+    """Another process holds BEGIN IMMEDIATE for 15 s, past the default 10 s claim window, while a `jobman run` and
+    a `jobman run --array 1-5` wait for the lock. The claim deadline used to be reckoned from before that wait, so
+    the job was committed with its deadline passed: the claim was refused, submission_failed, exit 1. The deadline
+    and the job_submitted time now run from the commit: every job is accepted and runs once."""
+    ledger = tmp_path / "ledger"
+    jobman.run("true", env=DEFAULT_WINDOWS)  # the database exists
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITE_LOCK, str(jobman.home / "jobman.db"), "15"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        env = {**jobman.env, **DEFAULT_WINDOWS}
+        one = subprocess.Popen([JOBMAN, "run", "--print-id", "--", "sh", "-c", f"echo single >> {ledger}"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        array = subprocess.Popen([JOBMAN, "run", "--print-id", "--array", "1-5", "--", "sh", "-c",
+                                  f"echo {{}} >> {ledger}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        assert holder.wait(timeout=60) == 0
+        released = time.time()
+        single_out, single_err = one.communicate(timeout=60)
+        array_out, array_err = array.communicate(timeout=60)
+    finally:
+        holder.kill()
+        holder.stdout.close()
+    assert one.returncode == 0, single_err
+    assert array.returncode == 0, array_err
+    ids = single_out.split() + array_out.split()
+    assert len(ids) == 6
+    assert jobman("wait", *ids, timeout=60).returncode == 0
+    assert sorted(ledger.read_text().split()) == ["1", "2", "3", "4", "5", "single"]
+    for job_id in ids:
+        submitted = jobman.show(job_id)["events"][0]
+        assert submitted["kind"] == "job_submitted"
+        assert submitted["at"] >= released - 0.5, (submitted, released)  # from the commit, not before the wait
+        assert submitted["claim_deadline"] == pytest.approx(submitted["at"] + 10)
 
 
 def test_reading_commands_work_on_a_read_only_home(jobman, tmp_path):
@@ -340,3 +382,40 @@ def test_each_reading_command_on_a_database_missing_a_table(jobman, table):
         if result.returncode == 1:
             assert len(result.stderr.strip().splitlines()) == 1 and "lacks part of its schema" in result.stderr, \
                 (args, result.stderr)
+
+
+def test_a_read_only_spell_of_the_database_file_leaves_no_supervisor_stuck():
+    """`chmod 0400 jobman.db` for 5 s, as its owner (not root, whom a mode does not stop): C after B after A, and A
+    ends during the spell. A supervisor that opens the database meanwhile (one back from its lean form, rung by A)
+    gets a read-only connection without an error, and its writes are refused; it used to try them again on that
+    connection for ever, the file writable again or not, and the chain never ended. Now each try refused as
+    read-only opens the database anew, and the chain runs once the file is writable."""
+    from tests.jobman.unprivileged import unprivileged_jobman
+
+    with unprivileged_jobman() as jm:
+        gate = jm.home.parent / "gate"
+        a = jm.run(*gated(gate), opts=["--name", "A"])
+        b = jm.run("true", opts=["--name", "B", "--after-success", "A"])
+        c = jm.run("true", opts=["--name", "C", "--after-success", "B"])
+        wait_for(lambda: jm.state(a)["phase"] == "running"
+                 and all(jm.state(j)["waiting_for"] == "dependencies" for j in (b, c)), timeout=30)
+        db = jm.home / "jobman.db"
+        db.chmod(0o400)
+        spell_began = time.monotonic()
+        try:
+            gate.touch()  # A ends; its supervisor's connection was opened writable and records it
+            logs = lambda: "".join(supervisor_log(jm, j) for j in (b, c))  # noqa: E731
+            wait_for(lambda: "the database is read-only" in logs(), timeout=30,
+                     message="a supervisor to meet the read-only file")
+            time.sleep(max(0.0, 5.0 - (time.monotonic() - spell_began)))  # the spell itself lasts 5 s
+        finally:
+            db.chmod(0o600)
+        writable = time.monotonic()
+        wait_for(lambda: all(jm.state(j)["outcome"] == "succeeded" for j in (a, b, c)), timeout=30,
+                 message="the chain to run once the file is writable")
+        assert time.monotonic() - writable < 20
+        assert "the database works again after" in logs() and "opens the database again" in logs(), logs()
+        waited = [e for j in (b, c) for e in jm.show(j)["events"] if e["kind"] == "database_waited"]
+        assert any(w["reason"].startswith("the database is read-only") for w in waited), waited
+        assert [e["kind"] for j in (a, b, c) for e in jm.show(j)["events"]].count("attempt_started") == 3
+        no_tracebacks(jm)

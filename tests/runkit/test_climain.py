@@ -1,6 +1,7 @@
 """Both command lines end the same way (runkit.climain.run_main): a reader that closed the pipe early gets exit 0
 and no traceback (`jobman list | head -1`, as git and ls do), Ctrl-C exits 130, the tool's own errors are one line
 and its exit code. The CLIs run as real processes, their stdout a pipe whose reader is already gone."""
+import json
 import os
 import signal
 import subprocess
@@ -55,6 +56,70 @@ def test_a_submit_that_skips_the_interpreters_teardown_still_says_everything(tmp
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.startswith("stado: ") and refused.stderr.count("\n") == 1, refused.stderr
+
+
+CLOSED = {"stdout": ">&-", "stderr": "2>&-", "both": ">&- 2>&-"}
+
+
+def _with_closed(which: str, argv: list[str], env: dict) -> subprocess.CompletedProcess:
+    """argv run with its stdout, its stderr or both closed (as a shell's `>&-` leaves them), the other ones caught:
+    through sh, which closes them before it execs the command."""
+    return subprocess.run(["sh", "-c", f'exec "$@" {CLOSED[which]}', "sh", *argv], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("which", sorted(CLOSED))
+def test_a_jobman_run_with_a_closed_stream_exits_0_and_its_job_runs_once(which, tmp_path):
+    """`jobman run -- CMD >&-` used to end in a traceback, exit 1, though the job was submitted and ran (`2>&-`:
+    exit 1 after printing the handle). Once the job is owned the command exits 0; with stdout closed its handle is
+    said on stderr instead."""
+    ledger = tmp_path / "ledger"
+    env = dict(os.environ, JOBMAN_HOME=str(tmp_path / "home"))
+    done = _with_closed(which, [PYTHON, "-m", "jobman", "run", "--", "sh", "-c", f"echo ran >> {ledger}"], env)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    listed = json.loads(subprocess.run([PYTHON, "-m", "jobman", "list", "--json"], env=env, capture_output=True,
+                                       text=True, timeout=60, check=True).stdout)
+    assert len(listed) == 1
+    handle = str(listed[0]["handle"])
+    if which == "stdout":
+        assert done.stderr == f"jobman: stdout is closed; it would have printed: {handle}\n"
+    elif which == "stderr":
+        assert done.stdout == f"{handle}\n"
+    wait = subprocess.run([PYTHON, "-m", "jobman", "wait", handle], env=env, capture_output=True, timeout=60)
+    assert wait.returncode == 0
+    assert ledger.read_text() == "ran\n"
+
+
+@pytest.mark.parametrize("which", sorted(CLOSED))
+def test_a_stado_submit_with_a_closed_stream_exits_0_and_queues_its_job_once(which, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "stado.toml").write_text(f'[store]\nurl = "file://{store}"\n')
+    env = dict(os.environ, STADO_CONFIG=str(tmp_path / "stado.toml"))
+    done = _with_closed(which, [PYTHON, "-m", "stado", "submit", "true"], env)
+    assert done.returncode == 0, done.stderr
+    status = json.loads(subprocess.run([PYTHON, "-m", "stado", "status", "--json"], env=env, capture_output=True,
+                                       text=True, timeout=60, check=True).stdout)
+    [job] = status["jobs"]
+    assert job["state"] == "queued"
+    if which == "stdout":
+        assert done.stderr == f"stado: stdout is closed; it would have printed: {job['id']}\n"
+
+
+def test_a_jobman_run_whose_stdout_is_full_exits_0_and_names_its_job_on_stderr(tmp_path):
+    """A handle that cannot be written (stdout on a full device) is the same: the job is owned, exit 0, and stderr
+    says which job it was, for a single run and for each job of a batch."""
+    env = dict(os.environ, JOBMAN_HOME=str(tmp_path / "home"))
+    with open("/dev/full", "w") as full:
+        one = subprocess.run([PYTHON, "-m", "jobman", "run", "--", "true"], env=env, stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=60)
+        batch = subprocess.run([PYTHON, "-m", "jobman", "run", "--array", "1-3", "--", "true"], env=env, stdout=full,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+    assert one.returncode == 0 and batch.returncode == 0, (one.stderr, batch.stderr)
+    assert one.stderr == "jobman: could not print on stdout (No space left on device): 1\n"
+    assert batch.stderr.splitlines() == [f"jobman: could not print on stdout (No space left on device): {n}"
+                                         for n in (2, 3, 4)]
 
 
 def test_the_tools_own_errors_are_one_line_and_their_code(capsys):

@@ -37,28 +37,43 @@ _GONE = """(s.cancel_requested_at IS NOT NULL
 
 
 def waiting(conn, now: float) -> list:
-    """Every waiting job with its supervisor's identity, its windows, its lease and whether its reason to
-    wait has gone: (job_id, revision, supervisor_id, pid, start_time, boot_id, lease, renew_interval,
-    lease_expires_at, gone)."""
+    """Every waiting job with its supervisor's identity, its windows, its lease, whether its reason to
+    wait has gone and whether a cancel is asked for: (job_id, revision, supervisor_id, pid, start_time, boot_id,
+    lease, renew_interval, lease_expires_at, gone, cancel_asked)."""
     return conn.execute(
         "SELECT s.job_id, s.revision, s.supervisor_id, s.supervisor_pid, s.supervisor_start_time,"
-        " s.supervisor_boot_id, j.lease_duration, j.renew_interval, s.lease_expires_at, " + _GONE +
+        " s.supervisor_boot_id, j.lease_duration, j.renew_interval, s.lease_expires_at, " + _GONE + ","
+        " s.cancel_requested_at IS NOT NULL"
         " FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.phase != 'finished' AND s.phase = 'waiting'",
         {"now": now}).fetchall()
 
 
-def slot_waiters_to_wake(conn) -> list[str]:
-    """The waiters that free slots are for: in each group with a line and a free slot, the first as many
-    of its line as it has free slots."""
-    from .queries import free_slots, slot_waiters
+def slot_waiters_to_wake(conn, awake: set[str]) -> tuple[list[str], list[str]]:
+    """The waiters that free slots are for: in each group with a line and a free slot, the first as many of its
+    line as it has free slots among those whose supervisor is awake (`awake`: the round has just verified every
+    waiting job's). Returns (those first in line anyway, those first only because a stopped or dead waiter ahead
+    of them was stepped over: nobody else may ring them, since a ringer rings the line as it was)."""
+    from .queries import _LINE, free_slots
 
-    wake = []
+    wake: list[str] = []
+    passed_to: list[str] = []
     for (group,) in conn.execute("SELECT DISTINCT line_group FROM job_state WHERE phase != 'finished'"
                                  " AND phase = 'waiting' AND waiting_for = 'slot'").fetchall():
         free = free_slots(conn, group)
-        if free:
-            wake += slot_waiters(conn, group, free)
-    return wake
+        if not free:
+            continue
+        cursor = conn.execute(f"SELECT job_id {_LINE}", (group,))
+        stepped = False
+        for (job_id,) in cursor:
+            if free == 0:
+                break
+            if job_id not in awake:
+                stepped = True
+                continue
+            (passed_to if stepped else wake).append(job_id)
+            free -= 1
+        cursor.close()
+    return wake, passed_to
 
 
 def others_due(conn, now: float) -> tuple[bool, bool]:

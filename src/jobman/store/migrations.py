@@ -195,4 +195,16 @@ MIGRATIONS = [
     CREATE INDEX job_state_waiting_newest ON job_state(line_at DESC, job_id DESC) WHERE phase = 'waiting';
     CREATE INDEX job_state_finished_newest ON job_state(line_at DESC, job_id DESC) WHERE phase = 'finished';
     """,
+    # 6: bringing lost work back. A restart is found from the job it restarts (restart_of, copied from its spec
+    # when it is submitted), so that a restart by state, group or name takes each job once and `jobman list` can
+    # tell the lost jobs nobody has restarted; lost jobs are read from an index of their own, and so are cancels
+    # asked of unfinished jobs (a reconcile pass carries out those whose supervisor cannot answer). A column, not
+    # an index over the spec's JSON: that index would refuse to build over one damaged spec, and the home with it.
+    """
+    ALTER TABLE jobs ADD COLUMN restart_of TEXT;
+    UPDATE jobs SET restart_of = CASE WHEN json_valid(spec) THEN json_extract(spec, '$.restart_of') END;
+    CREATE INDEX jobs_by_restart_of ON jobs(restart_of) WHERE restart_of IS NOT NULL;
+    CREATE INDEX job_state_lost ON job_state(job_id) WHERE outcome = 'lost';
+    CREATE INDEX job_state_cancels ON job_state(job_id) WHERE cancel_requested_at IS NOT NULL AND phase != 'finished';
+    """,
 ]

@@ -43,10 +43,33 @@ _LINE = ("FROM job_state WHERE phase = 'waiting' AND waiting_for = 'slot' AND li
          " ORDER BY line_priority DESC, line_at, job_id")
 
 
-def front_of_line(conn, group: str, count: int) -> list:
-    """The first `count` jobs in the group's line: (job_id, priority, submitted_at, lease_expires_at)."""
-    return conn.execute(f"SELECT job_id, line_priority, line_at, lease_expires_at {_LINE} LIMIT ?",
-                        (group, count)).fetchall()
+def front_of_line(conn, group: str, count: int, passed=frozenset()) -> list:
+    """The first `count` jobs in the group's line: (job_id, priority, submitted_at, lease_expires_at, revision,
+    supervisor_pid, supervisor_start_time, supervisor_boot_id). passed: (job_id, revision) of waiters found unable
+    to take a slot (their supervisor stopped or dead): stepped over while their revision is the one seen then,
+    so one that has woken and written since holds its place again."""
+    rows = conn.execute(f"SELECT job_id, line_priority, line_at, lease_expires_at, revision, supervisor_pid,"
+                        f" supervisor_start_time, supervisor_boot_id {_LINE} LIMIT ?",
+                        (group, count + len(passed))).fetchall()
+    if passed:
+        rows = [row for row in rows if (row[0], row[4]) not in passed]
+    return rows[:count]
+
+
+def able_waiters(conn, group: str, count: int, verify) -> list[str]:
+    """The first `count` jobs of the group's line whose supervisor can take a slot (verify(pid, start_time, boot,
+    awake=True): alive and not stopped), in the order they may take one: those a freed slot is for. A stopped
+    or dead waiter ahead of them is stepped over (as front_of_line's passed), so it does not hold the line."""
+    cursor = conn.execute(f"SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id {_LINE}",
+                          (group,))
+    found: list[str] = []
+    for job_id, pid, start_time, boot in cursor:
+        if len(found) >= count:
+            break
+        if verify(pid, start_time, boot, awake=True):
+            found.append(job_id)
+    cursor.close()
+    return found
 
 
 def line(conn, group: str) -> list[str]:
@@ -73,11 +96,6 @@ def dependents_to_wake(conn, job_id: str) -> list[str]:
         " WHERE d.depends_on = ? AND s.phase != 'finished'", (job_id,))]
 
 
-def slot_waiters(conn, group: str, limit: int = -1) -> list[str]:
-    """Jobs waiting for a slot in `group`, in the order they may take one."""
-    return [r[0] for r in conn.execute(f"SELECT job_id {_LINE} LIMIT ?", (group, limit))]
-
-
 def unfinished(conn, group: str | None = None) -> list[str]:
     """Every unfinished job (of `group`), in submission order."""
     where, args = ("", ()) if group is None else (" AND j.group_name = ?", (group,))
@@ -95,6 +113,11 @@ def group_of(conn, job_id: str) -> str:
 
 def slots_held(conn, group: str) -> int:
     return conn.execute("SELECT count(*) FROM job_state WHERE line_group = ? AND slot_held = 1", (group,)).fetchone()[0]
+
+
+def slot_limit(conn, group: str) -> int | None:
+    row = conn.execute("SELECT slot_limit FROM groups WHERE name = ?", (group,)).fetchone()
+    return row[0] if row else None
 
 
 def free_slots(conn, group: str) -> int:
@@ -244,6 +267,15 @@ def due_for_reconcile(conn, now: float) -> list:
     return conn.execute(_DUE, {"now": now}).fetchall()
 
 
+def cancels_asked(conn) -> list:
+    """(job_id, phase, revision, attempts, supervisor_pid, supervisor_start_time, supervisor_boot_id) of jobs not
+    running an attempt whose cancel was asked for and not yet carried out (an index of asked cancels)."""
+    return conn.execute("SELECT job_id, phase, revision, attempts, supervisor_pid, supervisor_start_time,"
+                        " supervisor_boot_id FROM job_state INDEXED BY job_state_cancels"  # (not every unfinished)
+                        " WHERE cancel_requested_at IS NOT NULL"
+                        " AND phase != 'finished' AND phase IN ('starting', 'waiting')").fetchall()
+
+
 def finished_slot_holders(conn) -> list:
     """(job_id, revision) of finished jobs that still hold a slot (lost jobs whose target may live)."""
     return conn.execute("SELECT job_id, revision FROM job_state WHERE slot_held = 1 AND phase = 'finished'"
@@ -285,11 +317,47 @@ def newest_job(conn) -> str | None:
 
 
 def failed_dependents(conn, job_id: str) -> list:
-    """(dependent, condition, submitted_at) of every edge onto job_id from a job that ended dependency_failed."""
+    """(dependent, condition, submitted_at, outcome) of every edge onto job_id from a job that never ran because of
+    it or with it: it ended dependency_failed, or lost before it started (its supervisor died while it waited)."""
     return conn.execute(
-        "SELECT d.job_id, d.condition, j.submitted_at FROM dependencies d JOIN job_state s ON s.job_id = d.job_id"
-        " JOIN jobs j ON j.id = d.job_id WHERE d.depends_on = ? AND s.outcome = 'dependency_failed'",
-        (job_id,)).fetchall()
+        "SELECT d.job_id, d.condition, j.submitted_at, s.outcome FROM dependencies d JOIN job_state s"
+        " ON s.job_id = d.job_id JOIN jobs j ON j.id = d.job_id WHERE d.depends_on = ?"
+        " AND (s.outcome = 'dependency_failed' OR (s.outcome = 'lost' AND s.attempts = 0))", (job_id,)).fetchall()
+
+
+# Whether a job has been restarted: a job names it as its restart_of (an index, migration 6).
+_RESTARTED = "EXISTS (SELECT 1 FROM jobs r WHERE r.restart_of = s.job_id)"
+
+
+def restartable(conn, where: tuple[str, list]) -> list:
+    """(job_id, outcome, attempts) of every finished job that matches `where` (list_filter) and has not been
+    restarted yet, in submission order."""
+    cond, args = where
+    return conn.execute(f"SELECT s.job_id, s.outcome, s.attempts FROM job_state s JOIN jobs j ON j.id = s.job_id"
+                        f" WHERE s.phase = 'finished' AND NOT {_RESTARTED}{cond} ORDER BY j.submitted_at, j.id",
+                        args).fetchall()
+
+
+def lost_not_restarted(conn, boot_id: str) -> tuple[int, int, int]:
+    """Lost jobs nobody has restarted: (how many had not started, how many had, how many of either ran under an
+    earlier boot), from the index of lost jobs."""
+    row = conn.execute(f"SELECT count(*) FILTER (WHERE s.attempts = 0), count(*) FILTER (WHERE s.attempts > 0),"
+                       f" count(*) FILTER (WHERE s.supervisor_boot_id IS NOT ?) FROM job_state s"
+                       f" WHERE s.outcome = 'lost' AND NOT {_RESTARTED}", (boot_id,)).fetchone()
+    return row[0], row[1], row[2]
+
+
+def submitted_order(conn, job_ids) -> list[str]:
+    """job_ids in submission order."""
+    ids = list(job_ids)
+    if not ids:
+        return []
+    found = {}
+    for start in range(0, len(ids), 500):  # (SQLite's bound on parameters)
+        part = ids[start:start + 500]
+        found.update(conn.execute(f"SELECT id, submitted_at FROM jobs WHERE id IN ({','.join('?' * len(part))})",
+                                  part).fetchall())
+    return sorted(found, key=lambda job_id: (found[job_id], job_id))
 
 
 def handle_of(conn, job_id: str) -> int | None:

@@ -45,20 +45,29 @@ def _update(conn, job_id: str, revision: int, phases: tuple, sets: dict, extra_w
 # --- submission (CLI) -------------------------------------------------------------------------
 
 def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]], credential_hash: bytes,
-           now: float, before_commit=None) -> dict:
+           now: float | None = None, before_commit=None) -> dict:
     """One transaction: job + runtime state + dependency edges + job_submitted.
 
     Dependency selectors are resolved to canonical ids here, inside the transaction. before_commit
     runs just before COMMIT (the CLI ignores interrupts from there on). Returns the stored spec, with
-    the job's handle (its short number) added.
+    the job's handle (its short number), its submission time and its claim deadline added. now: the
+    submission time (None: the clock once the write lock is held).
     """
     return submit_many(conn, [(job_id, spec, dependencies, credential_hash)], now, before_commit)[0]
 
 
-def submit_many(conn, jobs: list[tuple[str, dict, list, bytes]], now: float, before_commit=None) -> list[dict]:
+def submit_many(conn, jobs: list[tuple[str, dict, list, bytes]], now: float | None = None,
+                before_commit=None) -> list[dict]:
     """submit() for several jobs [(job_id, spec, dependencies, credential_hash)] in one transaction (one
     synced commit: a batch's jobs are committed a few at a time). All of them or none."""
     conn.execute("BEGIN IMMEDIATE")
+    if now is None:
+        # A job is submitted when it is committed: BEGIN IMMEDIATE may have waited for the write lock (a backup,
+        # `sqlite3` in a shell) longer than the claim window, and a deadline read before that wait would have
+        # closed before the supervisor could claim. From here to COMMIT nothing waits.
+        import time
+
+        now = time.time()
     try:
         stored = [_insert_job(conn, *job, now) for job in jobs]
     except BaseException:
@@ -97,9 +106,9 @@ def _insert_job(conn, job_id: str, spec: dict, dependencies: list[tuple[str, str
     handle = next_handle(conn)
     conn.execute(
         "INSERT INTO jobs (id, name, spec, group_name, priority, submitted_at, claim_window, lease_duration,"
-        " renew_interval, poll_interval, handle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " renew_interval, poll_interval, handle, restart_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (job_id, spec["name"], dumps(spec), spec["group"], spec["priority"], now,
-         windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle))
+         windows["claim"], windows["lease"], windows["renew"], windows["poll"], handle, spec.get("restart_of")))
     conn.execute(
         "INSERT INTO job_state (job_id, phase, revision, credential_hash, claim_deadline, held_at)"
         " VALUES (?, 'submitting', 1, ?, ?, ?)", (job_id, credential_hash, now + windows["claim"], now if held else None))
@@ -109,7 +118,7 @@ def _insert_job(conn, job_id: str, spec: dict, dependencies: list[tuple[str, str
               **({"restart_of": spec["restart_of"]} if spec.get("restart_of") else {}))
     if held:
         add_event(conn, job_id, "held", now)
-    return dict(spec, handle=handle)
+    return dict(spec, handle=handle, submitted_at=now, claim_deadline=now + windows["claim"])
 
 
 def fail_submission(conn, job_id: str, revision: int, now: float, detail: str) -> int:
@@ -191,9 +200,12 @@ def set_waiting(conn, job_id: str, revision: int, waiting_for: str, detail: str,
     return rev
 
 
-def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: str, now: float) -> int | None:
+def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: str, now: float,
+                      passed=frozenset()) -> int | None:
     """Take a slot in the job's group and move it to running with a new attempt, if the group has room
-    for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting)."""
+    for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting).
+    passed: (job_id, revision) of waiters ahead that the caller found unable to take a slot (stopped, dead):
+    stepped over unless they have moved since (queries.front_of_line)."""
     from .. import scheduling
 
     # Not synced on its own: after a power cut no target of this boot runs, and the job is lost anyway.
@@ -201,7 +213,7 @@ def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: s
         me = conn.execute("SELECT j.group_name, j.priority, j.submitted_at, g.slot_limit FROM jobs j"
                           " JOIN groups g ON g.name = j.group_name WHERE j.id = ?", (job_id,)).fetchone()
         held = queries.slots_held(conn, me["group_name"])
-        front = queries.front_of_line(conn, me["group_name"], max(0, me["slot_limit"] - held))
+        front = queries.front_of_line(conn, me["group_name"], max(0, me["slot_limit"] - held), passed)
         if not scheduling.slot_verdict(me["slot_limit"], held, front, (job_id, me["priority"], me["submitted_at"])):
             return None
         rev = _update(conn, job_id, revision, ("starting", "waiting"),

@@ -63,6 +63,9 @@ def resume(args: list[str], clock: Clock = SYSTEM, processes=None) -> int:
         why = ("the job record is gone" if snap is None else f"finished {snap.outcome} by another process"
                if mine else f"owned by supervisor {snap.supervisor_id} (pid {snap.supervisor_pid})")
         _log(f"back from the lean form, no longer the owner of job {job_id} ({why}); exiting without touching it")
+        from .. import doorbell
+
+        doorbell.discard(home, job_id, fd)
         return 0
     import gc
 

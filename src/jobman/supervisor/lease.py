@@ -242,7 +242,12 @@ class Lease:
             doorbell.ring_all(self.ctx.home, missed)
             if missed != self.rang:
                 self.ctx.log(f"rang {len(missed)} waiting job(s) whose reason to wait had gone for two rounds")
-        self.rang = missed
+        passed_to = look.passed_to - self.rang  # (rung last round already: its look may be under way)
+        if passed_to:
+            doorbell.ring_all(self.ctx.home, passed_to)
+            self.ctx.log(f"rang {len(passed_to)} waiting job(s) whose turn a stopped or dead waiter ahead could not "
+                         f"take")
+        self.rang = missed | look.passed_to
         if look.lost_slots and now >= self.next_slot_look:
             self.next_slot_look = now + self.ctx.poll_every
             self.settle(now)

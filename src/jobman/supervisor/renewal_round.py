@@ -18,13 +18,16 @@ from ..store import lease_round
 
 class Look:
     """What a round saw beside the leases: `gone`, the waiting jobs (awake supervisors only) whose reason to
-    wait has gone; `settle`, whether an abandoned job is due for the reconciliation pass; `lost_slots`,
-    whether a finished job still holds a slot (its target may live)."""
+    wait has gone; `passed_to`, those a free slot is for only because a stopped or dead waiter ahead of them
+    cannot take it (to be rung at once: nobody else rings them); `settle`, whether an abandoned job (or a cancel
+    whose supervisor cannot answer) is due for the reconciliation pass; `lost_slots`, whether a finished job
+    still holds a slot (its target may live)."""
 
-    __slots__ = ("gone", "settle", "lost_slots")
+    __slots__ = ("gone", "passed_to", "settle", "lost_slots")
 
-    def __init__(self, gone: set[str], settle: bool, lost_slots: bool):
+    def __init__(self, gone: set[str], settle: bool, lost_slots: bool, passed_to: set[str] | None = None):
         self.gone, self.settle, self.lost_slots = gone, settle, lost_slots
+        self.passed_to = passed_to or set()
 
 
 def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float, verify):
@@ -37,10 +40,12 @@ def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float
     renewals, period, own_revision, gone, settle = [], None, None, set(), False
     awake = set()
     rows = lease_round.waiting(conn, now)
-    for (waiting_id, revision, owner, pid, start_time, boot, lease, renew_every, expires, is_gone) in rows:
+    for (waiting_id, revision, owner, pid, start_time, boot, lease, renew_every, expires, is_gone, cancel) in rows:
         if not verify(pid, start_time, boot, awake=True):
-            if expires is not None and expires < now and not verify(pid, start_time, boot):
-                settle = True  # dead, and its lease has run out: the pass finds it lost and wakes who it blocked
+            if cancel or (expires is not None and expires < now and not verify(pid, start_time, boot)):
+                # Dead, and its lease has run out: the pass finds it lost and wakes who it blocked. Or a cancel
+                # asked of a supervisor that cannot answer (stopped, dead): the pass carries it out.
+                settle = True
             continue
         awake.add(waiting_id)
         if is_gone and waiting_id != job_id:
@@ -50,10 +55,11 @@ def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float
         if waiting_id == job_id:
             own_revision = revision + 1
     period = period or default_period
-    gone.update(w for w in lease_round.slot_waiters_to_wake(conn) if w in awake and w != job_id)
+    first, passed_to = lease_round.slot_waiters_to_wake(conn, awake)
+    gone.update(w for w in first + passed_to if w != job_id)  # (passed_to: rung at once, and as any other after)
     others, lost_slots = lease_round.others_due(conn, now)
     # Held for two rounds: a holder that stops or dies is replaced by the first waiter to wake after
     # that, while the leases it renewed last still have a renewal interval to run.
     if not lease_round.hold_and_renew(conn, supervisor_id, now, now + 2 * period, renewals):
         return None
-    return period, own_revision, Look(gone, settle or others, lost_slots)
+    return period, own_revision, Look(gone, settle or others, lost_slots, {w for w in passed_to if w != job_id})

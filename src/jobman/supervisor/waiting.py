@@ -87,17 +87,16 @@ class WaitLoop:
         if limit <= held and not snap.holders_stale:  # no slot free, none about to be: the line can wait
             self._wait("slot", self._full(limit), None, now)
             return None
-        front = ctx.db.call("read the front of the line", queries.front_of_line, ctx.group,
-                            max(limit - held, 1), pause=lease.pause)
         me = (ctx.job_id, snap.priority, snap.submitted_at)
-        if self._blocked_by_the_dead(snap, front, me, now) and lease.settle(now):
+        front, passed = self._front(max(limit - held, 1), me)
+        if self._blocked_by_the_dead(snap, front + passed, me, now) and lease.settle(now):
             return None
         if scheduling.slot_verdict(limit, held, front, me):
             number = snap.attempts + 1
             log_path = homes.attempt_log_path(ctx.home, ctx.job_id, number)
             try:
                 rev = ctx.db.call("take a slot", transitions.try_begin_attempt, ctx.job_id, lease.revision, number,
-                                  log_path, now, pause=lease.pause)
+                                  log_path, now, frozenset((row[0], row[4]) for row in passed), pause=lease.pause)
             except Conflict:
                 return None
             if rev is not None:
@@ -107,6 +106,23 @@ class WaitLoop:
                 return Begin(number, log_path)
         self._wait("slot", self._full(limit), None, now)
         return None
+
+    def _front(self, count: int, me: tuple) -> tuple[list, list]:
+        """The first `count` of the line that may take a slot, and the waiters ahead of this job stepped over: a
+        waiter whose supervisor is stopped (SIGSTOP, a debugger) or dead cannot take a slot, and must not hold the
+        line while it cannot (those behind it would wait as long); it keeps its place, and takes a slot at its
+        turn once it is awake again. The transaction that takes the slot steps over the same ones, unless they
+        have moved since."""
+        ctx = self.ctx
+        passed: list = []
+        while True:
+            front = ctx.db.call("read the front of the line", queries.front_of_line, ctx.group, count,
+                                frozenset((row[0], row[4]) for row in passed), pause=self.lease.pause)
+            ahead = front[:scheduling.ahead_of(front, me)]  # (the line's order: those before this job)
+            unable = [row for row in ahead if not ctx.processes.verify(row[5], row[6], row[7], awake=True)]
+            if not unable:
+                return front, passed
+            passed += unable
 
     def _full(self, limit: int) -> str:
         group = self.ctx.group
@@ -212,10 +228,11 @@ class WaitLoop:
 
 
 def wake_slot_waiters(ctx: SupervisorContext) -> None:
-    """Ring as many of the group's line as there are free slots, in the order they may take one."""
+    """Ring as many of the group's line as there are free slots, in the order they may take one (a stopped or dead
+    waiter stepped over: it cannot answer)."""
     def first_waiters(conn):
         free = queries.free_slots(conn, ctx.group)
-        return queries.slot_waiters(conn, ctx.group, free) if free else []
+        return queries.able_waiters(conn, ctx.group, free, ctx.processes.verify) if free else []
 
     doorbell.ring_all(ctx.home, ctx.db.call("find the waiters to wake", first_waiters,
                                             give_up_after=ctx.lease_seconds) or ())

@@ -349,6 +349,31 @@ def test_the_rounds_holder_rings_a_waiter_whose_ring_was_lost(world):
     assert "whose reason to wait had gone for two rounds" in world.log()
 
 
+def test_the_rounds_holder_rings_at_once_the_waiter_behind_a_stopped_one(world):
+    """A group's slot is free and the first of its line is stopped: it cannot take the slot, and nobody rings the
+    one behind it (a ringer rang the line as it was). The round's holder steps over the stopped waiter and rings
+    the next at its first round, without waiting two rounds."""
+    transitions.set_group_limit(world.conn, "g", 1)
+    me = world.processes.identity()
+    stopped = Identity(me.pid, me.start_time + 1, me.boot_id)  # (a process declared stopped: alive, not awake)
+    world.processes.stopped.add((stopped.pid, stopped.start_time))
+    waiters = []
+    for name, identity in (("first", stopped), ("second", None)):
+        job_id = world.submit(name=name, group="g")
+        _, _, state = world.claim(job_id, identity=identity)
+        transitions.set_waiting(world.conn, job_id, state["revision"], "slot", "g", None, world.now(), True)
+        waiters.append(job_id)
+    bell = doorbell.Doorbell(world.home, waiters[1])
+    job = world.submit(not_before=world.now() + 3600)
+    rung = []
+    world.when(lambda: bool(os.read(bell.fd, 16) if _readable(bell.fd) else b""), lambda: rung.append(world.clock.now))
+    world.supervise(job)
+    bell.close()
+    assert rung and rung[0] - world.start <= 2 * WINDOWS["renew"], rung  # its first round or so, not two after
+    assert "whose turn a stopped or dead waiter ahead could not take" in world.log()
+    assert world.state(waiters[0]).phase == "waiting"  # kept: its place and its job
+
+
 def _readable(fd: int) -> bool:
     p = select.poll()
     p.register(fd, select.POLLIN)

@@ -53,13 +53,15 @@ class FakeTarget(ScriptedProcess):
 class FakeProcesses:
     """jobman.supervisor.processes.Processes' interface over FakeTargets, which end on the world's clock or when
     signalled. The supervisor's own identity is this test process's, so that the lease round and reconciliation
-    see it alive; `dead` holds identities (pid, start time) a test declares gone."""
+    see it alive; `dead` holds identities (pid, start time) a test declares gone, `stopped` those it declares
+    alive but stopped (SIGSTOP: they verify, but not as awake)."""
 
     def __init__(self, world: "World"):
         self.world = world
         self.targets: dict[int, FakeTarget] = {}
         self._next_pid = 50_000
         self.dead: set[tuple[int, int]] = set()
+        self.stopped: set[tuple[int, int]] = set()
         self.lean = False
         self.execs: list[list[str]] = []
 
@@ -107,6 +109,8 @@ class FakeProcesses:
     def verify(self, pid, start_time, boot, awake: bool = False) -> bool:
         if (pid, start_time) in self.dead:
             return False
+        if (pid, start_time) in self.stopped:
+            return not awake
         return proc.verify(pid, start_time, boot, awake=awake)
 
     def wait_child(self, pid: int) -> int | None:
