@@ -466,6 +466,15 @@ _PIDFD_INFO_EXIT = 1 << 3
 _STAT_EXIT_CODE = 49  # /proc/PID/stat field 52 (Linux 3.5+), counted from the field after the command name's ')'
 
 
+def pin_child(pid: int) -> int | None:
+    """A pidfd on a child this process has just started and not yet waited for (so the pid is still that child),
+    or None where there are no pidfds. Close it with os.close."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+
+
 def exit_watch(pid: int, start_time: int) -> int | None:
     """A pidfd pinned to that exact process (an identity check right after opening it), from which
     exit_status_of() can later read how it ended though another process reaps it; None if it is gone or is

@@ -41,10 +41,9 @@ class ProcessHost:
             os.close(null)
             os.close(out)
         self._status_paths[pid] = os.path.join(job_dir, EXIT_STATUS_FILE)
-        try:  # pinned at once: its keeper, given it, learns how the shell ended whoever reaps it (Linux 5.3+)
-            self._pidfds[pid] = os.pidfd_open(pid)
-        except (OSError, AttributeError):
-            pass
+        pidfd = proc.pin_child(pid)  # pinned at once: its keeper, given it, learns how the shell ended whoever reaps it
+        if pidfd is not None:
+            self._pidfds[pid] = pidfd
         ident = proc.identity(pid)
         return {"pid": pid, "pgid": pid, "start_time": ident.start_time if ident else None, "boot_id": proc.boot_id(),
                 "work_dir": cwd, "job": env.get("WC_JOB_ID"), "attempt_started": env.get("WC_JOB_STARTED_AT")}
