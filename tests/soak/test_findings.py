@@ -126,38 +126,40 @@ def test_an_agent_whose_probe_write_was_retried_after_it_landed_starts(tmp_path)
 
 
 def test_the_process_a_killed_agent_left_is_stopped_once_its_job_runs_elsewhere(tmp_path):
+    """An agent SIGKILLed and not restarted: its job's process is stopped (by its keeper, once the bridge of 1 s
+    is over and before the promise passes), the job runs again on another host, and an agent that starts again
+    where the first one died finds nothing of it still running."""
     from tests.stado.e2e.support import STADO, submit
     from tests.stado.storekit import StoreTarget
 
     env = StoreTarget("file", f"file://{tmp_path / 'store'}").subprocess_env(tmp_path / "env")
     marker = tmp_path / "job-ran"
     job = submit(env, f"echo $$ >> {marker}; sleep 60")
+    agents: list[subprocess.Popen] = []
 
     def agent(host: str, log: str) -> subprocess.Popen:
         with open(tmp_path / log, "wb") as out:
-            return subprocess.Popen([STADO, "agent", "--poll-seconds", "0.1", "--settle-seconds", "0.2",
-                                     "--kill-after", "1", "--host", host, "--work-root", str(tmp_path / f"work-{host}")],
-                                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            agents.append(subprocess.Popen([STADO, "agent", "--poll-seconds", "0.1", "--settle-seconds", "0.2",
+                                            "--kill-after", "1", "--bridge-seconds", "1", "--host", host,
+                                            "--work-root", str(tmp_path / f"work-{host}")],
+                                           env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT))
+        return agents[-1]
 
-    first = agent("host-a", "a.log")
     try:
+        first = agent("host-a", "a.log")
         wait_for(lambda: marker.exists() and marker.read_text().strip(), timeout=30, message="the job to start")
         orphan = int(marker.read_text().split()[0])
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-        second = agent("host-b", "b.log")  # a sibling on another host: its reaper requeues the job, it runs it
-        wait_for(lambda: len(marker.read_text().split()) >= 2, timeout=30, message="the job to run again elsewhere")
-        again = agent("host-a", "a2.log")  # an agent starts again where the first one died
-        try:
-            wait_for(lambda: not alive(orphan), timeout=10, message=f"the orphan (pid {orphan}) to be stopped")
-        finally:
-            for p in (second, again):
-                p.send_signal(signal.SIGKILL)
-                p.wait(10)
+        agent("host-b", "b.log")  # a sibling on another host: its reaper requeues the job, it runs it
+        wait_for(lambda: len(marker.read_text().split()) >= 2, timeout=90, message="the job to run again elsewhere")
+        agent("host-a", "a2.log")  # an agent starts again where the first one died
+        wait_for(lambda: not alive(orphan), timeout=10, message=f"the orphan (pid {orphan}) to be stopped")
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait(10)
+        for p in agents:
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
         kill_all(pids_with_marker(str(tmp_path)))
     assert json.loads(subprocess.run([STADO, "machine", "status", job], env=env, capture_output=True,
                                      text=True).stdout)["requeues"] == 1
