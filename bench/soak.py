@@ -5,6 +5,11 @@ the jobs' own side effects.
     .venv/bin/python bench/soak.py --seconds 600              # the long run: 2,000 jobs per phase
     .venv/bin/python bench/soak.py --short                    # about 60 s (what `make test` runs)
     make soak SECONDS=600                                     # the same as the first line
+    .venv/bin/python bench/soak.py --phases stado-s3 --stado-jobs 1000 --seconds 400 --faults 20
+
+`--faults` sets the regime of the fault proxy every client of the SeaweedFS phase goes through (soak_faults.py:
+`5` and `20`, that percentage of writes committing and losing their answer and of reads failing, and some answers
+held 0.5-3 s; `burst`, the `5` regime with a 10 s burst at 100% and storms of 503s; `none`, the default).
 
 Phases, each given a share of the time: jobman (soak_jobman.py), stado on the local directory and stado on
 SeaweedFS (soak_stado.py). The soak stops by itself within the time it is given: a phase that runs out of
@@ -50,7 +55,8 @@ def too_short(phase: str, jobs: int, budget: float) -> str | None:
             f"{fits} jobs)\n")
 
 
-def run_phase(phase: str, workdir: Path, jobs: int, seconds: float, rng: random.Random, chaos_gap: float):
+def run_phase(phase: str, workdir: Path, jobs: int, seconds: float, rng: random.Random, chaos_gap: float,
+              faults: str = "none"):
     if phase == "jobman":
         from soak_jobman import JobmanSoak
 
@@ -58,11 +64,12 @@ def run_phase(phase: str, workdir: Path, jobs: int, seconds: float, rng: random.
     from soak_stado import StadoSoak
 
     backend = phase.split("-", 1)[1]
-    return StadoSoak(workdir / phase, backend, jobs, seconds, rng, chaos_gap).run()
+    return StadoSoak(workdir / phase, backend, jobs, seconds, rng, chaos_gap, faults).run()
 
 
 def soak(*, seconds: float, jobs: int, stado_jobs: int, phases=PHASES, seed: int | None = None,
-         workdir: Path | None = None, keep: bool = False, chaos_gap: float = 1.5, out=sys.stdout) -> list:
+         workdir: Path | None = None, keep: bool = False, chaos_gap: float = 1.5, faults: str = "none",
+         out=sys.stdout) -> list:
     """Run the phases; returns their PhaseReports (the table and the violations are written to `out`)."""
     seed = random.randrange(1 << 30) if seed is None else seed
     own_dir = workdir is None
@@ -70,7 +77,7 @@ def soak(*, seconds: float, jobs: int, stado_jobs: int, phases=PHASES, seed: int
     workdir.mkdir(parents=True, exist_ok=True)
     share = sum(SHARE[p] for p in phases)
     reports = []
-    out.write(f"soak: seed {seed}, {seconds:.0f} s, phases {', '.join(phases)}, files in {workdir}\n")
+    out.write(f"soak: seed {seed}, {seconds:.0f} s, phases {', '.join(phases)}, faults {faults}, files in {workdir}\n")
     for phase in phases:
         warning = too_short(phase, jobs if phase == "jobman" else stado_jobs, seconds * SHARE[phase] / share)
         if warning:
@@ -80,7 +87,8 @@ def soak(*, seconds: float, jobs: int, stado_jobs: int, phases=PHASES, seed: int
             budget = seconds * SHARE[phase] / share
             rng = random.Random(f"{seed}-{phase}")
             t0 = time.monotonic()
-            report = run_phase(phase, workdir, jobs if phase == "jobman" else stado_jobs, budget, rng, chaos_gap)
+            report = run_phase(phase, workdir, jobs if phase == "jobman" else stado_jobs, budget, rng, chaos_gap,
+                               faults)
             out.write(f"soak: {phase}: {report.jobs} jobs in {time.monotonic() - t0:.0f} s (given {budget:.0f} s), "
                       f"{len(report.violations)} violation(s)\n")
             out.flush()
@@ -118,6 +126,8 @@ def main(argv=None) -> int:
     p.add_argument("--short", action="store_true", help="about 60 s with small sizes (what make test runs)")
     p.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of {', '.join(PHASES)}")
     p.add_argument("--seed", type=int)
+    p.add_argument("--faults", default="none", choices=("none", "5", "20", "burst"),
+                   help="the fault proxy's regime on the SeaweedFS phase (default none)")
     p.add_argument("--workdir", type=Path, help="where its files go (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the files")
     p.add_argument("--json", type=Path, help="also write the reports as JSON to this file")
@@ -134,7 +144,7 @@ def main(argv=None) -> int:
         p.error(f"unknown phase(s) {', '.join(unknown)}: choose from {', '.join(PHASES)}")
     reports = soak(seconds=args.seconds, jobs=args.jobs, stado_jobs=args.stado_jobs, phases=phases, seed=args.seed,
                    workdir=args.workdir, keep=args.keep or args.workdir is not None,
-                   chaos_gap=SHORT["chaos_gap"] if args.short else 1.5)
+                   chaos_gap=SHORT["chaos_gap"] if args.short else 1.5, faults=args.faults)
     if args.json:
         args.json.write_text(json.dumps([{**vars(r), "throughput": r.throughput} for r in reports], indent=2,
                                         default=str))

@@ -371,6 +371,13 @@ class PhaseReport:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0                # from the first submission until every job was terminal
     checks: dict = field(default_factory=dict)   # invariant -> number of things it looked at
+    # stado: the strict counts (STRICT: each should be 0), the fault proxy's faults (fault -> request kind -> n),
+    # agents killed and not restarted, seconds from the end of every fault until the queue drained
+    strict: Counter = field(default_factory=Counter)
+    injected: dict = field(default_factory=dict)
+    gone: int = 0
+    drain_after_faults: float | None = None
+    regime: str = "none"
 
     def violate(self, invariant: str, text: str) -> None:
         self.violations.append(f"{invariant}: {text}")
@@ -386,7 +393,13 @@ FAULT_NAMES = {
     "disk_full": "home's filesystem filled", "agent_kill": "agent SIGKILL (and restart)",
     "agent_stop": "agent SIGSTOP past its promise", "store_slow": "store slowed (throttled link)",
     "store_stall": "store stalled (no bytes move)", "conn_drop": "connections dropped", "cancel": "job cancelled",
+    "agent_gone": "agent SIGKILL, not restarted", "store_burst": "fault proxy: 10 s burst at 100%",
+    "store_storm": "fault proxy: storm of 503s",
 }
+# The stado checker's strict counts, each of which must be 0 (soak_stado_check).
+STRICT = {"overlap": "overlapping runs of one job", "after_success": "runs started after the job's success record",
+          "after_cancel": "starts after the job's cancel record", "contradicted": "commands whose answer contradicts "
+          "the store", "lost": "jobs lost (accepted, no single terminal record)"}
 
 
 def render_table(reports: list[PhaseReport]) -> str:
@@ -401,10 +414,26 @@ def render_table(reports: list[PhaseReport]) -> str:
     kinds = [k for k in FAULT_NAMES if any(r.faults.get(k) for r in reports)]
     for kind in kinds:
         row(f"fault: {FAULT_NAMES[kind]}", [r.faults.get(kind, 0) or "-" for r in reports])
+    from soak_faults import describe
+
+    if any(r.regime != "none" for r in reports):
+        row("fault proxy regime (--faults)", [r.regime if r.injected else "-" for r in reports])
+    labels: dict[str, dict[str, str]] = {}
+    for r in reports:
+        for label, text in describe(r.injected):
+            labels.setdefault(label, {})[r.name] = text
+    for label, by_report in labels.items():
+        row(f"fault proxy: {label}", [by_report.get(r.name, "-") for r in reports])
     outcomes = sorted({o for r in reports for o in r.outcomes})
     for outcome in outcomes:
         row(f"outcome: {outcome}", [r.outcomes.get(outcome, 0) or "-" for r in reports])
+    if any(r.strict or r.checks.get("commands checked against the store") for r in reports):
+        for key, label in STRICT.items():
+            row(label, [r.strict.get(key, 0) if r.name.startswith("stado") else "-" for r in reports])
     row("**invariant violations**", [f"**{len(r.violations)}**" for r in reports])
+    if any(r.drain_after_faults is not None for r in reports):
+        row("time to drain after the faults stopped", [f"{r.drain_after_faults:.1f} s" if r.drain_after_faults
+                                                       is not None else "-" for r in reports])
     row("wall time, first submission to last job terminal", [f"{r.seconds:.0f} s" for r in reports])
     row("throughput (terminal jobs per second)", [f"{r.throughput:.1f}" for r in reports])
     return "\n".join(rows)

@@ -5,6 +5,10 @@
   (S3 refuses a request signed more than 15 minutes off its clock), which refuses to fire schedules and judges
   everything else by the store's clock, and one 90 s behind; their jobs' processes get the true time;
 - agent_kill: SIGKILL of a random running agent, and a new agent on the same host a moment later (0-3 s);
+- agent_gone: SIGKILL of an agent that is never started again (as the OOM killer does to a host's only agent):
+  first both agents of one host, then one of another, at most GONE_MAX, so that three agents on two hosts remain
+  to drain the queue. Its host keeps its orphans: their keepers must stop them before the promise passes, and an
+  agent of another host runs the job again;
 - agent_stop: SIGSTOP of a random agent for 1 to 6 s (its promise is a poll, 0.25 s, plus what it measured;
   the reaper's margin is 2 s, its pass every second), then SIGCONT;
 - cancel: `stado cancel` of a random accepted job, queued, running or already ended; a third of them aimed at a
@@ -26,6 +30,8 @@ from tests.stado.throttle import ThrottledProxy
 
 POLL, SETTLE, KILL_AFTER, SLOTS = 0.25, 1.0, 2.0, 2
 # (host, index) -> libfaketime's FAKETIME offset, s, on the local directory and on S3 (signed within 15 minutes).
+# Agents killed for good, at most: both of one host, then one of another (three agents remain, on two hosts).
+GONE_MAX = 3
 SKEWED = {"file": {("soak-c", 1): "+3600", ("soak-b", 1): "-90"}, "s3": {("soak-c", 1): "+600", ("soak-b", 1): "-90"}}
 
 
@@ -64,6 +70,7 @@ class AgentProc:
     stopped: bool = False
     killed: bool = False
     noted: bool = False      # seen to have exited by itself
+    gone: bool = False       # killed for good: never started again
 
 
 @dataclass
@@ -149,7 +156,9 @@ class StadoChaos(ChaosUser):
     def __init__(self, rng, fleet: Fleet, faults: FaultLog, mean_gap: float, cancel, proxy: ChaosProxy | None):
         self.rng, self.fleet, self.faults, self.proxy, self._cancel = rng, fleet, faults, proxy, cancel
         self._busy: set[str] = set()
-        actions = {"agent_kill": (2, self.agent_kill), "agent_stop": (2, self.agent_stop), "cancel": (3, self.cancel)}
+        self.gone: list[AgentProc] = []
+        actions = {"agent_kill": (2, self.agent_kill), "agent_stop": (2, self.agent_stop), "cancel": (3, self.cancel),
+                   "agent_gone": (1, self.agent_gone)}
         if proxy is not None:
             actions.update(store_slow=(1, self.store_slow), store_stall=(1, self.store_stall),
                            conn_drop=(1, self.conn_drop))
@@ -173,6 +182,32 @@ class StadoChaos(ChaosUser):
                             detail=f"{victim.log.name}; restarted as {new.log.name} (pid {new.proc.pid})")
 
         self.chaos.lasting(restart)
+        return True
+
+    def agent_gone(self):
+        """SIGKILL an agent and never start it again (see the module's docstring)."""
+        if len(self.gone) >= GONE_MAX:
+            return False
+        live = self.fleet.live()
+        gone_hosts = {a.host for a in self.gone}
+        # Both agents of the first host hit, then one of another host: a host with no agent left keeps its
+        # orphans, which only their keepers can stop.
+        if self.gone and len(self.gone) < self.fleet.per_host:
+            candidates = [a for a in live if a.host in gone_hosts]
+        else:
+            candidates = [a for a in live if a.host not in gone_hosts]
+        if not candidates or len(live) < 4:
+            return False
+        victim = self.rng.choice(candidates)
+        with self.fleet.lock:
+            victim.killed = victim.gone = True
+        t0 = time.time()
+        victim.proc.kill()
+        victim.proc.wait(30)
+        self.gone.append(victim)
+        self.faults.add("agent_gone", t0, time.time(), pid=victim.proc.pid,
+                        detail=f"{victim.log.name}; not restarted ({victim.host} has "
+                               f"{sum(1 for a in self.gone if a.host == victim.host)} of {self.fleet.per_host} gone)")
         return True
 
     def agent_stop(self):

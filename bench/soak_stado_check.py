@@ -16,6 +16,12 @@ record read, with the store's own client) and from the jobs' ledger, once the qu
   finished ends as it said, and no run of either starts after the answer;
 - every agent exited 0 on SIGTERM (those the chaos killed aside); no process of the soak left running; no
   traceback in any agent's log or CLI's output; `stado status` and `stado reap` agree nothing is left.
+
+And strictly, with no allowance (the report's `strict` counts, each a violation too): no two runs of one job
+overlap in time (ledger against ledger: one host's clock), no run starts after its job's success record, none
+after its cancel record (`cancel.at`, the time the cancel was written), no accepted job lost (each has exactly
+one terminal record and no queue or running entry), and no command's answer contradicts the store
+(_answers: every `stado submit`, `stado cancel` and the watcher's `stado status --json --all`).
 """
 import json
 import os
@@ -30,8 +36,10 @@ from soak_stado_chaos import KILL_AFTER, POLL, SETTLE
 # reading of it is good to a second at first (stado.storeclock narrows it as the agent runs).
 SLACK = {"file": 0.05, "s3": 1.0}
 RESUME_GRACE = 2.0  # scheduling slack on a loaded 2-core machine, on top of a poll
-AGENT_FAULTS = ("agent_kill", "agent_stop")
-STORE_FAULTS = ("store_slow", "store_stall", "conn_drop")
+AGENT_FAULTS = ("agent_kill", "agent_gone", "agent_stop")
+KILLS = ("agent_kill", "agent_gone")
+# The fault proxy's regime (soak_faults): its whole span, a burst, a storm of 503s.
+STORE_FAULTS = ("store_slow", "store_stall", "conn_drop", "store_faults", "store_burst", "store_storm")
 
 
 def _records(store) -> tuple[dict, dict]:
@@ -77,10 +85,14 @@ def check(soak, store, batches, fleet) -> None:
     runs, bad = read_ledger(soak.ledger)
     for line in bad:
         r.violate("ledger", f"unreadable line {line!r}")
+    _ends_from_deaths(runs, soak.deaths)
     _ends_of_killed_orphans(runs, soak.faults, fleet)
     _runs(r, final, runs, soak.faults, slack)
     _explained(r, planned, key_of, final, runs, soak.faults, slack)
     _cancels_kept(r, final, runs, soak.faults, slack)
+    _strict_runs(r, final, runs, slack)
+    r.strict["lost"] = sum(1 for job_id in key_of if len(terminal.get(job_id, {})) != 1 or job_id in moving)
+    _answers(soak, r, terminal, moving, store)
     _leftovers(soak, r, fleet, runs)
 
 
@@ -115,11 +127,184 @@ def _cancels_kept(r, final, runs, faults, slack) -> None:
     r.checks["cancels kept to their word"] = kept
 
 
+def _strict_runs(r, final, runs, slack) -> None:
+    """Overlaps, starts after a success record and after a cancel record, with no allowance at all."""
+    from stado.documents import parse_iso
+
+    now = time.time()
+    for job_id, job_runs in runs.items():
+        for a, b in overlaps(job_runs, now):
+            r.strict["overlap"] += 1
+            r.violate("strict: never twice at once", f"{job_id}: runs by pids {a.pid} (agent {a.owner}) and {b.pid} "
+                                                     f"(agent {b.owner}) overlapped {_span(a, b, now):.2f} s; older "
+                                                     f"one {_how_ended(a)}")
+        doc = final.get(job_id)
+        if doc is None:
+            continue
+        if doc["state"] == "completed":
+            for run in job_runs:
+                if run.start > doc["_at"] + slack:
+                    r.strict["after_success"] += 1
+                    r.violate("strict: nothing after success", f"{job_id}: a run (pid {run.pid}) started "
+                                                               f"{run.start - doc['_at']:.2f} s after its success record")
+        cancel_at = parse_iso((doc.get("cancel") or {}).get("at")) if doc["state"] == "cancelled" else None
+        if cancel_at is not None:
+            for run in job_runs:
+                if run.start > cancel_at + slack:
+                    r.strict["after_cancel"] += 1
+                    r.violate("strict: nothing after cancel", f"{job_id}: a run (pid {run.pid}) started "
+                                                              f"{run.start - cancel_at:.2f} s after its cancel record "
+                                                              f"({doc['cancel'].get('at')})")
+
+
+def _marker(command: str) -> str:
+    return command.rsplit("/", 1)[1].strip("'")
+
+
+def _answers(soak, r, terminal, moving, store) -> None:
+    """What every command said against what the store holds once the queue drained:
+
+    - `stado submit`, per job it was given: an id printed as queued (exit 0, or before the job a batch stopped
+      at) -> that job exists, with that job's command, and no other job has its command; an id printed with
+      "could not tell" (exit 7) -> no job but that one has its command (it may not exist: counted apart); no id
+      printed -> no job has its command (MARKER makes each planned job's command unique); exit 0 -> every job
+      of it printed as queued;
+    - `stado cancel`: exit 0 -> the job ended cancelled; exit 1 (it had already ended) -> it did not end
+      cancelled, and ended as the answer said; exit 4 (nothing written) -> the job did not end cancelled unless
+      another cancel of it may have landed (exit 0 or 7); any other exit is a contradiction (each cancelled
+      job was accepted: it exists);
+    - each watcher's `stado status --json --all` that answered: every job accepted before it began is shown,
+      and none is counted corrupt.
+    """
+    from stado import keys
+
+    jobs_of: dict[str, list[str]] = {}  # marker -> the ids of every job with that command
+    for job_id, states in terminal.items():
+        for doc in states.values():
+            jobs_of.setdefault(_marker(doc["spec"]["command"]), []).append(job_id)
+            break
+    for job_id, states in moving.items():
+        if job_id in terminal:
+            continue
+        try:
+            doc = json.loads(store.get(keys.state_key(states[0], job_id)).data)
+            jobs_of.setdefault(_marker(doc["spec"]["command"]), []).append(job_id)
+        except Exception as e:
+            r.violate("answers", f"{job_id} in {states}: unreadable ({type(e).__name__}: {e})")
+    marker_of = {}
+    for batch in soak.planned_batches:
+        for j in batch:
+            marker_of[j.key] = _marker(j.command)
+    contradicted, unsure_absent, checked = [], 0, 0
+
+    def contradict(text):
+        contradicted.append(text)
+        r.violate("strict: answer contradicts the store", text[:400])
+
+    for sub in soak.submits:
+        checked += 1
+        said = f"`stado submit` ({len(sub.keys)} job(s), exit {sub.code}, {_clock(sub.t0)})"
+        if sub.code == 0 and (len(sub.printed) != len(sub.keys) or not all(p.get("queued") for p in sub.printed)):
+            contradict(f"{said} printed {len(sub.printed)} job(s), not every one queued")
+        for i, key in enumerate(sub.keys):
+            printed = sub.printed[i] if i < len(sub.printed) else None
+            have = jobs_of.get(marker_of[key], [])
+            if len(have) > 1:
+                contradict(f"{said}: plan job {key} has {len(have)} jobs in the store: {have}")
+            if printed is None:
+                if have:
+                    contradict(f"{said}: plan job {key} was not printed (not submitted), but the store holds {have}")
+            elif printed.get("queued"):
+                if printed["id"] not in have:
+                    contradict(f"{said}: printed {printed['id']} for plan job {key} as queued; the store holds {have}")
+            elif have and have != [printed["id"]]:
+                contradict(f"{said}: could not tell about {printed['id']} (plan job {key}); the store holds {have}")
+            elif not have:
+                unsure_absent += 1
+    final = {job_id: next(iter(states.values())) for job_id, states in terminal.items() if len(states) == 1}
+    may_have_cancelled: dict[str, int] = {}
+    for c in soak.cancel_answers:
+        if c.code in (0, 7):
+            may_have_cancelled[c.job] = may_have_cancelled.get(c.job, 0) + 1
+    for c in soak.cancel_answers:
+        checked += 1
+        doc = final.get(c.job)
+        state = doc["state"] if doc else None
+        said = f"`stado cancel {c.job}` (exit {c.code}, {_clock(c.t0)}: {(c.answer or {}).get('result') or c.stderr.strip()[:160]})"
+        if c.code == 0:
+            if state != "cancelled":
+                contradict(f"{said}: the job ended {state}")
+        elif c.code == 1:
+            m = _ENDED.search((c.answer or {}).get("message", ""))
+            outcome = m and (m.group(1) or m.group(3))
+            want = {"succeeded": "completed", "failed": "failed", "timed_out": "failed"}.get(outcome or "")
+            if state == "cancelled" or (want and state != want):
+                contradict(f"{said} ({(c.answer or {}).get('message', '')[:160]}): the job ended {state}")
+        elif c.code == 4:
+            if state == "cancelled" and not may_have_cancelled.get(c.job):
+                contradict(f"{said}: it wrote nothing, yet the job ended cancelled and no other cancel of it landed")
+        elif c.code != 7:
+            contradict(f"{said}: an accepted job's cancel exited {c.code}")
+    accepted_at = {}
+    for sub in soak.submits:
+        for p in sub.printed:
+            if p.get("queued"):
+                accepted_at[p["id"]] = sub.t1
+    answered = 0
+    for st in soak.statuses:
+        if st.ids is None:
+            continue
+        answered += 1
+        checked += 1
+        dropped = sorted(job_id for job_id, t in accepted_at.items() if t < st.t0 and job_id not in st.ids)
+        if dropped:
+            contradict(f"`stado status --json --all` at {_clock(st.t0)} left out {len(dropped)} accepted job(s): "
+                       f"{dropped[:5]}")
+        if st.corrupt:
+            contradict(f"`stado status --json --all` at {_clock(st.t0)} counted {st.corrupt} job(s) corrupt "
+                       f"({st.problems} problem(s) listed)")
+    r.strict["contradicted"] = len(contradicted)
+    r.checks["commands checked against the store"] = checked
+    if soak.statuses:
+        r.notes.append(f"the watcher's `stado status --json --all`: {answered} of {len(soak.statuses)} answered "
+                       f"(the others exited non-zero: {sorted({st.code for st in soak.statuses if st.ids is None})})")
+    if unsure_absent:
+        r.notes.append(f"{unsure_absent} job(s) a submit printed with \"could not tell\" (exit 7) are not in the "
+                       "store: their create never landed, which the answer allowed")
+    codes = {}
+    for sub in soak.submits:
+        codes[sub.code] = codes.get(sub.code, 0) + 1
+    ccodes = {}
+    for c in soak.cancel_answers:
+        ccodes[c.code] = ccodes.get(c.code, 0) + 1
+    r.notes.append(f"submits by exit code: {dict(sorted(codes.items()))}; cancels by exit code: "
+                   f"{dict(sorted(ccodes.items()))}")
+
+
 def _outcome(doc: dict) -> str:
     error = (doc.get("error") or {}).get("class")
     if doc["state"] == "failed" and error in ("worker_lease_expired", "input_unavailable"):
         return f"failed ({error})"
     return doc.get("outcome") or doc["state"]
+
+
+def _ends_from_deaths(runs, path) -> None:
+    """A run killed by SIGKILL writes no end; soak_deaths.py saw its process end (an upper bound of its end)."""
+    gone: dict[int, tuple[float, str]] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        lines = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == "G":
+            gone.setdefault(int(parts[1]), (float(parts[2]), " ".join(parts[3:])))
+    for job_runs in runs.values():
+        for run in job_runs:
+            if run.end is None and run.pid in gone:
+                at, note = gone[run.pid]
+                run.end, run.how = at, ("killed, no end written: found gone at its start" if note else
+                                        "killed, no end written: its end as the watcher of deaths saw it")
 
 
 _ORPHAN_STOP = re.compile(r"^(\S+) agent \S+: \S+: pid\(s\) ([\d, ]+) left running by agent \S+, which is gone")
@@ -139,7 +324,7 @@ def _ends_of_killed_orphans(runs, faults, fleet) -> None:
             if m:
                 for pid in m.group(2).split(", "):
                     stopped_at.setdefault(int(pid), parse_iso(m.group(1)))
-    killed = {f.pid for f in faults.of("agent_kill")}
+    killed = {f.pid for f in faults.of(*KILLS)}
     for job_runs in runs.values():
         for run in job_runs:
             if run.end is None and run.owner in killed and run.pid in stopped_at and not os.path.exists(
@@ -163,7 +348,7 @@ def _stale_copy_ok(a, b, faults, lags: list) -> bool:
                 return True
     # A killed agent's process goes on (seed 003: for the restart check); the job was requeued before `b`
     # started, and the host's agents stop the orphan on their next pass (see _late_end_ok).
-    for kill in faults.of("agent_kill"):
+    for kill in faults.of(*KILLS):
         if kill.pid == a.owner and a.start <= kill.t0 <= b.start and a.end is not None and \
                 a.end <= b.start + SETTLE + POLL + KILL_AFTER + RESUME_GRACE:
             lags.append(max(0.0, a.end - b.start))
@@ -216,7 +401,7 @@ def _late_end_ok(run, doc, faults, lags, slack) -> bool:
     # Seed 003 keeps a job's process alive when its agent dies (so that the agent restarting on the host can
     # watch it to its end): once its record is terminal, the host's agents stop it, the restarted one at its
     # start, its live sibling on its reaper pass. Allowed: that pass, a poll, --kill-after, and the slack.
-    for kill in faults.of("agent_kill"):
+    for kill in faults.of(*KILLS):
         if kill.pid == run.owner and run.start <= kill.t0 <= doc["_at"] + slack and \
                 run.end <= doc["_at"] + SETTLE + POLL + KILL_AFTER + RESUME_GRACE:
             lags.append(max(0.0, run.end - doc["_at"]))
@@ -226,7 +411,7 @@ def _late_end_ok(run, doc, faults, lags, slack) -> bool:
 
 def _killed(run, faults, now) -> str:
     """Context for a violation: the run's agent was SIGKILLed while it ran (its process went on alone)."""
-    for kill in faults.of("agent_kill"):
+    for kill in faults.of(*KILLS):
         if kill.pid == run.owner and run.start <= kill.t0 <= (run.end or now):
             return f"; its agent (pid {run.owner}) was killed at {_clock(kill.t0)}, and it went on alone"
     return ""

@@ -1,6 +1,7 @@
 """The short chaos soak (bench/soak.py --short, about 60 s): jobman under supervisor kills and stops, CLI kills
 mid-handoff, a held write lock and a full home; stado on the local directory and on SeaweedFS under agent
-kills, restarts and stops past their promise, cancels, and (SeaweedFS) a slow, stalled and cut link. Every
+kills (some for good), restarts and stops past their promise, cancels, and (SeaweedFS) a slow, stalled and cut
+link, every client through a fault proxy that passes everything here (`--faults` in the long soak). Every
 invariant of the long soak is checked; violations that belong to bugs already reported (known.py) are
 printed, any other fails the test. The test also checks that the soak was real: every kind of fault was
 injected, and most jobs were accepted and ran."""
@@ -33,8 +34,9 @@ def test_a_short_chaos_soak_of_both_tools_keeps_every_invariant(tmp_path):
     expected_faults = {
         "jobman": {"supervisor_kill", "supervisor_stop", "cli_kill", "db_lock"} | (
             {"disk_full"} if os.geteuid() == 0 else set()),
-        "stado, local directory": {"agent_kill", "agent_stop", "cancel"},
-        "stado, SeaweedFS": {"agent_kill", "agent_stop", "cancel", "store_slow", "store_stall", "conn_drop"}}
+        "stado, local directory": {"agent_kill", "agent_gone", "agent_stop", "cancel"},
+        "stado, SeaweedFS": {"agent_kill", "agent_gone", "agent_stop", "cancel", "store_slow", "store_stall",
+                             "conn_drop"}}
     failures = []
     for name, report in by_name.items():
         missing = expected_faults[name] - {k for k, n in report.faults.items() if n}
