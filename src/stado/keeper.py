@@ -8,7 +8,8 @@ beside the next attempt. The keeper is what speaks for it here. It watches the p
 
 - when the promise runs out with no renewal after it (and none in flight that the store shows landed), it stops the
   job's processes before any reaper may judge the promise passed: SIGTERM a quarter of the reaper's margin after
-  the promise, SIGKILL by three quarters (or --kill-after after SIGTERM, if sooner). It writes `kept.json` first,
+  the promise (by half the margin when it asks the store whether a renewal in flight landed), SIGKILL by three
+  quarters (or --kill-after after SIGTERM, if sooner). It writes `kept.json` first,
   so whoever records the attempt (its agent come back, the agent that next starts on this host, the keeper itself)
   records a lost worker, not the signal; then, if no agent has spoken meanwhile, it records that verdict in the
   store itself (requeued with the reason, within the requeue budget);
@@ -29,6 +30,9 @@ import sys
 import time
 
 TERM_AT, KILL_AT = 0.25, 0.75  # fractions of the reaper's margin past the promise
+# A renewal in flight is asked about until this fraction at most, so that a slow answer still leaves SIGTERM a
+# quarter of the margin before SIGKILL.
+ASK_UNTIL = 0.5
 EXIT_CHECK = 1.0  # without a pidfd (an old kernel), how often the shell is looked at
 
 
@@ -248,8 +252,9 @@ def decide(promise: dict | None, *, claim: str, now: float, ended: bool, proven:
     ("wait", seconds)                      nothing to do before then
     ("record",)                            the shell ended and its agent has not recorded it within its promise (and
                                            the same part of the margin past it that a running one is stopped at)
-    ("check", nonce, until, deadline)      past the promise with a renewal in flight: ask the store, by `deadline`,
-                                           whether it landed (then the job is alive until `until`)
+    ("check", nonce, until, deadline)      past the promise with a renewal in flight: ask the store, by `deadline`
+                                           (half the margin past the promise, so that SIGTERM keeps time before
+                                           SIGKILL), whether it landed (then the job is alive until `until`)
     ("stop", kill_deadline)                nothing proves the job alive: stop its processes, SIGKILL by the deadline
     """
     if promise is None or promise.get("done") or promise.get("attempt") != claim:
@@ -265,7 +270,7 @@ def decide(promise: dict | None, *, claim: str, now: float, ended: bool, proven:
     nonce, began, lease = trying.get("nonce"), trying.get("began"), trying.get("lease")
     if (nonce and nonce != checked and isinstance(began, (int, float)) and isinstance(lease, (int, float))
             and began + lease > until):
-        return ("check", nonce, began + lease, kill)
+        return ("check", nonce, began + lease, until + ASK_UNTIL * margin)
     return ("record",) if ended else ("stop", kill)
 
 
