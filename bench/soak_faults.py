@@ -23,6 +23,7 @@ REGIMES = ("none", "5", "20", "burst")
 WRITES = ("create", "cas", "put", "delete_if_match", "delete")
 READS = ("get", "head", "list")
 DELAY_RATE = 0.02
+DELAY_MAX = 3.0  # the longest an answer is held, s
 BURST_SECONDS, STORMS, STORM_SECONDS = 10.0, 3, (2.0, 5.0)
 
 
@@ -32,7 +33,7 @@ def rules_for(regime: str) -> list[Rule]:
     rate = 0.05 if regime == "burst" else int(regime) / 100
     return [Rule("commit_then_lose", kinds=WRITES, rate=rate),
             Rule("fail_before", kinds=READS, rate=rate),
-            Rule("delay", rate=DELAY_RATE, delay=(0.5, 3.0))]
+            Rule("delay", rate=DELAY_RATE, delay=(0.5, DELAY_MAX))]
 
 
 class FaultRegime:

@@ -63,6 +63,15 @@ def _records(store) -> tuple[dict, dict]:
 def check(soak, store, batches, fleet) -> None:
     r = soak.report
     slack = SLACK[soak.backend]
+    if soak.regime != "none":
+        # An answer held back widens an agent's measurement of the store's clock (storeclock: the write landed
+        # between the request and its answer), and a record's time is the middle of what it allows: off by up to
+        # half the hold. A start or end is judged against the time in a record with that much more slack; the
+        # strict count of runs after a success record goes by when the fault proxy saw that record land, which
+        # needs no clock but this host's.
+        from soak_faults import DELAY_MAX
+
+        slack += DELAY_MAX / 2
     planned = {j.key: j for batch in batches for j in batch}
     by_marker = {j.command.rsplit("/", 1)[1].strip("'"): j.key for j in planned.values()}
     terminal, moving = _records(store)
@@ -90,7 +99,7 @@ def check(soak, store, batches, fleet) -> None:
     _runs(r, final, runs, soak.faults, slack)
     _explained(r, planned, key_of, final, runs, soak.faults, slack)
     _cancels_kept(r, final, runs, soak.faults, slack)
-    _strict_runs(r, final, runs, slack)
+    _strict_runs(r, final, runs, slack, _landed(soak), soak.cancel_answers)
     r.strict["lost"] = sum(1 for job_id in key_of if len(terminal.get(job_id, {})) != 1 or job_id in moving)
     _answers(soak, r, terminal, moving, store)
     _leftovers(soak, r, fleet, runs)
@@ -127,11 +136,38 @@ def _cancels_kept(r, final, runs, faults, slack) -> None:
     r.checks["cancels kept to their word"] = kept
 
 
-def _strict_runs(r, final, runs, slack) -> None:
-    """Overlaps, starts after a success record and after a cancel record, with no allowance at all."""
+def _landed(soak) -> dict[str, float] | None:
+    """job id -> when (this host's clock) the fault proxy had the server's answer to the write that made its
+    success record (`completed/ID.json`): the record existed by then. None without a fault proxy."""
+    proxy = getattr(soak, "fault_proxy", None)
+    if proxy is None:
+        return None
+    from stado import keys
+
+    offset = soak.proxy_clock  # time.time() - time.monotonic()
+    landed: dict[str, float] = {}
+    for e in proxy.exchanges():
+        if e.key and e.key.startswith(keys.COMPLETED) and e.kind in ("create", "put", "cas") and e.committed \
+                and e.done is not None:
+            job_id = keys.job_id_of(e.key, keys.COMPLETED)
+            if job_id and job_id not in landed:
+                landed[job_id] = e.done + offset
+    return landed
+
+
+def _strict_runs(r, final, runs, slack, landed, cancels) -> None:
+    """Overlaps, starts after a success record and after a cancel record, with no allowance at all. With a fault
+    proxy, "after the success record" is after the proxy had the answer to the write that made it (no slack:
+    this host's clock on both sides); without one, after the record's time (plus the clocks' slack). "After the
+    cancel record": after its `cancel.at` (plus the slack), and after a `stado cancel` that answered it
+    cancelled (exit 0) had returned (no slack)."""
     from stado.documents import parse_iso
 
     now = time.time()
+    answered: dict[str, float] = {}
+    for c in cancels:
+        if c.code == 0:
+            answered[c.job] = min(answered.get(c.job, c.t1), c.t1)
     for job_id, job_runs in runs.items():
         for a, b in overlaps(job_runs, now):
             r.strict["overlap"] += 1
@@ -142,19 +178,25 @@ def _strict_runs(r, final, runs, slack) -> None:
         if doc is None:
             continue
         if doc["state"] == "completed":
+            at = landed[job_id] if landed and job_id in landed else None
             for run in job_runs:
-                if run.start > doc["_at"] + slack:
+                if run.start > (at if at is not None else doc["_at"] + slack):
                     r.strict["after_success"] += 1
                     r.violate("strict: nothing after success", f"{job_id}: a run (pid {run.pid}) started "
-                                                               f"{run.start - doc['_at']:.2f} s after its success record")
+                                                               f"{run.start - doc['_at']:.2f} s after its success "
+                                                               f"record's time" + (f" ({run.start - at:.2f} s after "
+                                                               "the proxy saw it land)" if at is not None else ""))
         cancel_at = parse_iso((doc.get("cancel") or {}).get("at")) if doc["state"] == "cancelled" else None
-        if cancel_at is not None:
+        if cancel_at is not None or job_id in answered:
+            bound = min(cancel_at + slack if cancel_at is not None else float("inf"),
+                        answered.get(job_id, float("inf")))
             for run in job_runs:
-                if run.start > cancel_at + slack:
+                if run.start > bound:
                     r.strict["after_cancel"] += 1
                     r.violate("strict: nothing after cancel", f"{job_id}: a run (pid {run.pid}) started "
-                                                              f"{run.start - cancel_at:.2f} s after its cancel record "
-                                                              f"({doc['cancel'].get('at')})")
+                                                              f"{run.start - bound:.2f} s after its cancel record "
+                                                              f"({(doc.get('cancel') or {}).get('at')}) or a "
+                                                              "`stado cancel` that said it was cancelled")
 
 
 def _marker(command: str) -> str:
