@@ -56,7 +56,8 @@ sim: $(STAMP)
 
 # The chaos soak of both tools (bench/soak.py, README's reliability section): jobman, stado on the local directory
 # and stado on SeaweedFS, 2,000 jobs each, under random faults; it stops by itself within SECONDS (default 600) and
-# prints its table. `make soak-short` runs a one-minute one (tests/soak). SOAK_ARGS: more options (--help).
+# prints its table. `make soak-short` runs a one-minute one (tests/soak). SOAK_ARGS: more options (--help), e.g.
+# SOAK_ARGS='--phases stado-s3 --stado-jobs 1000 --faults 20' (the fault proxy's regime: 5, 20, burst).
 SECONDS ?= 600
 # The one-minute version, with its invariants asserted (tests/soak/test_soak.py). `make test` runs it last, on its
 # own (never beside other tests under -n: its bounds are timings on a machine it has to itself).
