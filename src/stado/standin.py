@@ -11,6 +11,7 @@ from .cas import read
 from .objectstore.base import Version
 
 KEPT = "its agent stopped renewing its promise; its keeper stopped the job's processes before the promise passed"
+_CLOCK = None  # this keeper's reading of the store's clock, measured once (StoreClock)
 
 
 def _store():
@@ -25,7 +26,29 @@ def running_nonce(job_id: str) -> tuple[str, Version] | None:
     return None if found is None else (found[0].nonce, found[1])
 
 
-def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now=time.time):
+def store_now(store) -> float:
+    """The store's time now, as this process reads it: measured once (a scratch object written, read back and
+    deleted; storeclock), then counted on this host's monotonic clock. What a keeper writes (a renewal's promise, a
+    verdict's times) is judged by every reaper in the fleet on the store's clock, never on this host's, which may be
+    off by any amount. StoreError while it cannot be measured: nothing is written with this host's time instead."""
+    global _CLOCK
+    from .storeclock import StoreClock
+
+    if _CLOCK is None:
+        clock = StoreClock()
+        key = f"control/clock/{os.urandom(8).hex()}"
+        try:
+            clock.measure(store, key, lambda: store.put(key, b"{}"))
+        finally:
+            try:
+                store.delete(key)
+            except Exception:  # a scratch object left behind is harmless
+                pass
+        _CLOCK = clock
+    return _CLOCK.now()
+
+
+def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now=None):
     """Renew, for an agent that is gone (its keeper's pipe closed), its claim of a job whose process still runs
     here: a compare-and-swap like its own renewals, so that the agent that next starts on this host finds the job
     alive and takes it over. Returns the record's new version, or None when the record is no longer that agent's
@@ -36,12 +59,12 @@ def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now
     found = read(store, keys.running(job_id), job_id)
     if found is None or found[0].claim != claim or found[0].owner != owner or not found[0].running_phase:
         return None
-    t = now()
+    t = now() if now is not None else store_now(store)
     got = jobs.renew(store, found[0], found[1], lease_expires_at=t + lease, now=t)
     return None if isinstance(got, jobs.Overtaken) else list(got[1])
 
 
-def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=time.time, pause=time.sleep,
+def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=None, pause=time.sleep,
                tries: int = 5) -> str:
     """The verdict on an attempt whose processes its keeper stopped: requeued (failed past the requeue budget), with
     the keeper's reason, unless its record moved since its agent last wrote it (the agent came back, a successor
@@ -53,7 +76,7 @@ def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=ti
     store = store or _store()
     for attempt in range(tries):
         try:
-            return _lapse_kept(store, job_id, claim, version, why, now())
+            return _lapse_kept(store, job_id, claim, version, why, now() if now is not None else store_now(store))
         except StoreError as e:
             if attempt == tries - 1:
                 return f"could not record it ({type(e).__name__}); the reaper settles it by its promise"
@@ -94,21 +117,28 @@ def record_ended(spec: dict, ended: tuple) -> str:
         lock.release()
 
 
-def _measure(agent) -> None:
+def _measure(agent, *, pause=time.sleep, tries: int = 10) -> None:
     """Where the store's clock stands, as an agent measures it at its start (a scratch object written, read back
-    and deleted): what the stand-in writes carries the store's time, not this host's. A store that does not answer
-    leaves this host's clock, as for any agent not yet measured."""
+    and deleted): what the stand-in writes carries the store's time, not this host's. A store error is tried again
+    (`tries` times, a second apart and more); a store that never answers leaves this host's clock, as for any agent
+    not yet measured."""
     from .objectstore.base import StoreError
 
-    key = f"control/clock/{os.urandom(8).hex()}"
-    try:
-        agent.ctx.clock.measure(agent.store, key, lambda: agent.store.put(key, b"{}"))
-    except StoreError:
-        pass
-    try:
-        agent.store.delete(key)
-    except StoreError:
-        pass
+    for attempt in range(tries):
+        key = f"control/clock/{os.urandom(8).hex()}"
+        try:
+            agent.ctx.clock.measure(agent.store, key, lambda: agent.store.put(key, b"{}"))  # noqa: B023
+            measured = True
+        except StoreError:
+            measured = False
+        try:
+            agent.store.delete(key)
+        except StoreError:
+            pass
+        if measured:
+            return
+        if attempt < tries - 1:
+            pause(1.0 + attempt / 2)
 
 
 def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
@@ -124,7 +154,7 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
 
     job_id = spec["job_id"]
     clock = agent.ctx.clock
-    _measure(agent)
+    _measure(agent, pause=pause)
     deadline = clock.monotonic() + 30 * 60  # past it, the reaper settles the job (by its promise)
     while True:
         try:
