@@ -78,7 +78,7 @@ def _lapse_kept(store, job_id: str, claim: str, version, why: str, now: float) -
     return f"{'requeued' if new.state == 'queued' else new.state} ({KEPT}; {why})"
 
 
-def record_ended(spec: dict, ended: tuple) -> str:
+def record_ended(spec: dict, ended: tuple, promise: dict | None = None) -> str:
     """A command that ended while its agent was silent past its promise, recorded by this keeper standing in for
     that agent: an Agent of its own on this host (its lock held, so no restart check takes it for gone)."""
     from .agent.config import AgentConfig
@@ -89,7 +89,7 @@ def record_ended(spec: dict, ended: tuple) -> str:
     lock = HostLock(cfg.work_root, agent.id, cfg.host)
     lock.take()
     try:
-        return stand_in(agent, spec, ended, pause=time.sleep)
+        return stand_in(agent, spec, ended, pause=time.sleep, promise=promise)
     finally:
         lock.release()
 
@@ -111,11 +111,12 @@ def _measure(agent) -> None:
         pass
 
 
-def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
+def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = None) -> str:
     """What `agent` (a stand-in for the agent the job's keeper outlived) does for that job, as the agent next
     starting on the host would (agent.takeover): take it over (a compare-and-swap of its owner, so a reaper or a
     cancel that moved first wins), upload the output and artifacts the job left, and record the outcome. `pause`:
-    waits that many seconds between its ticks. Returns what happened, in words."""
+    waits that many seconds between its ticks. `promise`: the job's last promise, whose reading of the store's
+    clock it counts on until it has measured its own. Returns what happened, in words."""
     from . import documents as d
     from .agent.slot import Phase
     from .agent.takeover import _take_over
@@ -123,7 +124,13 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
     from .objectstore.base import StoreError
 
     job_id = spec["job_id"]
+    from .keeper import store_bounds
+
     clock = agent.ctx.clock
+    bounds = store_bounds(promise)
+    if bounds is not None:  # the promise's bounds are on CLOCK_BOOTTIME; the clock counts on its monotonic one
+        shift = clock.host.boottime() - clock.monotonic()
+        clock.adopt(bounds[0] + shift, bounds[1] + shift)
     _measure(agent)
     deadline = clock.monotonic() + 30 * 60  # past it, the reaper settles the job (by its promise)
     while True:

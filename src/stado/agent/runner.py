@@ -21,6 +21,7 @@ from ..cas import read
 from ..errors import CorruptDocument
 from ..objectstore.base import StoreError
 from ..reaper import evidence_window
+from ..storeclock import store_offset
 from . import slotend
 from .context import AgentContext
 from .environment import job_environment
@@ -175,7 +176,8 @@ class SlotRunner:
         ctx.workspace.promise(slot.job_dir, {"job": slot.job_id, "attempt": slot.doc.claim, "owner": ctx.agent_id,
                                              "until": slot.promised_until, "late": slot.renew_took,
                                              "pulse": slot.pulsed, "window": evidence_window(slot.doc),
-                                             "version": list(slot.version), "trying": slot.trying})
+                                             "version": list(slot.version), "trying": slot.trying,
+                                             "store": store_offset(ctx.clock)})
 
     def _still_ours(self, slot: Slot) -> bool:
         """Just before its process starts: the running record read once more, and found as this agent last wrote
