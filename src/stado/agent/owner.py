@@ -122,7 +122,7 @@ class Agent:
 
     def run(self) -> int:
         # The store by its endpoint too: two servers (a test's, a staging one) may hold buckets of one name.
-        store = getattr(self.store, "where", None) or getattr(self.store, "url", "")
+        store = str(getattr(self.store, "where", None) or getattr(self.store, "url", ""))
         name = HostName(self.cfg.host, self.cfg.work_root, self.id, store)
         name.take()  # two live agents naming one host need one work root (BadInput otherwise)
         lock = HostLock(self.cfg.work_root, self.id, self.cfg.host)
