@@ -1,5 +1,5 @@
-"""What must hold in every run, checked where it can first break (issue 14's list, and seed 003's "claimed
-by exactly one worker ... writers are fenced by the expected generation"):
+"""What must hold in every run, checked where it can first break (issue 14's list, and the protocol's own
+rules: a job is claimed by exactly one worker, and every writer is fenced by the generation it expects):
 
 - fencing: no writer deletes or overwrites a generation of a job newer than any it has read or written
   (checked at the request, before it lands);
@@ -301,7 +301,7 @@ def _ended_rerun(sim, proc, doc: dict) -> None:
     """ended-rerun: a command that ended on its own (no signal: its status is the job's outcome) is recorded
     before the job starts again: once it succeeded, never again; each failed end counts one failed attempt. Unless
     nothing on its host could speak: its agent and its keeper each crashed, stopped or stuck in a request for longer
-    than a promise after the command ended (the fleet then judges the worker lost, as the seed says it must)."""
+    than a promise after the command ended (the fleet then judges the worker lost, as it must)."""
     own = [p for p in sim.procs.values() if p.job == proc.job and p.signal is None and not p.alive(sim.now)
            and not _silenced(sim, p)]
     succeeded = [p for p in own if p.exit_code == 0]

@@ -5,7 +5,7 @@ A slot's life: claimed (and, if the claim could not be checked, held until it ca
 thread) -> its shell spawned -> renewed every poll (a compare-and-swap that also tells it of a cancel or a
 reaper) -> stopped on cancel or timeout -> once its process group is gone and its artifacts and output are up,
 settled and done. A slot whose lease lapsed while its process ran and whose job was put back in the queue takes
-the job back (re-adoption, seed 003) instead of letting a second process start.
+the job back (re-adoption: docs/stado.md, "Liveness") instead of letting a second process start.
 
 The runner is given the agent's context (context.py), never the agent: it moves slots through their phases and
 the agent records what came of it (a slot DONE is dropped).
@@ -473,7 +473,7 @@ class SlotRunner:
         self.stop(slot, Stop.LOST)
 
     def _readopt(self, slot: Slot) -> None:
-        """Seed 003: a job requeued while this worker still runs its process is not started a second time."""
+        """Re-adoption: a job requeued while this worker still runs its process is not started a second time."""
         ctx = self.ctx
         began, now = ctx.clock.monotonic(), ctx.clock.now()
         try:
