@@ -269,7 +269,9 @@ def decide(promise: dict | None, *, claim: str, now: float, ended: bool, proven:
         return ("bridge",) if now >= renew_at else ("wait", renew_at - now)
     term, kill = until + TERM_AT * margin, until + KILL_AT * margin
     if now < term:
-        return ("wait", term - now)
+        # Never longer than a poll: the agent rewrites the promise after each renewal, and one that landed after a
+        # pulse's evidence window was read makes that window moot (the reaper judges by the later promise).
+        return ("wait", min(term - now, poll))
     trying = promise.get("trying") or {}
     nonce, began, lease = trying.get("nonce"), trying.get("began"), trying.get("lease")
     if (nonce and nonce != checked and isinstance(began, (int, float)) and isinstance(lease, (int, float))
