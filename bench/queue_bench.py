@@ -323,7 +323,7 @@ def bench_reading_waiting(root: Path, q: JobmanQueue, rounds: int = 15) -> dict:
 # The floor of the design, twice: a Python process that does nothing but wake at a supervisor's renewal
 # cadence (every 4-5 s, jittered), and one that also renews its job's row in a copy of the queue's
 # database, as a supervisor does (one UPDATE, not synced on its own). One process per waiting job,
-# renewing its lease: this much is the seed's design, whatever a supervisor does besides.
+# renewing its lease: this much the design itself costs, whatever a supervisor does besides.
 FLOOR = ("import os, select\np = select.poll()\n"
          "while True: p.poll(int(5000 * (0.8 + 0.2 * int.from_bytes(os.urandom(2), 'big') / 65535)))")
 FLOOR_RENEWING = """

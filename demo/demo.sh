@@ -13,7 +13,7 @@ echo "== jobman (state in $JOBMAN_HOME)"
 ok=$(jobman run --name hello -- sh -c 'echo "hello from $JOBMAN_JOB_ID"')
 bad=$(jobman run --name broken -- sh -c 'echo "about to fail" >&2; exit 3')
 
-# The seed's pipeline: prepare, then an analysis that fails twice (exit 1) and succeeds on its
+# A pipeline: prepare, then an analysis that fails twice (exit 1) and succeeds on its
 # third attempt, one second apart.
 cat > "$work/pipeline/prepare_data.py" <<'PY'
 import time

@@ -13,7 +13,8 @@ DEFAULT_KILL_AFTER = 10.0
 DEFAULT_LOG_LIMIT = 1024 * 1024 * 1024  # per attempt and stream; guards the disk against runaway output
 DEFAULT_MAX_RETRY_DELAY = 3600.0
 
-# Handoff and lease windows (seed 000): settings stored with each job, overridable for tests.
+# The handoff's claim window and the supervisor's lease and renewal windows: settings stored with each job,
+# overridable for tests (the suite runs them at fractions of a second; a few tests keep these defaults).
 # The fallback poll of a waiting job is long: doorbells wake waiters in time, the poll only guarantees
 # progress if a ring is lost (and it is made at a lease renewal, so it costs no wake-up of its own).
 WINDOW_DEFAULTS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 30.0}

@@ -1,14 +1,15 @@
-"""The handoff (seed 000): commit the job, then launch its supervisor and have it claim the job.
+"""The handoff: commit the job, then launch its supervisor and have it claim the job.
 
     resolve spec -> one transaction (job, state, edges, job_submitted) -> launch `jobman __supervise ID`
     (credential on its stdin) -> read one acknowledgement -> print the id
 
 `jobman run` starts the supervisor's process before the transaction (jobman.launch): it waits for its
-credential, written only after the commit, so the launch the seed orders after the commit, the handing of
+credential, written only after the commit, so the launch the handoff orders after the commit, the handing of
 the credential that lets it claim, still comes after it. No lock is held across the launch. If the
 acknowledgement does not arrive intact, the database is read again on a fresh connection before any
 failure is reported: a committed claim means success. If no claim is found, a guarded update makes a
-late claim impossible, and only then is the launch error reported.
+late claim impossible, and only then is the launch error reported. Where either process may die and what
+the database then holds: docs/architecture.md, "The handoff's crash windows".
 """
 import os
 import select

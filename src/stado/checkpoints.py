@@ -1,4 +1,4 @@
-"""Checkpoints: what a long job writes as it goes, evidence to the reaper that it is working (seed 003: a blob
+"""Checkpoints: what a long job writes as it goes, evidence to the reaper that it is working (the rule: a blob
 under the job's checkpoint prefix newer than a passed promise keeps the job alive).
 
 Inside a job, `$STADO_BIN checkpoint put FILE` only stages the file next to the job's inputs file (the

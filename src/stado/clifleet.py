@@ -148,7 +148,7 @@ def cmd_reap(args) -> int:
 
 
 def cmd_may_delete(args) -> int:
-    """Seed 003: a VM is not deleted while any job on it is alive by the reaper's verdict."""
+    """The rule: a VM is not deleted while any job on it is alive by the reaper's verdict."""
     from .reaper import alive_on
 
     ref = args.instance_ref

@@ -113,6 +113,14 @@ class Keeper:
             else:
                 return self._stop(promise or {}, step[1])
 
+    def _store_now(self) -> float:
+        """The store's time, from where its agent last measured it (`store` in the promise, against CLOCK_BOOTTIME):
+        the renewals and verdicts it writes carry the store's time as its agent's do, on a host whose wall clock
+        is off. This host's wall clock if its agent had not measured it yet."""
+        from stado.agent.workroot import PROMISE_FILE, read_json_file
+
+        return store_time(read_json_file(self.job_dir, PROMISE_FILE), boottime(), time.time())
+
     def _wait(self, seconds: float) -> None:
         """Until `seconds` pass, the shell ends, or the agent writes to (or leaves) the control pipe."""
         pidfd = self.pidfd if self.ended is None else None  # an ended shell's pidfd stays readable
@@ -139,7 +147,7 @@ class Keeper:
         try:
             from stado.standin import bridge
 
-            got = bridge(self.job_id, self.claim, str(self.agent_id), self.poll + 1.0)
+            got = bridge(self.job_id, self.claim, str(self.agent_id), self.poll + 1.0, now=self._store_now)
         except Exception as e:
             got = None
             self.log(f"could not renew for its agent ({type(e).__name__}: {brief(str(e), 160)})")
@@ -220,7 +228,8 @@ class Keeper:
         try:
             from stado.standin import lapse_kept
 
-            said = lapse_kept(self.job_id, self.claim, self.version or promise.get("version"), why)
+            said = lapse_kept(self.job_id, self.claim, self.version or promise.get("version"), why,
+                              now=self._store_now)
         except Exception as e:  # the store cannot be written: the reaper settles the job by its promise
             said = f"could not record it ({type(e).__name__}: {brief(str(e), 160)}); the reaper settles it by its promise"
         self.log(said)
@@ -234,7 +243,7 @@ class Keeper:
         try:
             from stado.standin import record_ended
 
-            said = record_ended(self.spec, self.ended or (None, None))
+            said = record_ended(self.spec, self.ended or (None, None), promise)
         except Exception as e:
             said = f"could not record it ({type(e).__name__}: {brief(str(e), 160)}); the reaper settles it by its promise"
         self.log(said)
@@ -265,13 +274,29 @@ def decide(promise: dict | None, *, claim: str, now: float, ended: bool, proven:
         return ("bridge",) if now >= renew_at else ("wait", renew_at - now)
     term, kill = until + TERM_AT * margin, until + KILL_AT * margin
     if now < term:
-        return ("wait", term - now)
+        # Never longer than a poll: the agent rewrites the promise after each renewal, and one that landed after a
+        # pulse's evidence window was read makes that window moot (the reaper judges by the later promise).
+        return ("wait", min(term - now, poll))
     trying = promise.get("trying") or {}
     nonce, began, lease = trying.get("nonce"), trying.get("began"), trying.get("lease")
     if (nonce and nonce != checked and isinstance(began, (int, float)) and isinstance(lease, (int, float))
             and began + lease > until):
         return ("check", nonce, began + lease, until + ASK_UNTIL * margin)
     return ("record",) if ended else ("stop", kill)
+
+
+def store_time(promise: dict | None, boot: float, wall: float) -> float:
+    """The store's time, by the offset its agent measured (`store` in the promise: the bounds of the store's time
+    less CLOCK_BOOTTIME) at `boot` on that clock; `wall`, this host's wall clock, when there is none."""
+    bounds = store_bounds(promise)
+    return wall if bounds is None else (bounds[0] + bounds[1]) / 2 + boot
+
+
+def store_bounds(promise: dict | None) -> tuple[float, float] | None:
+    found = (promise or {}).get("store")
+    if isinstance(found, list) and len(found) == 2 and all(isinstance(b, (int, float)) for b in found):
+        return float(found[0]), float(found[1])
+    return None
 
 
 def alive_until(promise: dict, checkpoint: float | None = None) -> float:

@@ -1,4 +1,4 @@
-"""Telling a dead worker from a live one (seed 003, "Who observes it"), and recovering what dead ones left.
+"""Telling a dead worker from a live one (docs/stado.md, "Liveness"), and recovering what dead ones left.
 
 A running job is alive while the promise its worker wrote holds. The promise is judged by the store's clock,
 the one clock the fleet shares (storeclock.py): the running document's own write time (`modified`, the store's)
@@ -108,7 +108,7 @@ def evidence_window(doc: d.Job) -> float:
     """How long a pulse or a checkpoint newer than the passed promise keeps the job alive from its own time: the
     lease its worker promised, and never less than EVIDENCE_FLOOR. A live worker whose renewals fail pulses
     again at every attempt; a worker that died right after its last pulse is reaped once that window is past
-    too (the seed's rule read literally, "a pulse newer than the passed promise", would keep it forever)."""
+    too (the rule "a pulse newer than the passed promise", read literally, would keep it forever)."""
     lease = doc.lease_seconds
     lease = lease if isinstance(lease, (int, float)) and not isinstance(lease, bool) else 0.0
     return max(lease, EVIDENCE_FLOOR)

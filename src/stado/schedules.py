@@ -1,4 +1,4 @@
-"""`stado schedule`: jobs submitted on a cron; each submission is an ordinary job object (seed 003).
+"""`stado schedule`: jobs submitted on a cron; each submission is an ordinary job object.
 
 A schedule is one document, `schedules/<name>.json`: the cron expression (parsed by cronsim), its time
 zone, the job spec, whether it is paused, and `last_fired`, the latest fire time dealt with. Every agent

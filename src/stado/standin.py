@@ -11,7 +11,6 @@ from .cas import read
 from .objectstore.base import Version
 
 KEPT = "its agent stopped renewing its promise; its keeper stopped the job's processes before the promise passed"
-_CLOCK = None  # this keeper's reading of the store's clock, measured once (StoreClock)
 
 
 def _store():
@@ -26,29 +25,7 @@ def running_nonce(job_id: str) -> tuple[str, Version] | None:
     return None if found is None else (found[0].nonce, found[1])
 
 
-def store_now(store) -> float:
-    """The store's time now, as this process reads it: measured once (a scratch object written, read back and
-    deleted; storeclock), then counted on this host's monotonic clock. What a keeper writes (a renewal's promise, a
-    verdict's times) is judged by every reaper in the fleet on the store's clock, never on this host's, which may be
-    off by any amount. StoreError while it cannot be measured: nothing is written with this host's time instead."""
-    global _CLOCK
-    from .storeclock import StoreClock
-
-    if _CLOCK is None:
-        clock = StoreClock()
-        key = f"control/clock/{os.urandom(8).hex()}"
-        try:
-            clock.measure(store, key, lambda: store.put(key, b"{}"))
-        finally:
-            try:
-                store.delete(key)
-            except Exception:  # a scratch object left behind is harmless
-                pass
-        _CLOCK = clock
-    return _CLOCK.now()
-
-
-def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now=None):
+def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now=time.time):
     """Renew, for an agent that is gone (its keeper's pipe closed), its claim of a job whose process still runs
     here: a compare-and-swap like its own renewals, so that the agent that next starts on this host finds the job
     alive and takes it over. Returns the record's new version, or None when the record is no longer that agent's
@@ -59,12 +36,12 @@ def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now
     found = read(store, keys.running(job_id), job_id)
     if found is None or found[0].claim != claim or found[0].owner != owner or not found[0].running_phase:
         return None
-    t = now() if now is not None else store_now(store)
+    t = now()
     got = jobs.renew(store, found[0], found[1], lease_expires_at=t + lease, now=t)
     return None if isinstance(got, jobs.Overtaken) else list(got[1])
 
 
-def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=None, pause=time.sleep,
+def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=time.time, pause=time.sleep,
                tries: int = 5) -> str:
     """The verdict on an attempt whose processes its keeper stopped: requeued (failed past the requeue budget), with
     the keeper's reason, unless its record moved since its agent last wrote it (the agent came back, a successor
@@ -76,7 +53,7 @@ def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=No
     store = store or _store()
     for attempt in range(tries):
         try:
-            return _lapse_kept(store, job_id, claim, version, why, now() if now is not None else store_now(store))
+            return _lapse_kept(store, job_id, claim, version, why, now())
         except StoreError as e:
             if attempt == tries - 1:
                 return f"could not record it ({type(e).__name__}); the reaper settles it by its promise"
@@ -101,7 +78,7 @@ def _lapse_kept(store, job_id: str, claim: str, version, why: str, now: float) -
     return f"{'requeued' if new.state == 'queued' else new.state} ({KEPT}; {why})"
 
 
-def record_ended(spec: dict, ended: tuple) -> str:
+def record_ended(spec: dict, ended: tuple, promise: dict | None = None) -> str:
     """A command that ended while its agent was silent past its promise, recorded by this keeper standing in for
     that agent: an Agent of its own on this host (its lock held, so no restart check takes it for gone)."""
     from .agent.config import AgentConfig
@@ -112,40 +89,34 @@ def record_ended(spec: dict, ended: tuple) -> str:
     lock = HostLock(cfg.work_root, agent.id, cfg.host)
     lock.take()
     try:
-        return stand_in(agent, spec, ended, pause=time.sleep)
+        return stand_in(agent, spec, ended, pause=time.sleep, promise=promise)
     finally:
         lock.release()
 
 
-def _measure(agent, *, pause=time.sleep, tries: int = 10) -> None:
+def _measure(agent) -> None:
     """Where the store's clock stands, as an agent measures it at its start (a scratch object written, read back
-    and deleted): what the stand-in writes carries the store's time, not this host's. A store error is tried again
-    (`tries` times, a second apart and more); a store that never answers leaves this host's clock, as for any agent
-    not yet measured."""
+    and deleted): what the stand-in writes carries the store's time, not this host's. A store that does not answer
+    leaves this host's clock, as for any agent not yet measured."""
     from .objectstore.base import StoreError
 
-    for attempt in range(tries):
-        key = f"control/clock/{os.urandom(8).hex()}"
-        try:
-            agent.ctx.clock.measure(agent.store, key, lambda: agent.store.put(key, b"{}"))  # noqa: B023
-            measured = True
-        except StoreError:
-            measured = False
-        try:
-            agent.store.delete(key)
-        except StoreError:
-            pass
-        if measured:
-            return
-        if attempt < tries - 1:
-            pause(1.0 + attempt / 2)
+    key = f"control/clock/{os.urandom(8).hex()}"
+    try:
+        agent.ctx.clock.measure(agent.store, key, lambda: agent.store.put(key, b"{}"))
+    except StoreError:
+        pass
+    try:
+        agent.store.delete(key)
+    except StoreError:
+        pass
 
 
-def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
+def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = None) -> str:
     """What `agent` (a stand-in for the agent the job's keeper outlived) does for that job, as the agent next
     starting on the host would (agent.takeover): take it over (a compare-and-swap of its owner, so a reaper or a
     cancel that moved first wins), upload the output and artifacts the job left, and record the outcome. `pause`:
-    waits that many seconds between its ticks. Returns what happened, in words."""
+    waits that many seconds between its ticks. `promise`: the job's last promise, whose reading of the store's
+    clock it counts on until it has measured its own. Returns what happened, in words."""
     from . import documents as d
     from .agent.slot import Phase
     from .agent.takeover import _take_over
@@ -153,8 +124,14 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause) -> str:
     from .objectstore.base import StoreError
 
     job_id = spec["job_id"]
+    from .keeper import store_bounds
+
     clock = agent.ctx.clock
-    _measure(agent, pause=pause)
+    bounds = store_bounds(promise)
+    if bounds is not None:  # the promise's bounds are on CLOCK_BOOTTIME; the clock counts on its monotonic one
+        shift = clock.host.boottime() - clock.monotonic()
+        clock.adopt(bounds[0] + shift, bounds[1] + shift)
+    _measure(agent)
     deadline = clock.monotonic() + 30 * 60  # past it, the reaper settles the job (by its promise)
     while True:
         try:

@@ -65,6 +65,12 @@ class StoreClock:
         self._bounds = (lo, hi)
         self._due = ended + (self.every if hi - lo <= 2 * NARROW else 0.0)
 
+    def adopt(self, lo: float, hi: float) -> None:
+        """Bounds of the offset another process of this host measured (on this monotonic clock), to count on until
+        this one has measured its own: the next record write measures again, and narrows them."""
+        if self._bounds is None and lo <= hi:
+            self._bounds, self._due = (lo, hi), float("-inf")
+
     def now(self) -> float:
         """The store's time now (the middle of what the measurements allow); this host's wall clock until the
         first measurement."""
@@ -78,6 +84,12 @@ class StoreClock:
         if self._bounds is None:
             return None
         return self.now() - self.host.wall()
+
+
+def store_offset(clock: StoreClock) -> list[float] | None:
+    """The bounds of the store's time less `clock`'s monotonic clock, [lo, hi], for a process on this host that
+    counts on a clock of its own (a job's keeper); None before the first measurement."""
+    return None if clock._bounds is None else list(clock._bounds)
 
 
 def skew_words(skew: float) -> str:

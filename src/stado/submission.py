@@ -501,7 +501,7 @@ def _send_uploads(store: ObjectStore, plans: list) -> list:
 
 def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fresh_inputs: bool = False,
           beside: bool = False, key: str | None = None) -> tuple[d.Job, d.Job]:
-    """Resubmit a job's exact spec under a new id (seed 003): its inputs are the very producers the original
+    """Resubmit a job's exact spec under a new id (`stado job rerun`): its inputs are the very producers the original
     read. With fresh_inputs, an input given by a name is resolved by that name again (the newest job that has
     it: a fixed and re-run producer is used); one given by id, and an upload, stay as they were. The new
     record says which (`rerun_inputs`). A job that has not finished is refused (BadInput) unless `beside`: the

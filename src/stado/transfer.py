@@ -1,5 +1,5 @@
-"""Moving large objects without a clock ending the transfer (seed 003: "No transfer is ended by a clock:
-a fetch that stops moving stays visible ... and is cancelled by name").
+"""Moving large objects without a clock ending the transfer (the rule: no timer ends a transfer; a fetch that
+stops moving stays visible as stalled in the job's output, and is ended by cancelling the job by name).
 
 A download reads its object in ranges (ObjectStore.get_range) sized to about a second of what the link
 carries, so no single request has to carry the whole object within the store client's request timeout.

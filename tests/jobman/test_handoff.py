@@ -1,5 +1,5 @@
-"""Seed 000: the handoff from `jobman run` to a detached supervisor, and every crash window in
-DESIGN.md's table, each put exactly there by a fault point (JOBMAN_TEST_FAULT)."""
+"""The handoff from `jobman run` to a detached supervisor end to end, and every crash window of
+docs/architecture.md ("The handoff's crash windows"), each put exactly there by a fault point (JOBMAN_TEST_FAULT)."""
 import hashlib
 import os
 import signal
@@ -42,7 +42,7 @@ def test_run_prints_id_after_claim_and_job_succeeds(jobman, tmp_path):
                                       "job_finished"]
 
 
-def test_seed_default_windows_are_stored_with_the_job(jobman):
+def test_default_windows_are_stored_with_the_job(jobman):
     env = {k: "" for k in ("JOBMAN_CLAIM_WINDOW", "JOBMAN_LEASE", "JOBMAN_RENEW_INTERVAL", "JOBMAN_POLL_INTERVAL")}
     before = time.time()
     job_id = jobman.run("true", env=env)

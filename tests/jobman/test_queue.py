@@ -1,5 +1,5 @@
-"""A real queue: hundreds of waiting supervisors, each with its own process and connection (the seed's
-design), idle and then drained, at the seed's own windows (15 s lease, 5 s renewal) and the default
+"""A real queue: hundreds of waiting supervisors, each with its own process and connection (one supervisor
+per job, by design), idle and then drained, at the default windows (15 s lease, 5 s renewal) and the default
 fallback poll."""
 import json
 import subprocess

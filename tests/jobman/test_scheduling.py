@@ -32,7 +32,7 @@ def write_analysis(tmp_path, codes):
     return script
 
 
-def test_seed_example_retries_until_the_third_attempt_succeeds(jobman, tmp_path):
+def test_a_pipeline_retries_until_the_third_attempt_succeeds(jobman, tmp_path):
     prepare = tmp_path / "prepare_data.py"
     prepare.write_text("import time; time.sleep(0.3); open('prepared', 'w').write('data')\n")
     analyze = write_analysis(tmp_path, [1, 1])

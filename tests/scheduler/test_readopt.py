@@ -1,5 +1,5 @@
-"""Seed 003, re-adoption: a job requeued while the worker that claimed it still runs its process is not
-started a second time beside it (the seed's tests/scheduler/readopt.rs)."""
+"""Re-adoption: a job requeued while the worker that claimed it still runs its process is not started a second
+time beside it (docs/stado.md, "Liveness")."""
 import os
 import re
 import signal

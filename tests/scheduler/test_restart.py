@@ -1,5 +1,5 @@
-"""Seed 003, restart: an agent that starts on a host settles, before its first tick, the running jobs the
-worker it replaced left there (the seed's tests/scheduler/restart.rs)."""
+"""Restart: an agent that starts on a host settles, before its first tick, the running jobs the worker it
+replaced left there (docs/stado.md, "Liveness"; src/stado/agent/takeover.py)."""
 import json
 import os
 import re
@@ -42,7 +42,7 @@ def test_a_job_still_running_keeps_its_lease_and_the_new_agent_records_its_end(s
         second = Agent(stado_env, tmp_path, name="second")
         line = (rf"init: {job}: left by the worker this one replaced, but still run here by pid \d+; it keeps its "
                 r"lease$")
-        wait_for(lambda: re.search(line, second.log(), re.M), timeout=30, message="the seed's init: line")
+        wait_for(lambda: re.search(line, second.log(), re.M), timeout=30, message="the restart check's init: line")
         status = machine_status(stado_env, job)
         assert status["state"] == "running" and status["owner"] not in (None, old_owner)  # taken over, not requeued
         assert status["requeues"] == 0
@@ -70,7 +70,7 @@ def test_a_job_no_process_runs_is_requeued_as_a_lapsed_lease_and_run_again(stado
         second = Agent(stado_env, tmp_path, name="second")
         line = (rf"init: {job}: requeued \(its worker was replaced while it ran; started \S+ by the worker this one "
                 r"replaced on local@testhost; restart 1\)$")
-        wait_for(lambda: re.search(line, second.log(), re.M), timeout=30, message="the seed's init: line")
+        wait_for(lambda: re.search(line, second.log(), re.M), timeout=30, message="the restart check's init: line")
         wait_for(lambda: machine_status(stado_env, job)["state"] == "completed", timeout=30, message="its rerun")
         second.stop()
     finally:
@@ -118,7 +118,7 @@ def test_a_worker_killed_between_the_spawn_and_its_record_leaves_a_job_the_new_a
         wait_for(lambda: ledger.exists(), message="the job started")
         assert cas.read(store, keys.running(job), job)[0].get("process") is None
         second = Agent(stado_env, tmp_path, name="second")
-        wait_for(lambda: "still run here by pid" in second.log(), timeout=30, message="the seed's init: line")
+        wait_for(lambda: "still run here by pid" in second.log(), timeout=30, message="the restart check's init: line")
         wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
                  message="the process recorded by the new owner")
         assert machine_status(stado_env, job)["state"] == "running"

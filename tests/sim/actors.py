@@ -136,7 +136,7 @@ def spawn_keeper(sim, agent, spec: dict):
 
 def _keeper(actor) -> None:
     from stado import standin
-    from stado.keeper import decide
+    from stado.keeper import decide, store_time
 
     sim, spec = actor.sim, actor.spec
     directory, pgid, claim = spec["job_dir"], spec["process"]["pgid"], spec["attempt"]
@@ -159,7 +159,8 @@ def _keeper(actor) -> None:
             began = sim.now
             try:
                 version = standin.bridge(spec["job_id"], claim, spec["agent_id"], poll + 1.0, store=sim.store,
-                                         now=lambda: sim.now + actor.skew)
+                                         now=lambda: store_time(sim.promises.get(directory), sim.now,
+                                                                sim.now + actor.skew))
             except StoreError:
                 version = None
             if version is None:
@@ -184,7 +185,8 @@ def _keeper(actor) -> None:
             sim.signal_group(pgid, 15)
             said = standin.lapse_kept(spec["job_id"], claim, version or (promise or {}).get("version"),
                                       "stopped by its keeper",
-                                      store=sim.store, now=lambda: sim.now + actor.skew,
+                                      store=sim.store,
+                                      now=lambda: store_time(sim.promises.get(directory), sim.now, sim.now + actor.skew),
                                       pause=lambda seconds: sim.sleep_until(sim.now + seconds))
             sim.trace.event(actor, said)
             return
@@ -197,7 +199,8 @@ def _stand_in(actor, ended) -> None:
     agent = SimAgent(sim, actor, slots=1, poll_seconds=sim.p.poll, settle_seconds=sim.p.settle_every, schedules=False)
     actor.model = agent
     sim.locks.setdefault(actor.work_root, {})[agent.id] = actor
-    said = standin.stand_in(agent, actor.spec, ended, pause=lambda seconds: sim.sleep_until(sim.now + seconds))
+    said = standin.stand_in(agent, actor.spec, ended, pause=lambda seconds: sim.sleep_until(sim.now + seconds),
+                            promise=sim.promises.get(actor.spec["job_dir"]))
     sim.trace.event(actor, said)
 
 

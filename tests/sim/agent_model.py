@@ -40,6 +40,9 @@ class SimClock(Clock):
     def monotonic(self) -> float:
         return self.sim.now
 
+    def boottime(self) -> float:
+        return self.sim.now
+
 
 class SimIO:
     """A slot's transfers: nothing to move in the simulator."""

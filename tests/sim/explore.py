@@ -44,7 +44,7 @@ def matches(outcome: Outcome, want: list[str] | None) -> bool:
 
 def shrunk(seed: int, pinned: dict | None = None, want: list[str] | None = None, *,
            budget_s: float = 30.0) -> Outcome:
-    """The seed's run shrunk to a short run that fails the same way (the first violation's signature, or
+    """The run of `seed` shrunk to a short run that fails the same way (the first violation's signature, or
     all of `want`), replayed with the library call sites in its trace."""
     after = AFTER if want and len(want) > 1 else 0
     first = run_one(seed=seed, pinned=pinned, after=after)

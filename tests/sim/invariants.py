@@ -1,5 +1,5 @@
-"""What must hold in every run, checked where it can first break (issue 14's list, and seed 003's "claimed
-by exactly one worker ... writers are fenced by the expected generation"):
+"""What must hold in every run, checked where it can first break (issue 14's list, and the protocol's own
+rules: a job is claimed by exactly one worker, and every writer is fenced by the generation it expects):
 
 - fencing: no writer deletes or overwrites a generation of a job newer than any it has read or written
   (checked at the request, before it lands);
@@ -30,6 +30,9 @@ by exactly one worker ... writers are fenced by the expected generation"):
   clock), and never skipped while an honest agent (clock within SKEW_BOUND of the store's) runs;
 - unsafe-start: an agent whose path to the store ignores conditions never writes a job record (it probes its
   own path before it claims anything, and refuses).
+- record-time: what an agent, its renewals or a job's keeper writes into a job's record carries the store's time
+  (its `written_at`, from the same reading as the promise it writes), whatever that host's wall clock says: the
+  reaper, the checker and every reader judge by that clock.
 """
 import traceback
 from collections import namedtuple
@@ -111,6 +114,41 @@ def record_written(sim, actor, key: str, job: str, data: bytes, version, created
         sim.claimed_at[sim.store.document(data, version).get("claim")] = sim.steps
     else:
         sim.terminal_at.setdefault(job, (sim.steps, key.split("/", 1)[0]))
+
+
+# How far a writer's reading of the store's clock may be from the store's: its measurement's bounds (a round trip
+# or two here) with room to spare; far below any skew the worlds draw (30 s and up).
+RECORD_TIME_SLACK = 5.0
+_HOST_WRITERS = ("agent", "renewals", "keeper")
+
+
+def record_time(sim, actor, key: str, doc: dict) -> None:
+    """record-time: a record an agent or a keeper writes carries the store's time, not its host's wall clock."""
+    from stado.documents import parse_iso
+
+    if actor is None or actor.kind not in _HOST_WRITERS or not isinstance(doc, dict):
+        return
+    written = parse_iso(doc.get("written_at")) if isinstance(doc.get("written_at"), str) else None
+    off = None if written is None else written - sim.now
+    if off is not None and off < -RECORD_TIME_SLACK and any(
+            _stalled_within(a, written, sim.now) for a in (actor, getattr(actor, "of", None)) if a is not None):
+        return  # read its clock, then stalled before the write landed: late, not wrong
+    if off is not None and abs(off) > RECORD_TIME_SLACK + _uncertainty(actor):
+        violation(sim, "record-time", f"{actor.name} writes {key} stamped {off:+.1f} s off the store's clock "
+                                      f"(its host's wall clock is {actor.skew:+.0f} s off)", f"by {actor.kind}")
+
+
+def _uncertainty(actor) -> float:
+    """How far the writer's own reading of the store's clock may be off, by its measurements' bounds (a measurement
+    whose round trip a stall stretched is that much less certain; the next writes narrow it): its agent's clock,
+    or the one its keeper's stand-in agent measured."""
+    for owner in (actor, getattr(actor, "of", None)):
+        model = getattr(owner, "model", None) if owner is not None else None
+        clock = getattr(getattr(model, "ctx", None), "clock", None)
+        if clock is not None:
+            return clock.uncertainty
+    bounds = (actor.sim.promises.get((getattr(actor, "spec", None) or {}).get("job_dir")) or {}).get("store")
+    return (bounds[1] - bounds[0]) / 2 if bounds else 0.0  # a keeper's own writes: its agent's bounds
 
 
 def after_step(sim) -> None:
@@ -263,7 +301,7 @@ def _ended_rerun(sim, proc, doc: dict) -> None:
     """ended-rerun: a command that ended on its own (no signal: its status is the job's outcome) is recorded
     before the job starts again: once it succeeded, never again; each failed end counts one failed attempt. Unless
     nothing on its host could speak: its agent and its keeper each crashed, stopped or stuck in a request for longer
-    than a promise after the command ended (the fleet then judges the worker lost, as the seed says it must)."""
+    than a promise after the command ended (the fleet then judges the worker lost, as it must)."""
     own = [p for p in sim.procs.values() if p.job == proc.job and p.signal is None and not p.alive(sim.now)
            and not _silenced(sim, p)]
     succeeded = [p for p in own if p.exit_code == 0]

@@ -137,4 +137,12 @@ SCENARIOS = {
         about="an agent's command ends while the agent is held (stopped, or its loop waiting on slow answers): its "
               "renewals, queued behind the loop, come too late, the job is requeued, and the outcome it held is "
               "thrown away (\"nothing recorded\"): the command runs again"),
+    "keeper_wall_clock": Scenario(
+        seed=14,
+        pinned=dict(_QUIET, agents=2, hosts=2, jobs=2, retries=0, max_run=3.0, cancels=0, p_crash=0.03, restarts=1,
+                    skew=600.0, p_stall=0.0, p_stop=0.02),
+        want=["record-time"],
+        about="a job's keeper speaks for an agent that died on a host whose clock is off: it renews the claim and "
+              "writes the verdict by its host's wall clock, not the store's, so the record's times (and the promise "
+              "its renewal names, already past by the store's clock) are wrong by the host's skew"),
 }

@@ -222,4 +222,5 @@ class SimStore(ObjectStore):
             actor.seen[job] = gen
         if key.startswith(keys.RUNNING):
             invariants.running_written(self.sim, self.document(data, version))
+        invariants.record_time(self.sim, actor, key, self.document(data, version))
         invariants.record_written(self.sim, actor, key, job, data, version, created)

@@ -44,8 +44,8 @@ def never_runs_again(store, job):
 @pytest.mark.parametrize("window", ["decided", "requeue-written"])
 def test_a_cancel_while_a_retry_is_being_written_stops_the_job(store, window):
     """Hole 1: the owner's failed attempt earned a retry; its fenced decision is written (`decided`), or its queue
-    entry too (`requeue-written`, the seed's fault point), when `stado cancel` lands. The cancel must be honoured
-    (today it said 'already finished (failed); its record is being written' and the retry ran)."""
+    entry too (`requeue-written`, a fault point of stado.faults), when `stado cancel` lands. The cancel must be
+    honoured (today it said 'already finished (failed); its record is being written' and the retry ran)."""
     job = submit(store, retries=1)
     doc, version = claim(store, job, "owner")
     parked = (store.hold("owner", "put_if_match", keys.running(job)) if window == "decided"

@@ -1,5 +1,5 @@
-"""What keeps a running job alive once its promise has passed (seed 003): a newer pulse (the renewal is
-failing, not the worker), a newer checkpoint (a big upload starves the renewal), or neither (reaped:
+"""What keeps a running job alive once its promise has passed (docs/stado.md, "Liveness"): a newer pulse (the renewal
+is failing, not the worker), a newer checkpoint (a big upload starves the renewal), or neither (reaped:
 requeued once, failed on the second expiry). A real agent runs a real job; a store wrapper with the same
 interface makes its renewals, and then its pulses, fail; the reaper is the real one."""
 import signal

@@ -55,7 +55,7 @@ def test_an_unterminated_private_key_block_is_masked_at_the_end():
     assert b"MIIsecret" not in out and out.startswith(b"ok\n")
 
 
-def test_job_environment_is_the_runtime_list_plus_the_seed_list():
+def test_job_environment_is_the_runtime_list_plus_the_job_list():
     agent = {"PATH": "/bin", "HOME": "/root", "LC_ALL": "C", "AWS_SECRET_ACCESS_KEY": "x", "PYTHONPATH": "/x",
              "https_proxy": "http://p:3128", "CUDA_VISIBLE_DEVICES": "0", "STADO_CONFIG": "/etc/stado.toml"}
     env = job_environment(agent, stado_bin="/usr/bin/stado", job_id="J", started_at="T", inputs_json="[]",

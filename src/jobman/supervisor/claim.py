@@ -1,6 +1,7 @@
-"""The handoff, the supervisor's half (seed 000): `jobman __supervise JOB_ID` reads the launch credential on
-stdin, claims the job, writes one acknowledgement on stdout and detaches. From then on it owns the job
-(owner.Supervisor), whose modules are loaded only once `jobman run` has its answer.
+"""The handoff, the supervisor's half (jobman.submit is the CLI's): `jobman __supervise JOB_ID` reads the launch
+credential on stdin, claims the job, writes one acknowledgement on stdout and detaches. From then on it owns the
+job (owner.Supervisor), whose modules are loaded only once `jobman run` has its answer. Where it may die and
+what that leaves: docs/architecture.md, "The handoff's crash windows".
 """
 import os
 import sys

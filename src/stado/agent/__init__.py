@@ -7,7 +7,7 @@
     slot.py       Slot, its Phase and why it is stopped (Stop)
     runner.py     SlotRunner: each tick of a slot (launch, renew, stop, re-adoption)
     slotend.py    the end of a slot: its outcome settled, or the cancel, shutdown or hand-back honoured
-    takeover.py   the seed's restart check: jobs the worker this one replaced left on this host; orphans stopped
+    takeover.py   the restart check at start: jobs the worker this one replaced left on this host; orphans stopped
     logonce.py    LogOnce: saying a thing once, bounded
     adapters:     processhost.py (the jobs' processes), jobio.py (their transfers), workspace.py and workroot.py
                   (their directories, the agents' locks), environment.py (a job's environment and $STADO_BIN shim)

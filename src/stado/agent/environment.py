@@ -1,5 +1,5 @@
 """The environment a job's shell is given (pure): cleared to the execution-runtime variables the agent
-has, plus the variables seed 003 lists, and nothing else. CARGO_BUILD_JOBS is the cores reserved for the job;
+has, plus the job's own (JOB_NAMES), and nothing else. CARGO_BUILD_JOBS is the cores reserved for the job;
 on an agent that declares accelerator devices, every accelerator variable names exactly the devices reserved
 for the job (empty when it reserved none), whatever the agent's own environment says."""
 

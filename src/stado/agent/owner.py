@@ -121,7 +121,9 @@ class Agent:
     # -- life cycle --------------------------------------------------------------------------------------
 
     def run(self) -> int:
-        name = HostName(self.cfg.host, self.cfg.work_root, self.id, getattr(self.store, "url", ""))
+        # The store by its endpoint too: two servers (a test's, a staging one) may hold buckets of one name.
+        store = str(getattr(self.store, "where", None) or getattr(self.store, "url", ""))
+        name = HostName(self.cfg.host, self.cfg.work_root, self.id, store)
         name.take()  # two live agents naming one host need one work root (BadInput otherwise)
         lock = HostLock(self.cfg.work_root, self.id, self.cfg.host)
         try:

@@ -1,6 +1,6 @@
 """Each slot's renewals, on a thread of their own beside the agent's loop.
 
-A renewal is the promise the seed asks a worker to keep: it must land within --poll-seconds of the last one, plus
+A renewal is the promise a worker makes to the fleet: it must land within --poll-seconds of the last one, plus
 what the worker measured of its own lateness. The loop also claims, reaps, fires schedules and settles ended jobs,
 and each of those waits on the store: with answers taking seconds (a store under load, a slow link), renewals queued
 behind them came late, promises passed, live jobs were requeued and outcomes held in memory were thrown away. Here

@@ -5,7 +5,7 @@ A slot's life: claimed (and, if the claim could not be checked, held until it ca
 thread) -> its shell spawned -> renewed every poll (a compare-and-swap that also tells it of a cancel or a
 reaper) -> stopped on cancel or timeout -> once its process group is gone and its artifacts and output are up,
 settled and done. A slot whose lease lapsed while its process ran and whose job was put back in the queue takes
-the job back (re-adoption, seed 003) instead of letting a second process start.
+the job back (re-adoption: docs/stado.md, "Liveness") instead of letting a second process start.
 
 The runner is given the agent's context (context.py), never the agent: it moves slots through their phases and
 the agent records what came of it (a slot DONE is dropped).
@@ -21,6 +21,7 @@ from ..cas import read
 from ..errors import CorruptDocument
 from ..objectstore.base import StoreError
 from ..reaper import evidence_window
+from ..storeclock import store_offset
 from . import slotend
 from .context import AgentContext
 from .environment import job_environment
@@ -175,7 +176,8 @@ class SlotRunner:
         ctx.workspace.promise(slot.job_dir, {"job": slot.job_id, "attempt": slot.doc.claim, "owner": ctx.agent_id,
                                              "until": slot.promised_until, "late": slot.renew_took,
                                              "pulse": slot.pulsed, "window": evidence_window(slot.doc),
-                                             "version": list(slot.version), "trying": slot.trying})
+                                             "version": list(slot.version), "trying": slot.trying,
+                                             "store": store_offset(ctx.clock)})
 
     def _still_ours(self, slot: Slot) -> bool:
         """Just before its process starts: the running record read once more, and found as this agent last wrote
@@ -471,7 +473,7 @@ class SlotRunner:
         self.stop(slot, Stop.LOST)
 
     def _readopt(self, slot: Slot) -> None:
-        """Seed 003: a job requeued while this worker still runs its process is not started a second time."""
+        """Re-adoption: a job requeued while this worker still runs its process is not started a second time."""
         ctx = self.ctx
         began, now = ctx.clock.monotonic(), ctx.clock.now()
         try:

@@ -1,5 +1,5 @@
-"""The take-over at start, the seed's restart check (seed 003; jobman's restart.py is another thing: it re-submits a
-job): an agent that starts on a host runs nothing before it has settled every
+"""The take-over at start, the restart check (docs/stado.md, "Liveness"; jobman's restart.py is another thing: it
+re-submits a job): an agent that starts on a host runs nothing before it has settled every
 running job whose record names this host's worker (instance_ref local@<host>) and whose agent is known to be gone
 (owner_gone: its lock on this work root is free, or the process its record names no longer runs on this machine;
 a live sibling agent's jobs are never touched, whatever work root it uses, and an owner this host cannot judge,

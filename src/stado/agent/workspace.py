@@ -65,13 +65,17 @@ class Workspace:
 
     def promise(self, directory: str, record: dict) -> None:
         """The attempt's promise for its keeper: `record` with its times (until, trying.began) on this agent's
-        monotonic clock, written on CLOCK_BOOTTIME (the keeper's, which a suspend moves on too)."""
+        monotonic clock, written on CLOCK_BOOTTIME (the keeper's, which a suspend moves on too); `store`, the
+        bounds of the store's time less that monotonic clock, likewise (the keeper's records carry the store's time, as the
+        agent's do, whatever this host's wall clock says)."""
         shift = self.clock.boottime() - self.clock.monotonic()
         out = dict(record, until=record["until"] + shift)
         if record.get("pulse") is not None:
             out["pulse"] = record["pulse"] + shift
         if record.get("trying"):
             out["trying"] = dict(record["trying"], began=record["trying"]["began"] + shift)
+        if record.get("store") is not None:
+            out["store"] = [bound - shift for bound in record["store"]]
         try:
             write_promise(directory, out)
         except OSError:

@@ -222,7 +222,7 @@ class Readopted(record("Readopted", "doc version why cancelled")):
 
 def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
             now: float | None = None, owner_process: dict | None = None, ended: bool = False) -> Readopted:
-    """Seed 003: a job requeued while the worker that claimed it still runs its process. Move the queued
+    """Re-adoption: a job requeued while the worker that claimed it still runs its process. Move the queued
     record back to running/ as the attempt already under way (the same started_at and process, a fresh
     lease), with the claim's one-winner create; if another worker or a cancellation took it first, say so.
 

@@ -119,7 +119,7 @@ class ObjectStore:
     # put_if_match must make every write's bytes unique; stado's documents carry a generation and a nonce.
     unique_versions: bool = True
     # A transfer (a large get_range series) that moves no bytes for this long is ended, when STADO_CONFIG sets a
-    # stall_timeout (off by default: the seed ends a transfer by name, not by a clock). Read by whoever opens the
+    # stall_timeout (off by default: stado ends a transfer by name, not by a clock). Read by whoever opens the
     # store, not by wrappers.
     stall_timeout: float | None = DEFAULT_STALL_TIMEOUT
 

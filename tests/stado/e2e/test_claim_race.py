@@ -41,7 +41,7 @@ def _claim(store, queued: dict, agent: str) -> bool:
     raise AssertionError(f"{agent}: the store stayed unavailable")
 
 
-# (processes, jobs) per backend: the seed's 16 x 200 on the local directory; on the servers 16 processes
+# (processes, jobs) per backend: 16 processes x 200 jobs on the local directory; on the servers 16 processes
 # still race, over fewer jobs, so that each run stays well under 20 s (16 x 200 took 15 s on SeaweedFS and
 # 31 s on Azurite here).
 SIZES = {"file": (16, 200), "s3": (16, 100), "azure": (16, 50)}

@@ -55,7 +55,7 @@ def test_uploaded_output_is_redacted(stado_env, tmp_path, store):
 
 @pytest.mark.parametrize("store_target", ["s3"], indirect=True)
 def test_a_job_that_calls_stado_bin_reaches_the_store_its_agent_serves(stado_env, tmp_path):
-    """Seed 003: STADO_BIN runs the agent's own program for a job that calls Stado back. On SeaweedFS the job's
+    """STADO_BIN runs the agent's own program for a job that calls Stado back. On SeaweedFS the job's
     environment names no STADO_CONFIG and no credentials, yet its `$STADO_BIN submit` lands in the fleet's store."""
     seen = tmp_path / "seen.json"
     parent = submit(stado_env, f"{sys.executable} -c 'import json, os; print(json.dumps(dict(os.environ)))' > {seen}; "

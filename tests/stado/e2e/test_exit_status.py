@@ -1,4 +1,4 @@
-"""A job's exit status is recorded as the kernel reported it (seed 003: the agent starts the command with
+"""A job's exit status is recorded as the kernel reported it (the agent starts the command with
 /bin/sh -c): an exit as an exit, a signal as a signal; the shell's $PPID is the agent and it leads its own
 process group, the one the record names. Also when the agent that started it died and another took it over."""
 import re

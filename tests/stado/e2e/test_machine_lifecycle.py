@@ -1,4 +1,4 @@
-"""What a provider's clean-up calls (seed 003: "a cloud VM is not deleted while any job on it is alive by it"):
+"""What a provider's clean-up calls (a cloud VM is not deleted while any job on it is alive by the reaper's verdict):
 `stado machine may-delete INSTANCE_REF`, and `stado agent --drain` before it."""
 import json
 import os

@@ -13,11 +13,15 @@
 import json
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from stado import cas, keys
+from stado.documents import parse_iso
+
+from tests.stado.fakeclock import faked_clock
 
 from .support import Agent, machine_status, submit, wait_for
 
@@ -135,3 +139,37 @@ def test_a_command_that_ended_as_its_agent_died_is_recorded_and_never_run_again(
     status = machine_status(stado_env, job)
     assert (status["exit_code"], status["requeues"]) == (3, 0)
     assert len(_starts(ledger)) == 1  # never started again
+
+
+def test_a_keeper_on_a_host_whose_clock_is_off_writes_the_stores_time(stado_env, tmp_path, store):
+    """The soak found a failed record stamped 90 s before the runs it ended: the keeper of an agent whose host's
+    clock was 90 s behind renewed its claim, and wrote its verdict, by that clock. It counts on its agent's reading
+    of the store's clock now (`store` in the promise): its renewals promise a time still ahead by the store's clock,
+    and its requeue carries the store's time."""
+    ledger = tmp_path / "ledger"
+    job = submit(stado_env, _job(ledger, 30))
+    first = Agent(stado_env, tmp_path, "--work-root", str(tmp_path / "A"), "--bridge-seconds", "3", name="a",
+                  extra_env=faked_clock("-90"))
+    try:
+        wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
+                 message="its process recorded")
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(10)
+        seen = []
+
+        def requeued():
+            found = cas.read(store, keys.running(job), job)
+            if found is not None:
+                seen.append((found[0].raw.get("lease_expires_at"), found[1], time.time()))
+            return cas.read(store, keys.queued(job), job)
+
+        wait_for(requeued, timeout=60, message="its keeper's requeue")
+    finally:
+        first.stop()
+
+    queued = cas.read(store, keys.queued(job), job)[0]
+    assert abs(parse_iso(queued.raw["written_at"]) - time.time()) < 30, queued.raw["written_at"]
+    assert queued.raw["written_by"].startswith("keeper of")
+    promises = {version: (parse_iso(until), when) for until, version, when in seen if until}
+    assert len(promises) >= 2, seen  # the claim, and at least one bridge renewal
+    assert all(until > when - 10 for until, when in promises.values()), seen  # none already past when read

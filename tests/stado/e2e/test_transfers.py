@@ -1,5 +1,5 @@
-"""Transfers no clock ends (seed 003): a slow store (a throttling proxy in front of SeaweedFS), a store that
-stops moving, inputs that resume, and an agent that stays responsive while bytes move."""
+"""Transfers no clock ends (docs/stado.md, "Transfers"): a slow store (a throttling proxy in front of SeaweedFS), a
+store that stops moving, inputs that resume, and an agent that stays responsive while bytes move."""
 import hashlib
 import json
 import os
