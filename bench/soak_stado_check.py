@@ -3,7 +3,7 @@ record read, with the store's own client) and from the jobs' ledger, once the qu
 
 - every accepted job (an id a submitting CLI printed, or any job found in the store) has exactly one
   terminal record and nothing left in queue/ or running/;
-- no job's command ran twice at the same time, except as the seed allows: the older run's agent was stopped
+- no job's command ran twice at the same time, except as stado's liveness rule allows: the older run's agent was stopped
   (SIGSTOP) before the newer run started, so the job was reaped and run again; then the older (stale) copy
   must end within a poll (plus scheduling slack) of its agent resuming, when its fenced renewal stops it;
 - no run started after its job's terminal record (for a cancel: after the cancel was recorded), and none
@@ -353,7 +353,7 @@ _ORPHAN_STOP = re.compile(r"^(\S+) agent \S+: \S+: pid\(s\) ([\d, ]+) left runni
 
 
 def _ends_of_killed_orphans(runs, faults, fleet) -> None:
-    """A run whose agent was SIGKILLed goes on alone (seed 003); an agent of its host stops it later
+    """A run whose agent was SIGKILLed goes on alone (stado keeps it for the restart check); an agent of its host stops it later
     (restart.stop_orphans: SIGTERM, then SIGKILL after --kill-after), and one killed by SIGKILL never writes
     its end. Such a run, gone now, ended at the latest --kill-after past the line that agent logged: that
     bound stands for its end, so the rules below judge it like any other."""
@@ -388,7 +388,7 @@ def _stale_copy_ok(a, b, faults, lags: list) -> bool:
             if a.end is not None and a.end <= stop.t1 + POLL + RESUME_GRACE:
                 lags.append(max(0.0, a.end - stop.t1))
                 return True
-    # A killed agent's process goes on (seed 003: for the restart check); the job was requeued before `b`
+    # A killed agent's process goes on (kept for the restart check); the job was requeued before `b`
     # started, and the host's agents stop the orphan on their next pass (see _late_end_ok).
     for kill in faults.of(*KILLS):
         if kill.pid == a.owner and a.start <= kill.t0 <= b.start and a.end is not None and \
@@ -440,7 +440,7 @@ def _late_end_ok(run, doc, faults, lags, slack) -> bool:
         if stop.t0 <= doc["_at"] + slack and run.start <= stop.t1 and run.end <= stop.t1 + POLL + RESUME_GRACE:
             lags.append(max(0.0, run.end - stop.t1))
             return True
-    # Seed 003 keeps a job's process alive when its agent dies (so that the agent restarting on the host can
+    # stado keeps a job's process alive when its agent dies (so that the agent restarting on the host can
     # watch it to its end): once its record is terminal, the host's agents stop it, the restarted one at its
     # start, its live sibling on its reaper pass. Allowed: that pass, a poll, --kill-after, and the slack.
     for kill in faults.of(*KILLS):

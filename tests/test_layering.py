@@ -244,9 +244,6 @@ OWN_PLACES = ("src", "tests", "bench", "docs", "demo", "README.md", "Makefile", 
 OUTSIDE = re.compile(r"DESIGN\.md|shared/seed[s]|\.\./shared|\bseeds? 00\d\b|\bthe seed[']s"
                      r"|\bthe seeds? (?:says?|is|are|asks?|allows?|defines?|describes?|lists?|orders?|puts?|ends?)\b",
                      re.IGNORECASE)
-# Being rewritten on another branch at the time of writing: remove an entry once its file is clean.
-NOT_YET = ("bench/soak_", "tests/soak/")
-NOT_YET_README_SECTION = "## Reliability"
 
 
 def _tracked(*places: str) -> list[str]:
@@ -254,24 +251,7 @@ def _tracked(*places: str) -> list[str]:
     return [name for name in out.decode().split("\0") if name]
 
 
-def _without_section(text: str, heading: str) -> str:
-    """`text` less the Markdown section under `heading` (up to the next heading of its level or above)."""
-    lines, kept, skipping = text.splitlines(), [], False
-    level = heading.split(" ")[0]
-    for line in lines:
-        if line.startswith("#"):
-            hashes = line.split(" ")[0]
-            if line.strip() == heading:
-                skipping = True
-            elif skipping and set(hashes) == {"#"} and len(hashes) <= len(level):
-                skipping = False
-        kept.append("" if skipping else line)
-    return "\n".join(kept)
-
-
 def outside_citations(name: str, text: str) -> list[str]:
-    if name == "README.md":
-        text = _without_section(text, NOT_YET_README_SECTION)
     return [f"{name}:{n}: {line.strip()[:100]}" for n, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]
 
 
@@ -287,15 +267,13 @@ def test_the_citation_pattern_tells_a_document_from_a_random_seed():
     for seed in ("simulator seed 397", "make sim SEED=N", "--seed 4242", "the seed that found it", "seed 80:",
                  "drawn from the seed: 1-3 agents", "160 seeds/s", "seeds 2001-2006", "the first seed to explore"):
         assert not OUTSIDE.search(seed), seed
-    readme = _unmasked("x\n## Reliability\nseed| 003\n### more\nseed| 003\n## Next\nseed| 003\n")
-    assert outside_citations("README.md", readme) == [_unmasked("README.md:7: seed| 003")]
 
 
 def test_no_file_cites_a_document_outside_the_repository():
     found = []
     for name in _tracked(*OWN_PLACES):
         path = REPO / name
-        if name.startswith(NOT_YET) or not path.is_file() or path.suffix in (".png", ".json"):
+        if not path.is_file() or path.suffix in (".png", ".json"):
             continue
         found += outside_citations(name, path.read_text(errors="replace"))
     assert found == []
