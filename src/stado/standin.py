@@ -121,11 +121,10 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = N
     from .agent.slot import Phase
     from .agent.takeover import _take_over
 
+    from .keeper import store_bounds
     from .objectstore.base import StoreError
 
     job_id = spec["job_id"]
-    from .keeper import store_bounds
-
     clock = agent.ctx.clock
     bounds = store_bounds(promise)
     if bounds is not None:  # the promise's bounds are on CLOCK_BOOTTIME; the clock counts on its monotonic one
