@@ -65,6 +65,11 @@ class StoreClock:
         self._bounds = (lo, hi)
         self._due = ended + (self.every if hi - lo <= 2 * NARROW else 0.0)
 
+    def offset_bounds(self) -> list[float] | None:
+        """The bounds of the store's time less this monotonic clock, [lo, hi], for a process on this host that
+        counts on a clock of its own (a job's keeper; adopt() takes them back); None before the first measurement."""
+        return None if self._bounds is None else list(self._bounds)
+
     def adopt(self, lo: float, hi: float) -> None:
         """Bounds of the offset another process of this host measured (on this monotonic clock), to count on until
         this one has measured its own: the next record write measures again, and narrows them."""
@@ -84,12 +89,6 @@ class StoreClock:
         if self._bounds is None:
             return None
         return self.now() - self.host.wall()
-
-
-def store_offset(clock: StoreClock) -> list[float] | None:
-    """The bounds of the store's time less `clock`'s monotonic clock, [lo, hi], for a process on this host that
-    counts on a clock of its own (a job's keeper); None before the first measurement."""
-    return None if clock._bounds is None else list(clock._bounds)
 
 
 def skew_words(skew: float) -> str:

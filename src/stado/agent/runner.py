@@ -21,7 +21,6 @@ from ..cas import read
 from ..errors import CorruptDocument
 from ..objectstore.base import StoreError
 from ..reaper import evidence_window
-from ..storeclock import store_offset
 from . import slotend
 from .context import AgentContext
 from .environment import job_environment
@@ -177,7 +176,7 @@ class SlotRunner:
                                              "until": slot.promised_until, "late": slot.renew_took,
                                              "pulse": slot.pulsed, "window": evidence_window(slot.doc),
                                              "version": list(slot.version), "trying": slot.trying,
-                                             "store": store_offset(ctx.clock)})
+                                             "store": ctx.clock.offset_bounds()})
 
     def _still_ours(self, slot: Slot) -> bool:
         """Just before its process starts: the running record read once more, and found as this agent last wrote
