@@ -104,7 +104,8 @@ class Keeper:
             elif step[0] == "bridge":
                 self._bridge()
             elif step[0] == "record":
-                return self._record_ended(promise or {})
+                if (said := self._record_ended(promise or {})) is not None:
+                    return said
             elif step[0] == "check":
                 _, nonce, alive_until, deadline = step
                 self.checked = nonce
@@ -203,7 +204,8 @@ class Keeper:
 
         self._look_at_shell()
         if self.ended is not None:  # it ended on its own just now: its outcome is recorded, not a lost worker's
-            return self._record_ended(promise)
+            said = self._record_ended(promise)
+            return 0 if said is None else said  # taken over meanwhile: the loop follows the new owner's promise
 
         why = ("its agent did not renew its promise in time (stopped, dead or cut off from the store); its keeper "
                "on this host stopped its processes before the promise passed")
@@ -235,19 +237,26 @@ class Keeper:
         self.log(said)
         return 0
 
-    def _record_ended(self, promise: dict) -> int:
+    def _record_ended(self, promise: dict) -> int | None:
         """The shell ended and its agent did not record the outcome before its promise ran out: this keeper takes
-        the job over as the agent next starting on this host would, uploads what the job left and records it."""
+        the job over as the agent next starting on this host would, uploads what the job left and records it.
+        None when another agent of this host took the job over first: the keeper follows that agent's promise (it
+        may die before it records the outcome) and the loop goes on."""
         self.log(f"its command ended ({_words(self.ended)}) and its agent has not recorded it within its promise: "
                  "recording it here")
+        held = None
         try:
             from stado.standin import record_ended
 
-            said = record_ended(self.spec, self.ended or (None, None), promise)
+            said, held = record_ended(self.spec, self.ended or (None, None), promise)
         except Exception as e:
             said = f"could not record it ({type(e).__name__}: {brief(str(e), 160)}); the reaper settles it by its promise"
         self.log(said)
-        return 0
+        if held is None:
+            return 0
+        now = boottime()
+        self.proven = max(self.proven, held - (store_time(promise, now, time.time()) - now))
+        return None
 
 
 def decide(promise: dict | None, *, claim: str, now: float, ended: bool, proven: float, checked: str | None,

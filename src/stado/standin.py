@@ -78,9 +78,10 @@ def _lapse_kept(store, job_id: str, claim: str, version, why: str, now: float) -
     return f"{'requeued' if new.state == 'queued' else new.state} ({KEPT}; {why})"
 
 
-def record_ended(spec: dict, ended: tuple, promise: dict | None = None) -> str:
+def record_ended(spec: dict, ended: tuple, promise: dict | None = None) -> tuple[str, float | None]:
     """A command that ended while its agent was silent past its promise, recorded by this keeper standing in for
-    that agent: an Agent of its own on this host (its lock held, so no restart check takes it for gone)."""
+    that agent: an Agent of its own on this host (its lock held, so no restart check takes it for gone). Returns
+    what stand_in returns."""
     from .agent.config import AgentConfig
     from .agent.owner import Agent
 
@@ -111,7 +112,7 @@ def _measure(agent) -> None:
         pass
 
 
-def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = None) -> str:
+def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = None) -> tuple[str, float | None]:
     """What `agent` (a stand-in for the agent the job's keeper outlived) does for that job, as the agent next
     starting on the host would (agent.takeover): take it over (a compare-and-swap of its owner, so a reaper or a
     cancel that moved first wins), upload the output and artifacts the job left, and record the outcome. `pause`:
@@ -136,7 +137,7 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = N
         try:
             found = read(agent.store, keys.running(job_id), job_id)
             if found is None or found[0].claim != spec["attempt"] or not found[0].running_phase:
-                return "its record has moved on (requeued, cancelled, decided or ended elsewhere): nothing recorded"
+                return "its record has moved on (requeued, cancelled, decided or ended elsewhere): nothing recorded", None
             # The status its agent wrote as it reaped the shell, if it did: the keeper may have pinned the shell too
             # late to learn it (a command that ended at once).
             recorded = agent.ctx.workspace.exit_status(spec["job_dir"])
@@ -146,10 +147,10 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = N
             break
         except StoreError as e:
             if clock.monotonic() >= deadline:
-                return f"the store did not answer ({type(e).__name__}); left to the reaper"
+                return f"the store did not answer ({type(e).__name__}); left to the reaper", None
             pause(min(5.0, agent.cfg.poll_seconds))
     if slot is None:
-        return "another writer moved its record first: theirs stands"
+        return _taken_by(agent, spec)
     if ended == (None, None) and slot.result is None:
         slot.result = d.result("failed", error_class="internal", message="its agent stopped before recording its exit "
                                                                          "status, and this host kept none")
@@ -159,4 +160,25 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = N
         if slot.phase != Phase.DONE:
             pause(min(0.2, max(0.01, slot.due(clock.monotonic(), agent.cfg.poll_seconds) - clock.monotonic())))
     agent.slots.pop(job_id, None)
-    return "recorded" if slot.phase == Phase.DONE else "not recorded within 30 minutes; left to the reaper"
+    return ("recorded" if slot.phase == Phase.DONE else "not recorded within 30 minutes; left to the reaper"), None
+
+
+def _taken_by(agent, spec: dict) -> tuple[str, float | None]:
+    """Who moved the record first, read back: the same attempt still running under another agent is a take-over
+    (whose promise the keeper follows); anything else is a move that stands."""
+    from . import documents as d
+    from .errors import CorruptDocument
+    from .objectstore.base import StoreError
+
+    try:
+        found = read(agent.store, keys.running(spec["job_id"]), spec["job_id"])
+    except (StoreError, CorruptDocument):
+        found = None
+    if found is None or found[0].claim != spec["attempt"] or not found[0].running_phase:
+        return "another writer moved its record first: theirs stands", None
+    doc = found[0]
+    until = d.parse_iso(doc.lease_expires_at)
+    if until is None:
+        return "another writer moved its record first: theirs stands", None
+    return (f"agent {doc.owner} took the job over first: following its promise (until {doc.lease_expires_at}), "
+            "to record the outcome if that runs out first"), until

@@ -177,8 +177,12 @@ def _keeper(actor) -> None:
         elif step[0] == "record":
             sim.trace.event(actor, f"{sim.names.get(spec['job_id'])}: its command ended and its agent has not "
                                    "recorded it within its promise: standing in")
-            _stand_in(actor, ended)
-            return
+            held = _stand_in(actor, ended)
+            if held is None:
+                return
+            # Another agent of this host took the job over first: its promise is followed as its own agent's.
+            proven = max(proven, held - (store_time(sim.promises.get(directory), sim.now, sim.now + actor.skew)
+                                         - sim.now))
         else:
             sim.kept[directory] = {"attempt": claim, "why": "its agent did not renew its promise in time"}
             sim.trace.event(actor, f"stops process {pgid}: its agent did not renew its promise in time")
@@ -192,16 +196,19 @@ def _keeper(actor) -> None:
             return
 
 
-def _stand_in(actor, ended) -> None:
+def _stand_in(actor, ended) -> float | None:
     from stado import standin
 
     sim = actor.sim
     agent = SimAgent(sim, actor, slots=1, poll_seconds=sim.p.poll, settle_seconds=sim.p.settle_every, schedules=False)
     actor.model = agent
     sim.locks.setdefault(actor.work_root, {})[agent.id] = actor
-    said = standin.stand_in(agent, actor.spec, ended, pause=lambda seconds: sim.sleep_until(sim.now + seconds),
-                            promise=sim.promises.get(actor.spec["job_dir"]))
+    said, held = standin.stand_in(agent, actor.spec, ended, pause=lambda seconds: sim.sleep_until(sim.now + seconds),
+                                  promise=sim.promises.get(actor.spec["job_dir"]))
     sim.trace.event(actor, said)
+    if held is not None:  # as the real stand-in releases its lock: it stands in again, if at all, as a new agent
+        sim.locks[actor.work_root].pop(agent.id, None)
+    return held
 
 
 def _agent(actor) -> None:

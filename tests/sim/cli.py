@@ -3,7 +3,7 @@ import argparse
 import sys
 
 from .explore import report, shrunk, summary, timed_explore
-from .scenarios import SCENARIO_RUNS, SCENARIOS
+from .scenarios import SCENARIOS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
                                                               "failing job's")
     args = ap.parse_args(argv)
     if args.scenario:
-        return _scenario(args.scenario, args.seed, args.runs if args.runs != 10_000 else SCENARIO_RUNS,
+        return _scenario(args.scenario, args.seed, args.runs if args.runs != 10_000 else SCENARIOS[args.scenario].runs,
                          args.full_trace)
     if args.seed is not None:
         return _one(args.seed, None, None, args.full_trace)

@@ -9,9 +9,11 @@ same seed is another run, so the exploration is what shows the race gone.)
 """
 from collections import namedtuple
 
-Scenario = namedtuple("Scenario", "seed pinned want about")
-
 SCENARIO_RUNS = 2000
+
+# `runs`: seeds its world is explored over after the seed (a world as heavy as the default exploration's is explored
+# over fewer: the default exploration covers it too).
+Scenario = namedtuple("Scenario", "seed pinned want about runs", defaults=(SCENARIO_RUNS,))
 
 # No store faults, no crashes: only scheduling and stalls (and one kind of store fault for race2), so that
 # what fails here is the race and not one of the other defects the default exploration finds.
@@ -145,4 +147,43 @@ SCENARIOS = {
         about="a job's keeper speaks for an agent that died on a host whose clock is off: it renews the claim and "
               "writes the verdict by its host's wall clock, not the store's, so the record's times (and the promise "
               "its renewal names, already past by the store's clock) are wrong by the host's skew"),
+    # Four holes `make sim RUNS=100000` found, each in the world its seed drew (pinned as drawn, so the seed replays
+    # the default exploration's run), then explored further in that world.
+    "takeover_dies": Scenario(
+        seed=28296,
+        pinned=dict(agents=3, slots=2, exit_fail=0.3, max_run=1.0, cancels=2, poll=0.5, settle_every=5.0, p_lost=0.03,
+                    p_crash=0.03, p_stall=0.08, p_reprioritise=0.02, restarts=1, skew=3600.0, hosts=2, own_roots=True),
+        want=["ended-rerun"],
+        about="a job's command ends while its agent is dead; as its keeper stands in to record the outcome, the agent "
+              "that next starts on the host takes the job over first and dies before recording it: the keeper "
+              "left, so nothing held the outcome, and the reaper's requeue ran the ended command again",
+        runs=300),
+    "takeover_answer_lost": Scenario(
+        seed=49432,
+        pinned=dict(agents=3, slots=2, jobs=1, retries=2, max_run=3.0, cancels=2, poll=0.5, settle_every=5.0,
+                    p_fail=0.03, p_lost=0.01, p_crash=0.01, p_stall=0.03, slow=("list", "running/"),
+                    p_reprioritise=0.1, restarts=1, skew=600.0, schedule=True, cancel_aim="finishing", p_stop=0.03),
+        want=["abandoned"],
+        about="the restart check's take-over lands but its answer is lost, and the read-back fails: the agent said "
+              "the job 'could not be settled now' and left it, though the store named it the owner",
+        runs=300),
+    "kept_verdict_unfinished": Scenario(
+        seed=94650,
+        pinned=dict(agents=3, slots=2, jobs=4, retries=2, max_run=3.0, cancels=2, p_lost=0.08, p_crash=0.01,
+                    p_stall=0.08, p_jump=0.03, priorities=True, p_reprioritise=0.02, own_roots=True, p_stop=0.01),
+        want=["settles"],
+        about="an agent whose renewals were held finds its job stopped by its keeper, whose requeue was decided but not "
+              "yet finished: it let the verdict stand and, with --until-idle, exited before the job was back in "
+              "the queue, which nobody then served",
+        runs=300),
+    "takeover_other_root": Scenario(
+        seed=97933,
+        pinned=dict(agents=3, slots=2, jobs=4, retries=2, exit_fail=0.3, max_run=3.0, poll=0.5, p_fail=0.01,
+                    p_crash=0.01, p_stall=0.03, p_jump=0.03, p_reprioritise=0.1, restarts=2, skew=30.0, schedule=True,
+                    proxy=True, own_roots=True, p_stop=0.01),
+        want=["overlap"],
+        about="an agent on another work root of the host takes over a job whose process was found by its users (its "
+              "worker died before recording it) and dies in turn: the record named the taker's work root and no "
+              "directory, so the next agent looked in the wrong place, saw no process, and requeued a running job",
+        runs=300),
 }

@@ -13,7 +13,7 @@ from stado.objectstore.memory import MemoryStore
 
 from .cli import main
 from .explore import report, run_one, shrunk, summary, timed_explore
-from .scenarios import SCENARIO_RUNS, SCENARIOS
+from .scenarios import SCENARIOS
 from .shrink import shrink
 from .store import SimBackend
 
@@ -61,8 +61,8 @@ def test_each_race_of_issue_8_is_gone(name):
     first = run_one(seed=scenario.seed, pinned=scenario.pinned)
     assert not first.violations, report(scenario.seed, shrunk(scenario.seed, scenario.pinned, scenario.want),
                                         how=f"make sim SCENARIO={name}")
-    found, _ = timed_explore(1, SCENARIO_RUNS, scenario.pinned, workers=2)
-    assert not found, summary(found, SCENARIO_RUNS, 1.0) + "\n\n" + _failure_report(found, scenario.pinned, show=1)
+    found, _ = timed_explore(1, scenario.runs, scenario.pinned, workers=2)
+    assert not found, summary(found, scenario.runs, 1.0) + "\n\n" + _failure_report(found, scenario.pinned, show=1)
 
 
 def _digest(outcome) -> str:

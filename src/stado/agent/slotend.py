@@ -46,7 +46,19 @@ def _settle_kept(ctx: AgentContext, slot: Slot) -> None:
     if new is None and found is not None and found[0].cancelling and found[0].claim == slot.doc.claim:
         slot.doc, slot.cancel_seen = found[0], found  # a cancel of this attempt came first: its processes are gone
         return _settle_cancel(ctx, slot)
-    if new is None:
+    if new is None and found is not None and found[0].claim == slot.doc.claim and found[0].finishing:
+        # The keeper's verdict (or a reaper's), decided and not yet finished: any writer may finish it, and this
+        # agent does before it may call itself idle, so that the job is back in the queue when it next looks.
+        try:
+            done = jobs.settle(ctx.store, found[0], found[1], writer=ctx.agent_id, now=ctx.clock.now())
+        except CorruptDocument as e:
+            ctx.log(f"{slot.job_id}: {slot.stopped_words} by its keeper; the verdict decided first cannot be "
+                    f"finished: {e}")
+            return _done(slot)
+        how = "finished by its writer" if done is None else "requeued" if done.state == d.QUEUED else done.state
+        ctx.log(f"{slot.job_id}: {slot.stopped_words} by its keeper; the verdict another writer decided first "
+                f"stands ({how})")
+    elif new is None:
         ctx.log(f"{slot.job_id}: {slot.stopped_words} by its keeper; its record was moved first (the keeper's "
                 "verdict, a reaper's or a cancel): theirs stands")
     else:

@@ -17,6 +17,7 @@ And processes a gone agent left running for a job that is no longer its (requeue
 cancelled, ended) are stopped: at start and on every reaper pass (stop_orphans), so a job never runs on
 beside its successor.
 """
+import os
 from collections.abc import Iterator
 
 from ..brief import brief
@@ -53,20 +54,31 @@ def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner, read: dict | 
         try:
             slot = _settle_one(ctx, runner, *found)
         except (StoreError, CorruptDocument, OSError) as e:
-            ctx.log(f"init: {job_id}: {_after_error(ctx, found[0], e)}")
-            continue
+            slot = _after_error(ctx, runner, found[0], e)
         if slot is not None:
             yield slot
 
 
-def _after_error(ctx: AgentContext, doc: d.Job, error: Exception) -> str:
+def _after_error(ctx: AgentContext, runner: SlotRunner, doc: d.Job, error: Exception, *, again: bool = True
+                 ) -> Slot | None:
     """What a settle that met a store error left, read back: a move it made may have landed before the error (its
-    answer lost), and the line says what the store holds, not what the settle feared."""
+    answer lost), and the line says what the store holds, not what the settle feared. A take-over of this agent's
+    that landed so is this agent's job: settled again from the record read back (once: a second error leaves it
+    to the reaper), never left held by an agent that does not run it."""
     why = f"{type(error).__name__}: {brief(str(error), 200)}"
+    unsettled = f"could not be settled now ({why})"
+    later = "the reaper settles it once its worker's promise has passed"
     try:
         found = read(ctx.store, keys.running(doc.id), doc.id)
-        if found is not None and found[0].claim == doc.claim and found[0].running_phase:
-            return f"could not be settled now ({why}); the reaper settles it once its worker's promise has passed"
+        if found is not None and found[0].claim == doc.claim and (found[0].running_phase or found[0].cancelling):
+            if found[0].owner == ctx.agent_id and again:
+                ctx.log(f"init: {doc.id}: its take-over landed, though its answer was lost ({why}); settling it again")
+                try:
+                    return _settle_one(ctx, runner, *found)
+                except (StoreError, CorruptDocument, OSError) as e:
+                    return _after_error(ctx, runner, found[0], e, again=False)
+            ctx.log(f"init: {doc.id}: {unsettled}; {later}")
+            return None
         from ..errors import JobNotFound
         from ..lookup import view
 
@@ -74,11 +86,12 @@ def _after_error(ctx: AgentContext, doc: d.Job, error: Exception) -> str:
             now = view(ctx.store, doc.id)
         except JobNotFound:
             now = None
-    except (StoreError, CorruptDocument) as again:
-        return (f"could not be settled now ({why}), and the store does not say what stands ({type(again).__name__});"
-                " the reaper settles it once its worker's promise has passed")
+    except (StoreError, CorruptDocument) as e:
+        ctx.log(f"init: {doc.id}: {unsettled}, and the store does not say what stands ({type(e).__name__}); {later}")
+        return None
     state = "with no record" if now is None else now.state
-    return f"settled, though an answer was lost ({why}): the store shows it {state}"
+    ctx.log(f"init: {doc.id}: settled, though an answer was lost ({why}): the store shows it {state}")
+    return None
 
 
 def _left_here(ctx: AgentContext, doc: d.Job) -> bool:
@@ -136,6 +149,11 @@ def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> S
 def _take_over(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, directory: str, *, ended) -> Slot | None:
     """Become the job's owner (a compare-and-swap on its running document) and give it a slot that watches
     (or has seen) its process rather than starting one."""
+    if doc.process is not None and not doc.process.get("work_dir"):
+        # A process found by its users (its worker died before recording it) names no directory: the record says
+        # where it runs, for this agent's successor, whose own work root may be another (the take-over makes this
+        # agent's root the owner's).
+        doc = doc.with_(process=dict(doc.process, work_dir=os.path.join(directory, "work")))
     got = None
     for _ in range(3):
         now = ctx.clock.now()

@@ -291,6 +291,8 @@ def take_over(store: ObjectStore, doc: d.Job, version: Version, *, agent_id: str
     (a compare-and-swap, so a reaper or a cancel that moved first wins). None if it lost."""
     t = _now(now)
     new = d.renewed_doc(doc.with_(owner=agent_id, owner_process=owner_process), now=t, lease_expires_at=lease_expires_at,
-                        nonce=new_nonce()).with_(taken_over={"from": doc.owner, "at": d.iso(t)})
+                        nonce=new_nonce())
+    if doc.owner != agent_id:  # again after its own take-over's answer was lost: the first one's account stands
+        new = new.with_(taken_over={"from": doc.owner, "at": d.iso(t)})
     new_version, _ = replace(store, keys.running(doc.id), new, version)
     return None if new_version is None else (new, new_version)
