@@ -111,8 +111,8 @@ class Keeper:
                 self.checked = nonce
                 if self._renewal_landed(nonce, deadline):
                     self.proven = alive_until
-            else:
-                return self._stop(promise or {}, step[1])
+            elif (said := self._stop(promise or {}, step[1])) is not None:
+                return said
 
     def _store_now(self) -> float:
         """The store's time, from where its agent last measured it (`store` in the promise, against CLOCK_BOOTTIME):
@@ -199,13 +199,12 @@ class Keeper:
 
     # -- stopping the job --------------------------------------------------------------------------------------
 
-    def _stop(self, promise: dict, kill: float) -> int:
+    def _stop(self, promise: dict, kill: float) -> int | None:
         from stado.agent.workroot import write_kept
 
         self._look_at_shell()
         if self.ended is not None:  # it ended on its own just now: its outcome is recorded, not a lost worker's
-            said = self._record_ended(promise)
-            return 0 if said is None else said  # taken over meanwhile: the loop follows the new owner's promise
+            return self._record_ended(promise)  # None, taken over meanwhile: the loop follows the new owner
 
         why = ("its agent did not renew its promise in time (stopped, dead or cut off from the store); its keeper "
                "on this host stopped its processes before the promise passed")
