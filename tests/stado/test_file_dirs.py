@@ -22,7 +22,7 @@ def test_creates_race_the_pruning_of_empty_directories(tmp_path):
     open_store(url).put("seed", b"")
     errors = multiprocessing.get_context("fork").Queue()
     workers = [multiprocessing.get_context("fork").Process(target=_churn, args=(url, me, 1500, errors))
-               for me in range(4)]
+               for me in range(8)]
     for w in workers:
         w.start()
     for w in workers:
@@ -30,5 +30,5 @@ def test_creates_race_the_pruning_of_empty_directories(tmp_path):
     found = []
     while not errors.empty():
         found.append(errors.get())
-    assert found == [] and [w.exitcode for w in workers] == [0] * 4
+    assert found == [] and [w.exitcode for w in workers] == [0] * 8
     assert not os.path.exists(tmp_path / "store" / "objects" / "control")  # every probe's directories went too

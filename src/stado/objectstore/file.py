@@ -330,18 +330,24 @@ class FileStore(ObjectStore):
                                  "store cannot version objects safely: put it on ext4, xfs, btrfs or tmpfs")
             parent = os.path.dirname(path)
             # A concurrent delete may prune an empty parent between our mkdir and rename, or a directory above
-            # it between two of our mkdirs (control/ gone before control/probe/ is made): make them again.
-            for _ in range(100):
+            # it between two of our mkdirs (control/ gone before control/probe/ is made): make them again. A
+            # writer that keeps losing that race holds the pruning lock, which stops every pruner, and wins.
+            for attempt in range(4):
                 try:
-                    self._make_dirs(key, parent)
-                    os.rename(tmp, path)
+                    if attempt < 3:
+                        self._make_dirs(key, parent)
+                        os.rename(tmp, path)
+                    else:
+                        with self._pruning_lock(exclusive=True, wait=True):
+                            self._make_dirs(key, parent)
+                            os.rename(tmp, path)
                     break
                 except FileNotFoundError:
-                    continue
+                    if attempt == 3:
+                        raise StoreUnavailable(f"could not create the directory for {key!r} under {self.root}: "
+                                               "is something else removing directories there?") from None
                 except (IsADirectoryError, NotADirectoryError):
                     raise InvalidKey(f"the local store cannot hold {key!r} beside keys under or above it") from None
-            else:
-                raise StoreUnavailable(f"could not create the directory for {key!r} under {self.root}")
         except BaseException:
             unlink_quietly(tmp)
             raise
@@ -362,14 +368,31 @@ class FileStore(ObjectStore):
                 raise InvalidKey(f"the local store cannot hold {key!r}: a key above it is an object") from None
             _fsync_dir_present(above)  # the new directory entry must survive a crash with the object in it
 
+    def _pruning_lock(self, *, exclusive: bool, wait: bool) -> "_Held | None":
+        """Pruners share this lock and never wait for it; a writer that lost the mkdir race to them holds it
+        alone. None when a pruner could not have it (then it leaves the empty directories to a later delete)."""
+        fd = os.open(os.path.join(self._locks, "pruning.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            if not proc.lock_file(fd, exclusive=exclusive, wait=wait):
+                os.close(fd)
+                return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return _Held(fd)
+
     def _prune(self, directory: str) -> None:
         """Remove directories the delete left empty, up to objects/, so that status/<id>/ trees don't pile up."""
-        while directory != self._objects and directory.startswith(self._objects):
-            try:
-                os.rmdir(directory)
-            except OSError:  # not empty (or already gone): a writer is using it
-                return
-            directory = os.path.dirname(directory)
+        held = self._pruning_lock(exclusive=False, wait=False)
+        if held is None:  # a writer is making directories: an empty one left now goes with a later delete
+            return
+        with held:
+            while directory != self._objects and directory.startswith(self._objects):
+                try:
+                    os.rmdir(directory)
+                except OSError:  # not empty (or already gone): a writer is using it
+                    return
+                directory = os.path.dirname(directory)
 
     def _sweep_tmp(self) -> None:
         """Remove temporary files a writer that died left (an hour old by the store's clock: a process whose own
