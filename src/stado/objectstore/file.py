@@ -338,7 +338,7 @@ class FileStore(ObjectStore):
                         self._make_dirs(key, parent)
                         os.rename(tmp, path)
                     else:
-                        with self._pruning_lock(exclusive=True, wait=True):
+                        with self._hold_pruning_lock():
                             self._make_dirs(key, parent)
                             os.rename(tmp, path)
                     break
@@ -368,12 +368,12 @@ class FileStore(ObjectStore):
                 raise InvalidKey(f"the local store cannot hold {key!r}: a key above it is an object") from None
             _fsync_dir_present(above)  # the new directory entry must survive a crash with the object in it
 
-    def _pruning_lock(self, *, exclusive: bool, wait: bool) -> "_Held | None":
-        """Pruners share this lock and never wait for it; a writer that lost the mkdir race to them holds it
-        alone. None when a pruner could not have it (then it leaves the empty directories to a later delete)."""
+    def _pruning_lock(self, *, exclusive: bool) -> "_Held | None":
+        """Pruners share this lock and never wait for it; a writer that lost the mkdir race to them waits to hold
+        it alone. None when it is held alone (a pruner then leaves the empty directories to a later delete)."""
         fd = os.open(os.path.join(self._locks, "pruning.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            if not proc.lock_file(fd, exclusive=exclusive, wait=wait):
+            if not proc.lock_file(fd, exclusive=exclusive, wait=exclusive):
                 os.close(fd)
                 return None
         except BaseException:
@@ -381,9 +381,14 @@ class FileStore(ObjectStore):
             raise
         return _Held(fd)
 
+    def _hold_pruning_lock(self) -> "_Held":
+        held = self._pruning_lock(exclusive=True)
+        assert held is not None  # (a waiting lock is always had)
+        return held
+
     def _prune(self, directory: str) -> None:
         """Remove directories the delete left empty, up to objects/, so that status/<id>/ trees don't pile up."""
-        held = self._pruning_lock(exclusive=False, wait=False)
+        held = self._pruning_lock(exclusive=False)
         if held is None:  # a writer is making directories: an empty one left now goes with a later delete
             return
         with held:
