@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 BASE_STAMP := $(VENV)/.installed-base-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install bytecode demo lint test test-json-fallback test-deps sim soak soak-short bench bench-queue bench-deps \
+.PHONY: install bytecode demo lint test test-json-fallback test-deps sim soak soak-short bench bench-queue bench-round bench-deps \
 	bench-requests bench-submit clean
 
 install: $(STAMP)
@@ -84,6 +84,10 @@ bench: $(STAMP) bytecode bench-deps
 # submitting, with one line, while the machine has under 2 GiB available).
 bench-queue: $(STAMP) bytecode bench-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/queue_bench.py $(BENCH_ARGS)
+
+# One lease round's CPU time at 2,000, 10,000 and 50,000 waiting jobs, on a database built for it (bench/round_bench.py).
+bench-round: $(STAMP) bytecode
+	$(BIN)/python bench/round_bench.py $(BENCH_ARGS)
 
 # What a stado job costs in object-store requests, counted on the wire of a SeaweedFS the bench starts (every
 # scenario of docs/stado.md's "What a job costs in requests"; about 2 minutes), and where `stado submit` spends its

@@ -282,8 +282,8 @@ def test_doorbell_wakes_a_dependent_long_before_the_slow_poll(jobman, tmp_path):
 
 def test_idle_waiting_supervisors_write_only_the_lease_round_and_poll_slowly(jobman, tmp_path):
     """Two jobs wait. One supervisor holds the lease round: its only writes are the round's, one
-    transaction per renewal interval renewing both leases. The other writes nothing at all and wakes
-    only for its fallback poll. Both leases stay fresh all along."""
+    transaction per renewal interval renewing the leases that are due. The other writes nothing at all and
+    wakes only for its fallback poll. Both leases stay fresh all along."""
     trace = tmp_path / "queries.log"
     gate = tmp_path / "gate"
     blocker = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
@@ -318,12 +318,14 @@ def test_idle_waiting_supervisors_write_only_the_lease_round_and_poll_slowly(job
     assert 2 <= len([s for s in member if s.startswith("SELECT s.*")]) <= 5, member  # polls 1-1.5 s apart
     holder = by_pid[holder_pid]
     writes = [s for s in holder if not s.startswith("SELECT")]
-    assert {s.split(" (")[0].split(" SET")[0] for s in writes} == {
+    assert {s.split(" (")[0].split(" SET")[0] for s in writes} <= {
         "BEGIN IMMEDIATE", "INSERT INTO lease_round", "UPDATE job_state", "COMMIT"}, writes
     assert all(s.startswith("UPDATE job_state SET lease_expires_at") for s in writes if s.startswith("UPDATE"))
     assert writes.count("BEGIN IMMEDIATE") == 8, writes
-    assert len([s for s in writes if s.startswith("UPDATE")]) == 16, writes  # both leases, every round
-    assert freshest and min(freshest) > 3.5, freshest  # a 5 s lease, renewed every 0.4-0.5 s
+    # A 5 s lease is renewed once it has less than two periods (1 s) left, so about every ninth round: in eight
+    # rounds each lease is written once at most (twice at the window's edges), never at every round ...
+    assert len([s for s in writes if s.startswith("UPDATE")]) <= 4, writes
+    assert freshest and min(freshest) > 0.3, freshest  # ... and never has less than a period (0.4-0.5 s) left
 
 
 def _round_holder_pid(jobman, job_ids) -> int | None:

@@ -36,23 +36,33 @@ _GONE = """(s.cancel_requested_at IS NOT NULL
                          OR (d.condition = 'failure' AND ds.outcome = 'succeeded'))))))"""
 
 
-def waiting(conn, now: float) -> list:
-    """Every waiting job with its supervisor's identity, its windows, its lease, whether its reason to
-    wait has gone and whether a cancel is asked for: (job_id, revision, supervisor_id, pid, start_time, boot_id,
-    lease, renew_interval, lease_expires_at, gone, cancel_asked)."""
+def shortest_renewal(conn) -> float | None:
+    """The shortest renewal interval among waiting jobs: the round's period (None: nobody waits)."""
+    return conn.execute("SELECT min(j.renew_interval) FROM job_state s JOIN jobs j INDEXED BY jobs_windows"
+                        " ON j.id = s.job_id WHERE s.phase != 'finished' AND s.phase = 'waiting'").fetchone()[0]
+
+
+def waiting(conn, now: float, renew_before: float) -> list:
+    """The waiting jobs a round must look at: those whose lease runs out before renew_before (or has none), whose
+    reason to wait has gone, or of which a cancel is asked. Each with its supervisor's identity, its windows and
+    its lease: (job_id, revision, supervisor_id, pid, start_time, boot_id, lease, renew_interval, lease_expires_at,
+    gone, cancel_asked). The others are left out by SQLite before their windows are read."""
     return conn.execute(
         "SELECT s.job_id, s.revision, s.supervisor_id, s.supervisor_pid, s.supervisor_start_time,"
         " s.supervisor_boot_id, j.lease_duration, j.renew_interval, s.lease_expires_at, " + _GONE + ","
         " s.cancel_requested_at IS NOT NULL"
-        " FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.phase != 'finished' AND s.phase = 'waiting'",
-        {"now": now}).fetchall()
+        " FROM job_state s JOIN jobs j INDEXED BY jobs_windows ON j.id = s.job_id"
+        " WHERE s.phase != 'finished' AND s.phase = 'waiting'"
+        " AND (s.lease_expires_at IS NULL OR s.lease_expires_at < :renew_before OR " + _GONE + ")",
+        {"now": now, "renew_before": renew_before}).fetchall()
 
 
-def slot_waiters_to_wake(conn, awake: set[str]) -> tuple[list[str], list[str]]:
+def slot_waiters_to_wake(conn, awake) -> tuple[list[str], list[str]]:
     """The waiters that free slots are for: in each group with a line and a free slot, the first as many of its
-    line as it has free slots among those whose supervisor is awake (`awake`: the round has just verified every
-    waiting job's). Returns (those first in line anyway, those first only because a stopped or dead waiter ahead
-    of them was stepped over: nobody else may ring them, since a ringer rings the line as it was)."""
+    line as it has free slots among those whose supervisor is awake (awake(job_id, pid, start_time, boot): the
+    round's verification, which remembers what it has seen). Returns (those first in line anyway, those first
+    only because a stopped or dead waiter ahead of them was stepped over: nobody else may ring them, since a
+    ringer rings the line as it was)."""
     from .queries import _LINE, free_slots
 
     wake: list[str] = []
@@ -62,12 +72,13 @@ def slot_waiters_to_wake(conn, awake: set[str]) -> tuple[list[str], list[str]]:
         free = free_slots(conn, group)
         if not free:
             continue
-        cursor = conn.execute(f"SELECT job_id {_LINE}", (group,))
+        cursor = conn.execute(f"SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id {_LINE}",
+                              (group,))
         stepped = False
-        for (job_id,) in cursor:
+        for (job_id, pid, start_time, boot) in cursor:
             if free == 0:
                 break
-            if job_id not in awake:
+            if not awake(job_id, pid, start_time, boot):
                 stepped = True
                 continue
             (passed_to if stepped else wake).append(job_id)

@@ -207,4 +207,10 @@ MIGRATIONS = [
     CREATE INDEX job_state_lost ON job_state(job_id) WHERE outcome = 'lost';
     CREATE INDEX job_state_cancels ON job_state(job_id) WHERE cancel_requested_at IS NOT NULL AND phase != 'finished';
     """,
+    # 7: the lease round reads the windows of every waiting job each round. In the jobs table they share a row with
+    # the spec (about 2 KB for a sweep's job: two rows to a page), so each read touched a page of its own: half
+    # of the round's query time at 10,000 waiting. A covering index holds them a hundred to a page.
+    """
+    CREATE INDEX jobs_windows ON jobs(id, lease_duration, renew_interval);
+    """,
 ]

@@ -37,24 +37,35 @@ def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float
     held = lease_round.holder(conn)
     if held is not None and held[0] != supervisor_id and held[1] >= now:
         return None  # before reading every waiting job: whoever looks while the round is held pays nothing
-    renewals, period, own_revision, gone, settle = [], None, None, set(), False
-    awake = set()
-    rows = lease_round.waiting(conn, now)
-    for (waiting_id, revision, owner, pid, start_time, boot, lease, renew_every, expires, is_gone, cancel) in rows:
-        if not verify(pid, start_time, boot, awake=True):
+    period = lease_round.shortest_renewal(conn) or default_period
+    # A lease is renewed once fewer than two periods of it are left: the next round comes within one period, so
+    # a live supervisor's lease never has less than a period to run, and with the default windows (a 15 s lease,
+    # 5 s renewals) each is written every other round. Only the jobs renewed now, and those whose reason to wait
+    # has gone or whose cancel is asked, are verified, plus the heads of lines with a free slot (awake, below).
+    renew_before = now + 2 * period
+    renewals, own_revision, gone, settle = [], None, set(), False
+    seen: dict[str, bool] = {}
+    for (waiting_id, revision, owner, pid, start_time, boot, lease, _, expires, is_gone, cancel) in \
+            lease_round.waiting(conn, now, renew_before):
+        seen[waiting_id] = up = verify(pid, start_time, boot, awake=True)
+        if not up:
             if cancel or (expires is not None and expires < now and not verify(pid, start_time, boot)):
                 # Dead, and its lease has run out: the pass finds it lost and wakes who it blocked. Or a cancel
                 # asked of a supervisor that cannot answer (stopped, dead): the pass carries it out.
                 settle = True
             continue
-        awake.add(waiting_id)
         if is_gone and waiting_id != job_id:
             gone.add(waiting_id)
-        renewals.append((now + lease, waiting_id, revision, owner))
-        period = renew_every if period is None else min(period, renew_every)
-        if waiting_id == job_id:
-            own_revision = revision + 1
-    period = period or default_period
+        if expires is None or expires < renew_before:
+            renewals.append((now + lease, waiting_id, revision, owner))
+            if waiting_id == job_id:
+                own_revision = revision + 1
+
+    def awake(waiting_id: str, pid, start_time, boot) -> bool:
+        if waiting_id not in seen:
+            seen[waiting_id] = verify(pid, start_time, boot, awake=True)
+        return seen[waiting_id]
+
     first, passed_to = lease_round.slot_waiters_to_wake(conn, awake)
     gone.update(w for w in first + passed_to if w != job_id)  # (passed_to: rung at once, and as any other after)
     others, lost_slots = lease_round.others_due(conn, now)
