@@ -44,7 +44,7 @@ def python_start_ms(reps: int = 20) -> float:
         before = os.times()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         after = os.times()
-        times.append((after.children_user - before.children_user + after.children_system - before.children_system))
+        times.append(after.children_user - before.children_user + after.children_system - before.children_system)
     times.sort()
     return times[len(times) // 2] * 1000
 
