@@ -54,7 +54,7 @@ sim: $(STAMP)
 	$(BIN)/python -m tests.sim $(if $(SEED),--seed $(SEED)) $(if $(SCENARIO),--scenario $(SCENARIO)) \
 		$(if $(SEED)$(SCENARIO),,--runs $(RUNS))
 
-# The chaos soak of both tools (bench/soak.py, README's reliability section): jobman, stado on the local directory
+# The chaos soak of both tools (bench/soak.py, docs/testing.md, "The simulator and the soak"): jobman, stado on the local directory
 # and stado on SeaweedFS, 2,000 jobs each, under random faults; it stops by itself within SECONDS (default 600) and
 # prints its table. `make soak-short` runs a one-minute one (tests/soak). SOAK_ARGS: more options (--help), e.g.
 # SOAK_ARGS='--phases stado-s3 --stado-jobs 1000 --faults 20' (the fault proxy's regime: 5, 20, burst).
@@ -90,7 +90,7 @@ bench-round: $(STAMP) bytecode
 	$(BIN)/python bench/round_bench.py $(BENCH_ARGS)
 
 # What a stado job costs in object-store requests, counted on the wire of a SeaweedFS the bench starts (every
-# scenario of docs/stado.md's "What a job costs in requests"; about 2 minutes), and where `stado submit` spends its
+# scenario of docs/performance-requests.md; about 2 minutes), and where `stado submit` spends its
 # time, beside a bare `python -c pass` (about a minute). BENCH_ARGS: their options (--help).
 bench-requests: $(STAMP) bytecode stado-servers-check
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/stado_requests.py $(BENCH_ARGS)

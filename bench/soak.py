@@ -38,8 +38,8 @@ from soak_common import render_table
 PHASES = ("jobman", "stado-file", "stado-s3")
 # Share of the time each phase gets, and how often chaos strikes (mean seconds between faults).
 SHARE = {"jobman": 0.45, "stado-file": 0.25, "stado-s3": 0.30}
-# Jobs per second each phase drains under its chaos, at the low end of what the 2-core VM measured (README,
-# Reliability: 10.7-10.8, 15.5-18.6, 11.9-12.9): a phase given less time than its jobs need at this rate runs out,
+# Jobs per second each phase drains under its chaos, at the low end of what the 2-core VM measured (docs/testing.md,
+# the soak: 10.7-10.8, 15.5-18.6, 11.9-12.9): a phase given less time than its jobs need at this rate runs out,
 # and what it left unfinished is reported as violations.
 SLOWEST_RATE = {"jobman": 10.0, "stado-file": 15.0, "stado-s3": 11.5}
 

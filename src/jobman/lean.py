@@ -2,8 +2,8 @@
 that blocks on the job's doorbell, and `exec`s back into Python when it is rung or its timer fires.
 
 Why: a waiting Python supervisor costs 4.4 MiB of unique memory, and a sweep keeps thousands waiting for
-days. bash blocked in `read -t` costs 0.26 MiB and no CPU (measured: README, "A queue held and
-drained"). dash costs less (0.1 MiB) but has no timed read: its only timer would be an alarm armed
+days. bash blocked in `read -t` costs 0.26 MiB and no CPU (measured: docs/performance.md, "A
+queue held and drained"). dash costs less (0.1 MiB) but has no timed read: its only timer would be an alarm armed
 before the exec, which kills it if it fires before dash has trapped it. bash's `read -t` arms its own.
 
 What stays true across both changes of form, because `exec` keeps them: the pid, the process start

@@ -2,7 +2,8 @@
 
 `jobman wait` / `jobman logs --follow` and `stado job watch` exit with the job's own exit code when it ran
 to an exit, 128+N if signal N ended it, and these fixed codes otherwise. The waiting command's own
-failures (a wait that times out, a store it cannot reach) use codes outside this table (see README)."""
+failures (a wait that times out, a store it cannot reach) use codes outside this table (the exit tables
+of docs/jobman-reference.md and docs/stado-reference.md)."""
 
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "dependency_failed", "submission_failed", "lost")
 

@@ -16,7 +16,7 @@ from .servers import free_port
 from .storekit import StoreTarget, claim_keys, claim_process, increment_process, make_target, server_for
 
 # memory-tombstone: the in-memory store behind the tombstone emulation of a conditional delete, the way
-# GCS stores run (no local GCS server works with obstore; see README's gap). s3-faulty: SeaweedFS through the
+# GCS stores run (no local GCS server works with obstore; see docs/stado-protocol.md, "GCS gap"). s3-faulty: SeaweedFS through the
 # fault proxy, which fails a fifth of the requests before they reach the server (503, 500, reset, garbled) and
 # holds some answers back: the retries (objectstore/retries.py) must hide all of it.
 ALL = ["memory", "memory-tombstone", "file", "s3", "s3-faulty", "azure"]

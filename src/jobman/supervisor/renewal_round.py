@@ -3,8 +3,8 @@ whose supervisor verifies as alive and awake, in one write, so that the others n
 
 Why: on this kind of machine a process that has slept for seconds costs 0.5-2 ms of CPU to wake,
 whatever it then does, and a waiter in its lean form (jobman.lean) costs a Python start (~20 ms) to
-wake; 2,000 waiting supervisors each waking every renewal interval cost a third of a core (README, "A
-queue held and drained"). The lease keeps its meaning: it is renewed every renewal interval, and only
+wake; 2,000 waiting supervisors each waking every renewal interval cost a third of a core (docs/performance.md,
+"A queue held and drained"). The lease keeps its meaning: it is renewed every renewal interval, and only
 for a supervisor seen alive and not stopped at that moment. A supervisor the round passes over (dead,
 stopped) lets its lease run out, as it would have alone.
 
