@@ -147,7 +147,7 @@ SCENARIOS = {
         about="a job's keeper speaks for an agent that died on a host whose clock is off: it renews the claim and "
               "writes the verdict by its host's wall clock, not the store's, so the record's times (and the promise "
               "its renewal names, already past by the store's clock) are wrong by the host's skew"),
-    # Four holes `make sim RUNS=100000` found, each in the world its seed drew (pinned as drawn, so the seed replays
+    # Holes `make sim RUNS=100000` found, each in the world its seed drew (pinned as drawn, so the seed replays
     # the default exploration's run), then explored further in that world.
     "takeover_dies": Scenario(
         seed=28296,
@@ -185,5 +185,15 @@ SCENARIOS = {
         about="an agent on another work root of the host takes over a job whose process was found by its users (its "
               "worker died before recording it) and dies in turn: the record named the taker's work root and no "
               "directory, so the next agent looked in the wrong place, saw no process, and requeued a running job",
+        runs=300),
+    "keeper_slow_to_look": Scenario(
+        seed=21237,
+        pinned=dict(slots=2, jobs=4, retries=2, max_run=1.0, poll=0.5, settle_every=0.5, p_fail=0.01, p_lost=0.03,
+                    p_crash=0.03, p_stall=0.03, slow=("get", "c"), p_jump=0.03, priorities=True, p_reprioritise=0.1,
+                    restarts=2, skew=3600.0, schedule=True, own_roots=True),
+        want=["ended-rerun"],
+        about="a job's command ends just as the agent that replaced its dead worker starts, while the job's keeper is "
+              "slow to look: nothing had recorded the exit yet, so the restart check requeued a job that had ended, "
+              "though its keeper was alive and about to write how it ended",
         runs=300),
 }

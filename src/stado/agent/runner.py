@@ -306,7 +306,9 @@ class SlotRunner:
         if slot.started and slot.verify is not None and not self._verified(slot, running=True):
             return
         if slot.adopted and not slot.gone and not ctx.host.alive(slot.process):
-            slot.ended(self._adopted_exit(slot))
+            ended = self._adopted_exit(slot, mono)
+            if ended is not None:
+                slot.ended(ended)
         self._keep_time(slot, mono)
         if slot.gone and slot.stop is None and slot.process is not None and self._kept(slot):
             slot.stop = Stop.KEPT  # its keeper stopped it: a lost worker's requeue, not the signal, is recorded
@@ -349,11 +351,22 @@ class SlotRunner:
         return (slot.stop not in (Stop.CANCEL, Stop.LOST) and slot.version is not None and slot.overtaken is None
                 and slot.phase != Phase.DONE and not slot.renewing and slot.renewed is None)
 
-    def _adopted_exit(self, slot: Slot) -> tuple[int | None, int | None]:
-        """The exit of a process this agent did not start: what the agent it replaced recorded as it reaped it,
-        else what the kernel kept of it (its pidfd, pinned at adoption), else unknown."""
-        watched, slot.exit_watch = slot.exit_watch, None
-        got = self.ctx.workspace.exit_status(slot.job_dir) or self.ctx.host.exit_of_watched(watched)
+    def _adopted_exit(self, slot: Slot, mono: float) -> tuple[int | None, int | None] | None:
+        """The exit of a process this agent did not start: what the agent it replaced (or the job's keeper) recorded
+        as it saw it end, else what the kernel kept of it (its pidfd, pinned at adoption), else unknown. None while
+        nothing says yet but the job's keeper lives: it writes the status once it looks (a keeper is slow to look
+        when it is starved or stopped), so it is waited for, a few polls at most, before the job is called failed."""
+        ctx = self.ctx
+        got = ctx.workspace.exit_status(slot.job_dir)
+        if got is None and slot.exit_watch is not None:
+            watched, slot.exit_watch = slot.exit_watch, None
+            got = ctx.host.exit_of_watched(watched)
+        if got is None and ctx.host.keeper_alive(slot.job_dir):
+            if slot.keeper_wait is None:
+                slot.keeper_wait = mono + 3 * ctx.cfg.poll_seconds + ctx.cfg.kill_after
+                ctx.log(f"{slot.job_id}: its command has ended; waiting for its keeper to record how")
+            if mono < slot.keeper_wait:
+                return None
         if got is None:
             slot.result = d.result("failed", error_class="internal",
                                    message="left by the worker this one replaced; it ended without recording its exit "

@@ -81,6 +81,7 @@ class Slot:
     upload_error: str | None = None     # why its artifacts could not be uploaded
     adopted: bool = False               # watched, not spawned, by this agent (left by the worker it replaced)
     exit_watch: object = None           # an adopted shell pinned, to read its exit status (ProcessHost.watch_exit)
+    keeper_wait: float | None = None    # an adopted shell gone unrecorded: until when its live keeper's word is awaited
     cost_note: str | None = None        # why it was stopped for its cost (admission.past_cap)
     overtaken: tuple | None = None      # (running doc or None, its version): a renewal met another writer's move
     retick: bool = False                # the loop found the lock taken: the renewal wakes it when done

@@ -7,7 +7,8 @@ one on another machine that uses the same host name, is left to the reaper).
 
 For each such job it asks which processes still have the job's directory open (as lsof would):
 - none, and the job's shell recorded no exit status: settled at once as a lapsed lease is, requeued
-  with `its worker was replaced while it ran` (failed on the same loss again);
+  with `its worker was replaced while it ran` (failed on the same loss again), unless the job's keeper still
+  runs: it saw the command end, or will, and writes its status, so the job is taken over to record that;
 - none, but the command's exit status was recorded: the job ran to its end; this agent takes it over,
   uploads what it left (artifacts, output) and records that result;
 - some: the job keeps its lease; this agent takes it over and watches that process to its end.
@@ -135,6 +136,12 @@ def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> S
     kept = kept is not None and kept.get("attempt") == doc.claim  # its keeper stopped it: a lost worker, not a signal
     if doc.cancelling or (status is not None and not kept):
         return _take_over(ctx, runner, doc, version, directory, ended=status or (None, None))
+    if status is None and not kept and ctx.host.keeper_alive(directory):
+        # Its command is gone and nothing recorded how it ended, but its keeper lives: it saw the end, or will
+        # once it looks, and writes the status. Requeued now, a job that had ended would run again.
+        ctx.log(f"init: {job_id}: left by the worker this one replaced; its command no longer runs, but its keeper "
+                "does: taken over, to record what the keeper saw")
+        return _take_over(ctx, runner, doc, version, directory, ended=None)
     now = ctx.clock.now()
     new = lapse(ctx.store, doc, version, writer=ctx.agent_id, reason=KEPT if kept else REPLACED, now=now)
     if new is None:

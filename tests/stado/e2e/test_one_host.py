@@ -11,6 +11,7 @@
   its keeper and never runs again.
 """
 import json
+import os
 import re
 import signal
 import time
@@ -173,3 +174,46 @@ def test_a_keeper_on_a_host_whose_clock_is_off_writes_the_stores_time(stado_env,
     promises = {version: (parse_iso(until), when) for until, version, when in seen if until}
     assert len(promises) >= 2, seen  # the claim, and at least one bridge renewal
     assert all(until > when - 10 for until, when in promises.values()), seen  # none already past when read
+
+
+def test_a_command_that_ended_unrecorded_while_its_keeper_was_stopped_is_recorded_and_never_run_again(
+        stado_env, tmp_path, store):
+    """The job's command ends while its agent is stopped and its keeper too, so nothing records how; the agent dies,
+    and the one that replaces it on the host finds no process and no exit status. Its keeper lives: the replacement
+    takes the job over and waits for the keeper's word rather than requeue a command that had ended."""
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    job = submit(stado_env, f"echo start $WC_JOB_ID $$ 0 >> {ledger}; while [ ! -e {gate} ]; do sleep 0.02; done; "
+                            "exit 3")
+    first = Agent(stado_env, tmp_path, name="a")
+    other = None
+    keeper = None
+    try:
+        process = wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
+                           message="its process recorded")
+        job_dir = Path(process["work_dir"]).parent
+        keeper = wait_for(lambda: (job_dir / "keeper.json").exists() and json.loads(
+            (job_dir / "keeper.json").read_text())["pid"], timeout=10, message="its keeper")
+        first.proc.send_signal(signal.SIGSTOP)   # its loop cannot reap the shell ...
+        os.kill(keeper, signal.SIGSTOP)          # ... nor can its keeper look
+        gate.touch()
+        wait_for(lambda: len([1 for line in ledger.read_text().splitlines()]) == 1, timeout=10)
+        time.sleep(0.5)                          # the command has ended; nothing recorded it
+        assert not (job_dir / "exit-status").exists()
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(10)
+        other = Agent(stado_env, tmp_path, name="b")  # the same work root and host: it replaces the first
+        wait_for(lambda: f"init: {job}: " in other.log(), timeout=30, message="the restart check's word on it")
+        os.kill(keeper, signal.SIGCONT)
+        wait_for(lambda: machine_status(stado_env, job)["state"] == "failed", timeout=60, message="the outcome")
+    finally:
+        if keeper is not None:
+            try:
+                os.kill(keeper, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        first.stop()
+        if other is not None:
+            other.stop()
+    status = machine_status(stado_env, job)
+    assert (status["exit_code"], status["requeues"]) == (3, 0), status
+    assert len(_starts(ledger)) == 1  # never started again
