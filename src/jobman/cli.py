@@ -12,14 +12,15 @@ Reliable background jobs on one machine, with no daemon: each job gets its own d
 SQLite ($JOBMAN_HOME, default ~/.local/state/jobman) holds the state.
 
 commands:
-  run [OPTIONS] -- COMMAND [ARG...]   submit a job; prints its id once a supervisor owns it
+  run [OPTIONS] -- COMMAND [ARG...]   submit a job; prints its handle once a supervisor owns it
   list (ls) [--state S] [--group G] [--name GLOB]
                                       jobs, newest first, and why waiting jobs wait
   show JOB [--env]                    spec, state, outcome, attempts and events of one job
   logs [JOB]                          a job's output, the newest job's without JOB (--follow streams it)
   wait JOB... | --all | --group G     wait for jobs to end; the exit status mirrors them
   cancel JOB...                       stop waiting or running jobs
-  restart JOB [--with-dependents]     submit a finished job again (and its dependency_failed dependents)
+  restart JOB... | --state S [--group G] [--name GLOB] [--with-dependents]
+                                      submit finished jobs again (after a reboot: --state lost)
   signal JOB SIG                      send a signal to every process of a running job
   hold JOB... / release JOB...        keep jobs that have not started from starting / let them go
   priority JOB N                      move a job that has not started to priority N in its group's line
