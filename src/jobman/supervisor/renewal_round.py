@@ -1,12 +1,14 @@
-"""The lease round, as its holder runs it: a waiting supervisor renews the lease of every waiting job
+"""The lease round, as its holder runs it: a waiting supervisor renews the leases of the waiting jobs
 whose supervisor verifies as alive and awake, in one write, so that the others need not wake.
 
 Why: on this kind of machine a process that has slept for seconds costs 0.5-2 ms of CPU to wake,
 whatever it then does, and a waiter in its lean form (jobman.lean) costs a Python start (~20 ms) to
-wake; 2,000 waiting supervisors each waking every renewal interval cost a third of a core (docs/performance.md,
-"A queue held and drained"). The lease keeps its meaning: it is renewed every renewal interval, and only
-for a supervisor seen alive and not stopped at that moment. A supervisor the round passes over (dead,
-stopped) lets its lease run out, as it would have alone.
+wake; 2,000 waiting supervisors each waking every renewal interval cost a third of a core. The lease
+keeps its meaning: it is renewed before it has less than a renewal interval to run, and only for a
+supervisor seen alive and not stopped at that moment. A supervisor the round passes over (dead, stopped)
+lets its lease run out, as it would have alone. A round's cost follows the leases it renews, not the jobs
+that wait: SQLite passes over the others without reading their windows (docs/performance.md, "One lease
+round").
 
 Since lean waiters sleep until rung, the holder also looks, from the same read, for what a waiter used to
 find at its fallback poll: a waiter whose reason to wait has gone (a ring that never came: its ringer
