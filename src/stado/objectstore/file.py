@@ -297,9 +297,17 @@ class FileStore(ObjectStore):
     def _lock(self, key: str) -> "_Held":
         """Open and flock the key's bucket lock file: `with self._lock(key) as fd:` holds it for the block."""
         bucket = zlib.crc32(key.encode()) % LOCK_BUCKETS
-        fd = os.open(os.path.join(self._locks, f"{bucket:03x}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        held = self._flock(f"{bucket:03x}.lock", exclusive=True, wait=True)
+        assert held is not None  # (a lock waited for is always had)
+        return held
+
+    def _flock(self, name: str, *, exclusive: bool, wait: bool) -> "_Held | None":
+        """Open and flock a lock file of the store's locks/ directory; None if `wait` is False and it is held."""
+        fd = os.open(os.path.join(self._locks, name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            proc.lock_file(fd)
+            if not proc.lock_file(fd, exclusive=exclusive, wait=wait):
+                os.close(fd)
+                return None
         except BaseException:
             os.close(fd)
             raise
@@ -368,27 +376,16 @@ class FileStore(ObjectStore):
                 raise InvalidKey(f"the local store cannot hold {key!r}: a key above it is an object") from None
             _fsync_dir_present(above)  # the new directory entry must survive a crash with the object in it
 
-    def _pruning_lock(self, *, exclusive: bool) -> "_Held | None":
-        """Pruners share this lock and never wait for it; a writer that lost the mkdir race to them waits to hold
-        it alone. None when it is held alone (a pruner then leaves the empty directories to a later delete)."""
-        fd = os.open(os.path.join(self._locks, "pruning.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            if not proc.lock_file(fd, exclusive=exclusive, wait=exclusive):
-                os.close(fd)
-                return None
-        except BaseException:
-            os.close(fd)
-            raise
-        return _Held(fd)
-
     def _hold_pruning_lock(self) -> "_Held":
-        held = self._pruning_lock(exclusive=True)
-        assert held is not None  # (a waiting lock is always had)
+        """Pruners share the pruning lock and never wait for it; a writer that lost the mkdir race to them waits to
+        hold it alone, which stops every pruner until its directories are made and its object is in them."""
+        held = self._flock("pruning.lock", exclusive=True, wait=True)
+        assert held is not None  # (a lock waited for is always had)
         return held
 
     def _prune(self, directory: str) -> None:
         """Remove directories the delete left empty, up to objects/, so that status/<id>/ trees don't pile up."""
-        held = self._pruning_lock(exclusive=False)
+        held = self._flock("pruning.lock", exclusive=False, wait=False)
         if held is None:  # a writer is making directories: an empty one left now goes with a later delete
             return
         with held:
