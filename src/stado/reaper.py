@@ -162,6 +162,7 @@ class ReapSummary:
     settled: int = 0            # decided moves (finishing, cancel tombstones) finished on the way
     alive: dict = field(default_factory=lambda: dict.fromkeys(ALIVE, 0))
     lost_race: int = 0          # renewed (or moved) between our read and our write: theirs stands
+    here: int = 0               # settled by the caller's restart check on its own host (reap's `here`)
     lines: list = field(default_factory=list)     # what it did, one line each
     problems: list = field(default_factory=list)  # what it could not decide on (Problem), skipped
 
@@ -184,12 +185,15 @@ class ReapSummary:
 
 
 def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,
-         skip: frozenset = frozenset(), watch: Watch | None = None, clock: StoreClock | None = None) -> ReapSummary:
+         skip: frozenset = frozenset(), watch: Watch | None = None, clock: StoreClock | None = None,
+         here=None) -> ReapSummary:
     """One pass over running/: finish decided moves, reap jobs whose worker is gone. `clock`: the store's clock as
     the caller measured it (its uncertainty widens the margin; the watch is timed on its host's monotonic clock);
     `now` overrides its reading (the store's time). `skip`: job ids the caller itself runs (an agent never reaps
     its own slots: its renewal speaks for them). `watch`: kept by a caller that reaps again and again (an agent),
-    so that no clock alone ever decides (Watch)."""
+    so that no clock alone ever decides (Watch). `here(doc, version)`: an agent's own host judged by what it can see
+    on the machine (takeover.settle_here): called for a record whose promise has passed, before it is lapsed; True
+    when the agent settled it itself (the restart check), False to lapse it by the promise."""
     if clock is None:
         clock = StoreClock()  # not measured: this host's clocks
     else:
@@ -225,7 +229,7 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
                 # A version other than the one listed was written after the LIST: its promise is fresh.
                 modified = entry.modified if found[1] == entry.version else now
                 _one(store, *found, out=out, writer=writer, now=now, margin=margin, watched=watched,
-                     modified=modified)
+                     modified=modified, here=here)
         except CorruptDocument as e:  # a record its move meets (a terminal record, a queue entry)
             out.problems.append(Problem(CORRUPT, job_id, f"{e}: skipped (`stado repair {job_id}` clears it)"))
     if watch is not None:
@@ -234,7 +238,7 @@ def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: f
 
 
 def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, margin: float,
-         watched: float | None, modified: float | None) -> None:
+         watched: float | None, modified: float | None, here=None) -> None:
     job_id = doc.id
     if d.decided(doc):
         term = settle(store, doc, version, writer=writer, now=now)
@@ -245,6 +249,11 @@ def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, marg
     verdict = judge(store, doc, now=now, margin=margin, watched=watched, modified=modified)
     if verdict != "expired":
         out.alive[verdict] += 1
+        return
+    if here is not None and here(doc, version):
+        # Its worker ran on the caller's host and is gone: a job whose command ended there, recorded or about to
+        # be by its keeper, is recorded rather than run again, which the promise alone cannot know.
+        out.here += 1
         return
     new = lapse(store, doc, version, writer=writer, reason=LEASE_EXPIRED, now=now)
     if new is None:

@@ -120,7 +120,7 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = N
     clock it counts on until it has measured its own. Returns what happened, in words."""
     from . import documents as d
     from .agent.slot import Phase
-    from .agent.takeover import _take_over
+    from .agent.takeover import REPLACED, Voice, take_over
 
     from .keeper import store_bounds
     from .objectstore.base import StoreError
@@ -141,8 +141,9 @@ def stand_in(agent, spec: dict, ended: tuple, *, pause, promise: dict | None = N
             # The status its agent wrote as it reaped the shell, if it did: the keeper may have pinned the shell too
             # late to learn it (a command that ended at once).
             recorded = agent.ctx.workspace.exit_status(spec["job_dir"])
-            slot = _take_over(agent.ctx, agent.runner, found[0], found[1], spec["job_dir"],
-                              ended=recorded or ended)
+            voice = Voice("keeper", f"its agent {found[0].owner}", REPLACED)
+            slot = take_over(agent.ctx, agent.runner, found[0], found[1], spec["job_dir"], voice,
+                             ended=recorded or ended)
             ended = recorded or ended
             break
         except StoreError as e:

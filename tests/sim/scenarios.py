@@ -196,4 +196,15 @@ SCENARIOS = {
               "slow to look: nothing had recorded the exit yet, so the restart check requeued a job that had ended, "
               "though its keeper was alive and about to write how it ended",
         runs=300),
+    "sibling_died_unrecorded": Scenario(
+        seed=60138,
+        pinned=dict(agents=2, hosts=1, slots=1, restarts=0, jobs=3, retries=2, exit_fail=0.7, max_run=1.0, cancels=1,
+                    settle_every=0.5, p_fail=0.08, p_crash=0.01, slow=("put_if_match", "queue/"), p_jump=0.03,
+                    p_reprioritise=0.02, p_stop=0.01),
+        want=["ended-rerun"],
+        about="two agents on one host; one dies for good just after its job's command started, no agent replaces it, "
+              "and the job's keeper sees the command end but every write of its stand-in fails: the sibling's reaper "
+              "pass lapsed the job by its promise and it ran again, though the sibling could see on the machine that "
+              "its owner was gone and its keeper alive, holding how it ended",
+        runs=300),
 }

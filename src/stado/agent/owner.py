@@ -54,7 +54,7 @@ from .processhost import ProcessHost
 from .renewals import Renewals
 from .runner import SlotRunner
 from .slot import Phase, Slot, Stop
-from .takeover import settle_left_by_replaced, stop_orphans
+from .takeover import settle_here, settle_left_by_replaced, stop_orphans
 from .workroot import HostLock, HostName, drain_path
 from .workspace import Workspace
 
@@ -248,6 +248,12 @@ class Agent:
         for slot in settle_left_by_replaced(self.ctx, self.runner, read=self._watch.read):
             self._record(slot)
 
+    def _settle_here(self, doc, version) -> bool:
+        settled, slot = settle_here(self.ctx, self.runner, doc, version)
+        if slot is not None:
+            self._record(slot)
+        return settled
+
     def _may_claim(self) -> bool:
         return not self.stopping and len(self.slots) < self.cfg.slots
 
@@ -421,7 +427,7 @@ class Agent:
         renewals speak for them."""
         self._settle_due = self.clock.monotonic() + self.cfg.settle_seconds
         summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
-                             skip=frozenset(self.slots), watch=self._watch, clock=self.clock)
+                             skip=frozenset(self.slots), watch=self._watch, clock=self.clock, here=self._settle_here)
         self.guard(stop_orphans, self.ctx, set(self.slots))
         if summary is None:
             return

@@ -20,6 +20,7 @@ beside its successor.
 """
 import os
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ..brief import brief
 from .. import documents as d
@@ -28,7 +29,7 @@ from ..cas import read
 from ..errors import CorruptDocument
 from ..jobs.common import running_records
 from ..objectstore.base import StoreError
-from ..reaper import lapse
+from ..reaper import LEASE_EXPIRED, lapse
 from .context import AgentContext
 from .processhost import of_attempt
 from .runner import SlotRunner
@@ -37,6 +38,21 @@ from ..standin import KEPT
 from .workroot import left_by_gone_agents
 
 REPLACED = "its worker was replaced while it ran"
+
+
+class Voice(NamedTuple):
+    """How a settle says what it did: at start (the worker this agent replaced) or on a reaper pass (a sibling on
+    this host that died while this agent ran), and the reason a job with nothing left of it is requeued with."""
+    prefix: str
+    left_by: str
+    reason: str
+
+
+AT_START = Voice("init", "the worker this one replaced", REPLACED)
+
+
+def on_pass(doc: d.Job) -> Voice:
+    return Voice("reaper", f"its agent {doc.owner}, gone from this host", LEASE_EXPIRED)
 
 
 def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner, read: dict | None = None) -> Iterator[Slot]:
@@ -50,18 +66,33 @@ def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner, read: dict | 
             continue
         if found is not None and read is not None:
             read[job_id] = found
-        if found is None or not _left_here(ctx, found[0]):
+        if found is None or not left_here(ctx, found[0]):
             continue
-        try:
-            slot = _settle_one(ctx, runner, *found)
-        except (StoreError, CorruptDocument, OSError) as e:
-            slot = _after_error(ctx, runner, found[0], e)
+        slot = settle(ctx, runner, *found)
         if slot is not None:
             yield slot
 
 
-def _after_error(ctx: AgentContext, runner: SlotRunner, doc: d.Job, error: Exception, *, again: bool = True
-                 ) -> Slot | None:
+def settle_here(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> tuple[bool, Slot | None]:
+    """The reaper pass's hand-over (reap's `here`): a running job whose promise has passed, held by an agent of this
+    host that is gone (a sibling that died while this agent ran: no agent replaces it), is settled by the restart
+    check, not lapsed by its promise: a job whose command ended, its status recorded or its keeper still alive to
+    write it, is recorded and never run again; one whose process still runs is taken over. (True, its slot or None)
+    when it was settled so; (False, None) leaves it to the promise."""
+    if not left_here(ctx, doc):
+        return False, None
+    return True, settle(ctx, runner, doc, version, voice=on_pass(doc))
+
+
+def settle(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, *, voice: Voice = AT_START) -> Slot | None:
+    try:
+        return _settle_one(ctx, runner, doc, version, voice)
+    except (StoreError, CorruptDocument, OSError) as e:
+        return _after_error(ctx, runner, doc, e, voice)
+
+
+def _after_error(ctx: AgentContext, runner: SlotRunner, doc: d.Job, error: Exception, voice: Voice, *,
+                 again: bool = True) -> Slot | None:
     """What a settle that met a store error left, read back: a move it made may have landed before the error (its
     answer lost), and the line says what the store holds, not what the settle feared. A take-over of this agent's
     that landed so is this agent's job: settled again from the record read back (once: a second error leaves it
@@ -73,12 +104,13 @@ def _after_error(ctx: AgentContext, runner: SlotRunner, doc: d.Job, error: Excep
         found = read(ctx.store, keys.running(doc.id), doc.id)
         if found is not None and found[0].claim == doc.claim and (found[0].running_phase or found[0].cancelling):
             if found[0].owner == ctx.agent_id and again:
-                ctx.log(f"init: {doc.id}: its take-over landed, though its answer was lost ({why}); settling it again")
+                ctx.log(f"{voice.prefix}: {doc.id}: its take-over landed, though its answer was lost ({why}); "
+                        "settling it again")
                 try:
-                    return _settle_one(ctx, runner, *found)
+                    return _settle_one(ctx, runner, *found, voice)
                 except (StoreError, CorruptDocument, OSError) as e:
-                    return _after_error(ctx, runner, found[0], e, again=False)
-            ctx.log(f"init: {doc.id}: {unsettled}; {later}")
+                    return _after_error(ctx, runner, found[0], e, voice, again=False)
+            ctx.log(f"{voice.prefix}: {doc.id}: {unsettled}; {later}")
             return None
         from ..errors import JobNotFound
         from ..lookup import view
@@ -88,14 +120,15 @@ def _after_error(ctx: AgentContext, runner: SlotRunner, doc: d.Job, error: Excep
         except JobNotFound:
             now = None
     except (StoreError, CorruptDocument) as e:
-        ctx.log(f"init: {doc.id}: {unsettled}, and the store does not say what stands ({type(e).__name__}); {later}")
+        ctx.log(f"{voice.prefix}: {doc.id}: {unsettled}, and the store does not say what stands "
+                f"({type(e).__name__}); {later}")
         return None
     state = "with no record" if now is None else now.state
-    ctx.log(f"init: {doc.id}: settled, though an answer was lost ({why}): the store shows it {state}")
+    ctx.log(f"{voice.prefix}: {doc.id}: settled, though an answer was lost ({why}): the store shows it {state}")
     return None
 
 
-def _left_here(ctx: AgentContext, doc: d.Job) -> bool:
+def left_here(ctx: AgentContext, doc: d.Job) -> bool:
     owner = doc.owner
     return (doc.instance_ref == ctx.instance_ref and owner is not None and owner != ctx.agent_id
             and (doc.running_phase or doc.cancelling) and owner_gone(ctx, doc))
@@ -115,45 +148,47 @@ def owner_gone(ctx: AgentContext, doc: d.Job) -> bool:
         where = ("records no process" if doc.owner_process is None else
                  "runs on another machine or in another pid namespace")
         ctx.log_once(f"foreign owner {doc.id}", doc.owner,
-                     f"init: {doc.id}: its record names this host ({doc.instance_ref}), but its agent {doc.owner} "
+                     f"{doc.id}: its record names this host ({doc.instance_ref}), but its agent {doc.owner} "
                      f"{where}, with no lock on this work root: left to the reaper (its promise). If two machines "
                      "use one host name, give each its own --host")
     return state == "gone"
 
 
-def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> Slot | None:
+def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, voice: Voice) -> Slot | None:
     job_id = doc.id
     directory = ctx.workspace.directory_of(doc)
     users = ctx.host.users_of(directory)
     if users:
-        ctx.log(f"init: {job_id}: left by the worker this one replaced, but still run here by pid {min(users)}; it "
+        ctx.log(f"{voice.prefix}: {job_id}: left by {voice.left_by}, but still run here by pid {min(users)}; it "
                 "keeps its lease")
         if doc.process is None:  # it died between the spawn and the renewal that records the process
             doc = doc.with_(process=ctx.host.found_process(users, job_id, doc.started_at))
-        return _take_over(ctx, runner, doc, version, directory, ended=None)
+        return take_over(ctx, runner, doc, version, directory, voice, ended=None)
     status = ctx.workspace.exit_status(directory)
     kept = ctx.workspace.kept(directory)
     kept = kept is not None and kept.get("attempt") == doc.claim  # its keeper stopped it: a lost worker, not a signal
     if doc.cancelling or (status is not None and not kept):
-        return _take_over(ctx, runner, doc, version, directory, ended=status or (None, None))
+        return take_over(ctx, runner, doc, version, directory, voice, ended=status or (None, None))
     if status is None and not kept and ctx.host.keeper_alive(directory):
         # Its command is gone and nothing recorded how it ended, but its keeper lives: it saw the end, or will
         # once it looks, and writes the status. Requeued now, a job that had ended would run again.
-        ctx.log(f"init: {job_id}: left by the worker this one replaced; its command no longer runs, but its keeper "
+        ctx.log(f"{voice.prefix}: {job_id}: left by {voice.left_by}; its command no longer runs, but its keeper "
                 "does: taken over, to record what the keeper saw")
-        return _take_over(ctx, runner, doc, version, directory, ended=None)
+        return take_over(ctx, runner, doc, version, directory, voice, ended=None)
     now = ctx.clock.now()
-    new = lapse(ctx.store, doc, version, writer=ctx.agent_id, reason=KEPT if kept else REPLACED, now=now)
+    reason = KEPT if kept else voice.reason
+    new = lapse(ctx.store, doc, version, writer=ctx.agent_id, reason=reason, now=now)
     if new is None:
         return None  # moved meanwhile (a cancel, the reaper): theirs stands
     started = doc.started_at or doc.claimed_at
     how = "requeued" if new.state == "queued" else new.state
-    ctx.log(f"init: {job_id}: {how} ({KEPT if kept else REPLACED}; started {started} by the worker this one "
-            f"replaced on {doc.instance_ref}; restart {doc.requeues + 1})")
+    ctx.log(f"{voice.prefix}: {job_id}: {how} ({reason}; started {started} by {voice.left_by} on "
+            f"{doc.instance_ref}; restart {doc.requeues + 1})")
     return None
 
 
-def _take_over(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, directory: str, *, ended) -> Slot | None:
+def take_over(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, directory: str, voice: Voice, *,
+               ended) -> Slot | None:
     """Become the job's owner (a compare-and-swap on its running document) and give it a slot that watches
     (or has seen) its process rather than starting one."""
     if doc.process is not None and not doc.process.get("work_dir"):
@@ -183,8 +218,8 @@ def _take_over(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, direc
         runner.stop(slot, Stop.CANCEL)
     elif ended is not None and ended != (None, None):
         code, sig = ended
-        ctx.log(f"init: {doc.id}: its command had ended ({f'exit {code}' if sig is None else f'signal {sig}'}) "
-                f"when the worker this one replaced died; recording it")
+        ctx.log(f"{voice.prefix}: {doc.id}: its command had ended ({f'exit {code}' if sig is None else f'signal {sig}'}) "
+                f"when {voice.left_by} died; recording it")
     return slot
 
 

@@ -217,3 +217,50 @@ def test_a_command_that_ended_unrecorded_while_its_keeper_was_stopped_is_recorde
     status = machine_status(stado_env, job)
     assert (status["exit_code"], status["requeues"]) == (3, 0), status
     assert len(_starts(ledger)) == 1  # never started again
+
+
+def test_a_sibling_that_dies_for_good_leaves_an_ended_command_recorded_not_run_again(stado_env, tmp_path, store):
+    """Two agents on one host (they share its work root). The first dies for good (no agent replaces it) after its
+    job's command ended unrecorded, its keeper stopped so that it cannot stand in. When the promise passes, the
+    sibling's reaper pass sees on the machine that the owner is gone and its keeper alive: it takes the job over to
+    record how it ended, where the promise alone would requeue a command that had ended."""
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    job = submit(stado_env, f"echo start $WC_JOB_ID $$ 0 >> {ledger}; while [ ! -e {gate} ]; do sleep 0.02; done; "
+                            "exit 3")
+    first = Agent(stado_env, tmp_path, name="a")
+    sibling = None
+    keeper = None
+    try:
+        process = wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=30,
+                           message="its process recorded")
+        job_dir = Path(process["work_dir"]).parent
+        keeper = wait_for(lambda: (job_dir / "keeper.json").exists() and json.loads(
+            (job_dir / "keeper.json").read_text())["pid"], timeout=10, message="its keeper")
+        sibling = Agent(stado_env, tmp_path, name="b")
+        wait_for(lambda: "started on" in sibling.log(), timeout=30, message="the sibling's start")
+        first.proc.send_signal(signal.SIGSTOP)
+        os.kill(keeper, signal.SIGSTOP)
+        gate.touch()
+        wait_for(lambda: len(ledger.read_text().splitlines()) == 1, timeout=10)
+        time.sleep(0.5)
+        assert not (job_dir / "exit-status").exists()
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(10)
+        wait_for(lambda: f"reaper: {job}: " in sibling.log() or len(_starts(ledger)) > 1, timeout=60,
+                 message="the sibling's word on it")
+        os.kill(keeper, signal.SIGCONT)
+        wait_for(lambda: machine_status(stado_env, job)["state"] in ("failed", "completed")
+                 or len(_starts(ledger)) > 1, timeout=60, message="the outcome")
+    finally:
+        if keeper is not None:
+            try:
+                os.kill(keeper, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        first.stop()
+        if sibling is not None:
+            sibling.stop()
+    assert len(_starts(ledger)) == 1, sibling.log()  # never started again
+    status = machine_status(stado_env, job)
+    assert (status["state"], status["exit_code"], status["requeues"]) == ("failed", 3, 0), status
+    assert f"reaper: {job}: left by its agent " in sibling.log(), sibling.log()
