@@ -370,7 +370,7 @@ PURPOSES = [
     ("submission.py:submit", "PUT", "names", None, "submit: the name index entry (--name)"),
     ("readyindex.py:index", "PUT", "ready", "submission.py:submit",
      "submit: the claim-order index entry (a copy of the ledger entry)"),
-    ("agentcli.py:cmd_agent", "LIST", "ready", None, "start-up: reach the store once (a bad config fails here)"),
+    ("cli/agent.py:cmd_agent", "LIST", "ready", None, "start-up: reach the store once (a bad config fails here)"),
     ("storecheck.py:missing_guarantees", ".*", "control", None,
      "start-up: the store check (are conditional writes honoured on this path?)"),
     ("storecheck.py:ensure_safe", "PUT", "control", None, "start-up: the store check's verdict, for people"),
@@ -405,15 +405,15 @@ PURPOSES = [
     ("schedules.py:add", "PUT", "schedules", None, "schedule add: create the schedule (create-if-absent)"),
     ("schedules.py:get", "GET", "schedules", None, "schedule rm: read the schedule"),
     ("schedules.py:remove_schedule", "DELETE", "schedules", None, "schedule rm: delete it (if-match)"),
-    ("agent/claims.py:list_window", "LIST", "ready", None, "poll: one page of the claim-order index ready/"),
-    ("agent/claims.py:document", "GET", "ready", None, "claim pass: the index entry (its version is new to this agent)"),
-    ("agent/claims.py:document", "GET", "queue", None,
+    ("agent/claim_pass.py:list_window", "LIST", "ready", None, "poll: one page of the claim-order index ready/"),
+    ("agent/claim_pass.py:document", "GET", "ready", None, "claim pass: the index entry (its version is new to this agent)"),
+    ("agent/claim_pass.py:document", "GET", "queue", None,
      "claim pass: the ledger entry (its index entry's version is new to this agent)"),
-    ("agent/claims.py:pause", "GET", "ready", None,
+    ("agent/claim_pass.py:pause", "GET", "ready", None,
      "claim pass: the pause record, listed in ready/ (read once for each version of it)"),
     ("pause.py:adopt_legacy", "GET", "control", None,
      "index check (every 300 s): a pause record where an older stado kept it? (404)"),
-    ("agent/claims.py:_ledger", "GET", "queue", None, "claim pass: the ledger entry (the index is only a hint)"),
+    ("agent/claim_pass.py:_ledger", "GET", "queue", None, "claim pass: the ledger entry (the index is only a hint)"),
     ("jobs/claim.py:claim", "PUT", "running", None, "claim: create running/ (create-if-absent: one winner)"),
     ("jobs/claim.py:stale_claim", "GET", TERMINAL, None,
      "after creating running/: terminal-first check, GET {top}/ (did the job end meanwhile?)"),
@@ -509,7 +509,7 @@ def categorise(rows: list[dict], s: Scenario) -> None:
             row["whose"] = "start-up"
         elif row["at"] > s.t1:
             row["whose"] = "after"
-        elif row["where"] in ("agent/claims.py:list_window", "agent/claims.py:pause"):
+        elif row["where"] in ("agent/claim_pass.py:list_window", "agent/claim_pass.py:pause"):
             row["whose"] = "pass"
         else:
             row["whose"] = "background"

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 from stado import cas, jobs, keys, submission  # noqa: E402
-from stado.agent import Agent, AgentConfig, claims  # noqa: E402
+from stado.agent import Agent, AgentConfig, claim_pass  # noqa: E402
 from stado.documents import parse_iso  # noqa: E402
 from stado.metered import KINDS, MeteredStore  # noqa: E402
 from stado.objectstore.connect import open_store  # noqa: E402
@@ -141,7 +141,7 @@ def window_table(rows: list[dict]) -> str:
 
 def _count_races(counts: dict) -> None:
     """In a drain agent's process: count its claims and lost claim races (same-interface wrappers)."""
-    claim, read = jobs.claim, claims.read
+    claim, read = jobs.claim, claim_pass.read
 
     def counting_claim(*args, **kwargs):
         got = claim(*args, **kwargs)
@@ -154,7 +154,7 @@ def _count_races(counts: dict) -> None:
             counts["lost"] += 1  # the index named a job another agent had already taken
         return got
 
-    jobs.claim, claims.read = counting_claim, counting_read
+    jobs.claim, claim_pass.read = counting_claim, counting_read
 
 
 def _drain_agent(backend: Backend, prefix: str, tmp: Path, i: int, slots: int, barrier, results) -> None:

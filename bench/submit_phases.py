@@ -17,7 +17,7 @@ def mark(name: str) -> None:
 import stado.cli as cli  # noqa: E402
 
 mark("import stado.cli")
-args = cli._fast_submit(["submit", "true"])
+args = cli.fast_submit(["submit", "true"])
 mark("parse the options (runkit.fastargs)")
 from stado import submission  # noqa: E402
 from stado.batch import submission_from_args  # noqa: E402

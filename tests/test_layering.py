@@ -10,8 +10,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 FORBIDDEN = {"runkit": {"jobman", "stado"}, "jobman": {"stado"}, "stado": {"jobman"}}
 # The command-line modules: they parse, call one library function per command and render.
-CLI_MODULES = {"jobman.__main__", "jobman.cli", "jobman.cli_control", "jobman.run_args",
-               "stado.__main__", "stado.cli", "stado.clifleet", "stado.agentcli"}
+CLI_MODULES = {"jobman.__main__", "jobman.cli", "jobman.cli_control", "jobman.run_args", "stado.__main__", "stado.cli"} | {
+    f"stado.cli.{path.stem}" for path in (SRC / "stado" / "cli").glob("*.py") if path.stem != "__init__"}
 
 
 def _module_name(path: Path) -> str:
@@ -95,16 +95,20 @@ def _load_closure(start: str, packages: tuple) -> tuple[set[str], set[tuple[str,
     return seen, outside
 
 
-def _load_time_imports(name: str) -> set[str]:
+def _load_time_imports(name: str, *, typing_too: bool = True) -> set[str]:
     """What importing module `name` imports at once: its module-level imports, those inside a
-    module-level try or if included (a lazy import inside a function is not taken at load time)."""
+    module-level try or if included (a lazy import inside a function is not taken at load time). `typing_too`:
+    with those under `if TYPE_CHECKING:`, which name what a module uses when it loads it by other means (a
+    function called at load time that imports it), though Python never runs them."""
     path = _module_path(name)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     nodes = list(ast.parse(path.read_text()).body)
     while nodes:
         node = nodes.pop()
-        if isinstance(node, (ast.Try, ast.If)):
+        if isinstance(node, ast.If) and not typing_too and _type_checking(node.test):
+            nodes += node.orelse
+        elif isinstance(node, (ast.Try, ast.If)):
             nodes += node.body + node.orelse + getattr(node, "finalbody", []) + [
                 n for handler in getattr(node, "handlers", []) for n in handler.body]
         elif isinstance(node, ast.Import):
@@ -112,6 +116,125 @@ def _load_time_imports(name: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             found.update(_from_import(node, package))
     return found
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for package in FORBIDDEN for path in sorted((SRC / package).rglob("*.py"))}
+
+
+def load_time_graph() -> dict[str, set[str]]:
+    """Module -> the modules of this tree it imports at load time. An import of a package the module lies in is
+    left out: loading a module has loaded its packages first, so that edge closes no circle."""
+    modules = _modules()
+    return {name: {m for m in _load_time_imports(name, typing_too=False) if m in modules and m != name and not name.startswith(m + ".")}
+            for name in modules}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            child = next(edges, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_is_part_of_a_load_time_import_cycle():
+    """A circle of load-time imports makes what a module holds depend on which of them was imported first."""
+    assert cycles(load_time_graph()) == []
+
+
+def private_imports(name: str, source: str, package: str) -> list[str]:
+    """`from M import _x` in module `name`, where M is a module of this tree other than `name` itself."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            module = min(_from_import(node, package), key=len)
+            if module.split(".")[0] not in FORBIDDEN or module == name:
+                continue
+            found += [f"{name} imports {alias.name} from {module}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_the_private_import_check_sees_one():
+    assert private_imports("stado.a", "from .b import _c, d\nfrom os import _exit", "stado") == [
+        "stado.a imports _c from stado.b"]
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A name with a leading underscore is its module's own: one another module needs is public, under a name that
+    says what it is."""
+    found = []
+    for name, path in _modules().items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found += private_imports(name, path.read_text(), package)
+    assert found == []
+
+
+def test_no_package_binds_a_name_that_shadows_its_submodule():
+    """`pkg.x` is one thing: a package whose __init__ binds a function or class named as one of its submodules makes
+    `pkg.x` the function or the module depending on who imported what."""
+    found = []
+    for name, path in _modules().items():
+        if path.name != "__init__.py":
+            continue
+        submodules = {p.stem for p in path.parent.glob("*.py")} | {
+            p.name for p in path.parent.iterdir() if (p / "__init__.py").exists()}
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                bound = [node.name]
+            elif isinstance(node, ast.ImportFrom) and not (node.level == 1 and node.module is None):
+                bound = [alias.asname or alias.name for alias in node.names]
+            elif isinstance(node, ast.Assign):
+                bound = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            found += [f"{name}.{b}" for b in bound if b in submodules]
+    assert found == []
 
 
 # Everything outside runkit and jobman that `jobman __supervise` loads (it starts for every job): before it
@@ -193,8 +316,9 @@ def test_platform_calls_live_in_runkit_proc_alone():
 # The dashboards (`jobman ui`, `stado ui`): their packages and the web framework are loaded by that command alone.
 UI_PACKAGES = ("jobman.ui", "stado.ui", "runkit.web")
 WEB_FRAMEWORK = {"starlette", "uvicorn", "anyio", "h11", "playwright"}
-UI_LAUNCHERS = {"jobman.cli_control", "stado.clifleet"}  # they import the dashboard inside `cmd_ui` only
-START_PATHS = ("jobman.cli", "jobman.supervisor.claim", "jobman.supervisor.owner", "stado.cli", "stado.agentcli", "stado.agent")
+UI_LAUNCHERS = {"jobman.cli_control", "stado.cli.fleet"}  # they import the dashboard inside `cmd_ui` only
+START_PATHS = ("jobman.cli", "jobman.supervisor.claim", "jobman.supervisor.owner", "stado.cli", "stado.cli.options",
+               "stado.cli.submitting", "stado.cli.agent", "stado.agent")
 
 
 def _is_ui(name: str) -> bool:

@@ -14,7 +14,7 @@ from .admission import cost_of, offer_of, unschedulable
 from .errors import ArtifactError, BadInput
 from .lookup import find, view
 from .objectstore.base import NotFound, ObjectStore, StoreError
-from .overview import Overview, _agents, _records, listed, output_since
+from .overview import Overview, agent_records, job_records, listed, output_since
 from .pause import pause_record
 
 PAGE_MAX = 500
@@ -22,7 +22,7 @@ RECENT = 50  # terminal jobs shown, newest first
 
 
 def _resolved(store: ObjectStore, job_id: str, states: list[str], out: Overview):
-    v = d.resolve(job_id, _records(store, job_id, states, out))
+    v = d.resolve(job_id, job_records(store, job_id, states, out))
     if v is not None:
         v.also = [s for s in states if s != v.state]
     return v
@@ -84,7 +84,7 @@ def board(store: ObjectStore, *, offset: int = 0, limit: int = 100, search: str 
     now = time.time() if now is None else now
     out = Overview()
     present, by_state = listed(store, out)
-    _agents(store, out, now)
+    agent_records(store, out, now)
     agents = {a.get("agent"): a for a in out.agents}
     wanted = _matching(store, search)
     order = [j for j in _claim_order(store, by_state.get("queued", []), out) if _matches(j, wanted)]

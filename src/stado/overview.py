@@ -50,7 +50,7 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
             counts[states[0]] = counts.get(states[0], 0) + 1
             continue
         met = len(out.problems)
-        view = d.resolve(job_id, _records(store, job_id, states, out))
+        view = d.resolve(job_id, job_records(store, job_id, states, out))
         corrupt = len(out.problems) > met  # records, none readable: each is listed under problems
         if view is not None:
             view.also = [s for s in states if s != view.state]
@@ -67,7 +67,7 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float 
             out.corrupt += 1
     out.counts = counts
     out.paused = pause_record(store)
-    _agents(store, out, now)
+    agent_records(store, out, now)
     _notes(out, now)
     return out
 
@@ -109,7 +109,7 @@ def _listed(store: ObjectStore, out: Overview) -> dict[str, list[str]]:
     return present
 
 
-def _records(store: ObjectStore, job_id: str, states: list[str], out: Overview) -> dict[str, d.Job]:
+def job_records(store: ObjectStore, job_id: str, states: list[str], out: Overview) -> dict[str, d.Job]:
     """The records to resolve the job from: the first readable one states its truth; after a terminal one,
     running/ (if listed) tells whether the job still moves (a cancelled job whose processes are being stopped)."""
     records, first = {}, None
@@ -146,7 +146,7 @@ def _read_again(store: ObjectStore, job_id: str, listed_as: list[str], out: Over
         return None, False
 
 
-def _agents(store: ObjectStore, out: Overview, now: float) -> None:
+def agent_records(store: ObjectStore, out: Overview, now: float) -> None:
     for entry in store.list(keys.AGENTS):
         try:
             record = json.loads(store.get(entry.key).data)
@@ -217,7 +217,7 @@ def waiting_now(store: ObjectStore, spec, now: float) -> str | None:
     """Why a queued job waits (admission.waiting_reason), read for one job: the agents' records, and the running
     records (one LIST each, a GET per record). None: an agent has room, or could not be told."""
     out = Overview()
-    _agents(store, out, now)
+    agent_records(store, out, now)
     for entry in store.list(keys.RUNNING):
         job_id = keys.job_id_of(entry.key, keys.RUNNING)
         if job_id is None:

@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 
 from jobman import run_args
 from runkit.fastargs import add_to_argparse, fast_parse, to_namespace
-from stado.cli import SUBMIT_OPTIONS
+from stado.cli.options import SUBMIT_OPTIONS
 
 from .conftest import examples
 
@@ -98,11 +98,11 @@ def test_jobman_run_options_read_alike_by_both_parsers(tokens):
 # -- stado submit -----------------------------------------------------------------------------------------
 
 def _stado_argparse(tokens):
-    from stado.cli import _parser
+    from stado.cli.parser import build
     from stado.errors import BadInput
 
     try:
-        ns = vars(_parser().parse_args(["submit", *tokens]))
+        ns = vars(build().parse_args(["submit", *tokens]))
     except BadInput:
         return None
     return {k: ns[k] for k in [o.dest for o in SUBMIT_OPTIONS] + ["cmd"]}
@@ -111,9 +111,9 @@ def _stado_argparse(tokens):
 @examples(600)
 @given(_tokens(SUBMIT_OPTIONS))
 def test_stado_submit_options_read_alike_by_both_parsers(tokens):
-    from stado.cli import _fast_submit
+    from stado.cli import fast_submit
 
-    fast = _fast_submit(["submit", *tokens])
+    fast = fast_submit(["submit", *tokens])
     slow = _quietly(_stado_argparse, tokens)
     if fast is not None:
         assert slow not in (None, "help"), f"the table parser accepted what argparse refuses: {tokens!r}"
@@ -123,9 +123,9 @@ def test_stado_submit_options_read_alike_by_both_parsers(tokens):
 def test_the_generators_reach_both_sides():
     """The properties above are not vacuous: the table parser accepts some generated inputs, argparse refuses
     others (checked on fixed inputs of the shapes generated)."""
-    from stado.cli import _fast_submit
+    from stado.cli import fast_submit
 
     assert fast_parse(["--name", "a", "--retries=2", "--after-success", "x"], run_args.OPTIONS, 0) is not None
     assert _quietly(_jobman_argparse, ["--retries", "-1"]) is None
-    assert _fast_submit(["submit", "true", "--cores", "2", "--capability", "gpu"]) is not None
+    assert fast_submit(["submit", "true", "--cores", "2", "--capability", "gpu"]) is not None
     assert _quietly(_stado_argparse, ["--cores", "x"]) is None

@@ -1,5 +1,5 @@
 """The agent in the simulator: stado.agent.Agent itself, its loop (Agent.loop), its claim pass
-(agent.claims.ClaimPass), its slots (agent.runner.SlotRunner: renew, overtaken, re-adoption; agent.slotend: finish,
+(agent.claim_pass.ClaimPass), its slots (agent.runner.SlotRunner: renew, overtaken, re-adoption; agent.slotend: finish,
 settle), its reaper's pass and its index check, unchanged. Only what touches the host is the simulator's, each
 passed to the Agent as the real one is (the in-process tests, tests/stado/inprocess.py, pass the same kinds):
 

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from importlib import import_module
 
 from stado import artifacts, reaper, schedules, standin, storecheck, submission
-from stado.agent import claims, owner
+from stado.agent import claim_pass, owner
 
-# The transitions' modules (the package's own names, claim and cancel, are its functions).
+# The transitions' modules.
 job_cancel, job_claim, job_common, job_moves = (import_module(f"stado.jobs.{name}")
-                                                for name in ("cancel", "claim", "common", "moves"))
+                                                for name in ("cancellation", "claiming", "common", "moves"))
 
 
 class _SimTime:
@@ -71,7 +71,7 @@ def deterministic(sim):
         (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce), (submission, "time", clock),
         (job_claim, "new_nonce", sim.new_nonce), (job_moves, "new_nonce", sim.new_nonce),
         (job_cancel, "new_nonce", sim.new_nonce), (job_common, "time", clock), (reaper, "new_nonce", sim.new_nonce),
-        (owner, "uuid7", sim.new_agent_id), (owner, "new_nonce", sim.new_nonce), (claims, "random", _SimRandom(sim)),
+        (owner, "uuid7", sim.new_agent_id), (owner, "new_nonce", sim.new_nonce), (claim_pass, "random", _SimRandom(sim)),
         (owner, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
         (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)), (owner, "os", _SimOs(sim)),

@@ -36,19 +36,19 @@ def test_the_default_exploration_finds_no_violation():
 
 
 def test_the_exploration_reaches_spread_claim_passes(monkeypatch):
-    """Issue 25: the agents' claim passes spread over the head of the claim order by rank (agent.claims.spread).
+    """Issue 25: the agents' claim passes spread over the head of the claim order by rank (agent.claim_pass.spread).
     The simulator runs the real pass, so the exploration above covers that choice, provided its worlds reach it:
     passes whose walk is not the claim order (an agent of rank 1 or 2 among 2-3 agents with a job it goes past)."""
-    from stado.agent import claims
+    from stado.agent import claim_pass
 
-    real, reordered = claims.spread, []
+    real, reordered = claim_pass.spread, []
 
     def counting(entries, **kwargs):
         walk, passed = real(entries, **kwargs)
         reordered.append(walk != entries)
         return walk, passed
 
-    monkeypatch.setattr(claims, "spread", counting)
+    monkeypatch.setattr(claim_pass, "spread", counting)
     for seed in range(1, 1001):
         assert not run_one(seed=seed).violations, seed
     assert sum(reordered) >= 30, (sum(reordered), len(reordered))

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from stado import jobs, keys, submission
-from stado.agent import claims
+from stado.agent import claim_pass
 from stado.agent.logonce import LogOnce
 from stado.agent.slot import Phase, Stop
 from stado.cas import read
@@ -199,7 +199,7 @@ def test_a_claim_pass_yields_decisions_and_claims_nothing_it_cannot_fit(world):
     agent = world.agent(cores=2, slots=3)
     big = submit(world, "run 5", cores=2)
     small = submit(world, "run 5", cores=1)
-    decisions = list(claims.ClaimPass(agent.ctx, agent.queue, running=set(), room=agent.room()))
+    decisions = list(claim_pass.ClaimPass(agent.ctx, agent.queue, running=set(), room=agent.room()))
     assert [type(x).__name__ for x in decisions] == ["Claim"]  # the big one fits; the small one finds no core left
     assert decisions[0].doc["id"] == big and read(world.store, keys.queued(small)) is not None
 

@@ -51,7 +51,7 @@ def test_the_phase_names_are_spelled_in_documents_alone():
         docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
         bad += [f"{p.relative_to(SRC)}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
                 if isinstance(n, ast.Constant) and n.value in PHASES and id(n) not in docstrings
-                and not (p.name == "cancel.py" and n.value == "finishing")]  # a CancelReport kind of its own
+                and not (p.name == "cancellation.py" and n.value == "finishing")]  # a CancelReport kind of its own
     assert bad == []
 
 
@@ -93,7 +93,7 @@ def test_the_agents_classes_declare_their_state_in_init():
 
 def test_collaborators_get_the_context_never_the_agent():
     """Only owner.py knows the Agent; the claim pass, the runner, the slot's end and the take-over import it not."""
-    for name in ("claims", "runner", "slotend", "takeover", "context"):
+    for name in ("claim_pass", "runner", "slotend", "takeover", "context"):
         tree = ast.parse((SRC / "agent" / f"{name}.py").read_text())
         imported = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert "owner" not in imported and not any(m.endswith(".owner") for m in imported), name

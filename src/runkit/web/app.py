@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from .server import STATIC, Launch, _Stopping
+from .server import STATIC, Launch, Stopping
 
 KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies and browsers drop silent ones)
 
@@ -127,7 +127,7 @@ def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path
     from .server import Guard
 
     changes = Changes(fingerprint, interval)
-    stopping = _Stopping()
+    stopping = Stopping()
 
     @asynccontextmanager
     async def lifespan(app):

@@ -181,7 +181,7 @@ async def _refuse(send, status: int, message: str):
                    [(b"content-type", b"application/json")])
 
 
-class _Stopping:
+class Stopping:
     """Set when the server is asked to stop, so that open event streams end and the server need not wait for
     them (a browser keeps one open for as long as the page is shown)."""
 
@@ -198,7 +198,7 @@ class _Stopping:
             self.loop.call_soon_threadsafe(self.event.set)
 
 
-def serve(app, launch: Launch, stopping: _Stopping) -> None:
+def serve(app, launch: Launch, stopping: Stopping) -> None:
     """Serve until SIGINT or SIGTERM; returns once open streams are closed (after 3 s at most)."""
     import uvicorn
 

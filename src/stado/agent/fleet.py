@@ -1,6 +1,6 @@
 """Which agents serve this queue, as far as one LIST of agents/ tells, and where this agent stands among them.
 
-Agents that poll together race for the head of the claim order; a claim pass spreads them over it (claims.spread)
+Agents that poll together race for the head of the claim order; a claim pass spreads them over it (claim_pass.spread)
 by this agent's rank among the live agents. Knowing them costs one LIST of agents/ (keys and stamps, no record
 read) at the record's cadence, right after this agent rewrote its own, while its claim passes see work to claim (an
 idle agent lists nothing more than its poll's page of ready/), and once more after a lost claim race or an entry

@@ -1,5 +1,5 @@
 """`stado agent`: the owner of one worker on one host. It claims jobs and runs each in a slot, on cadences of its
-own: the claim pass every poll (claims.py), the reaper's pass (reaper.py: finish half-done moves, requeue or fail
+own: the claim pass every poll (claim_pass.py), the reaper's pass (reaper.py: finish half-done moves, requeue or fail
 jobs whose worker stopped speaking), the claim-order index kept in step with the queue, schedules fired when due
 (schedules.py), and its agents/ record refreshed.
 
@@ -44,7 +44,7 @@ from ..problems import Problem
 from ..reaper import Watch, reap
 from ..storecheck import ensure_safe
 from ..storeclock import SKEW_BOUND, StoreClock, skew_words
-from .claims import Backoff, Claim, ClaimPass, Hold, QueueKnowledge
+from .claim_pass import Backoff, Claim, ClaimPass, Hold, QueueKnowledge
 from .config import AgentConfig
 from .context import AgentContext
 from .fleet import Fleet
@@ -196,7 +196,7 @@ class Agent:
         return False
 
     def claim(self) -> int:
-        """One claim pass (claims.ClaimPass), its decisions recorded as they come. Returns how many claimable jobs
+        """One claim pass (claim_pass.ClaimPass), its decisions recorded as they come. Returns how many claimable jobs
         it saw (0: nothing to do)."""
         claim_pass = ClaimPass(self.ctx, self.queue, running=set(self.slots), room=self.room(), rank=self.fleet.rank())
         claimed, backoff = False, None

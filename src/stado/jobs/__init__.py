@@ -14,12 +14,12 @@ One rule fences every move: running/<id>.json is the job's move lock.
 - Terminal records are final. A queue entry beside one is a leftover to clean up; a claim that finds
   one starts nothing; a reaper's verdict or a cancel tombstone meeting one writes no second one.
 
-claim.py: queued -> running (the claim, its check, giving it back, re-adoption, take-over);
+claiming.py: queued -> running (the claim, its check, giving it back, re-adoption, take-over);
 moves.py: renewals, the pulse, and every move out of running/ (finish, settle, the leftovers pass);
-cancel.py: cancellation. docs/stado.md has the table of every transition's writes and crash windows.
+cancellation.py: cancellation. docs/stado.md has the table of every transition's writes and crash windows.
 """
-from .cancel import CancelReport, cancel
-from .claim import (Readopted, Unverified, claim, give_back, lost_worker_requeue, readopt, stale_claim, take_over,
+from .cancellation import CancelReport, cancel
+from .claiming import (Readopted, Unverified, claim, give_back, lost_worker_requeue, readopt, stale_claim, take_over,
                     verify_claim)
 from .common import CONFLICT_RETRIES, Overtaken
 from .moves import finish, own_write, pulse, renew, settle, settle_leftovers, settle_own_cancel

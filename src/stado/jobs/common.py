@@ -18,7 +18,8 @@ class Overtaken(record("Overtaken", "current version", defaults=(None,))):
     __slots__ = ()
 
 
-def _now(now: float | None) -> float:
+def stamp(now: float | None) -> float:
+    """The time a move is stamped with: the caller's `now`, else this host's clock."""
     return time.time() if now is None else now
 
 

@@ -7,7 +7,7 @@ per poll. The claim stays exactly-once because the queue entry's version decides
 was claimed from with delete-if-match on the version it read, and a hold replaces that version. Whichever lands
 first wins: a hold after the claim's delete finds the entry gone (the job is running: the hold says so and writes
 nothing); a claim whose delete finds the entry held gives its claim back before starting anything
-(jobs.claim.verify_claim). A release drops the field the same way; the entry keeps its id, so the job keeps its
+(jobs.claiming.verify_claim). A release drops the field the same way; the entry keeps its id, so the job keeps its
 place in the claim order (priority, then creation)."""
 from runkit.records import record
 
@@ -18,7 +18,7 @@ from ..errors import StadoError
 from ..lookup import find, view
 from ..objectstore.base import ObjectStore
 from ..readyindex import index
-from .common import CONFLICT_RETRIES, _now
+from .common import CONFLICT_RETRIES, stamp
 
 
 class NotQueued(StadoError):
@@ -55,7 +55,7 @@ def _set(store: ObjectStore, selector: str, *, held: bool, by: str, now: float |
             said = (f"job {job_id} was already held by {was.get('by')} at {was.get('at')}" if held
                     else f"job {job_id} was not held; nothing changed")
             return HoldReport(job_id, False, queued, said)
-        t = _now(now)
+        t = stamp(now)
         new = (d.held_doc if held else d.released_doc)(queued, by=by, now=t, nonce=new_nonce())
         written, _ = replace(store, keys.queued(job_id), new, version)
         if written is None:

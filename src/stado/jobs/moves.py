@@ -7,7 +7,7 @@ from ..errors import Conflict, CorruptDocument
 from ..lookup import terminal_records
 from ..objectstore.base import ObjectStore, Version
 from ..readyindex import index, unindex
-from .common import CONFLICT_RETRIES, Overtaken, _now, running_records
+from .common import CONFLICT_RETRIES, Overtaken, stamp, running_records
 
 
 def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at: float, now: float | None = None,
@@ -17,7 +17,7 @@ def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at:
     (cancel, reaper) wins and this worker learns it. `on_attempt(doc)`: told each renewal before it is sent (the
     job's keeper learns of a renewal whose answer may come late)."""
     for _ in range(CONFLICT_RETRIES):  # our own renewals (another thread of this agent) may move it meanwhile
-        new = d.renewed_doc(doc, now=_now(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
+        new = d.renewed_doc(doc, now=stamp(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
                             started_at=started_at, process=process)
         if on_attempt is not None:
             on_attempt(new)
@@ -43,7 +43,7 @@ def own_write(mine: d.Job, current: d.Job) -> bool:
 
 def pulse(store: ObjectStore, doc: d.Job, *, renewed: bool, now: float | None = None) -> None:
     """The per-job heartbeat, written after every renewal attempt, successful or not."""
-    body = {"job": doc.id, "agent": doc.owner, "at": d.iso(_now(now)), "renewed": renewed,
+    body = {"job": doc.id, "agent": doc.owner, "at": d.iso(stamp(now)), "renewed": renewed,
             "generation": doc.generation, "nonce": new_nonce()}
     store.put(keys.heartbeat(doc.id), d.encode(body))
 
@@ -53,7 +53,7 @@ def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
     """Running -> terminal (or back to the queue for a retry). First the fenced decision (put-if-match
     of phase 'finishing' with the outcome: it is also this writer's take), then settle() writes the new
     record and deletes the old."""
-    t = _now(now)
+    t = stamp(now)
     for _ in range(CONFLICT_RETRIES):  # our own renewals (another thread of this agent) may move it meanwhile
         fin = d.finishing_doc(doc, res, now=t, nonce=new_nonce())
         new_version, seen = replace_seen(store, keys.running(doc.id), fin, version)
@@ -95,7 +95,7 @@ def _settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, no
             taken: bool, terminal_checked: bool,
             queue_entry: tuple[d.Job, Version] | None = None) -> tuple[d.Job | None, bool]:
     """settle(), and whether its delete of running/ landed."""
-    t = _now(now)
+    t = stamp(now)
     job_id = doc.id
     if not (doc.finishing or doc.cancelling):
         return None, False  # nothing decided: a running attempt is its owner's (or the reaper's) to move
@@ -159,7 +159,7 @@ def _overtaken(store: ObjectStore, doc: d.Job, new: d.Job, *, writer: str, now: 
     When running/ holds another claim (the move was finished by another settler and the job claimed again before
     this writer's create of the entry landed in the empty key), the late copy of this move's entry is left where it
     is, not withdrawn: that claim may be one that gives itself back with nothing started, counting on the entry it
-    finds there to keep the job queued (jobs.claim._return_to_queue), and the copy is the same retry as the entry it
+    finds there to keep the job queued (jobs.claiming._return_to_queue), and the copy is the same retry as the entry it
     was claimed from. Otherwise whoever comes next meets it: a claim pass drops it while the claim holds running/
     (documents.is_leftover_queue_entry: the same move as the holder's), that claim's own move back to the queue
     replaces it (_requeue: it is for an earlier attempt), and a claim of it after the job ended finds the terminal

@@ -62,7 +62,7 @@ def test_priority_then_creation_order_across_three_agents_with_different_offers(
         # claimed this one (another agent may have taken it earlier).
         assert not [k for k in mine if k["priority"] > job["priority"]], job
         # Then creation time: no older job of the same priority was still waiting when this one was claimed, but
-        # those an agent left to agents of lower rank (claims.spread: at most rank x slots of them, ranks 0-2 here).
+        # those an agent left to agents of lower rank (claim_pass.spread: at most rank x slots of them, ranks 0-2 here).
         older = [k for k in mine if k["priority"] == job["priority"] and k["id"] < job["id"]]
         assert len(older) <= len(AGENTS) - 1, (job, older)
 
@@ -95,7 +95,7 @@ def test_with_four_agents_a_job_starts_only_once_the_earlier_ones_of_its_priorit
     assert len(started) == len(jobs) and len({machine_status(stado_env, j)["instance_ref"] for j, _ in jobs}) > 1
     for job, priority in jobs:
         # An earlier job of the same priority (ids sort by creation) had been claimed when this one started, but
-        # those its agent left to agents of lower rank (claims.spread: at most rank x slots, ranks 0-3 here).
+        # those its agent left to agents of lower rank (claim_pass.spread: at most rank x slots, ranks 0-3 here).
         earlier = [k for k, p in jobs if p == priority and k < job]
         waiting = [k for k in earlier if claimed[k] > started[job]]
         assert len(waiting) <= len(agents) - 1, (job, waiting)

@@ -10,7 +10,7 @@ from ..errors import Conflict, CorruptDocument
 from ..lookup import terminal_records
 from ..objectstore.base import ObjectStore, StoreError, StoreUnavailable, Version
 from ..readyindex import index, unindex
-from .common import CONFLICT_RETRIES, _now
+from .common import CONFLICT_RETRIES, stamp
 from .moves import settle, settle_own_cancel
 
 
@@ -26,7 +26,7 @@ def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str
     as listed (it is removed at that version, with no read). `recheck=False`: running/ is not read again after
     the claim (see verify_claim: the caller starts the job only while the claim's own promise holds).
     `owner_process`: the claiming agent's identity on its host (documents.claim_doc)."""
-    t = _now(now)
+    t = stamp(now)
     job_id = queued.id
     if queued_version is None:
         found = read(store, keys.queued(job_id), job_id)
@@ -160,7 +160,7 @@ def give_back(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, 
     leftover) is written back first, while we still hold running/, so the job stays queued. If a cancel
     moved running/ first, settle that cancel: nothing ran, so nothing needs stopping."""
     if restore:
-        _return_to_queue(store, doc, writer=writer, now=_now(now), handed_back=handed_back)
+        _return_to_queue(store, doc, writer=writer, now=stamp(now), handed_back=handed_back)
     for _ in range(CONFLICT_RETRIES):
         if remove(store, keys.running(doc.id), version):
             return
@@ -230,7 +230,7 @@ def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: st
     a lost worker (the reaper's; never from the retry its own settle wrote, nor a claim given back), and only once
     the claim is known genuine (Unverified when that cannot be read), so that the outcome it records is the job's
     only one."""
-    t = _now(now)
+    t = stamp(now)
     job_id = prior.id
     found = read(store, keys.queued(job_id), job_id)
     if found is None or found[0].requeued_from != prior.claim:
@@ -289,7 +289,7 @@ def take_over(store: ObjectStore, doc: d.Job, version: Version, *, agent_id: str
               now: float | None = None, owner_process: dict | None = None) -> tuple[d.Job, Version] | None:
     """An agent restarting on a host becomes the owner of a job the worker it replaced left running there
     (a compare-and-swap, so a reaper or a cancel that moved first wins). None if it lost."""
-    t = _now(now)
+    t = stamp(now)
     new = d.renewed_doc(doc.with_(owner=agent_id, owner_process=owner_process), now=t, lease_expires_at=lease_expires_at,
                         nonce=new_nonce())
     if doc.owner != agent_id:  # again after its own take-over's answer was lost: the first one's account stands

@@ -17,8 +17,8 @@ from ..cas import create, new_nonce, read, replace
 from ..errors import Conflict, JobNotFound
 from ..lookup import LIFECYCLE, find, records
 from ..objectstore.base import ObjectStore, StoreError, Version
-from .claim import give_back, stale_claim
-from .common import CONFLICT_RETRIES, _now
+from .claiming import give_back, stale_claim
+from .common import CONFLICT_RETRIES, stamp
 from .moves import settle
 
 
@@ -53,7 +53,7 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
         try:
             if job_id is None:
                 job_id = find(store, selector)
-            t = _now(now)
+            t = stamp(now)
             recs = _first_look(store, job_id) if tries == 0 else records(store, job_id)
             tries += 1
             if not recs:

@@ -4,7 +4,7 @@ import sys
 
 from runkit.cliargs import argparse_type, non_negative, whole
 
-from .errors import BadInput
+from ..errors import BadInput
 
 _whole, _number = argparse_type(whole), argparse_type(non_negative)
 
@@ -71,9 +71,9 @@ def add_agent_parser(sub) -> None:
 
 
 def config_from_args(args):
-    from .agent.config import AgentConfig
-    from .spec import parse_list, parse_memory
-    from .agent.workroot import default_work_root
+    from ..agent.config import AgentConfig
+    from ..spec import parse_list, parse_memory
+    from ..agent.workroot import default_work_root
 
     host = args.host or os.environ.get("STADO_HOST") or None
     extra = {"host": host} if host else {}
@@ -93,10 +93,10 @@ def config_from_args(args):
         subreaper=True, **extra).check()
 
 
-def cmd_agent(args, open_store) -> int:
-    from .agent import run_agent
-    from .keys import READY
-    from .agent.workroot import prepare_work_root
+def cmd_agent(args) -> int:
+    from ..agent import run_agent
+    from ..keys import READY
+    from ..agent.workroot import prepare_work_root
 
     if args.drain:
         return _drain(args)
@@ -105,12 +105,14 @@ def cmd_agent(args, open_store) -> int:
         sys.stdout.write(systemd_unit(args.systemd_unit, config))
         return 0
     prepare_work_root(config.work_root)  # an unusable work root is bad input, told before the store is reached
+    from .common import open_store
+
     store = open_store()
-    from .objectstore.connect import same_store_environment
+    from ..objectstore.connect import same_store_environment
 
     config.store_env = same_store_environment()
     config.stall_seconds = store.stall_timeout
-    from .objectstore.base import StoreUnwell
+    from ..objectstore.base import StoreUnwell
 
     try:
         store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
@@ -120,8 +122,8 @@ def cmd_agent(args, open_store) -> int:
 
 
 def _drain(args) -> int:
-    from .drain import drain
-    from .agent.workroot import default_work_root
+    from ..drain import drain
+    from ..agent.workroot import default_work_root
 
     def say(line: str) -> None:
         sys.stdout.write(f"stado: {line}\n")

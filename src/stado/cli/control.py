@@ -1,0 +1,51 @@
+"""stado's commands that change a job or the queue: cancel, job hold and release, queue pause and resume."""
+from .common import open_store, out, print_json
+
+
+def cmd_cancel(args) -> int:
+    from .. import jobs
+
+    report = jobs.cancel(open_store(), args.id, reason=args.reason)
+    if args.json:
+        print_json({"id": report.job_id, "result": report.kind, "honoured": report.honoured, "message": report.message,
+               "state_before": report.view.state})
+    else:
+        out(report.message)
+    return 0 if report.honoured else 1  # 1: it had already ended otherwise; nothing was written
+
+
+def cmd_hold(args) -> int:
+    from ..jobs.hold import hold, release
+    from ..submission import whoami
+
+    report = (hold if args.job_command == "hold" else release)(open_store(), args.id, by=whoami())
+    if args.json:
+        print_json({"id": report.job_id, "held": report.doc.held, "changed": report.changed, "message": report.message})
+    else:
+        out(report.message)
+    return 0
+
+
+def cmd_pause(args) -> int:
+    from .. import pause
+
+    record, already = pause.pause(open_store(), reason=args.reason)
+    if args.json:
+        print_json({"paused": True, "already": already, "record": record})
+    else:
+        from ..render import pause_text
+
+        out(f"{pause_text(record, 'queue was already paused' if already else 'queue is now paused')}; submissions are "
+             "still accepted")
+    return 0
+
+
+def cmd_resume(args) -> int:
+    from .. import pause
+
+    record = pause.resume(open_store())
+    if args.json:
+        print_json({"paused": False, "lifted": record})
+    else:
+        out("queue resumed; agents claim again" if record else "queue was not paused; nothing changed")
+    return 0
