@@ -4,7 +4,7 @@ import time
 
 from . import keys
 from .objectstore.base import AccessDenied, NotFound, ObjectStore, StoreError, StoreUnavailable
-from .storecheck import missing_guarantees
+from .guarantees import missing_guarantees
 from .storeclock import SKEW_BOUND, skew_words
 
 SKEW_WARN = 2.0  # seconds: beyond this, worth fixing (S3's Last-Modified has 1 s resolution)

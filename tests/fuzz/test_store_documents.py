@@ -290,7 +290,7 @@ def test_read_json_gives_an_object_or_a_corrupt_document(data):
 @given(c.damaged(c.store_check()))
 def test_a_damaged_store_check_verdict_is_checked_again(data):
     """The day-long verdict an agent reads before it claims anything: damaged, the store is probed again."""
-    from stado.storecheck import VERDICT_KEY, ensure_safe
+    from stado.guarantees import VERDICT_KEY, ensure_safe
 
     store = _store(**{VERDICT_KEY: data})
     ensure_safe(store)

@@ -7,7 +7,7 @@ from stado import jobs, keys, schedules, submission
 from stado.errors import Conflict, JobNotFound, NotWritten, OutcomeUnknown
 from stado.objectstore.base import StoreError
 from stado.spec import JobSpec
-from stado.storecheck import UnsafeStore
+from stado.guarantees import UnsafeStore
 
 from . import invariants
 from .agent_model import SimAgent

@@ -10,7 +10,7 @@ import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado import artifacts, reaper, schedules, standin, storecheck, submission
+from stado import artifacts, guarantees, reaper, schedules, standin, submission
 from stado.agent import claim_pass, owner
 
 # The transitions' modules.
@@ -41,7 +41,7 @@ class _SimTime:
 
 
 class _SimOs:
-    """The `os` module as stado.artifacts, storecheck and agent see it: nonces from the run's counter, and one pid
+    """The `os` module as stado.artifacts, guarantees and agent see it: nonces from the run's counter, and one pid
     for every simulated agent (an agents/ record names its pid; a run must not depend on the process it runs in)."""
 
     def __init__(self, sim):
@@ -74,7 +74,7 @@ def deterministic(sim):
         (owner, "uuid7", sim.new_agent_id), (owner, "new_nonce", sim.new_nonce), (claim_pass, "random", _SimRandom(sim)),
         (owner, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
-        (storecheck, "time", clock), (storecheck, "os", _SimOs(sim)), (owner, "os", _SimOs(sim)),
+        (guarantees, "time", clock), (guarantees, "os", _SimOs(sim)), (owner, "os", _SimOs(sim)),
         (standin, "os", _SimOs(sim)),  # a stand-in's scratch key for its clock
         (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce),
     ]

@@ -112,7 +112,7 @@ def test_a_job_reaped_while_its_inputs_were_fetched_is_never_started(tmp_path):
 
 
 def test_an_agent_whose_probe_write_was_retried_after_it_landed_starts(tmp_path):
-    from stado.storecheck import ensure_safe
+    from stado.guarantees import ensure_safe
 
     class RetriedProbe(LostResponses):
         def put_if_absent(self, key, data):

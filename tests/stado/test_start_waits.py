@@ -1,4 +1,4 @@
-"""An agent at start waits out a store that is briefly unwell (storecheck.ensure_safe's `wait`), through the fault
+"""An agent at start waits out a store that is briefly unwell (guarantees.ensure_safe's `wait`), through the fault
 proxy in front of the real SeaweedFS; what is not unwell but wrong is refused at once, as before."""
 import re
 import time
@@ -6,7 +6,7 @@ import time
 import pytest
 
 from stado.objectstore import AccessDenied, StoreUnwell
-from stado.storecheck import UnsafeStore, ensure_safe
+from stado.guarantees import UnsafeStore, ensure_safe
 
 from .e2e.support import machine_status, run_until_idle, submit
 from .faultproxy import Rule, for_target, through

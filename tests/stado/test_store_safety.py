@@ -10,7 +10,7 @@ from stado.metered import MeteredStore
 from stado.objectstore import open_store
 from stado.objectstore.memory import MemoryStore
 from stado.spec import JobSpec
-from stado.storecheck import VERDICT_KEY, UnsafeStore, ensure_safe, missing_guarantees
+from stado.guarantees import VERDICT_KEY, UnsafeStore, ensure_safe, missing_guarantees
 from stado.submission import Submission
 
 from .e2e.support import machine_status, stado, status_json, submit

@@ -1,5 +1,5 @@
 """What the dashboards read, without a browser: jobman.board's pages (server-side filters, search, paging, the
-graph and timeline of a page) on a real home, and stado.board's claim order, unschedulable reasons, search and
+graph and timeline of a page) on a real home, and stado.ui.reads' claim order, unschedulable reasons, search and
 paging on a real local-directory store, with the order checked against the agents' own claim order."""
 import json
 import time
@@ -8,7 +8,7 @@ import pytest
 
 from jobman import board as jobman_board
 from jobman.errors import BadInput as JobmanBadInput
-from stado import board as stado_board
+from stado.ui import reads as stado_board
 from stado import keys, submission
 from stado.errors import BadInput as StadoBadInput
 from stado.objectstore.connect import open_store

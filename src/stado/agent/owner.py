@@ -9,7 +9,7 @@ what they decided (claim decisions, slots, problems) for the agent to record. Ti
 clocks come in as a runkit.clock.Clock (the store's time is counted on it, storeclock.py), so a test drives the
 agent through its decisions with a ManualClock and no sleep (tests/stado/inprocess.py).
 
-Before its first tick it refuses a store that ignores conditions (storecheck.py) and settles the jobs the
+Before its first tick it refuses a store that ignores conditions (guarantees.py) and settles the jobs the
 worker it replaced on this host left behind (takeover.py). Transfers (inputs, output, artifacts) run on
 threads of each slot's JobIO and wake the loop when they end, so no transfer delays a renewal or a signal. A store
 that can ring (the local directory: ObjectStore.wake_fd) wakes it when a job is indexed, so an idle agent claims at
@@ -42,7 +42,7 @@ from ..objectstore.base import ObjectStore, StoreError
 from ..pause import adopt_legacy
 from ..problems import Problem
 from ..reaper import Watch, reap
-from ..storecheck import ensure_safe
+from ..guarantees import ensure_safe
 from ..storeclock import SKEW_BOUND, StoreClock, skew_words
 from .claim_pass import Backoff, Claim, ClaimPass, Hold, QueueKnowledge
 from .config import AgentConfig

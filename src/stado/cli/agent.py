@@ -117,7 +117,7 @@ def cmd_agent(args) -> int:
     try:
         store.list_page(READY, limit=1)  # reach the store once before anything else: a bad config fails here, in one line
     except StoreUnwell:
-        pass  # not the config: a store briefly unwell, which the agent's start-up probe waits for (storecheck.py)
+        pass  # not the config: a store briefly unwell, which the agent's start-up probe waits for (guarantees.py)
     return run_agent(store, config)
 
 

@@ -1,5 +1,5 @@
-"""The dashboard's routes. Reading: the main page (stado.board.board: the queue one page at a time in claim
-order, running jobs, agents, schedules, recent terminal jobs, costs), a job's page (stado.board.job) and its
+"""The dashboard's routes. Reading: the main page (stado.ui.reads.board: the queue one page at a time in claim
+order, running jobs, agents, schedules, recent terminal jobs, costs), a job's page (stado.ui.reads.job) and its
 stored output, tailed while it runs. Changing: cancel, rerun, pause and resume, each the library call of its
 command, so each keeps its guarantees and its one-line errors."""
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
 from runkit.web.server import Launch
 
-from .. import board
+from . import reads
 from ..errors import BadInput, JobNotFound, StadoError
 
 STATIC = Path(__file__).parent / "static"
@@ -25,17 +25,17 @@ def create(launch: Launch, store):
 
     def main(request):
         q = request.query_params
-        return JSONResponse(board.board(store, offset=whole(q.get("offset"), 0, "offset"),
+        return JSONResponse(reads.board(store, offset=whole(q.get("offset"), 0, "offset"),
                                         limit=whole(q.get("limit"), 100, "limit"), search=q.get("q", "")))
 
     def job(request):
-        return JSONResponse(board.job(store, request.path_params["job"]))
+        return JSONResponse(reads.job(store, request.path_params["job"]))
 
     async def output(request):
         from ..lookup import find
 
         job_id = await run_in_threadpool(find, store, request.path_params["job"])
-        return stream_response(tail(lambda after: board.output(store, job_id, tuple(after)), (0, 0),
+        return stream_response(tail(lambda after: reads.output(store, job_id, tuple(after)), (0, 0),
                                     request.app.state.stopping.event, TAIL_EVERY))
 
     async def act(request):
@@ -56,7 +56,7 @@ def create(launch: Launch, store):
               Route("/api/actions", act, methods=["POST"]), Route("/api/queue", queue, methods=["POST"])]
     page = shell("stado", ["/app/stado.js"], [], [("#/", "main", "Fleet")])
     return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
-                 fingerprint=lambda: board.fingerprint(store),
+                 fingerprint=lambda: reads.fingerprint(store),
                  interval=REFRESH, errors={BadInput: 400, JobNotFound: 404, StadoError: 409, ValueError: 400,
                                            StoreUnavailable: 503, AccessDenied: 503, StoreError: 502})
 

@@ -234,7 +234,7 @@ def test_job_hold_and_release(stado_env, store, tmp_path):
     assert any(line.startswith(a) and "queued/held" in line for line in stado(stado_env, "status").stdout.splitlines())
     stado(stado_env, "job", "release", "a")
     stado(stado_env, "job", "hold", "c")
-    from stado.board import board
+    from stado.ui.reads import board
 
     queue = {row["id"]: row for row in board(store)["queue"]["jobs"]}  # the dashboard's rows say it too
     assert queue[c]["held"]["by"] and queue[a]["held"] is None
