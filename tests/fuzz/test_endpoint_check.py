@@ -5,7 +5,7 @@ import string
 
 from hypothesis import given, strategies as st
 
-from stado.objectstore.connect import _endpoint_ok
+from stado.objectstore.cloudconfig import _endpoint_ok
 
 from .conftest import examples
 

@@ -300,7 +300,7 @@ def test_a_credential_variable_that_is_not_utf8_is_one_line():
 def test_only_a_client_that_can_make_no_tls_connection_skips_the_ca_certificates():
     """Loading the system's CA certificates is skipped (the client told not to verify) only where no TLS
     connection can happen: a plain-HTTP endpoint with credentials given, so no token service is asked."""
-    from stado.objectstore.connect import _no_tls_ever
+    from stado.objectstore.cloudconfig import _no_tls_ever
 
     keys = {"access_key_id": "k", "secret_access_key": "s"}
     assert _no_tls_ever("s3", "http://127.0.0.1:8333", keys)
