@@ -10,8 +10,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 FORBIDDEN = {"runkit": {"jobman", "stado"}, "jobman": {"stado"}, "stado": {"jobman"}}
 # The command-line modules: they parse, call one library function per command and render.
-CLI_MODULES = {"jobman.__main__", "jobman.cli", "jobman.cli_control", "jobman.run_args", "stado.__main__", "stado.cli"} | {
-    f"stado.cli.{path.stem}" for path in (SRC / "stado" / "cli").glob("*.py") if path.stem != "__init__"}
+CLI_MODULES = {"jobman.__main__", "stado.__main__", "jobman.cli", "stado.cli"} | {
+    f"{tool}.cli.{path.stem}" for tool in ("jobman", "stado") for path in (SRC / tool / "cli").glob("*.py")
+    if path.stem != "__init__"}
 
 
 def _module_name(path: Path) -> str:
@@ -43,8 +44,8 @@ def _from_import(node: ast.ImportFrom, package: str) -> set[str]:
 
 
 def test_relative_imports_are_resolved():
-    found = imported_modules(SRC / "jobman" / "cli_control.py")
-    assert "jobman.cli" in found and "jobman.restart" in found  # `from .cli import ...`, `from .restart import ...`
+    found = imported_modules(SRC / "jobman" / "cli" / "control.py")
+    assert "jobman.cli" in found and "jobman.restart" in found  # `from . import ...`, `from ..restart import ...`
 
 
 def test_front_doors_never_import_each_other():
@@ -316,9 +317,9 @@ def test_platform_calls_live_in_runkit_proc_alone():
 # The dashboards (`jobman ui`, `stado ui`): their packages and the web framework are loaded by that command alone.
 UI_PACKAGES = ("jobman.ui", "stado.ui", "runkit.web")
 WEB_FRAMEWORK = {"starlette", "uvicorn", "anyio", "h11", "playwright"}
-UI_LAUNCHERS = {"jobman.cli_control", "stado.cli.fleet"}  # they import the dashboard inside `cmd_ui` only
-START_PATHS = ("jobman.cli", "jobman.supervisor.claim", "jobman.supervisor.owner", "stado.cli", "stado.cli.options",
-               "stado.cli.submitting", "stado.cli.agent", "stado.agent")
+UI_LAUNCHERS = {"jobman.cli.extras", "stado.cli.fleet"}  # they import the dashboard inside `cmd_ui` only
+START_PATHS = ("jobman.cli", "jobman.cli.run", "jobman.supervisor.claim", "jobman.supervisor.owner", "stado.cli",
+               "stado.cli.options", "stado.cli.submitting", "stado.cli.agent", "stado.agent")
 
 
 def _is_ui(name: str) -> bool:
@@ -337,7 +338,7 @@ def test_only_the_ui_commands_import_the_dashboards_or_the_web_framework():
         if found:
             violations.append(f"{path.relative_to(SRC)} imports {', '.join(sorted(found))}")
     assert violations == []
-    assert any(_is_ui(m) for m in imported_modules(SRC / "jobman" / "cli_control.py"))  # the check sees the launch
+    assert any(_is_ui(m) for m in imported_modules(SRC / "jobman" / "cli" / "extras.py"))  # the check sees the launch
 
 
 def test_start_up_paths_never_load_the_dashboards():

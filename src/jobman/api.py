@@ -228,9 +228,9 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
         if what == "requested":
             doorbell.ring(st.home, job_id)
         elif what == "cancelled":
-            from .reconcile import _wake_after
+            from .reconcile import wake_after
 
-            _wake_after(st.conn, st.home, job_id)
+            wake_after(st.conn, st.home, job_id)
         results.append({"id": job_id, "result": what, "state": state})
     out = []
     for r in results:

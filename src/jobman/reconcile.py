@@ -47,7 +47,7 @@ def run(conn, home: str, now: float) -> list[tuple[str, str]]:
                 continue
         except Conflict:
             continue  # someone else moved it first: their word stands
-        _wake_after(conn, home, job_id)
+        wake_after(conn, home, job_id)
     for row in queries.cancels_asked(conn):
         pid = row["supervisor_pid"]
         if proc.verify(pid, row["supervisor_start_time"], row["supervisor_boot_id"], awake=True):
@@ -62,7 +62,7 @@ def run(conn, home: str, now: float) -> list[tuple[str, str]]:
         except Conflict:
             continue  # it woke and moved the job first: it answers the cancel itself
         changes.append((row["job_id"], "cancelled"))
-        _wake_after(conn, home, row["job_id"])
+        wake_after(conn, home, row["job_id"])
     for row in queries.finished_slot_holders(conn):
         if not target_alive(row["job_id"], queries.last_attempt(conn, row["job_id"]), finder):
             try:
@@ -75,7 +75,9 @@ def run(conn, home: str, now: float) -> list[tuple[str, str]]:
     return changes
 
 
-def _wake_after(conn, home: str, job_id: str) -> None:
+def wake_after(conn, home: str, job_id: str) -> None:
+    """Ring the jobs that `job_id`'s end lets go on: its dependents to wake, and the waiters its group's free slots
+    are for (after a reconcile pass or a cancel has finished it)."""
     doorbell.ring_all(home, queries.dependents_to_wake(conn, job_id))
     group = queries.group_of(conn, job_id)
     doorbell.ring_all(home, queries.able_waiters(conn, group, queries.free_slots(conn, group), proc.verify))

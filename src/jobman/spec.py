@@ -8,7 +8,7 @@ from runkit.proc import which
 from .errors import BadInput
 
 SPEC_VERSION = 1
-MAX_BATCH = 100_000  # jobs of one --from file (run_args.MAX_BATCH bounds --array)
+MAX_BATCH = 100_000  # jobs of one --from file (jobman.cli.run.MAX_BATCH bounds --array)
 DEFAULT_KILL_AFTER = 10.0
 DEFAULT_LOG_LIMIT = 1024 * 1024 * 1024  # per attempt and stream; guards the disk against runaway output
 DEFAULT_MAX_RETRY_DELAY = 3600.0
@@ -209,7 +209,7 @@ def default_retry() -> dict:
 
 
 def from_options(ns, command: list[str], environ) -> tuple[dict, list]:
-    """The spec and the dependencies of `jobman run`, from its options (jobman.run_args) and command."""
+    """The spec and the dependencies of `jobman run`, from its options (jobman.cli.run) and command."""
     import time
 
     from runkit.durations import parse_size, parse_time

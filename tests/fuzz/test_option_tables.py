@@ -9,7 +9,7 @@ import string
 
 from hypothesis import given, strategies as st
 
-from jobman import run_args
+from jobman.cli import run
 from runkit.fastargs import add_to_argparse, fast_parse, to_namespace
 from stado.cli.options import SUBMIT_OPTIONS
 
@@ -55,25 +55,25 @@ def _jobman_argparse(tokens):
     """What argparse, built from the table as `jobman run` builds it, makes of the options (None: refused)."""
     import argparse
 
-    from jobman.cli import _parser
+    from jobman.cli import parser
     from jobman.errors import BadInput
 
-    p = _parser("jobman run", run_args.DESCRIPTION)
-    add_to_argparse(p, run_args.OPTIONS)
+    p = parser("jobman run", run.DESCRIPTION)
+    add_to_argparse(p, run.OPTIONS)
     p.add_argument("command", nargs="*", help=argparse.SUPPRESS)
     try:
-        return vars(to_namespace(p.parse_args(tokens), run_args.OPTIONS, "command"))
+        return vars(to_namespace(p.parse_args(tokens), run.OPTIONS, "command"))
     except BadInput:
         return None
 
 
 @examples(600)
-@given(_tokens(run_args.OPTIONS))
+@given(_tokens(run.OPTIONS))
 def test_jobman_run_options_read_alike_by_both_parsers(tokens):
-    from jobman.cli import _parser
+    from jobman.cli import parser
     from jobman.errors import BadInput
 
-    fast = fast_parse(tokens, run_args.OPTIONS, max_positionals=0)
+    fast = fast_parse(tokens, run.OPTIONS, max_positionals=0)
     slow = _quietly(_jobman_argparse, tokens)
     if fast is not None:
         assert slow not in (None, "help"), f"the table parser accepted what argparse refuses: {tokens!r}"
@@ -85,7 +85,7 @@ def test_jobman_run_options_read_alike_by_both_parsers(tokens):
     options, command = line[:cut], line[cut + 1:]
     expected = _quietly(_jobman_argparse, options)
     try:
-        got = _quietly(run_args.parse, line, _parser)
+        got = _quietly(run.parse, line, parser)
     except BadInput:
         got = None
     if expected is None or (expected != "help" and expected["positionals"]):
@@ -125,7 +125,7 @@ def test_the_generators_reach_both_sides():
     others (checked on fixed inputs of the shapes generated)."""
     from stado.cli import fast_submit
 
-    assert fast_parse(["--name", "a", "--retries=2", "--after-success", "x"], run_args.OPTIONS, 0) is not None
+    assert fast_parse(["--name", "a", "--retries=2", "--after-success", "x"], run.OPTIONS, 0) is not None
     assert _quietly(_jobman_argparse, ["--retries", "-1"]) is None
     assert fast_submit(["submit", "true", "--cores", "2", "--capability", "gpu"]) is not None
     assert _quietly(_stado_argparse, ["--cores", "x"]) is None

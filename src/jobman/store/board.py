@@ -1,7 +1,7 @@
 """Read-side SQL of the dashboard (`jobman ui`, jobman.board): one page of jobs under server-side filters, the
 attempts, dependency edges and slot holders of the jobs in view, counts by state, and a fingerprint that moves
 with every change a page shows. Reads only; each costs what one page costs, however many jobs are stored."""
-from .queries import _LIST_COLUMNS
+from .queries import LIST_COLUMNS
 
 
 def search_filter(text: str) -> tuple[str, list]:
@@ -25,7 +25,7 @@ def search_filter(text: str) -> tuple[str, list]:
 def page(conn, where: tuple[str, list], offset: int, limit: int) -> list:
     """Jobs matching `where` (queries.list_filter plus search_filter), newest first, `limit` from `offset`."""
     cond, args = where
-    return conn.execute(f"SELECT {_LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
+    return conn.execute(f"SELECT {LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
                         f" WHERE 1{cond} ORDER BY j.submitted_at DESC, j.id DESC LIMIT ? OFFSET ?",
                         (*args, int(limit), int(offset))).fetchall()
 
@@ -35,7 +35,7 @@ def jobs_by_id(conn, ids: list[str]) -> list:
     if not ids:
         return []
     marks = ",".join("?" * len(ids))
-    return conn.execute(f"SELECT {_LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
+    return conn.execute(f"SELECT {LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
                         f" WHERE j.id IN ({marks})", ids).fetchall()
 
 

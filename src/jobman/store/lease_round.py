@@ -63,7 +63,7 @@ def slot_waiters_to_wake(conn, awake) -> tuple[list[str], list[str]]:
     round's verification, which remembers what it has seen). Returns (those first in line anyway, those first
     only because a stopped or dead waiter ahead of them was stepped over: nobody else may ring them, since a
     ringer rings the line as it was)."""
-    from .queries import _LINE, free_slots
+    from .queries import LINE, free_slots
 
     wake: list[str] = []
     passed_to: list[str] = []
@@ -72,7 +72,7 @@ def slot_waiters_to_wake(conn, awake) -> tuple[list[str], list[str]]:
         free = free_slots(conn, group)
         if not free:
             continue
-        cursor = conn.execute(f"SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id {_LINE}",
+        cursor = conn.execute(f"SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id {LINE}",
                               (group,))
         stepped = False
         for (job_id, pid, start_time, boot) in cursor:

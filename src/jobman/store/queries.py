@@ -39,8 +39,8 @@ def snapshot(conn, job_id: str, now: float):
 
 
 # The group's line: jobs waiting for a slot, in the order they may take one (an index in that order).
-_LINE = ("FROM job_state WHERE phase = 'waiting' AND waiting_for = 'slot' AND line_group = ?"
-         " ORDER BY line_priority DESC, line_at, job_id")
+LINE = ("FROM job_state WHERE phase = 'waiting' AND waiting_for = 'slot' AND line_group = ?"
+        " ORDER BY line_priority DESC, line_at, job_id")
 
 
 def front_of_line(conn, group: str, count: int, passed=frozenset()) -> list:
@@ -49,7 +49,7 @@ def front_of_line(conn, group: str, count: int, passed=frozenset()) -> list:
     to take a slot (their supervisor stopped or dead): stepped over while their revision is the one seen then,
     so one that has woken and written since holds its place again."""
     rows = conn.execute(f"SELECT job_id, line_priority, line_at, lease_expires_at, revision, supervisor_pid,"
-                        f" supervisor_start_time, supervisor_boot_id {_LINE} LIMIT ?",
+                        f" supervisor_start_time, supervisor_boot_id {LINE} LIMIT ?",
                         (group, count + len(passed))).fetchall()
     if passed:
         rows = [row for row in rows if (row[0], row[4]) not in passed]
@@ -60,7 +60,7 @@ def able_waiters(conn, group: str, count: int, verify) -> list[str]:
     """The first `count` jobs of the group's line whose supervisor can take a slot (verify(pid, start_time, boot,
     awake=True): alive and not stopped), in the order they may take one: those a freed slot is for. A stopped
     or dead waiter ahead of them is stepped over (as front_of_line's passed), so it does not hold the line."""
-    cursor = conn.execute(f"SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id {_LINE}",
+    cursor = conn.execute(f"SELECT job_id, supervisor_pid, supervisor_start_time, supervisor_boot_id {LINE}",
                           (group,))
     found: list[str] = []
     for job_id, pid, start_time, boot in cursor:
@@ -77,7 +77,7 @@ def line(conn, group: str) -> list[str]:
     since a sweep's line is thousands long."""
     cursor = conn.cursor()
     cursor.row_factory = None
-    return [r[0] for r in cursor.execute(f"SELECT job_id {_LINE}", (group,))]
+    return [r[0] for r in cursor.execute(f"SELECT job_id {LINE}", (group,))]
 
 
 def waiting_count(conn) -> int:
@@ -152,7 +152,7 @@ def job(conn, job_id: str):
 
 
 _FIRST_START = "(SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at"
-_LIST_COLUMNS = "j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*, " + _FIRST_START
+LIST_COLUMNS = "j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*, " + _FIRST_START
 PHASES = ("submitting", "starting", "waiting", "running", "finished")
 STATE_WORDS = PHASES + OUTCOMES + ("held",)  # what `jobman list --state` accepts
 
@@ -187,14 +187,14 @@ def list_jobs(conn, *, limit: int | None = None, active_only: bool = False, fini
     nothing unless it is asked for. where: from list_filter."""
     cond, args = where
     if limit:
-        return conn.execute(f"SELECT {_LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
+        return conn.execute(f"SELECT {LIST_COLUMNS} FROM jobs j CROSS JOIN job_state s ON s.job_id = j.id"
                             f" WHERE 1{cond} ORDER BY j.submitted_at DESC, j.id DESC LIMIT ?",
                             (*args, int(limit))).fetchall()
     if waiting is None:
-        rows = conn.execute(f"SELECT {_LIST_COLUMNS} FROM job_state s JOIN jobs j ON j.id = s.job_id"
+        rows = conn.execute(f"SELECT {LIST_COLUMNS} FROM job_state s JOIN jobs j ON j.id = s.job_id"
                             f" WHERE s.phase != 'finished'{cond}", args).fetchall()
     else:
-        rows = conn.execute(f"SELECT {_LIST_COLUMNS} FROM job_state s JOIN jobs j ON j.id = s.job_id"
+        rows = conn.execute(f"SELECT {LIST_COLUMNS} FROM job_state s JOIN jobs j ON j.id = s.job_id"
                             f" WHERE s.phase != 'finished' AND s.phase IN ('submitting', 'starting', 'running'){cond}",
                             args).fetchall()
         rows += _newest(conn, "waiting", cond, args, waiting)
@@ -285,7 +285,7 @@ def finished_slot_holders(conn) -> list:
 def _newest(conn, phase: str, cond: str, args: list, count: int) -> list:
     """The newest `count` jobs in `phase` (waiting or finished; -1: all), from the index of that phase by
     submission time (job_state.line_at), so that a long run of the other kind costs nothing."""
-    return conn.execute(f"SELECT {_LIST_COLUMNS} FROM job_state s CROSS JOIN jobs j ON j.id = s.job_id"
+    return conn.execute(f"SELECT {LIST_COLUMNS} FROM job_state s CROSS JOIN jobs j ON j.id = s.job_id"
                         f" WHERE s.phase = '{phase}'{cond} ORDER BY s.line_at DESC, s.job_id DESC LIMIT ?",
                         (*args, count)).fetchall()
 

@@ -1,5 +1,12 @@
-"""The options of `jobman run`, declared once (runkit.fastargs reads them without argparse on the
-start-up path of every submission; argparse, from the same table, gives help and errors)."""
+"""`jobman run`: the command, and its options declared once (runkit.fastargs reads them without argparse on the
+start-up path of every submission; argparse, from the same table, gives help and errors). Every job starts with
+this module: at load time it imports the table's reader alone (jobman.cli, whose helpers it uses, is loaded
+already)."""
+import os
+
+from runkit.fastargs import Option, add_to_argparse, fast_parse, to_namespace
+
+from . import deliver, error, json_text, parser
 
 DESCRIPTION = (
     "Submit COMMAND as a background job and print its handle (the # of jobman list; --print-id: its\n"
@@ -9,9 +16,6 @@ DESCRIPTION = (
     "Ctrl-C after the id is committed does not affect the job.\n\n"
     "Windows (settings stored with each job): JOBMAN_CLAIM_WINDOW (10s), JOBMAN_LEASE (15s),\n"
     "JOBMAN_RENEW_INTERVAL (5s), JOBMAN_POLL_INTERVAL (30s, a waiting job's fallback poll, every 1-1.5 times it).")
-
-from runkit.fastargs import Option, add_to_argparse, fast_parse, to_namespace  # noqa: E402 (after the text it documents)
-
 
 INT32 = (-2**31, 2**31 - 1)
 MAX_RETRIES = 1_000_000
@@ -145,8 +149,69 @@ def parse(args: list[str], make_parser):
     if command is None:
         command = positionals
     elif positionals:
-        from .errors import BadInput
+        from ..errors import BadInput
 
         raise BadInput(f"jobman run: unexpected arguments before --: {' '.join(positionals)} "
                        f"(see jobman run --help)")
     return ns, command
+
+
+def cmd_run(args: list[str]) -> int:
+    ns, command = parse(args, parser)
+    if ns.array is not None or ns.from_file is not None:
+        from .. import spec
+
+        return _run_batch(ns, spec.batch_from_options(ns, command, os.environ))
+    # The supervisor's interpreter starts now, while this process loads the rest and commits the job; it
+    # claims nothing before the commit has handed it its credential (jobman.launch).
+    from runkit.ids import uuid7
+
+    from ..launch import Launch
+
+    launch = Launch(uuid7())
+    try:
+        from .. import api, spec
+
+        job_spec, deps = spec.from_options(ns, command, os.environ)
+        result = api.run(job_spec, deps, launch=launch)
+    finally:
+        launch.abandon()  # (nothing, once the credential is handed: bad input before the commit ends it here)
+    if ns.json:
+        deliver(json_text({k: result[k] for k in ("id", "handle", "name", "supervisor_id")}))
+    else:
+        deliver(f"{result['id'] if ns.print_id else result['handle']}\n")
+    return 0
+
+
+def _run_batch(ns, jobs: list) -> int:
+    """`jobman run --array/--from`: each id printed as its job is handed over; a batch stopped part way says
+    which jobs were submitted."""
+    from .. import api
+
+    keys = ("id", "handle", "name", "supervisor_id", "index")
+    listed = []
+
+    def emit(result: dict) -> None:
+        result["index"] = jobs[result["index"]][0]["batch_index"]  # its array index, or its line's command number
+        if ns.json:
+            listed.append({k: result[k] for k in keys})
+            return
+        # Each job as soon as it is handed over: a batch killed part way has named what it submitted (and one whose
+        # stdout is gone names them on stderr: the terminal is gone, the jobs are not).
+        deliver(f"{result['id'] if ns.print_id else result['handle']}\n")
+
+    outcome = api.run_batch(jobs, emit)
+    if ns.json:
+        deliver(json_text(listed))
+    done, total = outcome["submitted"], len(jobs)
+    if done == total:
+        return 0
+    what = "--array index" if ns.array is not None else "command"
+    label = lambda i: f"{what} {jobs[i][0]['batch_index']}"  # noqa: E731
+    for index, job_id, message in outcome["failures"]:
+        error(f"the job of {label(index)} ({job_id or 'not committed'}) was not submitted: {message}")
+    why = "interrupted" if outcome["interrupted"] else "stopped"
+    rest = f"; from {label(outcome['stopped_at'])} on, nothing was" if outcome["stopped_at"] is not None else ""
+    printed = "ids" if ns.print_id else "handles"
+    error(f"{why}: submitted {done} of {total} jobs (their {printed} are printed){rest}")
+    return 130 if outcome["interrupted"] else 1
