@@ -1,4 +1,4 @@
-"""What the dashboards read, without a browser: jobman.board's pages (server-side filters, search, paging, the
+"""What the dashboards read, without a browser: jobman.ui.reads' pages (server-side filters, search, paging, the
 graph and timeline of a page) on a real home, and stado.ui.reads' claim order, unschedulable reasons, search and
 paging on a real local-directory store, with the order checked against the agents' own claim order."""
 import json
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jobman import board as jobman_board
+from jobman.ui import reads as jobman_board
 from jobman.errors import BadInput as JobmanBadInput
 from stado.ui import reads as stado_board
 from stado import keys, submission

@@ -1,4 +1,4 @@
-"""The dashboard's routes. Reading: one page of jobs (jobman.board.page), groups, a job as `jobman show` gives
+"""The dashboard's routes. Reading: one page of jobs (jobman.ui.reads.page), groups, a job as `jobman show` gives
 it, its output as `jobman logs` reads it and then tailed live. Changing: cancel, restart, hold and release, each
 the library call of its command (api.cancel, restart.restart, control.set_held), so each keeps its guarantees
 and its errors (a job that cannot be held is refused, nothing changed, the same one line)."""
@@ -9,7 +9,7 @@ from pathlib import Path
 from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
 from runkit.web.server import Launch
 
-from .. import board
+from . import reads
 from ..errors import BadInput, JobmanError, NotFound
 
 STATIC = Path(__file__).parent / "static"
@@ -27,7 +27,7 @@ class Homes:
     def __call__(self):
         st = getattr(self.local, "st", None)
         if st is None or st.conn is None:
-            st = self.local.st = board.open_home(self.environ)
+            st = self.local.st = reads.open_home(self.environ)
         return st
 
 
@@ -41,13 +41,13 @@ def create(launch: Launch, environ=os.environ):
     def jobs(request):
         q = request.query_params
         states = [w for text in q.getlist("state") for w in text.split(",") if w]
-        return JSONResponse(board.page(home(), states=states, group=q.get("group") or None,
+        return JSONResponse(reads.page(home(), states=states, group=q.get("group") or None,
                                        name=q.get("name") or None, search=q.get("q", ""),
                                        offset=whole(q.get("offset"), 0, "offset"),
                                        limit=whole(q.get("limit"), 100, "limit")))
 
     def groups(request):
-        return JSONResponse(board.groups(home()))
+        return JSONResponse(reads.groups(home()))
 
     def job(request):
         from ..showing import show
@@ -61,7 +61,7 @@ def create(launch: Launch, environ=os.environ):
         job_id = await run_in_threadpool(lambda: home().resolve(selector))
 
         def since(after):  # in a worker thread, with that thread's connection
-            return board.output_since(home(), job_id, after, stderr=stderr)
+            return reads.output_since(home(), job_id, after, stderr=stderr)
 
         return stream_response(tail(since, (0, 0), request.app.state.stopping.event, TAIL_EVERY))
 
@@ -77,7 +77,7 @@ def create(launch: Launch, environ=os.environ):
                  [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),
                   ("#/groups", "groups", "Groups")])
     return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
-                 fingerprint=lambda: board.fingerprint(home()),
+                 fingerprint=lambda: reads.fingerprint(home()),
                  interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
 
 

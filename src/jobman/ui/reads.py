@@ -9,11 +9,11 @@ import os
 
 from runkit.jsonfast import loads
 
-from . import listing
-from .api import State, jobs_of
-from .errors import BadInput
-from .store import board as sql
-from .store import queries
+from .. import listing
+from ..api import State, jobs_of
+from ..errors import BadInput
+from ..store import dashboard as sql
+from ..store import queries
 
 PAGE_MAX = 500  # jobs in one page; the graph and timeline show the page
 LOG_FIRST = 1 << 20  # of each attempt, a page opened on a job shows its newest MiB (jobman logs shows all)
@@ -122,7 +122,7 @@ def output_since(st: State, selector: str, after: tuple[int, int], *, stderr: bo
     """A job's output after `after` ((attempt, offset in it)): {"id", "pieces": [(attempt, bytes)], "after": the
     position reached, "done": whether nothing more will come}. The live tail of the job's page; an attempt read
     from its start gives its newest LOG_FIRST bytes (a browser is no place for a gigabyte of log)."""
-    from . import logs
+    from .. import logs
 
     job_id = st.resolve(selector)
     pieces, reached, done = logs.since(st.conn, job_id, after, stderr=stderr, first_max=LOG_FIRST)

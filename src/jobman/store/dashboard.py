@@ -1,4 +1,4 @@
-"""Read-side SQL of the dashboard (`jobman ui`, jobman.board): one page of jobs under server-side filters, the
+"""Read-side SQL of the dashboard (`jobman ui`, jobman.ui.reads): one page of jobs under server-side filters, the
 attempts, dependency edges and slot holders of the jobs in view, counts by state, and a fingerprint that moves
 with every change a page shows. Reads only; each costs what one page costs, however many jobs are stored."""
 from .queries import LIST_COLUMNS
