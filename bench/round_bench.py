@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from jobman.store import schema  # noqa: E402
+from jobman.store import database  # noqa: E402
 from jobman.supervisor import renewal_round  # noqa: E402
 from runkit import proc  # noqa: E402
 
@@ -87,7 +87,7 @@ def build(home: Path, size: int, identities) -> str:
 
 
 def measure(home: Path, template: str, rounds: int) -> dict:
-    conn = schema.connect(str(home / "jobman.db"), create=False)
+    conn = database.connect(str(home / "jobman.db"), create=False)
     now = time.time()
     for _ in range(10):  # the leases settle into the round's rhythm
         renewal_round.run(conn, "bench", template, now, PERIOD, proc.verify)

@@ -7,7 +7,7 @@ from runkit import proc
 from . import doorbell, home as homes
 from .api import State
 from .errors import BadInput, NotFound
-from .store import queries, schema, transitions
+from .store import database, queries, transitions
 
 MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
 
@@ -28,9 +28,9 @@ def group_set(name: str, limit: int, environ=os.environ) -> dict:
 def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
     st = State(environ, create=False, reading=True)
     if st.conn is None:  # nothing submitted yet: the default group, as the first submission will create it
-        if only not in (None, schema.DEFAULT_GROUP):
+        if only not in (None, database.DEFAULT_GROUP):
             return []
-        return [{"name": schema.DEFAULT_GROUP, "limit": schema.default_group_limit(), "running": 0, "waiting": 0}]
+        return [{"name": database.DEFAULT_GROUP, "limit": database.default_group_limit(), "running": 0, "waiting": 0}]
     st.reconcile()
     rows = queries.groups(st.conn, only)
     return [{"name": r["name"], "limit": r["slot_limit"], "running": r["running"], "waiting": r["waiting"]}
@@ -39,8 +39,8 @@ def group_list(environ=os.environ, only: str | None = None) -> list[dict]:
 
 def group_remove(name: str, environ=os.environ) -> None:
     st = State(environ, create=False)
-    if name == schema.DEFAULT_GROUP:
-        raise BadInput(f"the {schema.DEFAULT_GROUP} group cannot be removed (jobman group set {name} --limit 0 pauses it)")
+    if name == database.DEFAULT_GROUP:
+        raise BadInput(f"the {database.DEFAULT_GROUP} group cannot be removed (jobman group set {name} --limit 0 pauses it)")
     if st.conn is None or not transitions.remove_group(st.conn, name):
         jobs = 0 if st.conn is None else queries.jobs_in_group(st.conn, name)
         if not jobs:

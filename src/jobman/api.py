@@ -7,7 +7,7 @@ import time
 from runkit import proc
 
 from . import doorbell, home as homes, selectors
-from .store import queries, schema, transitions
+from .store import database, queries, transitions
 from .errors import BadInput, JobmanError, NotFound
 from runkit.outcomes import exit_status
 
@@ -36,16 +36,16 @@ class State:
         if create:
             self.create()
         elif os.path.exists(self.db_file):
-            self.conn = schema.connect(self.db_file, create=False, read_only_fallback=reading,
-                                       busy_timeout_ms=READING_BUSY_TIMEOUT_MS if reading else schema.BUSY_TIMEOUT_MS)
+            self.conn = database.connect(self.db_file, create=False, read_only_fallback=reading,
+                                       busy_timeout_ms=READING_BUSY_TIMEOUT_MS if reading else database.BUSY_TIMEOUT_MS)
         else:
-            schema.refuse_if_it_existed(self.db_file)  # "no jobs" would be a lie
+            database.refuse_if_it_existed(self.db_file)  # "no jobs" would be a lie
 
     def create(self) -> None:
         """Make the home and its database if they are missing (a command about to write)."""
         homes.ensure_home(self.home)
         if self.conn is None:
-            self.conn = schema.connect(self.db_file)
+            self.conn = database.connect(self.db_file)
 
     def reconcile(self) -> list:
         """The cheap reconcile pass; skipped (once noted) when the database cannot be written now."""
@@ -53,7 +53,7 @@ class State:
             return []
         from . import reconcile  # (not on the path of `jobman run`, which runs no pass)
 
-        from .dbretry import TroubleCaught
+        from .storage_trouble import TroubleCaught
 
         with TroubleCaught(self.conn) as caught:
             return reconcile.run(self.conn, self.home, time.time())
@@ -79,7 +79,7 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, lau
     if st.conn is None:
         # No database yet: refuse what cannot be accepted before anything is created. Only the default
         # group exists and no selector resolves (the submit transaction checks both again).
-        if spec["group"] != schema.DEFAULT_GROUP:
+        if spec["group"] != database.DEFAULT_GROUP:
             raise transitions.no_such_group(spec["group"])
         for selector, _ in dependencies:
             st.resolve(selector)
@@ -94,7 +94,7 @@ def run_batch(jobs: list[tuple[dict, list]], emit, environ=os.environ) -> dict:
     st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
         spec, dependencies = jobs[0]
-        if spec["group"] != schema.DEFAULT_GROUP:
+        if spec["group"] != database.DEFAULT_GROUP:
             raise transitions.no_such_group(spec["group"])
         for selector, _ in dependencies:
             st.resolve(selector)

@@ -114,11 +114,11 @@ def _states() -> tuple:
 def group_words(environ=os.environ) -> list[str]:
     """The groups' names (what --group completes to): the default one before the first submission."""
     from .api import State
-    from .store import queries, schema
+    from .store import database, queries
 
     st = State(environ, create=False, reading=True, notify=lambda message: None)
     if st.conn is None:
-        return [schema.DEFAULT_GROUP]
+        return [database.DEFAULT_GROUP]
     return [row["name"] for row in queries.groups(st.conn, None) if row["name"].isprintable() and " " not in row["name"]]
 
 

@@ -20,8 +20,8 @@ from runkit.ids import uuid7
 
 from . import ack, faults
 from .launch import Launch
-from .store import queries, schema, transitions
-from .dbretry import TroubleCaught
+from .store import database, queries, transitions
+from .storage_trouble import TroubleCaught
 from .errors import Conflict, LaunchError
 
 CREDENTIAL_BYTES = 32
@@ -118,7 +118,7 @@ def submit_batch(conn, db_file: str, items: list[tuple], emit) -> dict:
             except Exception as e:
                 if next_item == 0:
                     raise
-                schema.rollback(conn)
+                database.rollback(conn)
                 failures.append((next_item, None, f"cannot submit: {e}"))
                 continue
             if caught.reason is not None:
@@ -211,7 +211,7 @@ def _record_reconciled(conn, job_id: str, reason: str) -> None:
 def _reconcile_launch(db_file: str, job_id: str, reason: str) -> str:
     """The acknowledgement did not arrive intact. Decide from the database, on a fresh connection:
     a committed claim means the job was handed over; otherwise make a late claim impossible first."""
-    conn = schema.connect(db_file, create=False)
+    conn = database.connect(db_file, create=False)
     try:
         while True:
             state = queries.load_state(conn, job_id)

@@ -15,7 +15,7 @@ NAMES = ["build", "test", "a", "A", "01a2", "x y", "déjà", "0123456789ab", "bu
 def jobs_db(tmp_path_factory):
     """A jobman database with 40 jobs submitted through jobman's own transition (names reused on purpose)."""
     from jobman import spec as specs
-    from jobman.store import schema as db, transitions
+    from jobman.store import database as db, transitions
     from runkit.ids import uuid7
 
     conn = db.connect(str(tmp_path_factory.mktemp("selectors") / "jobman.db"))

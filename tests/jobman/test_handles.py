@@ -44,7 +44,7 @@ def test_names_of_digits_only_are_refused_so_handles_and_names_never_collide(job
 
 def test_an_old_database_gets_handles_in_submission_order(tmp_path):
     """Migration 3 numbers the jobs of an existing home in submission order, and the next job follows."""
-    from jobman.store import migrations, schema as db
+    from jobman.store import database as db, migrations
 
     home = tmp_path / "home"
     home.mkdir()

@@ -1,12 +1,12 @@
 """Schema migrations: a database made by an earlier release is brought up to date in place and keeps
 every job, and ends up with the same schema as a database made fresh. The old DDL is written out here
-as that release created it (never derived from store/schema.py's migrations, which it checks)."""
+as that release created it (never derived from store/migrations.py, which it checks)."""
 import sqlite3
 
 import pytest
 
 from jobman.errors import JobmanError
-from jobman.store import queries, schema, transitions
+from jobman.store import database, queries, transitions
 
 # The schema of user_version 1, as jobman's first release created it.
 VERSION_1 = """
@@ -82,8 +82,8 @@ def shape(conn) -> dict:
 def test_a_version_1_database_migrates_and_keeps_its_jobs(tmp_path):
     path = str(tmp_path / "jobman.db")
     make_version_1(path)
-    conn = schema.connect(path, create=False)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION > 1
+    conn = database.connect(path, create=False)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == database.SCHEMA_VERSION > 1
     assert queries.count_jobs(conn) == len(JOBS)
     for job_id, name, priority, at, phase, outcome, _ in JOBS:
         job = queries.job(conn, job_id)
@@ -105,26 +105,26 @@ def test_a_version_1_database_migrates_and_keeps_its_jobs(tmp_path):
 
 def test_a_migrated_database_has_the_shape_of_a_fresh_one(tmp_path):
     make_version_1(str(tmp_path / "old.db"))
-    migrated = schema.connect(str(tmp_path / "old.db"), create=False)
-    fresh = schema.connect(str(tmp_path / "fresh.db"))
+    migrated = database.connect(str(tmp_path / "old.db"), create=False)
+    fresh = database.connect(str(tmp_path / "fresh.db"))
     assert shape(migrated) == shape(fresh)
 
 
 def test_migration_runs_once_and_a_newer_database_is_refused(tmp_path):
     path = str(tmp_path / "jobman.db")
     make_version_1(path)
-    schema.connect(path, create=False).close()
-    again = schema.connect(path, create=False)  # already current: nothing to do, nothing lost
+    database.connect(path, create=False).close()
+    again = database.connect(path, create=False)  # already current: nothing to do, nothing lost
     assert queries.count_jobs(again) == len(JOBS)
-    again.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+    again.execute(f"PRAGMA user_version = {database.SCHEMA_VERSION + 1}")
     again.close()
     with pytest.raises(JobmanError, match="newer than this jobman understands"):
-        schema.connect(path, create=False)
+        database.connect(path, create=False)
 
 
 def test_the_schema_version_is_the_number_of_migrations():
-    """schema.py names the version without loading the migrations (every command and supervisor opens the
+    """database.py names the version without loading the migrations (every command and supervisor opens the
     database; only creating or migrating one needs their text)."""
     from jobman.store.migrations import MIGRATIONS
 
-    assert schema.SCHEMA_VERSION == len(MIGRATIONS)
+    assert database.SCHEMA_VERSION == len(MIGRATIONS)

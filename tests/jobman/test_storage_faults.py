@@ -278,7 +278,7 @@ def test_an_emptied_database_is_refused_not_started_afresh(jobman):
 def test_an_old_database_is_migrated(tmp_path):
     """A version-1 database (as jobman made it before the line indexes) is brought up to date in place,
     with its waiting jobs in line."""
-    from jobman.store import migrations, schema as db
+    from jobman.store import database as db, migrations
 
     path = str(tmp_path / "jobman.db")
     conn = sqlite3.connect(path, isolation_level=None)

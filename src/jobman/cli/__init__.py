@@ -111,9 +111,9 @@ def _storage_trouble(error: Exception) -> str | None:
     sqlite3 = sys.modules.get("_sqlite3")  # SQLite's C module, which jobman loads without the sqlite3 package
     if sqlite3 is None or not isinstance(error, sqlite3.DatabaseError):
         return None
-    from ..dbretry import trouble
+    from ..storage_trouble import trouble
     from ..home import db_path, home_dir
-    from ..store.schema import explain
+    from ..store.database import explain
 
     if getattr(error, "sqlite_errorcode", 0) & 0xFF in (5, 6):  # busy, locked: someone else holds it, for now
         return f"the jobman database cannot be used now: {trouble(error)} ({error}); run the command again"

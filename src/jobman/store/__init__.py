@@ -1,6 +1,6 @@
 """jobman's store: every SQL statement of jobman lives in this package.
 
-schema: the connection, the schema and its migrations, short write transactions.
+database: the connection, creating and migrating the schema (migrations), short write transactions.
 queries: reads (what commands show, what a supervisor polls).
 transitions: every change of a job's state, one function each, precondition in the SQL predicate.
 """

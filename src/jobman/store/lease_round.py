@@ -6,7 +6,7 @@ has verified as alive; the other waiting supervisors sleep. Each renewal is the 
 supervisor runs for its own lease (transitions.RENEW: expected revision, phase and owner), so a job that
 moved on since the round read it is left alone. None of these writes is synced on its own: a lease outlives no boot.
 """
-from .schema import Transaction
+from .database import Transaction
 from .transitions import RENEW
 
 # Take the round if nobody holds it or its holder let it expire; keep it if it is ours.

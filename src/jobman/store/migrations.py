@@ -1,6 +1,6 @@
 """jobman's schema, as migrations: migration N takes user_version N-1 to N.
 
-Never edit a released migration: add a new one, and raise schema.SCHEMA_VERSION with it (this module is
+Never edit a released migration: add a new one, and raise database.SCHEMA_VERSION with it (this module is
 loaded only to create or migrate a database; tests/jobman/test_schema.py checks the two agree, and that a
 database of the previous version migrates and keeps its jobs). Pieces two migrations both create (the job_state
 table is rebuilt by migration 3) are written once, below, and stay as they were released.

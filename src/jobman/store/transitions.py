@@ -11,7 +11,7 @@ from runkit.jsonfast import dumps
 from ..errors import BadInput, Conflict
 from . import queries
 from .queries import load_state
-from .schema import Transaction, next_handle
+from .database import Transaction, next_handle
 
 ACTIVE = ("starting", "waiting", "running")
 

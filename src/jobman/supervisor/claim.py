@@ -13,7 +13,7 @@ from runkit.hashing import sha256
 from runkit.ids import is_uuid, uuid7
 
 from .. import faults, home as homes
-from ..dbretry import DatabaseGone, Retrier, connect
+from ..storage_trouble import DatabaseGone, PatientDatabase, connect
 from ..errors import JobmanError
 from ..store import queries, transitions
 from ..supervisor_log import log as _log
@@ -51,7 +51,7 @@ def main(args: list[str], clock: Clock = SYSTEM) -> int:
         except JobmanError as e:
             sys.stderr.write(f"jobman __supervise: refused: {e}\n")
             return EXIT_REFUSED
-    store = Retrier(conn, path, _log, clock)
+    store = PatientDatabase(conn, path, _log, clock)
     faults.hit("supervisor:before_claim")
     faults.hit_once("supervisor:one_dies_before_claim")
     if faults.active("supervisor:late_claim"):
@@ -75,7 +75,7 @@ def main(args: list[str], clock: Clock = SYSTEM) -> int:
     return Supervisor(store, home, job_id, supervisor_id, JobState.from_row(state), clock=clock).run()
 
 
-def claim(store: Retrier, job_id: str, credential_hash: bytes, supervisor_id: str, me, clock: Clock = SYSTEM,
+def claim(store: PatientDatabase, job_id: str, credential_hash: bytes, supervisor_id: str, me, clock: Clock = SYSTEM,
           sleep=time.sleep):
     """The claim, retried through storage trouble until its deadline (after which it cannot succeed); the
     job's state as claimed. Raises ClaimRefused (and DatabaseGone)."""

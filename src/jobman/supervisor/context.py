@@ -3,7 +3,7 @@ and which supervisor, the job's windows, the clock, the process layer and the lo
 return what they decided (wait.Begin or wait.Finish, attempt.AttemptEnd) and the owner records it (owner.py)."""
 from runkit.clock import Clock
 
-from ..dbretry import Retrier
+from ..storage_trouble import PatientDatabase
 from ..store import transitions
 
 
@@ -11,7 +11,7 @@ class SupervisorContext:
     __slots__ = ("clock", "db", "group", "home", "job_id", "lease_seconds", "log", "poll_every", "processes",
                  "renew_every", "supervisor_id")
 
-    def __init__(self, *, db: Retrier, home: str, job_id: str, supervisor_id: str, group: str, lease_seconds: float,
+    def __init__(self, *, db: PatientDatabase, home: str, job_id: str, supervisor_id: str, group: str, lease_seconds: float,
                  renew_every: float, poll_every: float, clock: Clock, processes, log):
         self.db = db                        # the job's database, its calls waiting out storage trouble
         self.home, self.job_id, self.supervisor_id, self.group = home, job_id, supervisor_id, group

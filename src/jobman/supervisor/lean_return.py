@@ -8,7 +8,7 @@ from runkit.clock import SYSTEM, Clock
 from runkit.ids import is_uuid
 
 from .. import faults, home as homes
-from ..dbretry import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, Retrier, connect, file_identity, jitter
+from ..storage_trouble import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, PatientDatabase, connect, file_identity, jitter
 from ..errors import JobmanError
 from ..store import queries
 from ..supervisor_log import log as _log
@@ -48,7 +48,7 @@ def resume(args: list[str], clock: Clock = SYSTEM, processes=None) -> int:
     except DatabaseGone as e:
         _log(f"{e}: this supervisor no longer claims job {job_id}; no target was running; exiting")
         return 0
-    store = Retrier(conn, path, _log, clock)
+    store = PatientDatabase(conn, path, _log, clock)
     store.identity = (dev, ino)
     from ..model import Snapshot
     from .owner import Supervisor

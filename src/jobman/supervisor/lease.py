@@ -8,7 +8,7 @@ as alive.
 from select import POLLIN
 
 from .. import doorbell
-from ..dbretry import DatabaseGone, jitter
+from ..storage_trouble import DatabaseGone, jitter
 from ..errors import Conflict
 from ..model import JobState
 from ..store import lease_round, queries, transitions

@@ -9,7 +9,7 @@ from runkit import proc
 from runkit.clock import SYSTEM, Clock
 
 from .. import doorbell, faults
-from ..dbretry import DatabaseGone, Retrier
+from ..storage_trouble import DatabaseGone, PatientDatabase
 from ..errors import Conflict
 from ..model import JobSpec, JobState, Snapshot
 from ..store import queries, transitions
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class Supervisor:
-    def __init__(self, store: Retrier, home: str, job_id: str, supervisor_id: str, state: JobState, *,
+    def __init__(self, store: PatientDatabase, home: str, job_id: str, supervisor_id: str, state: JobState, *,
                  clock: Clock = SYSTEM, processes=None, bell_fd: int | None = None, log=log):
         """state: the job's as claimed (or as read back by a supervisor back from the lean form, which passes the
         doorbell it kept open meanwhile as bell_fd). processes: the process layer (processes.Processes)."""

@@ -6,7 +6,7 @@ It returns what it decided for the owner to do: Begin an attempt (its slot taken
 import os
 
 from .. import doorbell, faults, home as homes, scheduling
-from ..dbretry import jitter
+from ..storage_trouble import jitter
 from ..errors import Conflict
 from ..model import JobSpec, JobState, Snapshot
 from ..store import queries, transitions

@@ -16,10 +16,10 @@ import os
 import select
 
 from jobman import doorbell, home as homes
-from jobman.dbretry import Retrier, connect
+from jobman.storage_trouble import PatientDatabase, connect
 from jobman.model import JobState
 from tests.scripted import ScriptedProcess
-from jobman.store import queries, schema, transitions
+from jobman.store import database, queries, transitions
 from jobman.supervisor import claim as claiming
 from jobman.supervisor.owner import Supervisor
 from runkit import proc
@@ -194,7 +194,7 @@ class World:
         self.clock = CreepingClock(start, creep) if creep else ManualClock(start=start)
         self.start, self.limit = start, limit
         homes.ensure_home(self.home)  # its logs and bells directories, as the first command makes them
-        self.conn = schema.connect(self.path)  # the test's own connection: what commands would do
+        self.conn = database.connect(self.path)  # the test's own connection: what commands would do
         self.processes = FakeProcesses(self)
         self.events: list[tuple] = []  # [(monotonic time or None, condition or None, action)]
         self.logs: list[str] = []
@@ -245,13 +245,13 @@ class World:
                 "dependencies": [], "not_before": None, "timeout": None, "kill_after": 3.0,
                 "retry": {"retries": 0, "exit_codes": None, "delay": 0.0, "backoff": "constant", "max_delay": None,
                           "on_timeout": False}, "log": {"limit": 0, "separate_stderr": False},
-                "group": schema.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS), **spec}
+                "group": database.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS), **spec}
         transitions.submit(self.conn, job_id=job_id, spec=full, dependencies=list(dependencies),
                            credential_hash=sha256(CREDENTIAL), now=self.now())
         return job_id
 
-    def store(self) -> Retrier:
-        return Retrier(connect(self.path), self.path, self.logs.append, self.clock)
+    def store(self) -> PatientDatabase:
+        return PatientDatabase(connect(self.path), self.path, self.logs.append, self.clock)
 
     def claim(self, job_id: str, supervisor_id: str | None = None, identity=None):
         """The supervisor's claim (jobman.supervisor.claim.claim) on the world's clock: (store, supervisor id,

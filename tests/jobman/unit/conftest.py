@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from jobman.store import schema, transitions
+from jobman.store import database, transitions
 from runkit.hashing import sha256
 from runkit.ids import uuid7
 
@@ -14,7 +14,7 @@ WINDOWS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 30.0}
 
 @pytest.fixture
 def conn(tmp_path):
-    connection = schema.connect(str(tmp_path / "jobman.db"))
+    connection = database.connect(str(tmp_path / "jobman.db"))
     yield connection
     connection.close()
 
@@ -22,7 +22,7 @@ def conn(tmp_path):
 def spec(**overrides) -> dict:
     """A resolved spec as jobman.spec.build makes one (only what the store reads matters here)."""
     return {"version": 1, "argv": ["true"], "executable": "/bin/true", "cwd": "/", "env": {}, "name": None,
-            "group": schema.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS), **overrides}
+            "group": database.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS), **overrides}
 
 
 def submit(conn, now: float = 1000.0, dependencies=(), **overrides) -> str:

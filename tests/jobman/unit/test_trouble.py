@@ -1,8 +1,8 @@
-"""Storage trouble met by a command, translated once (jobman.dbretry.TroubleCaught): caught and rolled back, or
+"""Storage trouble met by a command, translated once (jobman.storage_trouble.TroubleCaught): caught and rolled back, or
 refused as one line whose cause is SQLite's error; any other error goes through untouched."""
 import pytest
 
-from jobman.dbretry import TroubleCaught
+from jobman.storage_trouble import TroubleCaught
 from jobman.errors import JobmanError
 from jobman.store.sqlite import sqlite3
 

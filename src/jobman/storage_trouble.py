@@ -39,10 +39,10 @@ BUSY_TIMEOUT_MS = 1_000
 
 def connect(path: str):
     """A supervisor's connection to an existing database (raises JobmanError): SQLite's busy wait short, its lone
-    statements relaxed (its lease renewals: schema.Connection.relax)."""
-    from .store import schema
+    statements relaxed (its lease renewals: database.Connection.relax)."""
+    from .store import database
 
-    conn = schema.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
+    conn = database.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
     conn.relax()
     trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
     if trace:  # the tests count what an idle supervisor asks of the database
@@ -60,7 +60,7 @@ class DatabaseGone(Exception):
 
 class TroubleCaught:
     """The one translation of storage trouble met by a command's database call (the supervisor's calls wait it out
-    instead: Retrier). `with TroubleCaught(conn) as caught: ...`: a database error inside the block that is storage
+    instead: PatientDatabase). `with TroubleCaught(conn) as caught: ...`: a database error inside the block that is storage
     trouble (trouble() names what it waits for) is caught and the transaction it left open rolled back, with
     caught.reason and caught.error saying what it was; with `refusal`, it is raised instead as one JobmanError,
     "REFUSAL: REASON (ERROR)[; CONSEQUENCE]", whose cause is SQLite's error. Any other error goes through as it is."""
@@ -119,7 +119,7 @@ def jitter(seconds: float, low: float = 0.5, high: float = 1.5) -> float:
     return seconds * (low + (high - low) * int.from_bytes(os.urandom(2), "big") / 65535)
 
 
-class Retrier:
+class PatientDatabase:
     """A connection whose calls wait out storage trouble. fn(conn, *args) is the unit of work: one
     statement or one transaction, which SQLite rolled back if it failed."""
 
