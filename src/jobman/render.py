@@ -62,12 +62,25 @@ ENV_SHOWN = 12  # names of differing variables shown (show --env lists every var
 
 
 def show(view: dict, all_env: bool = False) -> str:
+    """`jobman show`: the job's state, its spec, its environment, its supervisor and history, in that order."""
     spec = view["spec"]
-    out = []
+    out: list[str] = []
 
     def add(line: str) -> None:
         out.append(printable(line))  # names, commands, environments and events carry other people's text
 
+    _show_state(view, add)
+    _show_spec(view, spec, add)
+    _show_environment(view, spec, add)
+    _show_history(view, add)
+    if all_env:
+        add("environment variables (secret-looking values masked):")
+        for k in sorted(spec["env"]):
+            add(f"  {k}={spec['env'][k]}")
+    return "\n".join(out)
+
+
+def _show_state(view: dict, add) -> None:
     add(f"job:         {view['handle']}  (id {view['id']})")
     if view["name"]:
         add(f"name:        {view['name']}")
@@ -86,6 +99,9 @@ def show(view: dict, all_env: bool = False) -> str:
     if view["phase"] == "finished":
         add(f"exit status: {view['exit_status']}" + (f" (exit code {view['exit_code']})" if view["exit_code"] is not None
                                                      else f" (signal {view['signal']})" if view["signal"] else ""))
+
+
+def _show_spec(view: dict, spec: dict, add) -> None:
     add(f"command:     {command_text(spec['argv'])}")
     add(f"executable:  {spec['executable']}")
     add(f"cwd:         {spec['cwd']}")
@@ -111,6 +127,9 @@ def show(view: dict, all_env: bool = False) -> str:
     add(f"log:         limit {spec['log']['limit']} bytes" + (", stderr separate" if spec['log']['separate_stderr'] else ""))
     if spec.get("on_finish"):
         add(f"on finish:   {spec['on_finish']}")
+
+
+def _show_environment(view: dict, spec: dict, add) -> None:
     env = view["environment"]
     add(f"environment: {spec['env_policy']}, {env['count']} variables (jobman show --env lists them)")
     if spec["env_overrides"]:
@@ -120,6 +139,9 @@ def show(view: dict, all_env: bool = False) -> str:
     if differs:
         more = f" and {len(differs) - ENV_SHOWN} more" if len(differs) > ENV_SHOWN else ""
         add("  differs from this shell: " + ", ".join(differs[:ENV_SHOWN]) + more)
+
+
+def _show_history(view: dict, add) -> None:
     sup = view["supervisor"]
     if sup:
         alive = "gone" if not sup["alive"] else "stopped" if sup["stopped"] else "alive"
@@ -139,11 +161,6 @@ def show(view: dict, all_env: bool = False) -> str:
     for e in view["events"]:
         extra = {k: v for k, v in e.items() if k not in ("at", "kind")}
         add(f"  {_when(e['at'])}  {e['kind']}" + (f"  {json.dumps(extra)}" if extra else ""))
-    if all_env:
-        add("environment variables (secret-looking values masked):")
-        for k in sorted(spec["env"]):
-            add(f"  {k}={spec['env'][k]}")
-    return "\n".join(out)
 
 
 def groups(rows: list[dict]) -> str:

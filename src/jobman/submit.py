@@ -104,35 +104,11 @@ def submit_batch(conn, db_file: str, items: list[tuple], emit) -> dict:
         room = BATCH_WINDOW - len(inflight)
         if next_item < len(items) and not stop and not failures and room > 0:
             chunk = items[next_item:next_item + min(BATCH_CHUNK, room)]
-            jobs = [(item[2] if len(item) > 2 else uuid7(), os.urandom(CREDENTIAL_BYTES), item[0], item[1])
-                    for item in chunk]
-            if next_item == 0:
-                faults.pause("cli:before_commit")
-            # The first chunk's trouble refuses the batch; a later chunk's failure (of any kind) ends it there.
-            first = ("cannot submit", "nothing was submitted") if next_item == 0 else (None, None)
-            try:
-                with TroubleCaught(conn, *first) as caught:
-                    stored = transitions.submit_many(  # (timed once the write lock is held, as submit())
-                        conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs],
-                        before_commit=(lambda: _catch_interrupts(stop)) if next_item == 0 else None)
-            except Exception as e:
-                if next_item == 0:
-                    raise
-                database.rollback(conn)
-                failures.append((next_item, None, f"cannot submit: {e}"))
+            handed, refused = _commit_chunk(conn, chunk, next_item == 0, stop)
+            if refused is not None:
+                failures.append((next_item, None, refused))
                 continue
-            if caught.reason is not None:
-                failures.append((next_item, None, f"cannot submit: {caught.reason}"))
-                continue
-            faults.hit("cli:after_commit")
-            for offset, ((job_id, cred, _, _), spec) in enumerate(zip(jobs, stored)):
-                launch = Launch(job_id)
-                try:
-                    launch.hand(cred, spec["claim_deadline"])
-                except LaunchError as e:
-                    inflight.append([next_item + offset, job_id, spec, e])
-                else:
-                    inflight.append([next_item + offset, job_id, spec, launch])
+            inflight.extend([next_item + offset, *rest] for offset, *rest in handed)
             next_item += len(chunk)
             continue
         if not inflight:
@@ -149,6 +125,39 @@ def submit_batch(conn, db_file: str, items: list[tuple], emit) -> dict:
             faults.hit("cli:after_ack")
     return {"submitted": submitted, "failures": failures,
             "stopped_at": next_item if next_item < len(items) else None, "interrupted": bool(stop)}
+
+
+def _commit_chunk(conn, chunk: list[tuple], first_chunk: bool, stop: list) -> tuple[list, str | None]:
+    """Commit one chunk of a batch and hand each of its jobs to a supervisor: ([[offset in the chunk, job id, stored
+    spec, Launch or the LaunchError that prevented it], ...], None), or ([], why nothing of it was committed). The
+    first chunk's trouble refuses the batch (raised); a later chunk's failure, of any kind, ends it there."""
+    jobs = [(item[2] if len(item) > 2 else uuid7(), os.urandom(CREDENTIAL_BYTES), item[0], item[1]) for item in chunk]
+    if first_chunk:
+        faults.pause("cli:before_commit")
+    first = ("cannot submit", "nothing was submitted") if first_chunk else (None, None)
+    try:
+        with TroubleCaught(conn, *first) as caught:
+            stored = transitions.submit_many(  # (timed once the write lock is held, as submit())
+                conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs],
+                before_commit=(lambda: _catch_interrupts(stop)) if first_chunk else None)
+    except Exception as e:
+        if first_chunk:
+            raise
+        database.rollback(conn)
+        return [], f"cannot submit: {e}"
+    if caught.reason is not None:
+        return [], f"cannot submit: {caught.reason}"
+    faults.hit("cli:after_commit")
+    handed = []
+    for offset, ((job_id, cred, _, _), spec) in enumerate(zip(jobs, stored)):
+        launch = Launch(job_id)
+        try:
+            launch.hand(cred, spec["claim_deadline"])
+        except LaunchError as e:
+            handed.append([offset, job_id, spec, e])
+        else:
+            handed.append([offset, job_id, spec, launch])
+    return handed, None
 
 
 def _catch_interrupts(stop: list) -> None:

@@ -120,7 +120,7 @@ def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path
     """The application. page_html: shell()'s page. errors: exception class -> HTTP status, for the tool's own errors
     (and bad requests), whose message is shown to the user as it is (one line that names what to do)."""
     from starlette.applications import Starlette
-    from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+    from starlette.responses import HTMLResponse, JSONResponse, Response
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
@@ -144,6 +144,27 @@ def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path
     async def page(request):
         return HTMLResponse(page_html)
 
+    events = _events(changes, stopping)
+
+    async def tool_error(request, exc):
+        status = next(errors[cls] for cls in type(exc).__mro__ if cls in errors)
+        return JSONResponse({"error": str(exc)}, status_code=status)
+
+    async def no_icon(request):
+        return Response(status_code=204)
+
+    routes = [Route("/", page), Route("/favicon.ico", no_icon), Route("/job/{rest:path}", page), Route("/api/events", events), *tool_routes,
+              Mount("/static", StaticFiles(directory=STATIC)), Mount("/app", StaticFiles(directory=app_static))]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={cls: tool_error for cls in errors})
+    app.state.stopping = stopping
+    app.state.changes = changes
+    return Guard(app, launch), stopping
+
+
+def _events(changes: "Changes", stopping: Stopping):
+    """The /api/events route: a server-sent event each time the fingerprint moves, a keepalive between."""
+    from starlette.responses import StreamingResponse
+
     async def events(request):
         stop = stopping.event
 
@@ -164,19 +185,7 @@ def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"})
 
-    async def tool_error(request, exc):
-        status = next(errors[cls] for cls in type(exc).__mro__ if cls in errors)
-        return JSONResponse({"error": str(exc)}, status_code=status)
-
-    async def no_icon(request):
-        return Response(status_code=204)
-
-    routes = [Route("/", page), Route("/favicon.ico", no_icon), Route("/job/{rest:path}", page), Route("/api/events", events), *tool_routes,
-              Mount("/static", StaticFiles(directory=STATIC)), Mount("/app", StaticFiles(directory=app_static))]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={cls: tool_error for cls in errors})
-    app.state.stopping = stopping
-    app.state.changes = changes
-    return Guard(app, launch), stopping
+    return events
 
 
 async def body_of(request) -> dict:

@@ -266,14 +266,9 @@ class ClaimPass:
                 continue
             spec = hint.spec
             try:
-                inputs = queue.inputs_state(hint)
-                if inputs == WAIT:
+                inputs = self._inputs_unless_waiting(job_id, entry, hint)
+                if inputs is None:
                     seen += 1
-                    continue
-                if not room.fits(spec):
-                    seen += 1
-                    ctx.log_once(f"room {entry.key}", entry.version, f"{job_id}: waits for {room.short_of(spec)}")
-                    room.take(spec)  # kept back for it: nothing behind it takes what it waits for
                     continue
                 paused = self._paused() if paused is None else paused
                 if paused:
@@ -294,19 +289,13 @@ class ClaimPass:
                 yield Hold(unsure)
                 continue
             except CorruptDocument as e:
-                # Another record of this job (or of its input's producer) is corrupt: this job cannot be decided on,
-                # the others can. Looked at again on the slow cadence (after `stado repair`, say).
-                queue.blocked.add(job_id)
-                ctx.log_once(f"blocked {entry.key}", str(e), f"{job_id}: not claimed: {e}; skipped (`stado status` "
-                             "lists it under problems)")
+                self._blocked(job_id, entry, e)
                 continue
             queue.forget(entry.key)
             if got is None:
-                # Lost to another claimant (or the entry read was stale). Going on down the queue now would race
-                # the winner again for the next job: back off instead, so agents polling together drift apart.
-                # (Measured: with agents spread, going on once instead changes nothing; without spreading, it tripled
-                # the lost races at 8 agents, the losers chasing each other down the queue: docs/stado.md, "Claim
-                # order with several agents".)
+                # Lost to another claimant (or the entry read was stale): back off rather than race the winner for
+                # the next job, so agents polling together drift apart (docs/stado.md, "Claim order with several
+                # agents": going on tripled the lost races at 8 agents unspread).
                 self.lost += 1
                 self.seen = seen
                 yield Backoff(backoff(ctx.cfg.poll_seconds))
@@ -319,6 +308,25 @@ class ClaimPass:
             queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
         self.seen = seen
         return claimed
+
+    def _inputs_unless_waiting(self, job_id: str, entry, hint):
+        """The job's inputs state, or None when it waits: for an input, or for room on this agent (then the room
+        is kept back for it: nothing behind it takes what it waits for)."""
+        inputs = self.queue.inputs_state(hint)
+        if inputs == WAIT:
+            return None
+        if not self.room.fits(hint.spec):
+            self.ctx.log_once(f"room {entry.key}", entry.version, f"{job_id}: waits for {self.room.short_of(hint.spec)}")
+            self.room.take(hint.spec)
+            return None
+        return inputs
+
+    def _blocked(self, job_id: str, entry, error: CorruptDocument) -> None:
+        """Another record of this job (or of its input's producer) is corrupt: this job cannot be decided on, the
+        others can. Looked at again on the slow cadence (after `stado repair`, say)."""
+        self.queue.blocked.add(job_id)
+        self.ctx.log_once(f"blocked {entry.key}", str(error), f"{job_id}: not claimed: {error}; skipped (`stado "
+                          "status` lists it under problems)")
 
     def _window(self) -> list:
         """(job id, index entry) of the head of the claim order, but the jobs this agent runs; strays reported."""
