@@ -1,6 +1,6 @@
 """The shape issue 22 gave stado, kept by walking its source (as tests/test_layering.py keeps the layers):
 
-- typed records at the edge of storage: no module but documents.py reads a job document by a string key, and the
+- typed records at the edge of storage: no module but the documents package reads a job document by a string key, and the
   phase names are spelled there alone;
 - an owner is one object with declared state: the agent's classes create no attribute outside __init__, and its
   collaborators are given an AgentContext, never the Agent;
@@ -23,7 +23,7 @@ VIEWS = {"render.py", "watch.py"}
 
 
 def _modules():
-    return [p for p in sorted(SRC.rglob("*.py")) if p.name != "documents.py"]
+    return [p for p in sorted(SRC.rglob("*.py")) if p.parent.name != "documents"]
 
 
 def _string_reads(tree) -> list[tuple[int, str]]:
