@@ -21,7 +21,8 @@ from . import documents as d
 from . import keys
 from .cas import new_nonce
 from .errors import BadInput, Conflict, JobNotFound, NotSubmitted, OutcomeUnknown, StadoError
-from .objectstore.base import AccessDenied, AlreadyExists, NotFound, ObjectStore, StoreError
+from .objectstore.base import AccessDenied, NotFound, ObjectStore, StoreError
+from .landing import EXISTING, LANDED, NOT_LANDED, TAKEN, UNKNOWN, Patience, create, retried
 from .readyindex import index
 from .spec import InputRef, JobSpec, validate, with_inputs
 
@@ -171,7 +172,7 @@ def queue_jobs(store: ObjectStore, items: list[Submission], *, submitter: str | 
                           _stop(outcome, said, first, plan, n, len(plans)))
         docs.append(first)
         # After the ledger entry: a crash in between is healed by the agents' slow pass (readyindex.reconcile).
-        failed = _retried(Patience(min(settle_seconds, 2.0)), index, store, first)
+        failed = retried(Patience(min(settle_seconds, 2.0)), index, store, first)
         if failed is not None:
             unindexed[first.id] = _said(failed)
     return Queued(docs, None, unindexed, existing, None)
@@ -198,11 +199,11 @@ def _write(store: ObjectStore, plan: "_Plan", first: d.Job, settle_seconds: floa
     if first.spec.name:
         # The name index is written first: a crash between the two writes leaves a name that points at
         # no job (lookups skip it), never a job its name cannot find.
-        failed = _retried(patience, store.put, keys.name_entry(first.spec.name, first.id), first.id.encode())
+        failed = retried(patience, store.put, keys.name_entry(first.spec.name, first.id), first.id.encode())
         if failed is not None:
             return NOT_LANDED, failed, first
     job = first
-    outcome, said = _create(store, keys.queued(job.id), d.encode(job), lambda: _records_of(store, job), patience,
+    outcome, said = create(store, keys.queued(job.id), d.encode(job), lambda: _records_of(store, job), patience,
                             exists_is_ours=True)
     return outcome, said, first
 
@@ -290,106 +291,10 @@ def _claim_key(store: ObjectStore, plan: _Plan, first: d.Job, patience: "Patienc
             return False
         return True if found[0].get("nonce") == nonce else found[0]
 
-    outcome, said = _create(store, where, d.encode(record_), mine, patience, exists_is_ours=False)
+    outcome, said = create(store, where, d.encode(record_), mine, patience, exists_is_ours=False)
     if outcome == TAKEN:
         return _key_job(plan.key, said, plan.request), None
     return outcome, said
-
-
-LANDED, NOT_LANDED, UNKNOWN, TAKEN, EXISTING = "landed", "not landed", "unknown", "taken", "existing"
-
-
-class Patience:
-    """How long a write whose answer was lost is tried again: backing off from 0.1 s to 2 s between tries, for
-    `seconds` from its first failure."""
-
-    __slots__ = ("seconds", "until", "delay")
-
-    def __init__(self, seconds: float):
-        self.seconds, self.delay = seconds, 0.1
-        self.until: float | None = None
-
-    def another(self) -> bool:
-        """Wait before the next try: False, at once, when the bound has passed."""
-        now = time.monotonic()
-        if self.until is None:
-            self.until = now + self.seconds
-        if now >= self.until:
-            return False
-        time.sleep(min(self.delay, self.until - now))
-        self.delay = min(self.delay * 2, 2.0)
-        return True
-
-
-def _create(store: ObjectStore, key: str, data: bytes, mine, patience: Patience, *, exists_is_ours: bool):
-    """Create-if-absent `key` until the store's answers tell what became of it: (LANDED, None), (TAKEN, what
-    another writer wrote there), or (NOT_LANDED or UNKNOWN, the last error). `mine()` reads back: True when our
-    write is there (or what it became), False when nothing is, or another writer's record. `exists_is_ours`: the
-    key is ours alone (a fresh job id), so a refused create means one of our own tries landed, whatever moved it
-    on since."""
-    reached = later = False
-    error: StoreError | None = None
-    while True:
-        try:
-            store.put_if_absent(key, data)
-            return LANDED, None
-        except AlreadyExists:
-            exists = True
-        except StoreError as e:
-            exists, error = False, e
-            landed, in_flight = may_have_landed(e)
-            reached, later = reached or landed, later or in_flight
-            if not reached:
-                return NOT_LANDED, e  # no try of ours reached the store: nothing to read back, nothing to wait for
-        try:
-            seen = mine()
-        except StoreError as e:
-            seen, error = None, error or e
-        if seen is True:
-            return LANDED, None
-        if seen is not None and seen is not False:
-            return TAKEN, seen
-        if exists and exists_is_ours:
-            return LANDED, None  # a try of ours landed (the id is ours alone); the job moved on, or was not read
-        if not patience.another():
-            # The last read-back answers for every try made before it, unless one may still be on its way.
-            return (NOT_LANDED if seen is False and not later else UNKNOWN), error
-
-
-def may_have_landed(error: StoreError) -> tuple[bool, bool]:
-    """(whether the write that failed with `error` may have landed, whether it may still land later).
-
-    A store of this host (the local directory) answers in the call: once it has raised, nothing of the write is
-    in flight, though it may have landed before the failure. A cloud store's client (obstore) retries on its own:
-    its error says how many retries it made and why the last try failed. Only a single try tells anything: one that
-    never connected sent nothing, and one the server refused (a 4xx but 408 and 429, or 501) stored nothing; after
-    any other answer (a 5xx, which a proxy may give for a write that committed) the write is decided by now; a
-    connection lost after sending, a timeout, or any retry before, may still land."""
-    if isinstance(error, AccessDenied):
-        return False, False
-    cause = error.__cause__
-    if cause is None:
-        return True, False
-    lines = {line.strip() for line in str(cause).splitlines()}
-    if "retries: 0," not in lines:
-        return True, True
-    if "kind: Connect," in lines:
-        return False, False
-    status = _status(str(cause))
-    if status is not None:
-        refused = (400 <= status < 500 and status not in (408, 429)) or status == 501
-        return (False, False) if refused else (True, False)
-    return True, True
-
-
-def _status(text: str) -> int | None:
-    """The HTTP status obstore's error reports, if the server answered."""
-    for marker in ("status code: ", "status: "):
-        at = text.find(marker)
-        digits = text[at + len(marker):at + len(marker) + 3] if at >= 0 else ""
-        if digits.isdigit():
-            return int(digits)
-    return None
 
 
 def _records_of(store: ObjectStore, first: d.Job):
@@ -410,18 +315,6 @@ def _records_of(store: ObjectStore, first: d.Job):
                 return True  # a damaged record of this id is still the job's (`stado status` lists it)
             return True if d.same_submission(doc, first) else doc
     return False
-
-
-def _retried(patience: Patience, write, *args) -> StoreError | None:
-    """A plain write (an overwrite with the same bytes changes nothing), write(*args), tried until it lands: None,
-    or the last error once the bound has passed."""
-    while True:
-        try:
-            write(*args)
-            return None
-        except StoreError as e:
-            if isinstance(e, AccessDenied) or not patience.another():
-                return e
 
 
 def _said(error: StoreError) -> str:

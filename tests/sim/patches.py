@@ -10,7 +10,7 @@ import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado import artifacts, guarantees, reaper, schedules, standin, submission
+from stado import artifacts, guarantees, landing, reaper, schedules, standin, submission
 from stado.agent import claim_pass, owner
 
 # The transitions' modules.
@@ -69,6 +69,7 @@ def deterministic(sim):
     clock = _SimTime(sim)
     replacements = [
         (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce), (submission, "time", clock),
+        (landing, "time", clock),
         (job_claim, "new_nonce", sim.new_nonce), (job_moves, "new_nonce", sim.new_nonce),
         (job_cancel, "new_nonce", sim.new_nonce), (job_common, "time", clock), (reaper, "new_nonce", sim.new_nonce),
         (owner, "uuid7", sim.new_agent_id), (owner, "new_nonce", sim.new_nonce), (claim_pass, "random", _SimRandom(sim)),

@@ -14,7 +14,8 @@ from stado.errors import BadInput, NotSubmitted, OutcomeUnknown
 from stado.objectstore import StoreUnavailable, open_store
 from stado.objectstore.file import FileStore
 from stado.spec import JobSpec
-from stado.submission import Submission, may_have_landed, queue_jobs
+from stado.landing import may_have_landed
+from stado.submission import Submission, queue_jobs
 
 from .scripted_faults import Scripted
 from .storekit import make_target, server_for

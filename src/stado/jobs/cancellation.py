@@ -42,7 +42,8 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
     error (submission.SETTLE_SECONDS by default): a cancel of ours that landed is known by its cancel id, and the
     answer is what the store shows. Past the bound: NotWritten when nothing of ours was sent, OutcomeUnknown when
     a write of ours may have landed."""
-    from ..submission import SETTLE_SECONDS, Patience, whoami
+    from ..landing import Patience
+    from ..submission import SETTLE_SECONDS, whoami
 
     by = by or whoami()
     patience = Patience(SETTLE_SECONDS if settle_seconds is None else settle_seconds)
