@@ -207,4 +207,15 @@ SCENARIOS = {
               "pass lapsed the job by its promise and it ran again, though the sibling could see on the machine that "
               "its owner was gone and its keeper alive, holding how it ended",
         runs=300),
+    "held_claim_stopped": Scenario(
+        seed=97729,
+        pinned=dict(agents=3, hosts=2, slots=1, jobs=2, exit_fail=0.3, max_run=3.0, settle_every=0.5, p_fail=0.08,
+                    p_lost=0.01, p_crash=0.01, p_stall=0.03, slow=("delete", "queue/"), p_jump=0.01,
+                    p_reprioritise=0.1, restarts=1, schedule=True, p_stop=0.01),
+        want=["ended-rerun"],
+        about="an agent's claim lands but its check fails (a read of completed/ lost), and the agent is stopped past "
+              "the claim's promise: resumed, it counted the promise from when it made the held slot, not from "
+              "before the claim's write, so it started the job without renewing; the reaper, by the store's clock, "
+              "requeued it and the job ran again",
+        runs=300),
 }

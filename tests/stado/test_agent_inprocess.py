@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from stado import documents as d
 from stado import jobs, keys, submission
 from stado.agent import claim_pass
 from stado.agent.logonce import LogOnce
@@ -18,6 +19,7 @@ from stado.reaper import LEASE_EXPIRED, reap
 from stado.spec import JobSpec
 
 from .inprocess import World
+from .scripted_faults import Scripted
 
 
 
@@ -121,6 +123,25 @@ def test_a_reaper_whose_host_clock_is_an_hour_ahead_reaps_no_sooner_nor_later(wo
     assert "this host's clock is 3600.0 s ahead of the store's" in world.log("ahead")
     world.run_until(lambda: job in ahead.slots, agents=[ahead])
     assert 2.0 <= world.clock.now - last_word <= 15.0, world.clock.now - last_word
+
+
+def test_a_claim_stopped_between_its_write_and_its_check_renews_before_its_job_starts(world):
+    """The agent is stopped (SIGSTOP) past the claim's promise just after its create landed, and the check that
+    follows cannot be read (the GETs of completed/ fail): the slot is held. It must count the promise from before the
+    claim's write, not from when it made the slot after the stop: the job starts only on a promise renewed since,
+    one the store's clock still honours, or the reaper would requeue a job that runs."""
+    world.store = store = Scripted(world.store)
+    a = world.agent("a")
+    store.on("delete_if_match", "ready/", before=lambda key: world.clock.advance_to(world.clock.now + 20))
+    store.on("get", "completed/", fail=1)  # the claim's check; the one its launch makes reads
+    job = submit(world, "run 30 exit 0")
+    world.run_until(lambda: a.host.of_job(job), agents=[a])
+    assert "held, not started" in world.log("a")
+    doc, _ = read(store, keys.running(job), job)
+    started = world.clock.wall() - (a.clock.monotonic() - a.host.of_job(job)[0].started)
+    assert doc.lease_expires_at > d.iso(started), (doc.lease_expires_at, world.log("a"))  # renewed first
+    world.run_until(lambda: state(world, job) == "completed")
+    assert len(a.host.of_job(job)) == 1
 
 
 def test_a_draining_agent_hands_back_what_has_not_started(world):

@@ -205,9 +205,9 @@ class Claim(record("Claim", "doc version inputs_missing claimed_mono")):
     __slots__ = ()
 
 
-class Hold(record("Hold", "unsure")):
-    """A claim that landed but could not be checked (jobs.Unverified): held in a slot, nothing started, checked
-    again on the next tick."""
+class Hold(record("Hold", "unsure claimed_mono")):
+    """A claim that landed but could not be checked (jobs.Unverified): held in a slot, nothing started, checked again
+    on the next tick. `claimed_mono`: as Claim's (its promise runs from the claim's write, not from the slot's)."""
 
     __slots__ = ()
 
@@ -286,7 +286,7 @@ class ClaimPass:
                 room.take(spec)
                 claimed += 1
                 self.seen = seen
-                yield Hold(unsure)
+                yield Hold(unsure, mono)
                 continue
             except CorruptDocument as e:
                 self._blocked(job_id, entry, e)

@@ -209,7 +209,8 @@ class Agent:
                 unsure = decision.unsure
                 self.log(f"{unsure}; held, not started: checked again on the next tick")
                 self.holdings.hold(unsure.doc.id, unsure.doc.spec)
-                slot = self.runner.claimed(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version))
+                slot = self.runner.claimed(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version),
+                                           claimed_mono=decision.claimed_mono)
                 self._record(slot)
                 self.runner.begin(slot, draining=self.draining)
             elif isinstance(decision, Claim):
@@ -247,12 +248,6 @@ class Agent:
     def _take_over_replaced(self) -> None:
         for slot in settle_left_by_replaced(self.ctx, self.runner, read=self._watch.read):
             self._record(slot)
-
-    def _settle_here(self, doc, version) -> bool:
-        settled, slot = settle_here(self.ctx, self.runner, doc, version)
-        if slot is not None:
-            self._record(slot)
-        return settled
 
     def _may_claim(self) -> bool:
         return not self.stopping and len(self.slots) < self.cfg.slots
@@ -427,7 +422,8 @@ class Agent:
         renewals speak for them."""
         self._settle_due = self.clock.monotonic() + self.cfg.settle_seconds
         summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
-                             skip=frozenset(self.slots), watch=self._watch, clock=self.clock, here=self._settle_here)
+                             skip=frozenset(self.slots), watch=self._watch, clock=self.clock,
+                             here=lambda doc, version: settle_here(self.ctx, self.runner, doc, version, self._record))
         self.guard(stop_orphans, self.ctx, set(self.slots))
         if summary is None:
             return

@@ -73,15 +73,18 @@ def settle_left_by_replaced(ctx: AgentContext, runner: SlotRunner, read: dict | 
             yield slot
 
 
-def settle_here(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version) -> tuple[bool, Slot | None]:
+def settle_here(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, record) -> bool:
     """The reaper pass's hand-over (reap's `here`): a running job whose promise has passed, held by an agent of this
     host that is gone (a sibling that died while this agent ran: no agent replaces it), is settled by the restart
     check, not lapsed by its promise: a job whose command ended, its status recorded or its keeper still alive to
-    write it, is recorded and never run again; one whose process still runs is taken over. (True, its slot or None)
-    when it was settled so; (False, None) leaves it to the promise."""
+    write it, is recorded and never run again; one whose process still runs is taken over. True when it was
+    settled so (a slot it takes over goes to record(slot)); False leaves it to the promise."""
     if not left_here(ctx, doc):
-        return False, None
-    return True, settle(ctx, runner, doc, version, voice=on_pass(doc))
+        return False
+    slot = settle(ctx, runner, doc, version, voice=on_pass(doc))
+    if slot is not None:
+        record(slot)
+    return True
 
 
 def settle(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, *, voice: Voice = AT_START) -> Slot | None:
