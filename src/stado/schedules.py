@@ -52,7 +52,7 @@ def parse_cron(expr: str, tz: str = "UTC"):
         CronSim(expr, datetime.now(zone))
     except (CronSimError, ValueError) as e:
         raise BadInput(f"cron expression {expr!r} is not valid ({e}): use five fields, minute hour day month weekday, "
-                       "e.g. '*/15 * * * *' or '0 3 * * 1-5'") from None
+                       "e.g. '*/15 * * * *' or '0 3 * * 1-5' (or six, seconds first)") from None
     return expr, zone
 
 

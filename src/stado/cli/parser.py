@@ -146,7 +146,8 @@ def _schedules(sub, Parser) -> None:
     sa = schsub.add_parser("add", help='NAME "CRON" [flags] -- CMD...: a job per fire time (the flags of submit, '
                                        'but --batch)')
     sa.add_argument("sched_name", metavar="NAME")
-    sa.add_argument("cron", metavar="CRON", help="five fields, e.g. '*/15 * * * *' (cronsim syntax)")
+    sa.add_argument("cron", metavar="CRON", help="five fields, e.g. '*/15 * * * *', or six with seconds "
+                                                   "first, e.g. '*/30 * * * * *' (cronsim syntax)")
     sa.add_argument("--tz", default="UTC", help="the zone the cron expression is read in (default UTC)")
     add_to_argparse(sa, [o for o in SUBMIT_OPTIONS if o.dest not in ("batch", "key")])  # a schedule: a job per fire
     sa.epilog = ("The command comes last, after --: stado schedule add nightly '0 3 * * *' --cores 4 -- make all. "
