@@ -450,3 +450,76 @@ def test_no_function_is_longer_than_a_screen():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+# --- the docs name what is there ------------------------------------------------------------------------------
+
+DOTTED = re.compile(r"(?<![\w./-])((?:jobman|stado|runkit)(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+NOT_MODULES = {"bash", "zsh", "fish", "py", "md", "json", "toml", "db", "log", "sh", "service"}  # file names
+
+
+def _bound(path: Path) -> set[str]:
+    """Names a module binds at its top level (under a module-level if too), and those its __all__ lists."""
+    names: set[str] = set()
+    nodes = list(ast.parse(path.read_text()).body)
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, (ast.If, ast.Try)):
+            nodes += node.body + node.orelse
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        names.add(name.id)
+                if isinstance(target, ast.Name) and target.id == "__all__" and isinstance(node.value, ast.List):
+                    names |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return names
+
+
+def dotted_names_missing(text: str) -> list[str]:
+    """Dotted names of this tree (`stado.cli.fleet`, `jobman.api.cancel`) in `text` that name no module, or a name
+    its module does not bind."""
+    missing = []
+    for match in DOTTED.finditer(text):
+        parts = match.group(1).split(".")
+        if parts[-1] in NOT_MODULES:
+            continue
+        known = len(parts)
+        while known and _module_path(".".join(parts[:known])) is None:
+            known -= 1
+        module = _module_path(".".join(parts[:known])) if known else None
+        if module is None or (known < len(parts) and parts[known] not in _bound(module)):
+            missing.append(match.group(1))
+    return missing
+
+
+def test_the_docs_name_check_sees_a_stale_name():
+    assert dotted_names_missing("see stado.clifleet and stado.cli.fleet.cmd_ui, jobman.api.nothing_here") == [
+        "stado.clifleet", "jobman.api.nothing_here"]
+
+
+def _prose(source: str) -> str:
+    """A Python file's docstrings and comments: where it names other modules in words."""
+    import io
+    import tokenize
+
+    texts = [ast.get_docstring(node, clean=False) or "" for node in ast.walk(ast.parse(source))
+             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    texts += [tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT]
+    return "\n".join(texts)
+
+
+def test_every_module_the_docs_name_exists():
+    """Every dotted name of this tree in the docs, and in the docstrings and comments of the code, names a module
+    that is there (and a name it binds): a rename leaves no stale pointer behind."""
+    missing = []
+    for name in _tracked("docs", "README.md", "src", "tests", "bench"):
+        if name.endswith((".md", ".py")):
+            text = (REPO / name).read_text()
+            missing += [f"{name}: {dotted}" for dotted in dotted_names_missing(text if name.endswith(".md")
+                                                                                else _prose(text))]
+    assert missing == []

@@ -50,7 +50,7 @@ def send_signal(selector: str, sig: int, environ=os.environ) -> dict:
                        + (" (jobman cancel stops a waiting job)" if state["phase"] != "finished" else ""))
     attempt = queries.last_attempt(st.conn, job_id)
     found = targets.processes(job_id, attempt)
-    # The command's process group (it leads one, jobman.attempt) in one delivery: signalled one by one, a shell
+    # The command's process group (it leads one, jobman.supervisor.attempt) in one delivery: signalled one by one, a shell
     # that ends at the signal has the rest of its tree swept by its supervisor before they are sent it, or its
     # children end first and it leaves before its own turn. What left the group is signalled one by one.
     group = [st_ for st_ in found if st_.pgid == attempt["pid"]]
