@@ -405,11 +405,11 @@ PURPOSES = [
     ("schedules.py:add", "PUT", "schedules", None, "schedule add: create the schedule (create-if-absent)"),
     ("schedules.py:get", "GET", "schedules", None, "schedule rm: read the schedule"),
     ("schedules.py:remove_schedule", "DELETE", "schedules", None, "schedule rm: delete it (if-match)"),
-    ("agent/claim_pass.py:list_window", "LIST", "ready", None, "poll: one page of the claim-order index ready/"),
-    ("agent/claim_pass.py:document", "GET", "ready", None, "claim pass: the index entry (its version is new to this agent)"),
-    ("agent/claim_pass.py:document", "GET", "queue", None,
+    ("agent/queue_knowledge.py:list_window", "LIST", "ready", None, "poll: one page of the claim-order index ready/"),
+    ("agent/queue_knowledge.py:document", "GET", "ready", None, "claim pass: the index entry (its version is new to this agent)"),
+    ("agent/queue_knowledge.py:document", "GET", "queue", None,
      "claim pass: the ledger entry (its index entry's version is new to this agent)"),
-    ("agent/claim_pass.py:pause", "GET", "ready", None,
+    ("agent/queue_knowledge.py:pause", "GET", "ready", None,
      "claim pass: the pause record, listed in ready/ (read once for each version of it)"),
     ("pause.py:adopt_legacy", "GET", "control", None,
      "index check (every 300 s): a pause record where an older stado kept it? (404)"),
@@ -509,7 +509,7 @@ def categorise(rows: list[dict], s: Scenario) -> None:
             row["whose"] = "start-up"
         elif row["at"] > s.t1:
             row["whose"] = "after"
-        elif row["where"] in ("agent/claim_pass.py:list_window", "agent/claim_pass.py:pause"):
+        elif row["where"] in ("agent/queue_knowledge.py:list_window", "agent/queue_knowledge.py:pause"):
             row["whose"] = "pass"
         else:
             row["whose"] = "background"

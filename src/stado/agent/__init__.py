@@ -2,7 +2,8 @@
 
     owner.py      Agent: the worker's state, declared in one place; its loop, cadences and signals
     context.py    AgentContext: what collaborators get (store, ids, settings, clocks, log, processes, directories)
-    claim_pass.py QueueKnowledge (what it knows of the queue, keyed by version) and ClaimPass (decisions)
+    claim_pass.py ClaimPass (the decisions of one pass over the claim order: Claim, Hold, Backoff)
+    queue_knowledge.py  QueueKnowledge: what it knows of the queue between polls, keyed by version
     fleet.py      Fleet: the live agents (one LIST of agents/), for the claim pass's rank among them
     slot.py       Slot, its Phase and why it is stopped (Stop)
     runner.py     SlotRunner: each tick of a slot (launch, renew, stop, re-adoption)

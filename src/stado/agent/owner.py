@@ -44,13 +44,14 @@ from ..problems import Problem
 from ..reaper import Watch, reap
 from ..guarantees import ensure_safe
 from ..storeclock import SKEW_BOUND, StoreClock, skew_words
-from .claim_pass import Backoff, Claim, ClaimPass, Hold, QueueKnowledge
+from .claim_pass import Backoff, Claim, ClaimPass, Hold
 from .config import AgentConfig
 from .context import AgentContext
 from .fleet import Fleet
 from .jobio import JobIO
 from .lease import LeaseClock
 from .processhost import ProcessHost
+from .queue_knowledge import QueueKnowledge
 from .renewals import Renewals
 from .runner import SlotRunner
 from .slot import Phase, Slot, Stop
@@ -417,9 +418,8 @@ class Agent:
                                                 f"verdicts and schedules go by the store's")
 
     def _settle_pass(self) -> None:
-        """The reaper's pass (one LIST of running/, never of a terminal prefix): finish moves crashed agents
-        left half done, requeue or fail jobs whose worker stopped speaking. Its own slots are skipped: their
-        renewals speak for them."""
+        """The reaper's pass (one LIST of running/, never of a terminal prefix): finish moves crashed agents left half
+        done, requeue or fail jobs whose worker stopped speaking (its own slots skipped: their renewals speak)."""
         self._settle_due = self.clock.monotonic() + self.cfg.settle_seconds
         summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
                              skip=frozenset(self.slots), watch=self._watch, clock=self.clock,
