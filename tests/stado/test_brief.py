@@ -4,7 +4,7 @@ import random
 import pytest
 
 from stado.brief import MARK, brief
-from stado.objectstore.cloud import one_line
+from stado.objectstore.cloud_errors import one_line
 
 OBSTORE_GAVE_UP = ("Generic S3 error: Error performing PUT http://127.0.0.1:41429/stado/t-4f1c2a9b7d3e/queue/"
                    "0193ab4c-8de0-7a6b-b1f2-3c4d5e6f7a8b.json in 1.204871233s, after 4 retries, max_retries: 4, "

@@ -85,7 +85,7 @@ def test_a_panic_inside_obstore_is_a_one_line_store_error():
 
 
 def test_every_cloud_error_keeps_obstore_s_as_its_cause():
-    """One translation (cloud.Translated) for every call into obstore: the store's error says it in one line, and
+    """One translation (cloud_errors.Translated) for every call into obstore: the store's error says it in one line, and
     obstore's own exception stays attached as its cause."""
     from obstore.exceptions import BaseError
 
