@@ -96,11 +96,12 @@ def _run(argv: list[str]) -> int:
 
 
 def command(key: tuple):
-    """The function that runs the command named by `key` (its words), its family loaded now."""
-    from importlib import import_module
-
+    """The function that runs the command named by `key` (its words), its family loaded now (by __import__:
+    importlib's package would load warnings on every submit)."""
     family, name = COMMANDS[key]
-    return getattr(import_module(f"{__name__}.{family}"), name)
+    module = f"{__name__}.{family}"
+    __import__(module)
+    return getattr(sys.modules[module], name)
 
 
 # Arguments that name local files: any bytes a file name may hold are accepted (what becomes a stored name, an
