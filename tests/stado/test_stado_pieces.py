@@ -210,11 +210,18 @@ def test_the_pure_core_does_no_io():
     pure = ("documents", "spec", "keys", "agent/lease", "admission", "agent/environment", "errors", "problems")
     io_modules = {"subprocess", "socket", "shutil", "fcntl", "select", "signal", "obstore"}
     for name in pure:
-        tree = ast.parse((SRC / "stado" / f"{name}.py").read_text())
-        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert not imported & io_modules, (name, imported & io_modules)
-        assert "objectstore" not in {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        package = SRC / "stado" / name
+        for path in sorted(package.glob("*.py")) if package.is_dir() else [SRC / "stado" / f"{name}.py"]:
+            _no_io(path, io_modules)
+
+
+def _no_io(path, io_modules) -> None:
+    """`path` imports no I/O module and nothing of the object store (a package of the core: each of its modules)."""
+    tree = ast.parse(path.read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not imported & io_modules, (path.name, imported & io_modules)
+    assert "objectstore" not in {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
 
 
 def test_the_docs_warn_that_the_local_directory_is_for_one_host():
