@@ -62,6 +62,39 @@ class Agent:
             self._log.close()
 
 
+def store_locks_held(pid: int, store) -> bool:
+    """Whether process `pid` holds a flock on a lock file of the local-directory store `store` (from /proc/locks);
+    False for any other store (it has no locks on this host)."""
+    locks = getattr(store, "root", None) and os.path.join(store.root, "locks")
+    if not locks or not os.path.isdir(locks):
+        return False
+    inodes = {os.stat(os.path.join(locks, name)).st_ino for name in os.listdir(locks)}
+    with open("/proc/locks") as table:
+        for line in table:
+            words = line.split()
+            if "FLOCK" in words and len(words) > words.index("FLOCK") + 4:
+                at = words.index("FLOCK")
+                holder, inode = words[at + 3], words[at + 4].rsplit(":", 1)[-1]
+                if holder == str(pid) and inode.isdigit() and int(inode) in inodes:
+                    return True
+    return False
+
+
+def stop_between_writes(proc: subprocess.Popen, store, tries: int = 500) -> None:
+    """SIGSTOP an agent at a moment it holds none of the local store's bucket locks. A writer stopped inside one
+    blocks every writer of that bucket until it goes on (its job's keeper too): a fault of its own, not the one a
+    test that stops an agent to see its keeper speak is about."""
+    import time
+
+    for _ in range(tries):
+        proc.send_signal(signal.SIGSTOP)
+        if not store_locks_held(proc.pid, store):
+            return
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError(f"agent {proc.pid} held a store lock at every one of {tries} stops")
+
+
 def run_until_idle(env: dict, tmp: Path, *args: str, name: str = "agent", timeout: float = 60,
                    extra_env: dict | None = None, host: str = "testhost") -> Agent:
     agent = Agent(env, tmp, "--until-idle", *args, name=name, extra_env=extra_env, host=host)

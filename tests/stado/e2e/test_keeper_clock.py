@@ -16,18 +16,20 @@ from stado import cas, keys
 from stado.documents import parse_iso
 
 from ..fakeclock import faked_clock
-from .support import Agent, submit, wait_for
+from .support import Agent, stop_between_writes, submit, wait_for
 
 pytestmark = pytest.mark.parametrize("store_target", ["file", "s3"], indirect=True)
 
 
 def test_a_keeper_on_a_host_90_s_behind_stamps_its_requeue_with_the_stores_time(stado_env, tmp_path, store):
     job = submit(stado_env, "sleep 60")
-    agent = Agent(stado_env, tmp_path, "--reap-margin", "2", extra_env=faked_clock("-90"))
+    # A poll of 1 s, not the suite's 0.1 s: on a loaded machine an agent a second late on its first renewal had its
+    # job stopped and requeued by the keeper before the test stopped it, then claimed it again (the requeue unseen).
+    agent = Agent(stado_env, tmp_path, "--reap-margin", "2", "--poll-seconds", "1", extra_env=faked_clock("-90"))
     try:
         wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=60,
                  message="its process recorded")
-        agent.proc.send_signal(signal.SIGSTOP)  # it renews no more; its keeper stops the job and requeues it
+        stop_between_writes(agent.proc, store)  # it renews no more; its keeper stops the job and requeues it
         wait_for(lambda: cas.read(store, keys.queued(job), job), timeout=60, message="the keeper's requeue")
         requeued = json.loads(store.get(keys.queued(job)).data)
         now = time.time()
