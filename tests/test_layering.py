@@ -429,7 +429,7 @@ def test_every_docs_page_the_readme_names_exists():
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 # Modules still over the bound, each at most the lines it has now: one may shrink (and then leaves this table),
 # never grow. An empty table is the goal.
-OVERSIZE = {"runkit/proc.py": 756, "stado/agent/runner.py": 536,
+OVERSIZE = {"runkit/proc.py": 756, "stado/agent/runner.py": 511,
             "stado/submission.py": 416, "stado/agent/owner.py": 485, "stado/objectstore/file.py": 436,
             "jobman/store/transitions.py": 417}
 

@@ -56,6 +56,8 @@ class Keeper:
         self.bridge_for = float(spec.get("bridge", 0.0))  # how long it renews for a gone agent
         self.gone_at: float | None = None  # when its agent's pipe closed
         self.version = None                # the record's version its own bridge renewals left
+        self.landed = None                 # the version of its agent's renewal in flight that the store showed landed
+        self.bridged: list[str] = []       # the nonces of its bridge's renewals (an answer lost, one may hold it)
         self.checked: str | None = None   # the nonce of the renewal in flight already asked of the store
         self.pidfd = self._pin()
 
@@ -109,8 +111,8 @@ class Keeper:
             elif step[0] == "check":
                 _, nonce, alive_until, deadline = step
                 self.checked = nonce
-                if self._renewal_landed(nonce, deadline):
-                    self.proven = alive_until
+                if (landed := self._renewal_landed(nonce, deadline)) is not None:
+                    self.proven, self.landed = alive_until, landed
             elif (said := self._stop(promise or {}, step[1])) is not None:
                 return said
 
@@ -148,7 +150,8 @@ class Keeper:
         try:
             from stado.standin import bridge
 
-            got = bridge(self.job_id, self.claim, str(self.agent_id), self.poll + 1.0, now=self._store_now)
+            got = bridge(self.job_id, self.claim, str(self.agent_id), self.poll + 1.0, now=self._store_now,
+                         nonces=self.bridged)
         except Exception as e:
             got = None
             self.log(f"could not renew for its agent ({type(e).__name__}: {brief(str(e), 160)})")
@@ -187,15 +190,15 @@ class Keeper:
 
     # -- a renewal in flight ---------------------------------------------------------------------------------
 
-    def _renewal_landed(self, nonce: str, deadline: float) -> bool:
-        """Whether the store holds the renewal with this nonce, asked by `deadline` (a store that cannot say in time
-        proves nothing)."""
+    def _renewal_landed(self, nonce: str, deadline: float) -> list | None:
+        """The record's version if the store holds the renewal with this nonce, asked by `deadline` (a store that
+        cannot say in time proves nothing: None)."""
         try:
             return _store_has(self.job_id, nonce, timeout=max(0.1, deadline - boottime()))
         except Exception as e:
             self.log(f"could not ask the store whether its agent's renewal landed ({type(e).__name__}: "
                      f"{brief(str(e), 160)})")
-            return False
+            return None
 
     # -- stopping the job --------------------------------------------------------------------------------------
 
@@ -229,7 +232,8 @@ class Keeper:
         try:
             from stado.standin import lapse_kept
 
-            said = lapse_kept(self.job_id, self.claim, self.version or promise.get("version"), why,
+            versions, nonces = own_writes(promise, self.landed, self.version)
+            said = lapse_kept(self.job_id, self.claim, versions, why, nonces=nonces + self.bridged[-8:],
                               now=self._store_now)
         except Exception as e:  # the store cannot be written: the reaper settles the job by its promise
             said = f"could not record it ({type(e).__name__}: {brief(str(e), 160)}); the reaper settles it by its promise"
@@ -293,6 +297,18 @@ def decide(promise: dict | None, *, claim: str, now: float, ended: bool, proven:
     return ("record",) if ended else ("stop", kill)
 
 
+def own_writes(promise: dict | None, landed=None, bridged=None) -> tuple[list, list]:
+    """(versions, nonces) this attempt's own writes are known to have left: the version its agent last told, the one
+    its renewal in flight is written on (its own write, maybe one whose answer was lost), that renewal's once the
+    store showed it landed (`landed`), the bridge's last (`bridged`); the nonces of the renewal in flight and of
+    those answered with an error since the last that landed. A record at one of them was moved by nobody else."""
+    promise = promise or {}
+    trying = promise.get("trying") if isinstance(promise.get("trying"), dict) else {}
+    unanswered = promise.get("unanswered") if isinstance(promise.get("unanswered"), list) else []
+    versions = [v for v in (promise.get("version"), trying.get("base"), landed, bridged) if isinstance(v, list)]
+    return versions, [n for n in (trying.get("nonce"), *unanswered) if isinstance(n, str)]
+
+
 def store_time(promise: dict | None, boot: float, wall: float) -> float:
     """The store's time, by the offset its agent measured (`store` in the promise: the bounds of the store's time
     less CLOCK_BOOTTIME) at `boot` on that clock; `wall`, this host's wall clock, when there is none."""
@@ -333,9 +349,9 @@ def _words(ended) -> str:
     return f"signal {sig}" if sig is not None else f"exit {code}" if code is not None else "status unknown"
 
 
-def _store_has(job_id: str, nonce: str, *, timeout: float) -> bool:
-    """Whether the job's running record is the renewal with this nonce (or later), asked of the store this process
-    opens (its agent's environment)."""
+def _store_has(job_id: str, nonce: str, *, timeout: float) -> list | None:
+    """The version of the job's running record if it is the renewal with this nonce (else None), asked of the store
+    this process opens (its agent's environment)."""
     import threading
 
     from stado.standin import running_nonce
@@ -356,7 +372,7 @@ def _store_has(job_id: str, nonce: str, *, timeout: float) -> bool:
     if "nonce" not in answer:
         raise TimeoutError(f"no answer within {timeout:.1f} s")
     found = answer["nonce"]
-    return found is not None and found[0] == nonce
+    return list(found[1]) if found is not None and found[0] == nonce else None
 
 
 def main() -> int:

@@ -25,11 +25,12 @@ def running_nonce(job_id: str) -> tuple[str, Version] | None:
     return None if found is None else (found[0].nonce, found[1])
 
 
-def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now=time.time):
+def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now=time.time, nonces=None):
     """Renew, for an agent that is gone (its keeper's pipe closed), its claim of a job whose process still runs
     here: a compare-and-swap like its own renewals, so that the agent that next starts on this host finds the job
     alive and takes it over. Returns the record's new version, or None when the record is no longer that agent's
-    running attempt (taken over, cancelled, reaped: the bridge ends)."""
+    running attempt (taken over, cancelled, reaped: the bridge ends). `nonces`, a list: each renewal's nonce is
+    added before it is sent (one whose answer is lost may still hold the record: lapse_kept's `nonces`)."""
     from . import jobs
 
     store = store or _store()
@@ -37,23 +38,27 @@ def bridge(job_id: str, claim: str, owner: str, lease: float, *, store=None, now
     if found is None or found[0].claim != claim or found[0].owner != owner or not found[0].running_phase:
         return None
     t = now()
-    got = jobs.renew(store, found[0], found[1], lease_expires_at=t + lease, now=t)
+    got = jobs.renew(store, found[0], found[1], lease_expires_at=t + lease, now=t,
+                     on_attempt=None if nonces is None else lambda new, _base: nonces.append(new.nonce))
     return None if isinstance(got, jobs.Overtaken) else list(got[1])
 
 
-def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=time.time, pause=time.sleep,
-               tries: int = 5) -> str:
+def lapse_kept(job_id: str, claim: str, versions, why: str, *, nonces=(), store=None, now=time.time,
+               pause=time.sleep, tries: int = 5) -> str:
     """The verdict on an attempt whose processes its keeper stopped: requeued (failed past the requeue budget), with
-    the keeper's reason, unless its record moved since its agent last wrote it (the agent came back, a successor
-    took it over, a reaper or a cancel moved first): then theirs stands. A store error is tried again (`tries`
-    times, `pause` seconds apart); past that the reaper settles the job by its promise. Returns what happened, in
-    words. `store`: the store to write (default: the one this process's environment opens)."""
+    the keeper's reason, unless its record moved since the last write of this attempt the keeper knows of
+    (`versions`: every version such a write left, None entries ignored, none known and any record of the attempt
+    counts as its own; `nonces`: those of its agent's renewals in flight, which may have landed unanswered): the
+    agent came back, a successor took it over, a reaper or a cancel moved first, and theirs stands. A store error is tried again (`tries` times, `pause` seconds apart); past that the reaper settles
+    the job by its promise. Returns what happened, in words. `store`: the store to write (default: the one this
+    process's environment opens)."""
     from .objectstore.base import StoreError
 
     store = store or _store()
     for attempt in range(tries):
         try:
-            return _lapse_kept(store, job_id, claim, version, why, now())
+            return _lapse_kept(store, job_id, claim, [Version(*v) for v in versions if v is not None],
+                               {n for n in nonces if n}, why, now())
         except StoreError as e:
             if attempt == tries - 1:
                 return f"could not record it ({type(e).__name__}); the reaper settles it by its promise"
@@ -61,14 +66,14 @@ def lapse_kept(job_id: str, claim: str, version, why: str, *, store=None, now=ti
     raise AssertionError("unreachable")
 
 
-def _lapse_kept(store, job_id: str, claim: str, version, why: str, now: float) -> str:
+def _lapse_kept(store, job_id: str, claim: str, known: list, nonces: set, why: str, now: float) -> str:
     from .reaper import lapse
 
     found = read(store, keys.running(job_id), job_id)
     if found is None or found[0].claim != claim:
         return "its record has moved on (requeued, cancelled or ended elsewhere): nothing written"
     doc, current = found
-    if version is not None and Version(*version) != current:
+    if known and current not in known and doc.nonce not in nonces:
         return "its agent, or the agent that took it over, wrote its record since: the verdict is theirs"
     if not doc.running_phase:
         return f"its record is {doc.phase} (another writer's move): nothing written"

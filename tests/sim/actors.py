@@ -136,12 +136,12 @@ def spawn_keeper(sim, agent, spec: dict):
 
 def _keeper(actor) -> None:
     from stado import standin
-    from stado.keeper import decide, store_time
+    from stado.keeper import decide, own_writes, store_time
 
     sim, spec = actor.sim, actor.spec
     directory, pgid, claim = spec["job_dir"], spec["process"]["pgid"], spec["attempt"]
     poll = spec["agent"]["poll_seconds"]
-    proven, checked, version, bridge_until = 0.0, None, None, None
+    proven, checked, version, landed, bridge_until, bridged = 0.0, None, None, None, None, []
     while not actor.released:
         promise = sim.promises.get(directory)
         ended = sim.exit_of(pgid)
@@ -158,22 +158,22 @@ def _keeper(actor) -> None:
         if step[0] == "bridge":
             began = sim.now
             try:
-                version = standin.bridge(spec["job_id"], claim, spec["agent_id"], poll + 1.0, store=sim.store,
-                                         now=lambda: store_time(sim.promises.get(directory), sim.now,
-                                                                sim.now + actor.skew))
+                got = standin.bridge(spec["job_id"], claim, spec["agent_id"], poll + 1.0, store=sim.store,
+                                     now=lambda: store_time(sim.promises.get(directory), sim.now,
+                                                            sim.now + actor.skew), nonces=bridged)
             except StoreError:
-                version = None
-            if version is None:
+                got = None
+            if got is None:  # (the version its last renewal left is still its own write, as the real one keeps it)
                 bridge_until = -1.0  # the bridge is over: the promise as it stands decides
             else:
-                proven = began + poll + 1.0
+                version, proven = got, began + poll + 1.0
         elif step[0] == "wait":
             sim.sleep_until(min(sim.now + step[1], sim.end_of(pgid)))
         elif step[0] == "check":  # the store's answer, as a GET within its deadline gives it
             _, checked, until, _deadline = step
             found = sim.backend.peek(keys.running(spec["job_id"]))
             if found is not None and sim.store.document(*found).get("nonce") == checked:
-                proven = until
+                proven, landed = until, list(found[1])
         elif step[0] == "record":
             sim.trace.event(actor, f"{sim.names.get(spec['job_id'])}: its command ended and its agent has not "
                                    "recorded it within its promise: standing in")
@@ -186,13 +186,15 @@ def _keeper(actor) -> None:
         else:
             sim.kept[directory] = {"attempt": claim, "why": "its agent did not renew its promise in time"}
             sim.trace.event(actor, f"stops process {pgid}: its agent did not renew its promise in time")
+            stopped_at = sim.now
             sim.signal_group(pgid, 15)
-            said = standin.lapse_kept(spec["job_id"], claim, version or (promise or {}).get("version"),
-                                      "stopped by its keeper",
-                                      store=sim.store,
+            versions, nonces = own_writes(promise, landed, version)
+            said = standin.lapse_kept(spec["job_id"], claim, versions, "stopped by its keeper",
+                                      nonces=nonces + bridged[-8:], store=sim.store,
                                       now=lambda: store_time(sim.promises.get(directory), sim.now, sim.now + actor.skew),
                                       pause=lambda seconds: sim.sleep_until(sim.now + seconds))
             sim.trace.event(actor, said)
+            invariants.keeper_declined(sim, actor, spec["job_id"], claim, spec["agent_id"], stopped_at, said)
             return
 
 

@@ -30,6 +30,9 @@ rules: a job is claimed by exactly one worker, and every writer is fenced by the
   clock), and never skipped while an honest agent (clock within SKEW_BOUND of the store's) runs;
 - unsafe-start: an agent whose path to the store ignores conditions never writes a job record (it probes its
   own path before it claims anything, and refuses).
+- kept-untold: a keeper that stopped a job's processes leaves the verdict to another writer only when one wrote the
+  record after the stop or took the attempt over: a renewal its own agent wrote before the stop says nothing of it,
+  and a job left so is settled by the reaper as a lease that expired, a lease later (or never, with no other agent).
 - record-time: what an agent, its renewals or a job's keeper writes into a job's record carries the store's time
   (its `written_at`, from the same reading as the promise it writes), whatever that host's wall clock says: the
   reaper, the checker and every reader judge by that clock.
@@ -49,6 +52,7 @@ RECORD_STATES = ("queued", "running") + keys.TERMINAL_STATES
 EVIDENCE_FLOOR = 30.0
 CLOCK_GRAIN = 0.001  # the store's clock is read to a millisecond (a float's rounding is not an early fire)
 SKEW_BOUND = 300.0  # an agent whose clock is further off the store's than this is not honest (issue 19)
+DECLINED = "its agent, or the agent that took it over, wrote its record since"  # stado.standin's words
 CANCELLED_KINDS = ("cancelled_queued", "cancelled_running", "cancelled_finishing", "already_cancelling")
 
 
@@ -194,6 +198,22 @@ def running_removed(sim, actor, key: str, doc: dict) -> None:
                                            f"holds for {held:.1f} s more: the job reads finished while it runs",
                       f"by {actor.kind}")
             return
+
+
+def keeper_declined(sim, actor, job: str, claim: str, owner: str, stopped_at: float, said: str) -> None:
+    """kept-untold: the keeper, having stopped the attempt's processes at `stopped_at`, says the verdict is
+    someone else's; it must not be its own agent's record from before the stop."""
+    if not said.startswith(DECLINED):
+        return
+    found = sim.backend._objects.get(keys.running(job))
+    if found is None:
+        return
+    doc = sim.store.document(*found[:2])
+    if (doc.get("claim") == claim and doc.get("owner") == owner and doc.get("written_by") == owner
+            and found[2] < stopped_at):
+        violation(sim, "kept-untold", f"{actor.name} stopped {sim.names.get(job)}'s processes and left the verdict to "
+                                      f"its agent's renewal of {stopped_at - found[2]:.2f} s before the stop: nobody "
+                                      "records the stop")
 
 
 def cancel_reported(sim, job: str, report) -> None:

@@ -28,16 +28,29 @@ class Muted(ObjectStore):
     def __init__(self, inner: ObjectStore):
         self.inner, self.url = inner, inner.url
         self.renewals_fail = self.pulses_fail = False
+        self.dropped = {"renewal": 0, "pulse": 0}
 
     def put_if_match(self, key, data, version):
         if self.renewals_fail and key.startswith(keys.RUNNING):
+            self.dropped["renewal"] += 1
             raise StoreUnavailable(f"renewal of {key} dropped (test)")
         return self.inner.put_if_match(key, data, version)
 
     def put(self, key, data):
         if self.pulses_fail and key.endswith("/heartbeat"):
+            self.dropped["pulse"] += 1
             raise StoreUnavailable(f"pulse {key} dropped (test)")
         return self.inner.put(key, data)
+
+    def silence(self, *, renewals: bool = True, pulses: bool = False) -> None:
+        """Make the owner's renewals (and its pulses) fail, and return once one of each was dropped: no write of
+        that kind is then in flight, so the promise read next is the last one the reaper can see. Pulses go first:
+        a pulse in flight that lands after the last renewal's promise would otherwise keep the job alive."""
+        for kind, wanted in (("pulse", pulses), ("renewal", renewals)):
+            if wanted:
+                before = self.dropped[kind]
+                setattr(self, f"{kind}s_fail", True)
+                wait_for(lambda: self.dropped[kind] > before, timeout=20, message=f"a {kind} dropped")
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -116,7 +129,7 @@ def test_a_failing_renewal_with_fresh_pulses_is_not_reaped(target, tmp_path):
 
     def script(agent, lines):
         wait_for(lambda: lookup.view(inner, job).doc.get("process"), message="the job running")
-        store.renewals_fail = True                                       # the renewal fails, the worker lives
+        store.silence()                                                  # the renewal fails, the worker lives
         promise = _promise(inner, job)
         wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
         verdict = reap(inner, writer="reaper", margin=0.5)
@@ -134,7 +147,7 @@ def test_failing_renewals_and_pulses_with_fresh_checkpoints_are_not_reaped(targe
 
     def script(agent, lines):
         wait_for(lambda: lookup.view(inner, job).doc.get("process"), message="the job running")
-        store.renewals_fail = store.pulses_fail = True                   # neither renewals nor pulses land ...
+        store.silence(pulses=True)                                       # neither renewals nor pulses land ...
         beat.touch()                                                     # ... but the job writes checkpoints
         promise = _promise(inner, job)
         wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
@@ -156,7 +169,7 @@ def test_neither_pulse_nor_checkpoint_requeues_once_then_fails(target, tmp_path)
                             )[0]["id"]
 
     def expire_and_reap():
-        store.renewals_fail = store.pulses_fail = True
+        store.silence(pulses=True)
         promise = _promise(inner, job)
         wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
         return reap(inner, writer="reaper", margin=0.5)

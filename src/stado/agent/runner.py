@@ -20,13 +20,13 @@ from ..admission import past_cap
 from ..cas import read
 from ..errors import CorruptDocument
 from ..objectstore.base import StoreError
-from ..reaper import evidence_window
-from . import slotend
+from . import keeper_link, slotend
 from .context import AgentContext
 from .environment import job_environment
 from .processhost import KILL, TERM
 from .slot import Phase, Slot, Stop, attempt_start, promised_until
 
+UNANSWERED_KEPT = 8  # renewals with an error for an answer its keeper is told of (one a poll: far past any promise)
 
 def _readopted_words(slot: Slot, ran: float) -> str:
     """What re-adoption found: a process still running here, or one that had ended here (its outcome held)."""
@@ -92,9 +92,9 @@ class SlotRunner:
         slot.promised_until = promised_until(doc, mono)
         slot.io = ctx.new_io(doc.id, job_dir, d.attempt_of(doc))
         if ended is None and slot.process is not None and not ctx.host.keeper_alive(job_dir):
-            self.start_keeper(slot)  # its keeper went too (or there was none): this agent's renewals get one
+            keeper_link.start(self.ctx, slot)  # its keeper went too (or there was none): this agent's renewals get one
         else:
-            self.tell_keeper(slot)  # the keeper left by the replaced agent follows this one's promise from now on
+            keeper_link.tell(self.ctx, slot)  # the keeper left by the replaced agent follows this one's promise from now on
         return slot
 
     def launch(self, slot: Slot, *, draining: bool = False) -> None:
@@ -136,47 +136,9 @@ class SlotRunner:
             return self.fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
         slot.started_mono = ctx.clock.monotonic()
         slot.process["started_at"] = d.iso(ctx.clock.now())  # the claim's started_at stays the attempt's start
-        self.start_keeper(slot)
+        keeper_link.start(self.ctx, slot)
         faults.point("spawned")
         ctx.log(f"{job_id}: started as process group {slot.pgid}")
-
-    # -- the job's keeper -------------------------------------------------------------------------------------
-
-    def start_keeper(self, slot: Slot) -> None:
-        """The keeper of the slot's process (stado/keeper.py): it stops the job's processes should this agent stop
-        renewing, and records an outcome this agent did not. Its promise first, which the keeper reads at once."""
-        ctx = self.ctx
-        self.tell_keeper(slot)
-        cfg = ctx.cfg
-        spec = {"job_id": slot.job_id, "job_dir": slot.job_dir, "attempt": slot.doc.claim, "process": slot.process,
-                "margin": cfg.reap_margin, "kill_after": cfg.kill_after, "agent_id": ctx.agent_id,
-                "bridge": cfg.keeper_bridge,
-                "agent": {"work_root": cfg.work_root, "stado_bin": cfg.stado_bin, "host": cfg.host,
-                          "poll_seconds": cfg.poll_seconds, "kill_after": cfg.kill_after, "keep_work": cfg.keep_work,
-                          "store_env": cfg.store_env, "reap_margin": cfg.reap_margin, "cores": ctx.offer.cores,
-                          "memory": ctx.offer.memory, "price_per_hour": ctx.offer.price_per_hour,
-                          "schedules": False}}
-        slot.keeper = ctx.host.keep(spec)
-        if slot.keeper is None and slot.process is not None:
-            ctx.log(f"{slot.job_id}: its keeper could not be started; should this agent stop, the job's processes run "
-                    "on until an agent on this host stops them")
-
-    def tell_keeper(self, slot: Slot, trying: d.Job | None = None) -> None:
-        """The slot's promise as its keeper reads it: until when it holds (from the write that made it), the
-        version that write left, and a renewal in flight (`trying`: its nonce, when it began, its lease)."""
-        if slot.process is None or slot.version is None:
-            return  # no process to keep, or a claim not known yet
-        ctx = self.ctx
-        slot.trying = None if trying is None else {"nonce": trying.nonce, "began": ctx.clock.monotonic(),
-                                                   "lease": float(trying.lease_seconds or 0.0)}
-        # A pulse after a failed renewal proves the worker alive for the evidence window (reaper.evidence_window),
-        # as the reaper judges it: only once it is newer than the store's reading of the promise, which the last
-        # renewal's write time can put past `until`.
-        ctx.workspace.promise(slot.job_dir, {"job": slot.job_id, "attempt": slot.doc.claim, "owner": ctx.agent_id,
-                                             "until": slot.promised_until, "late": slot.renew_took,
-                                             "pulse": slot.pulsed, "window": evidence_window(slot.doc),
-                                             "version": list(slot.version), "trying": slot.trying,
-                                             "store": ctx.clock.offset_bounds()})
 
     def _still_ours(self, slot: Slot) -> bool:
         """Just before its process starts: the running record read once more, and found as this agent last wrote
@@ -400,39 +362,50 @@ class SlotRunner:
         """The renewal of the claim `held` (doc, version) and its pulse, touching nothing of the slot's but its
         keeper's promise file (told of the renewal in flight): its renewals' thread makes it without the slot's
         lock, so that a slow answer never holds the loop's own writes. Returns what came of it, for apply_renewal:
-        (kind, value, began, ended, due), kind one of "renewed" (doc, version), "refused" (Overtaken), "error" and
-        "corrupt" (the exception); `due`: when it was due."""
+        (kind, value, began, ended, due, base), kind one of "renewed" (doc, version), "refused" (Overtaken), "error"
+        and "corrupt" (the exception); `due`: when it was due; `base`: the version its last attempt was written on
+        (a renewal that found its own earlier write landed writes on top of that one, not on `held`)."""
         ctx = self.ctx
         doc, version = held
         due, began, now = slot.renew_due, ctx.clock.monotonic(), ctx.clock.now()
+        bases, nonces = [version], []
+
+        def attempting(new: d.Job, base) -> None:
+            bases.append(base)
+            nonces.append(new.nonce)
+            keeper_link.tell(self.ctx, slot, trying=new, base=base)
+
         try:
             got = jobs.renew(ctx.store, doc, version, lease_expires_at=ctx.lease.promise(now), now=now,
-                             process=slot.process if doc.process is None else None,
-                             on_attempt=lambda new: self.tell_keeper(slot, trying=new))
+                             process=slot.process if doc.process is None else None, on_attempt=attempting)
         except CorruptDocument as e:
-            return "corrupt", e, began, ctx.clock.monotonic(), due
+            return "corrupt", e, began, ctx.clock.monotonic(), due, bases[-1]
         except StoreError as e:
+            slot.unanswered = (*slot.unanswered, *nonces)[-UNANSWERED_KEPT:]  # told its keeper with the pulse
             self._pulse(slot, doc, renewed=False)  # the renewal is failing, not the worker: say so
-            return "error", e, began, ctx.clock.monotonic(), due
+            return "error", e, began, ctx.clock.monotonic(), due, bases[-1]
         ended = ctx.clock.monotonic()
         if isinstance(got, jobs.Overtaken):
             self._pulse(slot, doc, renewed=False)
-            return "refused", got, began, ended, due
+            return "refused", got, began, ended, due, bases[-1]
         self._pulse(slot, got[0], renewed=True)
-        return "renewed", got, began, ended, due
+        return "renewed", got, began, ended, due, bases[-1]
 
     def apply_renewal(self, slot: Slot, held: tuple, outcome: tuple, *, raise_errors: bool = False):
         """What a renewal of the claim `held` (the slot's doc and version when it began) came to, recorded in the
         slot (its caller holds the lock). A renewal whose slot was written meanwhile (the loop settled it, took the
-        job back, or renewed it itself) changes nothing: its answer is stale. Returns the refusal to meet, or None."""
+        job back, or renewed it itself) changes nothing: its answer is stale; unless it was written on top of what
+        the slot holds now (it found the loop's renewal landed and renewed on it): then it is the newest write, the
+        one its keeper must know to judge whether anyone else moved the record. Returns the refusal to meet, or
+        None."""
         ctx = self.ctx
-        kind, value, began, ended, due = outcome
+        kind, value, began, ended, due, base = outcome
         slot.renew_due = ended + ctx.cfg.poll_seconds
         if kind == "error":
             if raise_errors:
                 raise value
             return None
-        if slot.version != held[1]:
+        if slot.version != held[1] and not (kind == "renewed" and slot.version == base):
             return None
         if kind == "corrupt":
             # Someone wrote over the running record: the renewal's compare-and-swap lost, so the job is no
@@ -446,7 +419,8 @@ class SlotRunner:
             return value
         slot.doc, slot.version = value
         slot.promised_until = promised_until(slot.doc, began)
-        self.tell_keeper(slot)
+        slot.unanswered = ()  # what landed before this is no longer the record
+        keeper_link.tell(self.ctx, slot)
         return None
 
     def _pulse(self, slot: Slot, doc: d.Job, *, renewed: bool) -> None:
@@ -455,7 +429,7 @@ class SlotRunner:
             jobs.pulse(self.ctx.store, doc, renewed=renewed, now=self.ctx.clock.now())
             if not renewed:  # a pulse after a failed renewal is what may keep the job alive: its keeper hears of it
                 slot.pulsed = began
-                self.tell_keeper(slot)
+                keeper_link.tell(self.ctx, slot)
         except StoreError:
             pass  # the next renewal attempt writes the next pulse
 
@@ -499,7 +473,8 @@ class SlotRunner:
         if got.doc is not None:
             slot.doc, slot.version = got.doc, got.version
             slot.promised_until = promised_until(got.doc, began)
-            self.tell_keeper(slot)
+            slot.unanswered = ()
+            keeper_link.tell(self.ctx, slot)
             ctx.log(f"{slot.job_id}: {_readopted_words(slot, ran)}; " + (
                 "its outcome is recorded and nothing is started again" if slot.gone else
                 "the running process took the job back and no second process was started"))

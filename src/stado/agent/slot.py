@@ -88,7 +88,10 @@ class Slot:
     renewing: bool = False              # a renewal is in flight on the renewals' thread (made without the lock)
     renewed: tuple | None = None        # (claim held, outcome) of a renewal the loop is to record (apply_renewal)
     keeper: dict | None = None          # its keeper process (ProcessHost.keep), told when the slot is settled
-    trying: dict | None = None          # the renewal in flight, as its keeper is told (nonce, began, lease)
+    trying: dict | None = None          # the renewal in flight, as its keeper is told (nonce, began, lease, base)
+    # Nonces of renewals whose answer was an error since the last one known to have landed: any may have landed
+    # (its keeper takes a record holding one for its own agent's write).
+    unanswered: tuple = ()
     renew_took: float = 0.0             # how long the last renewal that landed took to write
     pulsed: float | None = None         # when the last pulse after a failed renewal that landed began
     # Held by whoever writes the running record for this slot (its renewals' thread, or the loop), with the slot's

@@ -14,13 +14,13 @@ def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at:
           started_at: float | None = None, process: dict | None = None,
           on_attempt=None) -> tuple[d.Job, Version] | Overtaken:
     """Renew the lease: a compare-and-swap on the running document, so a writer that moved it first
-    (cancel, reaper) wins and this worker learns it. `on_attempt(doc)`: told each renewal before it is sent (the
-    job's keeper learns of a renewal whose answer may come late)."""
+    (cancel, reaper) wins and this worker learns it. `on_attempt(doc, version)`: told each renewal before it is
+    sent, with the version it is written on (the job's keeper learns of a renewal whose answer may come late)."""
     for _ in range(CONFLICT_RETRIES):  # our own renewals (another thread of this agent) may move it meanwhile
         new = d.renewed_doc(doc, now=stamp(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
                             started_at=started_at, process=process)
         if on_attempt is not None:
-            on_attempt(new)
+            on_attempt(new, version)
         new_version, seen = replace_seen(store, keys.running(doc.id), new, version)
         if new_version is not None:
             return new, new_version

@@ -30,7 +30,11 @@ def test_a_keeper_on_a_host_90_s_behind_stamps_its_requeue_with_the_stores_time(
         wait_for(lambda: (cas.read(store, keys.running(job), job) or [{}])[0].get("process"), timeout=60,
                  message="its process recorded")
         stop_between_writes(agent.proc, store)  # it renews no more; its keeper stops the job and requeues it
-        wait_for(lambda: cas.read(store, keys.queued(job), job), timeout=60, message="the keeper's requeue")
+        try:
+            wait_for(lambda: cas.read(store, keys.queued(job), job), timeout=60, message="the keeper's requeue")
+        except AssertionError as e:
+            keepers = "".join(p.read_text(errors="replace") for p in agent.work_root.rglob("keeper.log"))
+            raise AssertionError(f"{e}\n--- agent:\n{agent.log()}\n--- keeper:\n{keepers}") from e
         requeued = json.loads(store.get(keys.queued(job)).data)
         now = time.time()
     finally:

@@ -4,6 +4,8 @@ the agent's renewal in flight landed (SeaweedFS through tests/stado/faultproxy.p
 Before: the keeper asked the store about that renewal until the SIGKILL deadline itself (three quarters of the
 reap margin past the promise), so a slow answer left it no time at all: SIGTERM and SIGKILL went out together, and
 the job never ran its handler (the soak's jobs wrote no end to their ledger)."""
+import signal
+
 import pytest
 
 from stado import cas, keys
@@ -55,3 +57,43 @@ def test_a_keeper_asking_a_slow_store_about_a_renewal_still_gives_sigterm_time(s
     lines = ledger.read_text().splitlines()
     # The SIGTERM handler ran: the job ended by its own hand, not by a SIGKILL sent with the SIGTERM.
     assert len(lines) >= 2 and lines[0].startswith("start ") and lines[1].startswith("end "), lines
+
+
+def test_a_keeper_requeues_a_job_whose_agents_renewal_landed_unanswered(seaweedfs, tmp_path, make_stado_env):
+    """The agent's renewal lands but its answer never comes back in time: the agent's promise file still names the
+    version before it. The keeper asks the store, learns that renewal landed, stops the job once its promise has
+    run out, and records the requeue itself.
+
+    Before: the keeper took the landed renewal for another writer's move ("its agent, or the agent that took it
+    over, wrote its record since: the verdict is theirs") and wrote nothing, so the job stayed `running` with its
+    processes stopped until a reaper on another host requeued it a lease later as an expired lease; with no other
+    agent, for ever. Found by the e2e keeper-clock test on a loaded machine, then by the simulator (kept-untold)."""
+    target = make_target("s3", tmp_path, seaweedfs)
+    direct = target.open()
+    with for_target(target, seed=11) as proxy:
+        env = make_stado_env(through(target, proxy, max_retries=0, timeout=60), tmp_path / "through")
+        job = submit(make_stado_env(target, tmp_path / "direct"), "sleep 60")
+        agent = Agent(env, tmp_path, "--reap-margin", "4", "--bridge-seconds", "0")
+        try:
+            wait_for(lambda: (cas.read(direct, keys.running(job), job) or [{}])[0].get("process"), timeout=60,
+                     message="its process recorded")
+            # The next renewal commits, and its answer is held for longer than the test waits; the agent is then
+            # stopped (SIGSTOP) before anything else of it is said, as a host swapping would stop it.
+            proxy.add(Rule("delay", kinds=("cas",), prefix=keys.RUNNING, delay=(60.0, 60.0), limit=1))
+            wait_for(lambda: [x for x in proxy.exchanges(kind="cas") if x.held], timeout=20,
+                     message="a renewal committed and its answer held")
+            agent.proc.send_signal(signal.SIGSTOP)
+            try:
+                wait_for(lambda: cas.read(direct, keys.queued(job), job), timeout=30, message="the keeper's requeue")
+            except AssertionError as e:
+                keepers = "".join(p.read_text(errors="replace") for p in agent.work_root.rglob("keeper.log"))
+                raise AssertionError(f"{e}\n--- keeper:\n{keepers}") from e
+            requeued = direct.get(keys.queued(job)).data.decode()
+        finally:
+            agent.proc.send_signal(signal.SIGCONT)
+            agent.stop()
+            proxy.clear()
+            direct.close()
+    [held] = [x for x in proxy.ledger if x.kind == "cas" and x.held]
+    assert held.server_status == 200, held
+    assert "its keeper stopped the job's processes" in requeued, requeued
