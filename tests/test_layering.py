@@ -277,9 +277,11 @@ def test_what_the_supervisor_owns_a_job_with_is_loaded_after_its_acknowledgement
                        "jobman.supervisor.lease", "jobman.model"}, sorted(seen)
 
 
-# What only runkit.proc may ask of the OS: calls that are Linux's alone or differ between systems (processes,
-# sessions, pidfds, subreapers, file locks, the host's memory, /proc). A port to another system is that module.
+# What only runkit.proc (and runkit.filelocks, its file locks and their holders) may ask of the OS: calls that are
+# Linux's alone or differ between systems (processes, sessions, pidfds, subreapers, file locks, the host's memory,
+# /proc). A port to another system is those two modules.
 PLATFORM_MODULE = SRC / "runkit" / "proc.py"
+PLATFORM_MODULES = (PLATFORM_MODULE, SRC / "runkit" / "filelocks.py")
 PLATFORM_IMPORTS = {"fcntl", "ctypes", "termios", "msvcrt", "_winapi", "resource"}
 PLATFORM_OS_CALLS = {"pidfd_open", "pipe2", "getsid", "killpg", "setsid", "getpgid", "setpgid", "sysconf", "waitpid",
                      "wait", "wait3", "wait4", "waitid", "fork", "forkpty", "posix_spawn", "posix_spawnp"}
@@ -308,8 +310,8 @@ def platform_calls(path: Path) -> list[str]:
 
 
 def test_platform_calls_live_in_runkit_proc_alone():
-    assert platform_calls(PLATFORM_MODULE)  # the check sees them where they are
-    violations = [f"{path.relative_to(SRC)}:{where}" for path in sorted(SRC.rglob("*.py")) if path != PLATFORM_MODULE
+    assert all(platform_calls(path) for path in PLATFORM_MODULES)  # the check sees them where they are
+    violations = [f"{path.relative_to(SRC)}:{where}" for path in sorted(SRC.rglob("*.py")) if path not in PLATFORM_MODULES
                   for where in platform_calls(path)]
     assert violations == []
 
@@ -429,8 +431,8 @@ def test_every_docs_page_the_readme_names_exists():
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 # Modules still over the bound, each at most the lines it has now: one may shrink (and then leaves this table),
 # never grow. An empty table is the goal.
-OVERSIZE = {"runkit/proc.py": 756, "stado/agent/runner.py": 511,
-            "stado/submission.py": 416, "stado/agent/owner.py": 485, "stado/objectstore/file.py": 436,
+OVERSIZE = {"runkit/proc.py": 737, "stado/agent/runner.py": 511,
+            "stado/submission.py": 416, "stado/agent/owner.py": 485,
             "jobman/store/transitions.py": 417}
 
 

@@ -702,25 +702,6 @@ def names_claimed(prefix: str) -> list[str]:
     return found
 
 
-def lock_file(fd: int, *, exclusive: bool = True, wait: bool = True) -> bool:
-    """Lock the open file for this process until unlock_file or close (the kernel lets go when the holder dies,
-    however it dies). Without wait, False at once if another holds it."""
-    import fcntl
-
-    mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB)
-    try:
-        fcntl.flock(fd, mode)
-    except BlockingIOError:
-        return False
-    return True
-
-
-def unlock_file(fd: int) -> None:
-    import fcntl
-
-    fcntl.flock(fd, fcntl.LOCK_UN)
-
-
 def physical_memory() -> int | None:
     """This host's physical memory in bytes (None where the system does not say)."""
     try:

@@ -50,7 +50,8 @@ class Muted(ObjectStore):
             if wanted:
                 before = self.dropped[kind]
                 setattr(self, f"{kind}s_fail", True)
-                wait_for(lambda: self.dropped[kind] > before, timeout=20, message=f"a {kind} dropped")
+                wait_for(lambda kind=kind, before=before: self.dropped[kind] > before, timeout=20,
+                         message=f"a {kind} dropped")
 
     def __getattr__(self, name):
         return getattr(self.inner, name)

@@ -14,7 +14,7 @@ record names its directory.
 """
 import os
 
-from runkit import jsonfast, proc
+from runkit import filelocks, jsonfast, proc
 
 from ..errors import BadInput
 
@@ -96,7 +96,7 @@ class HostLock:
     def take(self) -> None:
         prepare_work_root(self.work_root)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        if not proc.lock_file(fd, wait=False):  # a fresh id: nobody else can hold it
+        if not filelocks.lock_file(fd, wait=False):  # a fresh id: nobody else can hold it
             os.close(fd)
             raise BlockingIOError(f"{self.path} is locked by another agent")
         me = proc.self_identity()
@@ -186,9 +186,9 @@ def live_agents(work_root: str) -> list[dict]:
 
 
 def _lock_free(fd: int) -> bool:
-    if not proc.lock_file(fd, exclusive=False, wait=False):
+    if not filelocks.lock_file(fd, exclusive=False, wait=False):
         return False
-    proc.unlock_file(fd)
+    filelocks.unlock_file(fd)
     return True
 
 
@@ -209,9 +209,9 @@ def agent_lock(work_root: str, agent_id: str) -> str:
     except OSError:
         return "held"  # cannot tell: treat it as alive (never touch a live sibling's jobs)
     try:
-        if not proc.lock_file(fd, wait=False):
+        if not filelocks.lock_file(fd, wait=False):
             return "held"
-        proc.unlock_file(fd)
+        filelocks.unlock_file(fd)
         try:
             os.unlink(path)  # a dead agent's lock: tidy it away
         except OSError:

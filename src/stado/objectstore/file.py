@@ -8,7 +8,12 @@ Layout under the root directory::
 
 Create-if-absent and compare-and-swap hold between processes because every write of a key
 happens under an exclusive ``fcntl.flock`` on its bucket's lock file; reads take no lock,
-since a file is replaced only by an atomic rename and never changed in place.
+since a file is replaced only by an atomic rename and never changed in place. The lock is held
+only to check the condition, stamp the version and rename: the bytes are written and fsynced to
+a temporary file before it, and the rename made durable after it, so a writer stopped (SIGSTOP,
+a host swapping) is almost never stopped holding one. A writer that waits longer than
+``lock_wait`` seconds (STADO_FILE_LOCK_WAIT, default 30) for one gets StoreUnavailable naming
+the process that holds it and its state, not a wait for as long as that process is stopped.
 
 flock is not reliable on NFS or other network filesystems: this backend is for one host.
 Several hosts must share an object store (s3://, az://, gs://) instead.
@@ -23,15 +28,16 @@ keep nanosecond mtimes fails every write loudly rather than risking a repeated v
 """
 import builtins
 import os
-import stat as stat_mod
 import time
 import zlib
 
-from runkit import proc
-from runkit.durable import fsync_dir, unlink_quietly, write_temp
+from runkit import filelocks, proc
+from runkit.durable import unlink_quietly
 
 from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
                    StoreUnavailable, Version, check_key, check_range, dir_prefix)
+from .local_files import (MISSING, Held, Opened, Staged, fsync_dir_present, kernel_time_ns, lock_wait_setting,
+                          os_errors_reported, settle, stat_or_none, version_of)
 
 TYPE_CHECKING = False  # collections.abc imports collections: the annotations are the type checker's alone
 if TYPE_CHECKING:
@@ -39,71 +45,13 @@ if TYPE_CHECKING:
 
 LOCK_BUCKETS = 1024        # bounds the lock directory; unrelated keys sharing a bucket only serialise
 STALE_TMP_SECONDS = 3600   # a temporary file this old belongs to a writer that died
-_MISSING = (FileNotFoundError, NotADirectoryError)
-
-
-class _Opened:
-    """(fd, its stat) of the regular file at a key, closed on leaving. (A class, not contextlib's decorator:
-    contextlib and functools cost every `stado submit` about 1 ms to import.)"""
-
-    __slots__ = ("path", "key", "fd")
-
-    def __init__(self, path: str, key: str):
-        self.path, self.key, self.fd = path, key, -1
-
-    def __enter__(self) -> tuple[int, os.stat_result]:
-        try:
-            self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except _MISSING:
-            raise NotFound(self.key) from None
-        try:
-            st = os.fstat(self.fd)
-            if not stat_mod.S_ISREG(st.st_mode):
-                raise NotFound(self.key)
-        except BaseException:
-            os.close(self.fd)
-            raise
-        return self.fd, st
-
-    def __exit__(self, *exc) -> None:
-        os.close(self.fd)
-
-
-def version_of(st: os.stat_result) -> Version:
-    return Version(f"{st.st_ino:x}.{st.st_mtime_ns:x}.{st.st_size:x}")
-
-
-def _os_errors_reported(method):
-    """A full disk or a permission problem is the store being unavailable, told in one line, not an OSError."""
-    def verb(self, key, *args, **kwargs):
-        try:
-            return method(self, key, *args, **kwargs)
-        except OSError as exc:
-            raise StoreUnavailable(f"the local store {self.root} failed to {method.__name__} {key!r} "
-                                   f"({exc.strerror or exc}): check the disk and the directory's permissions") from None
-    verb.__name__, verb.__doc__ = method.__name__, method.__doc__
-    return verb
-
-
-class _Held:
-    """A held bucket lock: its fd, closed (which releases the flock) when the `with` block ends."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int):
-        self.fd = fd
-
-    def __enter__(self) -> int:
-        return self.fd
-
-    def __exit__(self, *exc) -> None:
-        os.close(self.fd)
 
 
 class FileStore(ObjectStore):
-    def __init__(self, root: str, url: str | None = None):
+    def __init__(self, root: str, url: str | None = None, lock_wait: float | None = None):
         self.root = os.path.abspath(root)
         self.url = url or f"file://{self.root}"
+        self.lock_wait = lock_wait if lock_wait is not None else lock_wait_setting()
         self._objects = os.path.join(self.root, "objects")
         self._locks = os.path.join(self.root, "locks")
         self._tmp = os.path.join(self.root, "tmp")
@@ -112,7 +60,7 @@ class FileStore(ObjectStore):
         try:
             for path in (self.root, self._objects, self._locks, self._tmp, self._wake):  # private to this user
                 os.makedirs(path, mode=0o700, exist_ok=True)
-            self._kernel_at = (_kernel_time_ns(self._tmp), time.monotonic_ns())
+            self._kernel_at = (kernel_time_ns(self._tmp), time.monotonic_ns())
         except OSError as exc:
             raise StoreUnavailable(f"cannot use {self.root} as the stado store ({exc.strerror}): "
                                    "choose a writable directory (STADO_CONFIG url = \"file:///...\")") from None
@@ -137,11 +85,11 @@ class FileStore(ObjectStore):
 
     # -- reads: no lock; a rename swaps whole files, so an open fd sees one version --------------
 
-    def _opened(self, key: str) -> "_Opened":
+    def _opened(self, key: str) -> "Opened":
         """`with self._opened(key) as (fd, st)`: the regular file at key, open; NotFound if there is none."""
-        return _Opened(self._path(key), key)
+        return Opened(self._path(key), key)
 
-    @_os_errors_reported
+    @os_errors_reported
     def get(self, key: str) -> Blob:
         with self._opened(key) as (fd, st):
             chunks = []
@@ -149,14 +97,14 @@ class FileStore(ObjectStore):
                 chunks.append(chunk)
         return Blob(b"".join(chunks), version_of(st))
 
-    @_os_errors_reported
+    @os_errors_reported
     def head(self, key: str) -> Entry:
-        st = _stat_or_none(self._path(key))
+        st = stat_or_none(self._path(key))
         if st is None:
             raise NotFound(key)
         return Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9)
 
-    @_os_errors_reported
+    @os_errors_reported
     def get_range(self, key: str, start: int, length: int) -> Blob:
         check_range(start, length)
         with self._opened(key) as (fd, st):
@@ -166,11 +114,11 @@ class FileStore(ObjectStore):
                 at += len(chunk)
         return Blob(b"".join(chunks), version_of(st))
 
-    @_os_errors_reported
+    @os_errors_reported
     def list(self, prefix: str) -> "Iterator[Entry]":
         found = []
         for key in sorted(self._names_under(dir_prefix(prefix))[0]):
-            st = _stat_or_none(os.path.join(self._objects, key))
+            st = stat_or_none(os.path.join(self._objects, key))
             if st is not None:  # deleted since the scan: as if listed a moment later
                 found.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
         return iter(found)
@@ -193,7 +141,7 @@ class FileStore(ObjectStore):
             candidates = heapq.nsmallest(limit, names) if len(names) > 4 * limit else sorted(names)
         page = []
         for key in candidates:
-            st = _stat_or_none(os.path.join(self._objects, key))
+            st = stat_or_none(os.path.join(self._objects, key))
             if st is not None:  # deleted since the scan: as if listed a moment later
                 page.append(Entry(key, version_of(st), st.st_size, st.st_mtime_ns / 1e9))
                 if len(page) == limit:
@@ -232,7 +180,7 @@ class FileStore(ObjectStore):
                                 names.append(key)
                         except FileNotFoundError:
                             continue
-            except _MISSING:
+            except MISSING:
                 continue
         if flat and mtime is not None and began - mtime > 1_000_000_000:
             names.sort()
@@ -242,82 +190,100 @@ class FileStore(ObjectStore):
 
     # -- writes: under the key's bucket lock --------------------------------------------------------
 
-    @_os_errors_reported
+    @os_errors_reported
     def put_if_absent(self, key: str, data: bytes) -> Version:
         path = self._path(key)
-        with self._lock(key) as lock:
-            current = _stat_or_none(path)
-            if current is not None:
-                raise AlreadyExists(key)
-            return self._publish(key, path, data, lock, current)
+        with Staged(self._tmp, data) as staged:
+            with self._lock(key) as lock:
+                current = stat_or_none(path)
+                if current is not None:
+                    raise AlreadyExists(key)
+                self._place(key, path, staged, lock, current)
+            return settle(path, staged)
 
-    @_os_errors_reported
+    @os_errors_reported
     def put_if_match(self, key: str, data: bytes, version: Version) -> Version:
         path = self._path(key)
-        with self._lock(key) as lock:
-            current = _stat_or_none(path)
-            if current is None or version_of(current) != version:
-                raise PreconditionFailed(key)
-            return self._publish(key, path, data, lock, current)
+        with Staged(self._tmp, data) as staged:
+            with self._lock(key) as lock:
+                current = stat_or_none(path)
+                if current is None or version_of(current) != version:
+                    raise PreconditionFailed(key)
+                self._place(key, path, staged, lock, current)
+            return settle(path, staged)
 
-    @_os_errors_reported
+    @os_errors_reported
     def put(self, key: str, data: bytes) -> Version:
         path = self._path(key)
-        with self._lock(key) as lock:
-            return self._publish(key, path, data, lock, _stat_or_none(path))
+        with Staged(self._tmp, data) as staged:
+            with self._lock(key) as lock:
+                self._place(key, path, staged, lock, stat_or_none(path))
+            return settle(path, staged)
 
-    @_os_errors_reported
+    @os_errors_reported
     def put_chunks(self, key: str, chunks) -> Version:
-        return self.put(key, chunks)  # _publish writes the pieces to its temporary file as they come
+        return self.put(key, chunks)  # Staged writes the pieces to its temporary file as they come, unlocked
 
-    @_os_errors_reported
+    @os_errors_reported
     def delete(self, key: str) -> None:
         path = self._path(key)
         with self._lock(key):
             try:
-                self._remove(path)
-            except (*_MISSING, IsADirectoryError):
+                os.unlink(path)
+            except (*MISSING, IsADirectoryError):
                 return
+        self._removed(path)
 
-    @_os_errors_reported
+    @os_errors_reported
     def delete_if_match(self, key: str, version: Version) -> bool:
         path = self._path(key)
         with self._lock(key):
-            current = _stat_or_none(path)
+            current = stat_or_none(path)
             if current is None or version_of(current) != version:
                 return False
-            self._remove(path)
-            return True
+            os.unlink(path)
+        self._removed(path)
+        return True
 
     # -- helpers ------------------------------------------------------------------------------------
 
     def _path(self, key: str) -> str:
         return os.path.join(self._objects, check_key(key))
 
-    def _lock(self, key: str) -> "_Held":
-        """Open and flock the key's bucket lock file: `with self._lock(key) as fd:` holds it for the block."""
+    def _lock(self, key: str) -> "Held":
+        """Open and flock the key's bucket lock file: `with self._lock(key) as fd:` holds it for the block. Waited
+        for `lock_wait` seconds at most: past that, StoreUnavailable names who holds it."""
         bucket = zlib.crc32(key.encode()) % LOCK_BUCKETS
-        held = self._flock(f"{bucket:03x}.lock", exclusive=True, wait=True)
-        assert held is not None  # (a lock waited for is always had)
-        return held
+        name = f"{bucket:03x}.lock"
+        fd = os.open(os.path.join(self._locks, name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            if not filelocks.lock_within(fd, self.lock_wait):
+                raise StoreUnavailable(
+                    f"the local store's lock {name} for {key!r} has been held for {self.lock_wait:g} s by "
+                    f"{filelocks.holder_words(fd)}: a stopped one holds it until it is resumed (kill -CONT) or "
+                    "killed; then try again")
+        except BaseException:
+            os.close(fd)
+            raise
+        return Held(fd)
 
-    def _flock(self, name: str, *, exclusive: bool, wait: bool) -> "_Held | None":
+    def _flock(self, name: str, *, exclusive: bool, wait: bool) -> "Held | None":
         """Open and flock a lock file of the store's locks/ directory; None if `wait` is False and it is held."""
         fd = os.open(os.path.join(self._locks, name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            if not proc.lock_file(fd, exclusive=exclusive, wait=wait):
+            if not filelocks.lock_file(fd, exclusive=exclusive, wait=wait):
                 os.close(fd)
                 return None
         except BaseException:
             os.close(fd)
             raise
-        return _Held(fd)
+        return Held(fd)
 
-    def _remove(self, path: str) -> None:
-        """Unlink an object (under its lock), make that durable, and drop the directories it leaves empty."""
-        os.unlink(path)
+    def _removed(self, path: str) -> None:
+        """After an object's unlink (under its lock, released since): make it durable, and drop the directories it
+        left empty."""
         parent = os.path.dirname(path)
-        _fsync_dir_present(parent)
+        fsync_dir_present(parent)
         self._prune(parent)
 
     def _next_mtime(self, lock: int, current: os.stat_result | None) -> int:
@@ -328,39 +294,36 @@ class FileStore(ObjectStore):
         os.pwrite(lock, mtime.to_bytes(8, "big"), 0)
         return mtime
 
-    def _publish(self, key: str, path: str, data: bytes, lock: int, current: os.stat_result | None) -> Version:
+    def _place(self, key: str, path: str, staged: Staged, lock: int, current: os.stat_result | None) -> None:
+        """Under the key's lock: stamp the staged file with the bucket's next mtime (its version) and rename it to
+        the key."""
         mtime = self._next_mtime(lock, current)
-        tmp, st = write_temp(self._tmp, bytes(data) if isinstance(data, (bytearray, memoryview)) else data,
-                             mtime_ns=mtime)
-        try:
-            if st.st_mtime_ns != mtime:
-                raise StoreError(f"the filesystem under {self.root} does not keep nanosecond mtimes, so the local "
-                                 "store cannot version objects safely: put it on ext4, xfs, btrfs or tmpfs")
-            parent = os.path.dirname(path)
-            # A concurrent delete may prune an empty parent between our mkdir and rename, or a directory above
-            # it between two of our mkdirs (control/ gone before control/probe/ is made): make them again. A
-            # writer that keeps losing that race holds the pruning lock, which stops every pruner, and wins.
-            for attempt in range(4):
-                try:
-                    if attempt < 3:
+        os.utime(staged.fd, ns=(mtime, mtime))
+        staged.st = os.fstat(staged.fd)
+        if staged.st.st_mtime_ns != mtime:
+            raise StoreError(f"the filesystem under {self.root} does not keep nanosecond mtimes, so the local "
+                             "store cannot version objects safely: put it on ext4, xfs, btrfs or tmpfs")
+        parent = os.path.dirname(path)
+        # A concurrent delete may prune an empty parent between our mkdir and rename, or a directory above
+        # it between two of our mkdirs (control/ gone before control/probe/ is made): make them again. A
+        # writer that keeps losing that race holds the pruning lock, which stops every pruner, and wins.
+        for attempt in range(4):
+            try:
+                if attempt < 3:
+                    self._make_dirs(key, parent)
+                    os.rename(staged.path, path)
+                else:
+                    with self._hold_pruning_lock():
                         self._make_dirs(key, parent)
-                        os.rename(tmp, path)
-                    else:
-                        with self._hold_pruning_lock():
-                            self._make_dirs(key, parent)
-                            os.rename(tmp, path)
-                    break
-                except FileNotFoundError:
-                    if attempt == 3:
-                        raise StoreUnavailable(f"could not create the directory for {key!r} under {self.root}: "
-                                               "is something else removing directories there?") from None
-                except (IsADirectoryError, NotADirectoryError):
-                    raise InvalidKey(f"the local store cannot hold {key!r} beside keys under or above it") from None
-        except BaseException:
-            unlink_quietly(tmp)
-            raise
-        _fsync_dir_present(parent)
-        return version_of(st)
+                        os.rename(staged.path, path)
+                staged.placed = True
+                return
+            except FileNotFoundError:
+                if attempt == 3:
+                    raise StoreUnavailable(f"could not create the directory for {key!r} under {self.root}: "
+                                           "is something else removing directories there?") from None
+            except (IsADirectoryError, NotADirectoryError):
+                raise InvalidKey(f"the local store cannot hold {key!r} beside keys under or above it") from None
 
     def _make_dirs(self, key: str, parent: str) -> None:
         if os.path.isdir(parent):
@@ -374,9 +337,9 @@ class FileStore(ObjectStore):
                 continue
             except NotADirectoryError:
                 raise InvalidKey(f"the local store cannot hold {key!r}: a key above it is an object") from None
-            _fsync_dir_present(above)  # the new directory entry must survive a crash with the object in it
+            fsync_dir_present(above)  # the new directory entry must survive a crash with the object in it
 
-    def _hold_pruning_lock(self) -> "_Held":
+    def _hold_pruning_lock(self) -> "Held":
         """Pruners share the pruning lock and never wait for it; a writer that lost the mkdir race to them waits to
         hold it alone, which stops every pruner until its directories are made and its object is in them."""
         held = self._flock("pruning.lock", exclusive=True, wait=True)
@@ -407,30 +370,3 @@ class FileStore(ObjectStore):
             return
         for path in stale:
             unlink_quietly(path)
-
-
-def _kernel_time_ns(directory: str) -> int:
-    """The kernel's clock now, as it stamps a new file (an unnamed temporary one, gone when closed)."""
-    fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-    try:
-        return os.fstat(fd).st_mtime_ns
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir_present(directory: str) -> None:
-    # Locks are per key, not per directory: another process's delete may prune a directory that just
-    # became empty. Then nothing of ours is left in it to make durable.
-    try:
-        fsync_dir(directory)
-    except FileNotFoundError:
-        pass
-
-
-def _stat_or_none(path: str) -> os.stat_result | None:
-    """The object file's stat, or None when there is no object (a directory of other keys is none)."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except _MISSING:
-        return None
-    return st if stat_mod.S_ISREG(st.st_mode) else None

@@ -82,8 +82,8 @@ def store_locks_held(pid: int, store) -> bool:
 
 def stop_between_writes(proc: subprocess.Popen, store, tries: int = 500) -> None:
     """SIGSTOP an agent at a moment it holds none of the local store's bucket locks. A writer stopped inside one
-    blocks every writer of that bucket until it goes on (its job's keeper too): a fault of its own, not the one a
-    test that stops an agent to see its keeper speak is about."""
+    fails every other writer of that bucket after its lock wait (its job's keeper too): a fault of its own
+    (tests/stado/test_file_locks.py), not the one a test that stops an agent to see its keeper speak is about."""
     import time
 
     for _ in range(tries):
