@@ -56,7 +56,7 @@ class Keeper:
         self.bridge_for = float(spec.get("bridge", 0.0))  # how long it renews for a gone agent
         self.gone_at: float | None = None  # when its agent's pipe closed
         self.version = None                # the record's version its own bridge renewals left
-        self.landed = None                 # the version of its agent's renewal in flight that the store showed landed
+        self.landed: list | None = None    # the version of its agent's renewal in flight that the store showed landed
         self.bridged: list[str] = []       # the nonces of its bridge's renewals (an answer lost, one may hold it)
         self.checked: str | None = None   # the nonce of the renewal in flight already asked of the store
         self.pidfd = self._pin()
@@ -303,8 +303,9 @@ def own_writes(promise: dict | None, landed=None, bridged=None) -> tuple[list, l
     store showed it landed (`landed`), the bridge's last (`bridged`); the nonces of the renewal in flight and of
     those answered with an error since the last that landed. A record at one of them was moved by nobody else."""
     promise = promise or {}
-    trying = promise.get("trying") if isinstance(promise.get("trying"), dict) else {}
-    unanswered = promise.get("unanswered") if isinstance(promise.get("unanswered"), list) else []
+    found, listed = promise.get("trying"), promise.get("unanswered")
+    trying: dict = found if isinstance(found, dict) else {}
+    unanswered: list = listed if isinstance(listed, list) else []
     versions = [v for v in (promise.get("version"), trying.get("base"), landed, bridged) if isinstance(v, list)]
     return versions, [n for n in (trying.get("nonce"), *unanswered) if isinstance(n, str)]
 

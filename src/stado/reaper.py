@@ -175,13 +175,13 @@ class ReapSummary:
                 "settled": self.settled, "alive_by_promise": self.alive["promise"],
                 "alive_by_pulse": self.alive["pulse"], "alive_by_checkpoint": self.alive["checkpoint"],
                 "alive_by_watch": self.alive["watch"], "unpromised": self.alive["unpromised"],
-                "lost_race": self.lost_race}
+                "lost_race": self.lost_race, "settled_here": self.here}
 
     def line(self) -> str:
         return (f"reaped {self.reaped} (requeued {self.requeued}, failed {self.failed}, cancelled {self.cancelled}); "
                 f"alive by pulse {self.alive['pulse']}, alive by checkpoint {self.alive['checkpoint']}, "
                 f"watched for less than a lease {self.alive['watch']}, unpromised {self.alive['unpromised']}; "
-                f"promise holds {self.alive['promise']}")
+                f"promise holds {self.alive['promise']}" + (f"; settled on this host {self.here}" if self.here else ""))
 
 
 def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,

@@ -265,3 +265,15 @@ def test_the_reaper_finishes_decided_moves_on_its_way(phase):
     summary = reap(store, writer="reaper")
     assert summary.settled == 1
     assert lookup.view(store, job).state == ("completed" if phase == "finishing" else "cancelled")
+
+
+def test_a_record_the_callers_host_settles_is_counted_and_said():
+    store = MemoryStore()
+    job = submit(store)
+    claim(store, job, promise=time.time() + 0.3)
+    asked = []
+    summary = reap(store, writer="reaper", now=time.time() + 60.0, margin=0.2,
+                   here=lambda doc, version: asked.append(doc.id) or True)
+    assert asked == [job] and (summary.here, summary.reaped) == (1, 0), summary.as_json()
+    assert summary.as_json()["settled_here"] == 1 and "settled on this host 1" in summary.line()
+    assert cas.read(store, keys.running(job), job) is not None  # the caller settles it, not the reaper

@@ -299,8 +299,8 @@ class FileStore(ObjectStore):
         the key."""
         mtime = self._next_mtime(lock, current)
         os.utime(staged.fd, ns=(mtime, mtime))
-        staged.st = os.fstat(staged.fd)
-        if staged.st.st_mtime_ns != mtime:
+        staged.st = stamped = os.fstat(staged.fd)
+        if stamped.st_mtime_ns != mtime:
             raise StoreError(f"the filesystem under {self.root} does not keep nanosecond mtimes, so the local "
                              "store cannot version objects safely: put it on ext4, xfs, btrfs or tmpfs")
         parent = os.path.dirname(path)

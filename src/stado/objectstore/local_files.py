@@ -78,7 +78,8 @@ class Staged:
     def __init__(self, directory: str, data):
         self.path = os.path.join(directory, f".tmp.{os.getpid()}.{os.urandom(8).hex()}")
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        self.st, self.placed = None, False
+        self.st: os.stat_result | None = None
+        self.placed = False
         try:
             for chunk in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
                 view = memoryview(chunk)
@@ -110,6 +111,7 @@ def kernel_time_ns(directory: str) -> int:
 def settle(path: str, staged: Staged) -> Version:
     """After the lock: make the placed file's version (its mtime, stamped under the lock) and its name durable
     before the write is acknowledged."""
+    assert staged.st is not None  # (placed: stamped and stat'ed)
     os.fsync(staged.fd)
     fsync_dir_present(os.path.dirname(path))
     return version_of(staged.st)
