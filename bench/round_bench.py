@@ -1,7 +1,7 @@
 """What one lease round costs at 2,000, 10,000 and 50,000 waiting jobs. Run with `make bench-round`.
 
 The round's holder is the only waiting supervisor that wakes every renewal interval (jobman/supervisor/
-renewal_round.py), so its CPU time is most of what a waiting sweep costs. Submitting 50,000 real jobs would
+lease_round.py), so its CPU time is most of what a waiting sweep costs. Submitting 50,000 real jobs would
 take half an hour and 14 GiB of lean waiters; this bench builds the database instead: one real job submitted
 into a paused group, its rows copied N times with the identities of 200 live `sleep` processes as their
 supervisors (so each verification reads a real /proc entry), leases spread over a lease as a running round
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from jobman.store import database  # noqa: E402
-from jobman.supervisor import renewal_round  # noqa: E402
+from jobman.supervisor import lease_round  # noqa: E402
 from runkit import proc  # noqa: E402
 
 PERIOD, LEASE = 5.0, 15.0
@@ -90,12 +90,12 @@ def measure(home: Path, template: str, rounds: int) -> dict:
     conn = database.connect(str(home / "jobman.db"), create=False)
     now = time.time()
     for _ in range(10):  # the leases settle into the round's rhythm
-        renewal_round.run(conn, "bench", template, now, PERIOD, proc.verify)
+        lease_round.run(conn, "bench", template, now, PERIOD, proc.verify)
         now += MEAN_GAP
     before_rows = conn.total_changes
     cpu = time.process_time()
     for _ in range(rounds):
-        renewal_round.run(conn, "bench", template, now, PERIOD, proc.verify)
+        lease_round.run(conn, "bench", template, now, PERIOD, proc.verify)
         now += MEAN_GAP
     cpu = time.process_time() - cpu
     renewed = (conn.total_changes - before_rows) / rounds - 1  # (less the round's own row)

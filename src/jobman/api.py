@@ -74,7 +74,7 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, lau
 
     # No reconcile pass here: it would be a courtesy to other jobs, on the clock of every submission of a
     # sweep, and while any job waits, the holder of its lease round runs the pass when something is due
-    # (jobman.supervisor.renewal_round); reading commands run it too.
+    # (jobman.supervisor.lease_round); reading commands run it too.
     st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
         # No database yet: refuse what cannot be accepted before anything is created. Only the default

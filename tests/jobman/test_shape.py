@@ -14,7 +14,7 @@ from tests.stado.test_shape import _attributes_set_outside_init
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "jobman"
 PACKAGE = SRC / "supervisor"
-COLLABORATORS = ("lease", "waiting", "attempt", "renewal_round", "context", "processes")
+COLLABORATORS = ("lease", "waiting", "attempt", "lease_round", "context", "processes")
 
 
 def _tree(name: str) -> ast.Module:

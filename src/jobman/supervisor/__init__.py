@@ -6,7 +6,7 @@ it hands work to, in one place.
     context.py        SupervisorContext: what the collaborators get (store, ids, windows, clock, processes, log)
     lease.py          Lease: the job's revision, its lease (alone or through the round), its place in line, the
                       doorbell and the sleep between (idle), during which the lease is kept
-    renewal_round.py  one pass of the lease round, as its holder runs it (a Look at the line beside it)
+    lease_round.py    one pass of the lease round, as its holder runs it (a Look at the line beside it)
     waiting.py        the wait loop: dependencies, time gates, holds, a slot; it returns Begin or Finish
     attempt.py        Attempt: one run of the target, watched; it returns an AttemptEnd the owner records
     lean_return.py    `__resume`: back from the lean waiting form (jobman.lean), in the same process

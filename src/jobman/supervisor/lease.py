@@ -1,5 +1,5 @@
 """The supervisor's hold on its job: the job's revision (every write of the supervisor names it), the lease,
-renewed alone while the job starts, runs or pauses and through the lease round while it waits (renewal_round:
+renewed alone while the job starts, runs or pauses and through the lease round while it waits (lease_round:
 one waiting supervisor renews every waiting job's lease, the others sleep until their fallback poll), the place
 in the group's line, the doorbell the supervisor is rung on, and the sleep between (idle), during which the
 lease is kept. A late renewal is always safe: reconciliation leaves a job alone while its supervisor verifies
@@ -11,8 +11,8 @@ from .. import doorbell
 from ..storage_trouble import DatabaseGone, jitter
 from ..errors import Conflict
 from ..model import JobState
-from ..store import lease_round, queries, transitions
-from . import renewal_round
+from ..store import lease_round as round_records, queries, transitions
+from . import lease_round
 from .context import SupervisorContext
 
 
@@ -33,7 +33,7 @@ class Lease:
         self.next_reconcile = 0.0
         self.dirty = False          # something else changed the job (a renewal met a conflict): look again
         self.in_line = False        # asleep in the wait loop: the lease round keeps the lease, not this process alone
-        self.holds_round = False    # this supervisor renews every waiting job's lease (renewal_round)
+        self.holds_round = False    # this supervisor renews every waiting job's lease (lease_round)
         self.look_due = look_due    # a waiter's fallback poll is due: the wait loop takes its turn (take_turn)
         self.suspects: set[str] = set()  # as the round's holder: waiters whose reason to wait had gone last round
         self.rang: set[str] = set()      # ... and those it rang at the last round
@@ -207,9 +207,9 @@ class Lease:
         self._renewed(now, now + jitter(self.poll_gap(), 1.0, 1.5))
 
     def _hold_round(self, now: float) -> None:
-        """Run the lease round (renewal_round), or learn that another supervisor holds it."""
+        """Run the lease round (lease_round), or learn that another supervisor holds it."""
         ctx = self.ctx
-        ok, value = ctx.db.try_once("renew the waiting jobs' leases", renewal_round.run, ctx.supervisor_id,
+        ok, value = ctx.db.try_once("renew the waiting jobs' leases", lease_round.run, ctx.supervisor_id,
                                     ctx.job_id, now, ctx.renew_every, ctx.processes.verify)
         if not ok:
             self.next_renew = now + value
@@ -231,7 +231,7 @@ class Lease:
         self._renewed(now, now + jitter(period, 0.8, 1.0))
         self._look_after_the_line(now, look)
 
-    def _look_after_the_line(self, now: float, look: renewal_round.Look) -> None:
+    def _look_after_the_line(self, now: float, look: lease_round.Look) -> None:
         """What the round saw beside the leases. A waiter whose reason to wait has gone is rung only once
         two rounds in a row have seen it so (its ring may be on its way); a peer that looks abandoned is
         left to the reconciliation pass (a lost job's slot at most once per poll interval: finding what is
@@ -276,7 +276,7 @@ class Lease:
             return
         self.holds_round = False
         try:
-            ok, candidates = ctx.db.try_once("hand the lease round on", lease_round.release, ctx.supervisor_id,
+            ok, candidates = ctx.db.try_once("hand the lease round on", round_records.release, ctx.supervisor_id,
                                              ctx.job_id)
         except DatabaseGone:
             return  # nothing of ours is in the file at that path now: the round lapses there on its own

@@ -251,15 +251,18 @@ class FileStore(ObjectStore):
         return os.path.join(self._objects, check_key(key))
 
     def _lock(self, key: str) -> "Held":
-        """Open and flock the key's bucket lock file: `with self._lock(key) as fd:` holds it for the block. Waited
-        for `lock_wait` seconds at most: past that, StoreUnavailable names who holds it."""
+        """Open and flock the key's bucket lock file: `with self._lock(key) as fd:` holds it for the block."""
         bucket = zlib.crc32(key.encode()) % LOCK_BUCKETS
-        name = f"{bucket:03x}.lock"
+        return self._held_within(f"{bucket:03x}.lock", f"for {key!r}")
+
+    def _held_within(self, name: str, what: str) -> "Held":
+        """An exclusive flock on a lock file of locks/, waited for `lock_wait` seconds at most: past that,
+        StoreUnavailable names who holds it."""
         fd = os.open(os.path.join(self._locks, name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             if not filelocks.lock_within(fd, self.lock_wait):
                 raise StoreUnavailable(
-                    f"the local store's lock {name} for {key!r} has been held for {self.lock_wait:g} s by "
+                    f"the local store's lock {name} {what} has been held for {self.lock_wait:g} s by "
                     f"{filelocks.holder_words(fd)}: a stopped one holds it until it is resumed (kill -CONT) or "
                     "killed; then try again")
         except BaseException:
@@ -342,9 +345,7 @@ class FileStore(ObjectStore):
     def _hold_pruning_lock(self) -> "Held":
         """Pruners share the pruning lock and never wait for it; a writer that lost the mkdir race to them waits to
         hold it alone, which stops every pruner until its directories are made and its object is in them."""
-        held = self._flock("pruning.lock", exclusive=True, wait=True)
-        assert held is not None  # (a lock waited for is always had)
-        return held
+        return self._held_within("pruning.lock", "for making directories")
 
     def _prune(self, directory: str) -> None:
         """Remove directories the delete left empty, up to objects/, so that status/<id>/ trees don't pile up."""
