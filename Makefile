@@ -43,7 +43,7 @@ test: $(STAMP) lint bytecode test-deps
 	$(MAKE) --no-print-directory test-json-fallback
 	$(MAKE) --no-print-directory soak-short
 
-# runkit.jsonfast leans on CPython's private _json and falls back to the json package when it cannot: run the
+# runkit.core.jsonfast leans on CPython's private _json and falls back to the json package when it cannot: run the
 # JSON tests, jobman's unit tier and the handoff (ack, events, spec) once more with the fallback forced (~15 s).
 test-json-fallback: $(STAMP) bytecode
 	RUNKIT_JSON_FALLBACK=1 $(BIN)/python -m pytest -q tests/test_jsonfast.py tests/jobman/unit tests/jobman/test_handoff.py

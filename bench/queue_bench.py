@@ -70,7 +70,7 @@ def guard(done: int, total: int, what: str) -> None:
 
 
 def tagged_pids(tag: str) -> list[int]:
-    from runkit.envfind import processes_with
+    from runkit.system.envfind import processes_with
 
     return [st.pid for st in processes_with("BENCH_QUEUE", [tag]).get(tag, [])]
 
@@ -472,7 +472,7 @@ def bench_nq(root: Path, size: int, idle: float) -> dict:
 def _fill_finished(home: Path, env: dict, count: int) -> str:
     """One real finished job, cloned `count` times (every row: jobs, state, attempt, events)."""
     sys.path.insert(0, str(ROOT / "src"))
-    from runkit.ids import uuid7
+    from runkit.core.ids import uuid7
 
     job = subprocess.run([JOBMAN, "run", "--print-id", "--name", "seed", "--", "true"], env=env, capture_output=True, text=True,
                          check=True).stdout.strip()

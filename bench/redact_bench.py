@@ -3,7 +3,7 @@
     .venv/bin/python bench/redact_bench.py [--mib 32] [--repeat 3]
 
 Each corpus (a training log, a build log, base64 blobs, a log dense with credential-looking words) is fed
-to runkit.redact.StreamRedactor in 4 MiB pieces, as the uploader reads them, with two agent secrets. The
+to runkit.core.redact.StreamRedactor in 4 MiB pieces, as the uploader reads them, with two agent secrets. The
 peer in the same run is the reference method: every credential shape applied to the whole text, which is
 what StreamRedactor did before the finders (the fast path must, and is tested to, give the same text).
 Figures are MB per second of this thread's CPU time (10^6 bytes; time.thread_time, so other load on the
@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from runkit import redact
-from runkit.redact import StreamRedactor
+from runkit.core import redact
+from runkit.core.redact import StreamRedactor
 
 SECRETS = ["the-agent-secret-42", "s3cr3t-proxy-pass"]
 PIECE = 4 * 1024 * 1024

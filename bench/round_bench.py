@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from jobman.store import database  # noqa: E402
 from jobman.supervisor import lease_round  # noqa: E402
-from runkit import proc  # noqa: E402
+from runkit.system import proc  # noqa: E402
 
 PERIOD, LEASE = 5.0, 15.0
 MEAN_GAP = 0.9 * PERIOD  # rounds come 0.8-1.0 periods apart

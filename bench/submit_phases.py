@@ -18,7 +18,7 @@ import stado.cli as cli  # noqa: E402
 
 mark("import stado.cli")
 args = cli.fast_submit(["submit", "true"])
-mark("parse the options (runkit.fastargs)")
+mark("parse the options (runkit.cli.fastargs)")
 from stado import submission  # noqa: E402
 from stado.batch import submission_from_args  # noqa: E402
 

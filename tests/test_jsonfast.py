@@ -1,10 +1,10 @@
-"""runkit.jsonfast must agree with the json package, output and errors alike."""
+"""runkit.core.jsonfast must agree with the json package, output and errors alike."""
 import json
 import random
 
 import pytest
 
-from runkit import jsonfast
+from runkit.core import jsonfast
 
 SAMPLES = [
     {"argv": ["sh", "-c", "echo \"hi\" \\ there\n\t"], "env": {"A": "\u00e9\u4e2d\ud83d\ude00", "B": ""}},
@@ -67,7 +67,7 @@ def test_errors_without_the_json_package_loaded():
     import sys
 
     code = ("import sys\n"
-            "from runkit import jsonfast\n"
+            "from runkit.core import jsonfast\n"
             "assert 'json' not in sys.modules\n"
             "print(jsonfast.dumps(jsonfast.loads('{\"a\": [1, 2]}')))\n"
             "assert 'json' not in sys.modules\n"
@@ -88,7 +88,7 @@ def _accelerated() -> dict:
 
 _PROBE = """import sys
 {prelude}
-from runkit import jsonfast
+from runkit.core import jsonfast
 text = jsonfast.dumps(jsonfast.loads(sys.argv[1]))
 print(jsonfast.ACCELERATED, 'json' in sys.modules, text)
 try:

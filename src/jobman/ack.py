@@ -1,5 +1,5 @@
 """The supervisor's one acknowledgement on its stdout: versioned, size-limited, strict."""
-from runkit.ids import is_uuid, is_uuid7
+from runkit.core.ids import is_uuid, is_uuid7
 
 ACK_VERSION = 1
 ACK_MAX_BYTES = 1024
@@ -23,7 +23,7 @@ def decode(raw: bytes, expected_job_id: str) -> str:
         raise BadAck("the supervisor closed its acknowledgement pipe without answering")
     if len(raw) > ACK_MAX_BYTES:
         raise BadAck(f"the acknowledgement is larger than {ACK_MAX_BYTES} bytes")
-    from runkit.jsonfast import loads
+    from runkit.core.jsonfast import loads
 
     try:
         ack = loads(raw)

@@ -2,7 +2,7 @@
 import os
 import time
 
-from runkit import proc
+from runkit.system import proc
 
 from . import doorbell, home as homes
 from .api import State

@@ -1,15 +1,15 @@
 """One function per command. Each opens the state, runs a cheap reconcile pass (but `run`: see run()), does
 its work and returns plain data; jobman.cli parses arguments and renders what comes back."""
-from runkit.jsonfast import loads as json_loads
+from runkit.core.jsonfast import loads as json_loads
 import os
 import time
 
-from runkit import proc
+from runkit.system import proc
 
 from . import doorbell, home as homes, selectors
 from .store import database, queries, transitions
 from .errors import BadInput, JobmanError, NotFound
-from runkit.outcomes import exit_status
+from runkit.core.outcomes import exit_status
 
 READING_BUSY_TIMEOUT_MS = 2_000  # a reading command's reconcile pass waits this long for the write lock
 LIST_FINISHED = 100  # finished jobs `jobman list` shows by default

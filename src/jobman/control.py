@@ -8,7 +8,7 @@ is not part of the tree and is never signalled.
 import os
 import time
 
-from runkit import proc
+from runkit.system import proc
 
 from . import doorbell
 from .store import queries, transitions

@@ -7,7 +7,7 @@ re-reads the database after every ring, and a slow poll guarantees progress if a
 import errno
 import os
 
-from runkit import proc
+from runkit.system import proc
 
 from .home import bell_path
 

@@ -1,4 +1,4 @@
-"""jobman's fault points (runkit.faults): JOBMAN_TEST_FAULT names where a process dies or misbehaves.
+"""jobman's fault points (runkit.system.faults): JOBMAN_TEST_FAULT names where a process dies or misbehaves.
 
 Each point is `<process>:<place>`; several may be given, comma-separated. `hit` kills the process with
 SIGKILL, exactly as a crash would; `active` lets the caller misbehave in its own way; `pause` and `linger`
@@ -8,7 +8,7 @@ so that one job of a batch, whose processes share one environment, fails where t
 """
 import os
 
-from runkit.faults import FaultPoints
+from runkit.system.faults import FaultPoints
 
 _POINTS = FaultPoints("jobman", "JOBMAN_TEST_FAULT", marker_variable="JOBMAN_TEST_MARKER")
 active, hit, pause, linger = _POINTS.active, _POINTS.hit, _POINTS.pause, _POINTS.linger

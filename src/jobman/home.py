@@ -59,7 +59,7 @@ def stderr_log_path(log_path: str) -> str:
 
 
 def cut_path(log_path: str) -> str:
-    """Where the log cap tells readers how much it cut from the front of `log_path` (see runkit.logcap)."""
+    """Where the log cap tells readers how much it cut from the front of `log_path` (see runkit.system.logcap)."""
     return log_path + ".cut"
 
 

@@ -9,8 +9,8 @@ How it ended is recorded as an `on_finish` event. It gets HOOK_TIMEOUT, then SIG
 import os
 import time
 
-from runkit import proc
-from runkit.outcomes import exit_status
+from runkit.system import proc
+from runkit.core.outcomes import exit_status
 
 from . import home as homes
 from .store import queries, transitions

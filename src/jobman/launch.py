@@ -15,7 +15,7 @@ import select
 import sys
 import time
 
-from runkit import proc
+from runkit.system import proc
 
 from .errors import LaunchError
 

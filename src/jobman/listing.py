@@ -6,10 +6,10 @@ snapshot as the rows themselves (one read transaction), so every row agrees with
 import os
 import time
 
-from runkit.durations import format_duration
+from runkit.core.durations import format_duration
 
 from .store import queries
-from runkit.printable import printable
+from runkit.core.printable import printable
 
 from .render import command_text, state_text, why_text
 
@@ -44,7 +44,7 @@ def read(conn, *, active_only: bool, limit: int | None, finished: int | None, wa
 def lost_note(conn) -> str | None:
     """One line on the lost jobs nobody has restarted (a reboot makes every waiting job of a sweep lost once its
     lease runs out): what happened, and the command that brings the work back. None if there are none."""
-    from runkit import proc
+    from runkit.system import proc
 
     before, started, earlier_boot = queries.lost_not_restarted(conn, proc.boot_id())
     if not before + started:
@@ -103,7 +103,7 @@ def slot_reason(conn, group: str) -> str:
 def mark_stopped(conn, view: dict) -> None:
     """A running job whose target is stopped (SIGSTOP, `jobman signal JOB STOP`, a debugger) is shown as
     `stopped`: its state says so, its phase stays running (it holds its slot, and its timeout runs on)."""
-    from runkit import proc
+    from runkit.system import proc
 
     attempt = queries.last_attempt(conn, view["id"])
     if attempt is None or attempt["ended_at"] is not None or attempt["pid"] is None:

@@ -6,8 +6,8 @@ import time
 from .home import cut_path, stderr_log_path
 from .model import Attempt, JobState
 from .store import queries
-from runkit.jsonfast import loads
-from runkit.outcomes import exit_status
+from runkit.core.jsonfast import loads
+from runkit.core.outcomes import exit_status
 
 FOLLOW_POLL = 0.1
 

@@ -118,7 +118,7 @@ class Snapshot(JobState):
 
     @classmethod
     def from_row(cls, row, **extra):
-        from runkit.jsonfast import loads
+        from runkit.core.jsonfast import loads
 
         return None if row is None else super().from_row(row, deps=loads(row["deps"]), **extra)
 
@@ -170,7 +170,7 @@ class JobSpec(Record):
     @classmethod
     def from_json(cls, text: str) -> "JobSpec":
         """Raises ValueError, KeyError or TypeError for a stored spec that is not one."""
-        from runkit.jsonfast import loads
+        from runkit.core.jsonfast import loads
 
         return cls.from_dict(loads(text))
 

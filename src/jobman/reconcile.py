@@ -9,7 +9,7 @@ every command and alone by `jobman reconcile`. It never re-runs anything and nev
   debugger) or dead, is carried out: the job finishes `cancelled`, guarded by its revision, so a supervisor
   that woke and moved the job meanwhile keeps it; one that wakes later finds it cancelled and leaves.
 """
-from runkit import proc
+from runkit.system import proc
 
 from . import doorbell
 from .errors import Conflict

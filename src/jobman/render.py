@@ -2,8 +2,8 @@
 import json
 import shlex
 
-from runkit.durations import format_duration, format_time
-from runkit.printable import printable
+from runkit.core.durations import format_duration, format_time
+from runkit.core.printable import printable
 
 
 def _when(ts: float | None) -> str:

@@ -14,7 +14,7 @@ submitted as a batch is (jobman.submit.submit_batch): each with its own handoff,
 """
 import os
 
-from runkit.jsonfast import loads
+from runkit.core.jsonfast import loads
 
 from . import scheduling
 from .store import queries
@@ -38,7 +38,7 @@ def restart_jobs(selectors: list[str], *, states=(), group: str | None = None, n
     left out, "depend_on_lost": restarted jobs with an edge to a lost job that is not restarted, "failures",
     "stopped_at", "interrupted" (these three as jobman.submit.submit_batch says, their indexes into "handles": the
     old jobs' handles in the order they were submitted)}."""
-    from runkit.ids import uuid7
+    from runkit.core.ids import uuid7
 
     from .api import State
     from .submit import submit_batch

@@ -6,7 +6,7 @@ else a unique id prefix of at least 6 characters (hyphens optional). Anything el
 the candidates. Names made only of digits, and the name `last`, are refused at submission, so a handle or
 `last` and a name never collide; a UUIDv7 prefix of digits begins with 0.
 """
-from runkit.ids import hyphenated, is_uuid
+from runkit.core.ids import hyphenated, is_uuid
 
 from .errors import NotFound
 from .store import queries

@@ -2,8 +2,8 @@
 import os
 import time
 
-from runkit import proc
-from runkit.jsonfast import loads as json_loads
+from runkit.system import proc
+from runkit.core.jsonfast import loads as json_loads
 
 from . import home as homes
 from .api import State, jobs_of, spec_of
@@ -21,7 +21,7 @@ def show(selector: str, environ=os.environ) -> dict:
     from .listing import NEVER_STARTED, annotate
 
     view = annotate(st.conn, [row])[0]  # as `jobman list` says it: why it waits, as its group is now
-    from runkit.redact import mask_env
+    from runkit.core.redact import mask_env
 
     spec, corrupt = spec_of(row)
     if corrupt:

@@ -3,7 +3,7 @@ submitter's environment. The supervisor reads it back and never reconstructs pol
 """
 import os
 
-from runkit.proc import which
+from runkit.system.proc import which
 
 from .errors import BadInput
 
@@ -24,7 +24,7 @@ WINDOW_ENV = {"claim": "JOBMAN_CLAIM_WINDOW", "lease": "JOBMAN_LEASE", "renew": 
 
 def windows_from_env(environ) -> dict:
     """Claim window, lease, renewal and fallback-poll intervals in seconds."""
-    from runkit.durations import parse_duration
+    from runkit.core.durations import parse_duration
 
     windows = dict(WINDOW_DEFAULTS)
     for key, var in WINDOW_ENV.items():
@@ -174,7 +174,7 @@ def check_group_name(name: str, what: str = "group name") -> None:
 
 
 def min_log_limit(environ) -> int:
-    """Two blocks of the filesystem holding the logs: the cap is kept by whole blocks (runkit.logcap), so a
+    """Two blocks of the filesystem holding the logs: the cap is kept by whole blocks (runkit.system.logcap), so a
     smaller one could not be kept exactly."""
     from .home import home_dir
 
@@ -212,7 +212,7 @@ def from_options(ns, command: list[str], environ) -> tuple[dict, list]:
     """The spec and the dependencies of `jobman run`, from its options (jobman.cli.run) and command."""
     import time
 
-    from runkit.durations import parse_size, parse_time
+    from runkit.core.durations import parse_size, parse_time
 
     if not command:
         raise BadInput("no command given: put the command after --, as in: jobman run -- COMMAND [ARG...]")

@@ -17,7 +17,7 @@ from .store.sqlite import sqlite3
 
 TYPE_CHECKING = False  # (typing's, without importing typing)
 if TYPE_CHECKING:
-    from runkit.clock import Clock
+    from runkit.core.clock import Clock
 
 # SQLite's primary result codes that mean "not now" rather than "never", and what each one waits for.
 TROUBLE = {5: "the database is busy (another process holds its write lock)", 6: "a table is locked",
@@ -46,7 +46,7 @@ def connect(path: str):
     conn.relax()
     trace = os.environ.get("JOBMAN_TEST_QUERY_LOG")
     if trace:  # the tests count what an idle supervisor asks of the database
-        from runkit.clock import SYSTEM
+        from runkit.core.clock import SYSTEM
 
         log = open(trace, "a", buffering=1)
         pid = os.getpid()
@@ -124,9 +124,9 @@ class PatientDatabase:
     statement or one transaction, which SQLite rolled back if it failed."""
 
     def __init__(self, conn, path: str, log, clock: "Clock | None" = None):
-        """clock: the supervisor's (runkit.clock.SYSTEM if none is given)."""
+        """clock: the supervisor's (runkit.core.clock.SYSTEM if none is given)."""
         if clock is None:
-            from runkit.clock import SYSTEM  # (not on the path of the commands that only translate trouble)
+            from runkit.core.clock import SYSTEM  # (not on the path of the commands that only translate trouble)
 
             clock = SYSTEM
         self.conn, self.path, self.log = conn, path, log

@@ -15,8 +15,8 @@ import os
 import select
 import time
 
-from runkit.hashing import sha256
-from runkit.ids import uuid7
+from runkit.core.hashing import sha256
+from runkit.core.ids import uuid7
 
 from . import ack, faults
 from .launch import Launch

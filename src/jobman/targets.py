@@ -1,11 +1,11 @@
 """A job's target processes when its supervisor cannot speak for them (it died): the recorded root
-and what is left of the session and process group it led (runkit.proc.orphaned_tree), plus every
-process of this user carrying the job's id in its environment (runkit.envfind). The second way finds
+and what is left of the session and process group it led (runkit.system.proc.orphaned_tree), plus every
+process of this user carrying the job's id in its environment (runkit.system.envfind). The second way finds
 the target of a supervisor killed before it recorded it, and a daemon that double-forked and started
 a session of its own. Each process is identified by pid and start time, so a signal sent to it later
-is pinned to that very process (runkit.proc.signal_exact).
+is pinned to that very process (runkit.system.proc.signal_exact).
 """
-from runkit import envfind, proc
+from runkit.system import envfind, proc
 
 JOB_ID_VARIABLE = "JOBMAN_JOB_ID"  # set in every target's environment by its supervisor
 

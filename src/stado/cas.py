@@ -4,7 +4,7 @@ another writer's by the nonce every document carries.
 """
 import os
 
-from runkit import jsonfast
+from runkit.core import jsonfast
 
 from . import documents as d
 from .errors import CorruptDocument

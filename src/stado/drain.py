@@ -10,7 +10,7 @@ import json
 import signal
 import time
 
-from runkit import proc
+from runkit.system import proc
 
 from .agent.workroot import agent_gone, drain_path, live_agents
 

@@ -1,4 +1,4 @@
-"""stado's fault points (runkit.faults): named places where a test makes a stado process die, to open a
+"""stado's fault points (runkit.system.faults): named places where a test makes a stado process die, to open a
 crash window.
 
 STADO_FAULT_POINT=<name> makes the process exit at once with status 86 (no cleanup, like a crash) when it
@@ -10,7 +10,7 @@ reaches that point. The points sit between the two writes of a two-write transit
     requeue-written   a retry's queue entry written, running/<id>.json not yet deleted
     spawned           the job's process started, its record not yet in running/<id>.json (the first renewal)
 """
-from runkit.faults import FaultPoints
+from runkit.system.faults import FaultPoints
 
 FAULT_EXIT = 86
 POINTS = ("claim-written", "terminal-written", "cancel-written", "requeue-written", "spawned")

@@ -76,7 +76,7 @@ class Keeper:
     def _pin(self) -> int | None:
         """A pidfd on the job's shell: the one its agent opened as it spawned it (fd 3), else one opened here (a shell
         that ended before this process began is then told by its agent's exit-status file alone)."""
-        from runkit import proc
+        from runkit.system import proc
 
         given = self.spec.get("pidfd")
         if isinstance(given, int):
@@ -164,7 +164,7 @@ class Keeper:
     def _look_at_shell(self) -> None:
         if self.ended is not None:
             return
-        from runkit import proc
+        from runkit.system import proc
 
         pid, start = self.process["pid"], self.process.get("start_time")
         status = None
@@ -388,7 +388,7 @@ def main() -> int:
     if rest.startswith(b"done"):
         return 0
     try:
-        from runkit import jsonfast
+        from runkit.core import jsonfast
 
         return Keeper(jsonfast.loads(line.decode()), control).run()
     except SystemExit as e:

@@ -1,5 +1,5 @@
 """Reading a job: every record it has, the one that states its truth, and finding it by id or name."""
-from runkit.ids import hyphenated, is_uuid
+from runkit.core.ids import hyphenated, is_uuid
 
 from . import documents as d
 from . import keys

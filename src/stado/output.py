@@ -14,8 +14,8 @@ import os
 import threading
 import time
 
-from runkit.records import record
-from runkit.redact import StreamRedactor
+from runkit.core.records import record
+from runkit.core.redact import StreamRedactor
 
 from . import keys
 from .objectstore.base import ObjectStore, StoreError

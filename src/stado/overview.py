@@ -3,7 +3,7 @@
 import json
 from dataclasses import dataclass, field
 
-from runkit.ids import is_uuid
+from runkit.core.ids import is_uuid
 
 from . import documents as d
 from . import keys

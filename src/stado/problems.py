@@ -1,7 +1,7 @@
 """Problems are values: what a pass met and could not decide on, as (kind, job id, text). Code decides on the
 kind; people read the text. Nothing branches on the words of a log line.
 """
-from runkit.records import record
+from runkit.core.records import record
 
 # A record that cannot be read (corrupt, or not a job document where one belongs): reported, skipped, never
 # fatal; `stado repair` clears it.

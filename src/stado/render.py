@@ -1,8 +1,8 @@
 """Text and JSON views of what the library returns (no store access here).
 
-Text views show other people's text (names, commands, reasons, hosts, capabilities) through runkit.printable:
+Text views show other people's text (names, commands, reasons, hosts, capabilities) through runkit.core.printable:
 escaped, so it never reaches a terminal as control and every table keeps one line per job. JSON is as stored."""
-from runkit.printable import printable
+from runkit.core.printable import printable
 
 from . import keys
 from .admission import offer_of, size_text
@@ -97,7 +97,7 @@ def _name(row: dict) -> str:
 
 
 def shown(value) -> str:
-    """A cell of other people's text: escaped (runkit.printable), '-' when there is none."""
+    """A cell of other people's text: escaped (runkit.core.printable), '-' when there is none."""
     return "-" if value in (None, "") else printable(str(value))
 
 

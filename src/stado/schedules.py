@@ -22,7 +22,7 @@ The firing step takes the time as an argument (tests drive it across minute boun
 import time
 from datetime import datetime, timedelta, UTC
 
-from runkit.ids import uuid7_derived
+from runkit.core.ids import uuid7_derived
 
 from . import documents as d
 from . import keys

@@ -5,8 +5,8 @@ new id. Everything here raises BadInput with a message fit for the user, before 
 """
 import math
 
-from runkit.durations import parse_duration, parse_size
-from runkit.records import record
+from runkit.core.durations import parse_duration, parse_size
+from runkit.core.records import record
 
 from .errors import BadInput
 
@@ -42,7 +42,7 @@ class InputRef(record("InputRef", "job name given upload size sha256 mode",
     artifact another job produced (`job` is the producer's canonical id; `given` the name it was given
     by at submission, if it was a name rather than an id: what `stado job rerun --fresh-inputs` resolves again), or
     (`upload`) a local file `stado submit --upload` stored under job `job`'s status prefix, with its
-    `size`, `sha256` and `mode` (permission bits). (runkit.records: typing.NamedTuple costs a
+    `size`, `sha256` and `mode` (permission bits). (runkit.core.records: typing.NamedTuple costs a
     submission ~7 ms to import.)"""
 
     __slots__ = ()

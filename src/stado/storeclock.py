@@ -15,10 +15,10 @@ firing a schedule) add it to their margin. Bounds that no longer meet (the store
 clock drifted) start again from the latest measurement. Until they are narrow, every record write measures
 again (one HEAD); then every `every` seconds.
 
-The host's wall and monotonic clocks are read through a runkit.clock.Clock (the host's own, unless a test or
+The host's wall and monotonic clocks are read through a runkit.core.clock.Clock (the host's own, unless a test or
 the simulator passes another), and `monotonic()` hands that monotonic clock on to whoever judges by this one.
 """
-from runkit.clock import SYSTEM, Clock
+from runkit.core.clock import SYSTEM, Clock
 
 from .objectstore.base import ObjectStore
 

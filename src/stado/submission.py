@@ -14,8 +14,8 @@ again returns that job, finishing its submission first if a run stopped between 
 import os
 import time
 
-from runkit.ids import is_uuid, uuid7
-from runkit.records import record
+from runkit.core.ids import is_uuid, uuid7
+from runkit.core.records import record
 
 from . import documents as d
 from . import keys
@@ -51,7 +51,7 @@ def whoami() -> str:
 class Submission(record("Submission", "spec inputs uploads key", defaults=((), (), None))):
     """A validated JobSpec whose inputs, (job selector, artifact name) pairs, may still name jobs by
     selector (resolved before anything is written; an InputRef is taken as it is), the local files
-    to send as inputs (`--upload`), and its idempotency key (`--key`), if any. (runkit.records: typing costs a
+    to send as inputs (`--upload`), and its idempotency key (`--key`), if any. (runkit.core.records: typing costs a
     submission ~7 ms.)"""
 
     __slots__ = ()
@@ -116,7 +116,7 @@ def _check_produced(store: ObjectStore, selector: str, producer: str, name: str)
         return  # no manifest yet: the completed record is being settled (the manifest is written before it)
     names = [entry.get("name") for entry in manifest["artifacts"]]
     if name not in names:
-        from runkit.printable import printable
+        from runkit.core.printable import printable
 
         has = ", ".join(printable(str(n)) for n in names[:10]) + (", ..." if len(names) > 10 else "")
         raise BadInput(f"--input {printable(selector)}:{printable(name)}: job {producer} completed without an "
@@ -241,8 +241,8 @@ def request_hash(item: Submission, rerun_of: str | None = None, rerun_inputs: st
     """What a key stands for: the request as it was given (the command and every flag, inputs by the selectors
     typed, uploads by their paths), not as it was resolved: the same command run again is the same request even
     once a named producer has a newer run."""
-    from runkit import jsonfast
-    from runkit.hashing import sha256
+    from runkit.core import jsonfast
+    from runkit.core.hashing import sha256
 
     inputs = [entry.to_json() if isinstance(entry, InputRef) else list(entry) for entry in item.inputs]
     request = {"spec": item.spec.to_json(), "inputs": inputs, "uploads": [os.path.abspath(p) for p in item.uploads],

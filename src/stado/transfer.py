@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-from runkit.durable import fsync_dir
+from runkit.system.durable import fsync_dir
 
 from .errors import ChecksumMismatch, TransferStalled
 from .objectstore.base import AccessDenied, ConfigError, InvalidKey, NotFound, ObjectStore, StoreError, Version

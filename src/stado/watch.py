@@ -1,10 +1,10 @@
 """`stado job watch`: the job's state changes and its output, live, until it is terminal. A generator of
 events (the CLI prints them); the exit status mirrors the job's through the table both tools share
-(runkit.outcomes)."""
+(runkit.core.outcomes)."""
 import time
 
-from runkit.outcomes import stado_exit_status
-from runkit.records import record
+from runkit.core.outcomes import stado_exit_status
+from runkit.core.records import record
 
 from .documents import QUEUED, RUNNING_PHASE, status_json
 from .lookup import find, view

@@ -1,11 +1,11 @@
-"""Durations, sizes and times as users type them (runkit.durations): any text gives a value in range or a
+"""Durations, sizes and times as users type them (runkit.core.durations): any text gives a value in range or a
 ValueError with a message, never another exception; well-formed text gives exactly the value it spells."""
 import math
 import time
 
 from hypothesis import given, strategies as st
 
-from runkit.durations import MAX_DURATION, MAX_SIZE, format_duration, format_time, parse_duration, parse_size, parse_time
+from runkit.core.durations import MAX_DURATION, MAX_SIZE, format_duration, format_time, parse_duration, parse_size, parse_time
 
 from .conftest import examples
 

@@ -1,5 +1,5 @@
 """The two readers of one option table agree (issue 10): `jobman run` and `stado submit` read well-formed options
-with runkit.fastargs (no argparse on the start-up path) and fall back to argparse built from the same table.
+with runkit.cli.fastargs (no argparse on the start-up path) and fall back to argparse built from the same table.
 Every input the table parser accepts must be parsed identically by that argparse, so every input argparse
 refuses is refused; and what the command's own entry point makes of the input is what argparse makes of it.
 """
@@ -10,7 +10,7 @@ import string
 from hypothesis import given, strategies as st
 
 from jobman.cli import run
-from runkit.fastargs import add_to_argparse, fast_parse, to_namespace
+from runkit.cli.fastargs import add_to_argparse, fast_parse, to_namespace
 from stado.cli.options import SUBMIT_OPTIONS
 
 from .conftest import examples

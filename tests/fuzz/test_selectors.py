@@ -16,7 +16,7 @@ def jobs_db(tmp_path_factory):
     """A jobman database with 40 jobs submitted through jobman's own transition (names reused on purpose)."""
     from jobman import spec as specs
     from jobman.store import database as db, transitions
-    from runkit.ids import uuid7
+    from runkit.core.ids import uuid7
 
     conn = db.connect(str(tmp_path_factory.mktemp("selectors") / "jobman.db"))
     made = []

@@ -4,7 +4,7 @@ import json
 import re
 import subprocess
 
-from runkit.outcomes import EXIT_TIMED_OUT, EXIT_WAIT_TIMED_OUT
+from runkit.core.outcomes import EXIT_TIMED_OUT, EXIT_WAIT_TIMED_OUT
 from tests.helpers import wait_for
 from tests.jobman.conftest import JOBMAN
 

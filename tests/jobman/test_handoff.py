@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from runkit.ids import is_uuid7
+from runkit.core.ids import is_uuid7
 
 from tests.helpers import alive, wait_for
 from tests.jobman.conftest import JOBMAN
@@ -185,7 +185,7 @@ def _submit_with_known_credential(jobman, credential: bytes) -> str:
         "import sys, time, json\n"
         "from jobman import api, spec as s\n"
         "from jobman.store import transitions\n"
-        "from runkit.ids import uuid7\n"
+        "from runkit.core.ids import uuid7\n"
         "st = api.State()\n"
         "spec = s.build(argv=['sleep', '30'], cwd=None, env_policy='inherit', env_pairs=[], environ=__import__('os').environ,"
         " name=None, group='default', priority=0, not_before=None, retry=s.default_retry(), timeout=None,"

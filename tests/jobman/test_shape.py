@@ -4,7 +4,7 @@ stado's agent):
 - an owner is one object with declared state: no class of jobman/supervisor/ creates an attribute outside
   __init__, and the collaborators (the lease, the wait loop, an attempt, the round) never import the owner;
 - collaborators return decisions and the owner records them: only owner.py ends an attempt or finishes a job;
-- time is an argument: the package reads no clock of its own (it is given a runkit.clock.Clock), nor asks the OS
+- time is an argument: the package reads no clock of its own (it is given a runkit.core.clock.Clock), nor asks the OS
   about processes but through its process layer (processes.py).
 """
 import ast

@@ -1,4 +1,4 @@
-"""Both command lines end the same way (runkit.climain.run_main): a reader that closed the pipe early gets exit 0
+"""Both command lines end the same way (runkit.cli.climain.run_main): a reader that closed the pipe early gets exit 0
 and no traceback (`jobman list | head -1`, as git and ls do), Ctrl-C exits 130, the tool's own errors are one line
 and its exit code. The CLIs run as real processes, their stdout a pipe whose reader is already gone."""
 import json
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from runkit.climain import run_main
+from runkit.cli.climain import run_main
 
 PYTHON = sys.executable
 
@@ -39,7 +39,7 @@ def test_a_closed_pipe_ends_the_command_quietly_with_0(tool, args, tmp_path):
 
 
 def test_a_submit_that_skips_the_interpreters_teardown_still_says_everything(tmp_path):
-    """`stado submit` ends with runkit.climain.leave (os._exit once stdout and stderr are flushed): through a pipe
+    """`stado submit` ends with runkit.cli.climain.leave (os._exit once stdout and stderr are flushed): through a pipe
     (block-buffered) its id arrives whole and names a queued job; its refusals keep their line and exit code."""
     store = tmp_path / "store"
     store.mkdir()

@@ -5,8 +5,8 @@ import time
 import pytest
 
 from jobman import scheduling
-from runkit import ids, retry
-from runkit.durations import format_duration, parse_duration, parse_size, parse_time
+from runkit.core import ids, retry
+from runkit.core.durations import format_duration, parse_duration, parse_size, parse_time
 
 
 def test_uuid7_is_canonical_and_sorts_by_creation():
@@ -109,13 +109,13 @@ def test_time_and_slot_verdicts():
 @pytest.mark.parametrize("data", [{"a": 1, "b": None, "c": True, "d": 1.5, "e": "x\"\\\n\t\u00e9"},
                                   {"detail": "ended with exit code 3", "at": 1796010814.728362}])
 def test_event_encoding_is_json(data):
-    from runkit.jsonfast import dumps  # what jobman's add_event stores
+    from runkit.core.jsonfast import dumps  # what jobman's add_event stores
 
     assert json.loads(dumps(data)) == data
 
 
 def test_join_negative_values():
-    from runkit.fastargs import join_negative_values
+    from runkit.cli.fastargs import join_negative_values
 
     takes = {"--delay", "-n"}.__contains__
     assert join_negative_values(["--delay", "-1s", "--json", "-5", "-n", "-.5", "--", "--delay", "-1"], takes) == \
@@ -135,7 +135,7 @@ def test_durations_and_times_stay_in_range():
         with pytest.raises(ValueError):
             parse_time(bad, now)
     assert parse_time("9999-12-30T00:00", now) > now
-    from runkit.durations import format_time
+    from runkit.core.durations import format_time
 
     assert [format_time(v) for v in (1e300, float("nan"), "junk")] == ["1e+300", "nan", "'junk'"]
     assert format_duration(float("inf")) == "inf"
@@ -149,7 +149,7 @@ def test_process_identity_refuses_a_platform_without_proc():
     import subprocess
     import sys
 
-    code = ("from runkit import proc\n"
+    code = ("from runkit.system import proc\n"
             "proc._PROC = False\n"
             "for look in (lambda: proc.stat(1), proc.all_stats):\n"
             "    try:\n"

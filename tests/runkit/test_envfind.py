@@ -4,7 +4,7 @@ import os
 import subprocess
 import uuid
 
-from runkit import envfind
+from runkit.system import envfind
 from tests.helpers import kill_all, wait_for
 
 

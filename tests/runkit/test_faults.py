@@ -1,4 +1,4 @@
-"""runkit.faults: the one fault-point mechanism of both tools, in real processes."""
+"""runkit.system.faults: the one fault-point mechanism of both tools, in real processes."""
 import signal
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from tests.helpers import wait_for
 
 PROGRAM = """
 import sys
-from runkit.faults import FaultPoints
+from runkit.system.faults import FaultPoints
 points = FaultPoints("tool", "TOOL_FAULT", exit_code={exit_code}, marker_variable="TOOL_MARKER")
 getattr(points, sys.argv[1])(sys.argv[2])
 print("went on past", sys.argv[2], flush=True)

@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from runkit.logcap import LogCap
+from runkit.system.logcap import LogCap
 
 LINE = 100  # bytes per numbered line, newline included
 LINES = 200_000  # 20 MB through a 256 KiB cap

@@ -1,5 +1,5 @@
-"""One exit-code table for both tools (runkit.outcomes): jobman's outcomes and stado's records map alike."""
-from runkit.outcomes import exit_status, stado_exit_status
+"""One exit-code table for both tools (runkit.core.outcomes): jobman's outcomes and stado's records map alike."""
+from runkit.core.outcomes import exit_status, stado_exit_status
 
 
 def test_jobman_and_stado_give_the_same_codes():
@@ -24,7 +24,7 @@ def test_jobman_and_stado_give_the_same_codes():
 
 def test_a_wait_that_gives_up_has_a_code_of_its_own():
     """`jobman wait --timeout` giving up is not a job's outcome: its code is none of the table's."""
-    from runkit.outcomes import EXIT_COST_CAP, EXIT_NOT_STARTED, EXIT_WAIT_TIMED_OUT, OUTCOMES
+    from runkit.core.outcomes import EXIT_COST_CAP, EXIT_NOT_STARTED, EXIT_WAIT_TIMED_OUT, OUTCOMES
 
     fixed = {exit_status(outcome, None, None) for outcome in OUTCOMES} | {EXIT_NOT_STARTED, EXIT_COST_CAP}
     assert EXIT_WAIT_TIMED_OUT not in fixed and EXIT_WAIT_TIMED_OUT == 120

@@ -1,4 +1,4 @@
-"""runkit.records: the named tuples stado's documents and results are made of, held to collections.namedtuple's
+"""runkit.core.records: the named tuples stado's documents and results are made of, held to collections.namedtuple's
 behaviour (what they replace), without importing collections."""
 import pickle
 import subprocess
@@ -7,7 +7,7 @@ from collections import namedtuple
 
 import pytest
 
-from runkit.records import record
+from runkit.core.records import record
 
 FIELDS = "etag generation size"
 Mine = record("Mine", FIELDS, defaults=(None, 0))
@@ -58,7 +58,7 @@ def test_a_subclass_keeps_its_methods_and_both_pickle():
 
 
 def test_making_and_using_records_imports_no_collections():
-    code = ("import sys; from runkit.records import record; R = record('R', 'a b', defaults=(1,)); "
+    code = ("import sys; from runkit.core.records import record; R = record('R', 'a b', defaults=(1,)); "
             "r = R(0)._replace(b=2); print(r.a + r.b, 'collections' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["2", "False"], done.stderr

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from runkit.redact import REDACTED, StreamRedactor, _redact_shapes, redact_text
+from runkit.core.redact import REDACTED, StreamRedactor, _redact_shapes, redact_text
 
 FRAGMENTS = [
     "AKIAIOSFODNN7EXAMPLE", "aws_secret_access_key", " = ", "=", ":", " ", "\n", "\n\n", "\t", '"', "'", "\r",

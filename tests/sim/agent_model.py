@@ -3,7 +3,7 @@
 settle), its reaper's pass and its index check, unchanged. Only what touches the host is the simulator's, each
 passed to the Agent as the real one is (the in-process tests, tests/stado/inprocess.py, pass the same kinds):
 
-- the host's clocks (runkit.clock.Clock): the simulated time, with the agent's host's own skew on its wall clock;
+- the host's clocks (runkit.core.clock.Clock): the simulated time, with the agent's host's own skew on its wall clock;
 - the process host (agent.processhost.ProcessHost): spawn, reap, alive, signal are simulated processes that exit
   on their own after a drawn time with a drawn status, or when signalled (world.Sim);
 - a slot's transfers (agent.jobio.JobIO runs them on threads): nothing to move, no output simulated;
@@ -16,7 +16,7 @@ passed to the Agent as the real one is (the in-process tests, tests/stado/inproc
 - ids, nonces and the claim back-off's randomness are the simulator's while a run lasts (patches.py).
 """
 
-from runkit.clock import Clock
+from runkit.core.clock import Clock
 
 from stado.agent import Agent, AgentConfig
 from stado.agent.workroot import attempt_tag
@@ -103,7 +103,7 @@ class SimHost:
                 "pid_ns": f"ns-{self.actor.host}", "machine_id": self.actor.host, "work_root": work_root}
 
     def owner_state(self, record) -> str:
-        """runkit.proc.process_here on the simulated hosts: an agent of this host is alive until it crashed or ended
+        """runkit.system.proc.process_here on the simulated hosts: an agent of this host is alive until it crashed or ended
         (a stopped one is alive); one of another host cannot be told."""
         if not isinstance(record, dict) or record.get("pid_ns") != f"ns-{self.actor.host}":
             return "unknown"

@@ -7,8 +7,8 @@ StoreUnavailable). The wrapper also keeps what the invariants need: which genera
 actor has seen (read or written), so a delete or overwrite of a generation its writer never saw (a stale
 writer) is caught at the request that does it.
 """
-from runkit import jsonfast
-from runkit.clock import Clock
+from runkit.core import jsonfast
+from runkit.core.clock import Clock
 from stado import keys
 from stado.objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError
 from stado.objectstore.memory import MemoryStore

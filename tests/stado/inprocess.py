@@ -8,7 +8,7 @@ ignore-term" needs SIGKILL; anything else runs 1 s and exits 0.
 """
 import signal
 
-from runkit.clock import Clock, ManualClock
+from runkit.core.clock import Clock, ManualClock
 
 from stado.agent import Agent, AgentConfig
 from stado.objectstore.memory import MemoryStore

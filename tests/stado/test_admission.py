@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from runkit.clock import SYSTEM
+from runkit.core.clock import SYSTEM
 
 from stado import submission
 from stado.admission import (Holdings, Offer, Room, cost_of, offer_of, past_cap, share_of, size_text, unschedulable,

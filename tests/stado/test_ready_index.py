@@ -1,5 +1,5 @@
 """The claim-order index (ready/): priority first, then creation time; kept in step with the queue."""
-from runkit.clock import SYSTEM
+from runkit.core.clock import SYSTEM
 
 from stado import cas, jobs, keys, submission
 from stado import documents as d

@@ -5,7 +5,7 @@
 - an owner is one object with declared state: the agent's classes create no attribute outside __init__, and its
   collaborators are given an AgentContext, never the Agent;
 - problems are values: no decision reads the words of a log line;
-- time is an argument: the agent's package reads no clock of its own (it is given a runkit.clock.Clock).
+- time is an argument: the agent's package reads no clock of its own (it is given a runkit.core.clock.Clock).
 """
 import ast
 from pathlib import Path

@@ -421,7 +421,7 @@ def test_a_claim_whose_create_never_landed_leaves_the_job_queued_for_the_next_pa
 def test_a_name_entry_pointing_at_no_job_does_not_hide_the_real_one(tmp_path):
     """The name index is written before the job: a crash between the two leaves a newer entry pointing at
     nothing. Lookups take the newest id that has a record."""
-    from runkit.ids import uuid7
+    from runkit.core.ids import uuid7
 
     from stado.objectstore import open_store
 

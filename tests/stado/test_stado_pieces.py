@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from runkit.redact import REDACTED, StreamRedactor, redact_text, secret_values
+from runkit.core.redact import REDACTED, StreamRedactor, redact_text, secret_values
 from stado.admission import Offer, why_not
 from stado.agent.environment import JOB_NAMES, job_environment
 from stado.errors import BadInput, UnsafeArtifactName

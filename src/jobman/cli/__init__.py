@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..supervisor import main as supervise
 
         return supervise(args[1:])
-    from runkit.climain import run_main
+    from runkit.cli.climain import run_main
 
     return run_main(lambda: _run(args, exit_at_once=argv is None), _failure,
                     "jobman: error")
@@ -75,12 +75,12 @@ def _run(args: list[str], *, exit_at_once: bool) -> int:
     if handler is None:
         error(f"unknown command {command!r}; see jobman --help")
         return 2
-    from runkit.proc import ensure_std_fds
+    from runkit.system.proc import ensure_std_fds
 
     ensure_std_fds()
     code = handler(rest)
     if exit_at_once and command == "run":
-        from runkit.climain import leave
+        from runkit.cli.climain import leave
 
         leave(code)  # committed and printed: skip interpreter teardown (~10 ms on every submission)
     return code
@@ -131,11 +131,11 @@ MAX_COUNT = 1_000_000_000  # of jobs listed or lines shown: a bound SQLite's LIM
 
 
 def parser(prog: str, description: str, *, json: bool | str = False):
-    """An argparse parser whose errors are one line (runkit.cliargs), raised as BadInput (exit 2). `json`: the
+    """An argparse parser whose errors are one line (runkit.cli.cliargs), raised as BadInput (exit 2). `json`: the
     command takes --json (True: with the common help; a string: with this help)."""
     import argparse
 
-    from runkit.cliargs import parser_class
+    from runkit.cli.cliargs import parser_class
 
     from ..errors import BadInput
 
@@ -158,15 +158,15 @@ def json_text(data) -> str:
 
 def deliver(text: str) -> None:
     """Print what a submission reports once its jobs are owned: whatever stops it reaching stdout is said on stderr,
-    and the command still exits 0 (runkit.climain.deliver)."""
-    from runkit import climain
+    and the command still exits 0 (runkit.cli.climain.deliver)."""
+    from runkit.cli import climain
 
     climain.deliver(text, "jobman")
 
 
 def duration(flag: str):
     """An argparse type for a duration flag (the same conversion `jobman run` uses)."""
-    from runkit.cliargs import argparse_type
+    from runkit.cli.cliargs import argparse_type
 
     from .run import duration_value
 
@@ -175,7 +175,7 @@ def duration(flag: str):
 
 def whole(flag: str, low: int, high: int):
     """An argparse type for a whole number in [low, high] (the same conversion `jobman run` uses)."""
-    from runkit.cliargs import argparse_type
+    from runkit.cli.cliargs import argparse_type
 
     from .run import whole_number
 
@@ -184,7 +184,7 @@ def whole(flag: str, low: int, high: int):
 
 def text(flag: str):
     """An argparse type for a word that must mean something: not empty, valid UTF-8 (names are stored as text)."""
-    from runkit.cliargs import argparse_type
+    from runkit.cli.cliargs import argparse_type
 
     def convert(value: str) -> str:
         if not value:

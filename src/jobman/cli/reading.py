@@ -121,7 +121,7 @@ def cmd_wait(args: list[str]) -> int:
     if result["timed_out"]:
         pending = [f"job {v['handle']}" for v in result["jobs"] if v["phase"] != "finished"]
         sys.stderr.write(f"jobman: wait timed out; still unfinished: {', '.join(pending)} (they go on)\n")
-        from runkit.outcomes import EXIT_WAIT_TIMED_OUT
+        from runkit.core.outcomes import EXIT_WAIT_TIMED_OUT
 
         return EXIT_WAIT_TIMED_OUT
     if not ns.json:

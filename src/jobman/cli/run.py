@@ -1,10 +1,10 @@
-"""`jobman run`: the command, and its options declared once (runkit.fastargs reads them without argparse on the
+"""`jobman run`: the command, and its options declared once (runkit.cli.fastargs reads them without argparse on the
 start-up path of every submission; argparse, from the same table, gives help and errors). Every job starts with
 this module: at load time it imports the table's reader alone (jobman.cli, whose helpers it uses, is loaded
 already)."""
 import os
 
-from runkit.fastargs import Option, add_to_argparse, fast_parse, to_namespace
+from runkit.cli.fastargs import Option, add_to_argparse, fast_parse, to_namespace
 
 from . import deliver, error, json_text, parser
 
@@ -64,7 +64,7 @@ def array_indices(text: str) -> tuple[int, ...]:
 
 def duration_value(flag: str):
     def convert(text: str) -> float:
-        from runkit.durations import parse_duration
+        from runkit.core.durations import parse_duration
 
         try:
             return parse_duration(text)
@@ -164,7 +164,7 @@ def cmd_run(args: list[str]) -> int:
         return _run_batch(ns, spec.batch_from_options(ns, command, os.environ))
     # The supervisor's interpreter starts now, while this process loads the rest and commits the job; it
     # claims nothing before the commit has handed it its credential (jobman.launch).
-    from runkit.ids import uuid7
+    from runkit.core.ids import uuid7
 
     from ..launch import Launch
 

@@ -1,6 +1,6 @@
 """Read-side SQL: what commands show and what a supervisor polls."""
 
-from runkit.outcomes import OUTCOMES
+from runkit.core.outcomes import OUTCOMES
 
 
 def load_state(conn, job_id: str):

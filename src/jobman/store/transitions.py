@@ -6,7 +6,7 @@ appended in the same transaction as the change they record.
 """
 from .sqlite import sqlite3
 
-from runkit.jsonfast import dumps
+from runkit.core.jsonfast import dumps
 
 from ..errors import BadInput, Conflict
 from . import queries
@@ -240,7 +240,7 @@ def end_attempt(conn, job_id: str, revision: int, number: int, *, now: float, ex
                 job_outcome: str | None, detail: str | None) -> int:
     """Close the attempt, then either schedule the next one (retry_at) or finish the job (job_outcome).
     The slot is released either way: a retry waits for a slot again."""
-    from runkit.durations import format_time  # (only once an attempt ends: not on the claim's path)
+    from runkit.core.durations import format_time  # (only once an attempt ends: not on the claim's path)
 
     with Transaction(conn):
         conn.execute("UPDATE attempts SET ended_at = ?, exit_code = ?, signal = ?, outcome = ?, error = ?"

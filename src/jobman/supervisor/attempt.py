@@ -8,7 +8,7 @@ lease renewed, and reads the job again through it when rung); it writes only wha
 """
 import os
 
-from runkit import proc
+from runkit.system import proc
 
 from .. import faults, home as homes
 from ..model import JobSpec
@@ -90,7 +90,7 @@ class Attempt:
 
     def _conclude(self, status: int, stop_reason: str | None) -> AttemptEnd:
         """The end that the target's exit status and the reason it was stopped (if it was) make."""
-        from runkit.retry import is_retryable, retry_delay  # (once an attempt ends: not at each return from lean)
+        from runkit.core.retry import is_retryable, retry_delay  # (once an attempt ends: not at each return from lean)
 
         number, spec = self.number, self.spec
         exit_code, sig = proc.describe_status(status)
@@ -249,7 +249,7 @@ class Attempt:
         limit = self.spec.log_limit or 0
         if limit <= 0:
             return []
-        from runkit.logcap import LogCap
+        from runkit.system.logcap import LogCap
 
         paths = [self.log_path]
         if self.spec.separate_stderr:
@@ -294,7 +294,7 @@ def _append_log(path: str, text: str) -> None:
 
 def _write_cut_count(log_path: str, dropped: int, shift: int, at_line_start: bool) -> None:
     """Tell readers how many bytes the cap has cut from the front so far, how far the file's offsets
-    lag the output's, and whether the first kept byte begins a line (see runkit.logcap)."""
+    lag the output's, and whether the first kept byte begins a line (see runkit.system.logcap)."""
     cut = homes.cut_path(log_path)
     tmp = f"{cut}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)  # private, as the log is

@@ -7,10 +7,10 @@ import os
 import sys
 import time
 
-from runkit import proc
-from runkit.clock import SYSTEM, Clock
-from runkit.hashing import sha256
-from runkit.ids import is_uuid, uuid7
+from runkit.system import proc
+from runkit.core.clock import SYSTEM, Clock
+from runkit.core.hashing import sha256
+from runkit.core.ids import is_uuid, uuid7
 
 from .. import faults, home as homes
 from ..storage_trouble import DatabaseGone, PatientDatabase, connect

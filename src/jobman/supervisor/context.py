@@ -1,7 +1,7 @@
 """What the supervisor's collaborators (its lease, its wait loop, its attempts) are given: the store, which job
 and which supervisor, the job's windows, the clock, the process layer and the log. Not the supervisor: they
 return what they decided (wait.Begin or wait.Finish, attempt.AttemptEnd) and the owner records it (owner.py)."""
-from runkit.clock import Clock
+from runkit.core.clock import Clock
 
 from ..storage_trouble import PatientDatabase
 from ..store import transitions

@@ -4,8 +4,8 @@ import os
 import sys
 import time
 
-from runkit.clock import SYSTEM, Clock
-from runkit.ids import is_uuid
+from runkit.core.clock import SYSTEM, Clock
+from runkit.core.ids import is_uuid
 
 from .. import faults, home as homes
 from ..storage_trouble import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, PatientDatabase, connect, file_identity, jitter

@@ -5,8 +5,8 @@ an AttemptEnd), and records what they decided, until the job is finished; its le
 """
 import os
 
-from runkit import proc
-from runkit.clock import SYSTEM, Clock
+from runkit.system import proc
+from runkit.core.clock import SYSTEM, Clock
 
 from .. import doorbell, faults
 from ..storage_trouble import DatabaseGone, PatientDatabase

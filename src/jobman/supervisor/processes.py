@@ -1,5 +1,5 @@
 """The supervisor's process layer: everything it asks of the OS about processes, in one object the owner passes
-to its lease and its attempts. The real one is runkit.proc's; the in-process tier passes a fake whose processes
+to its lease and its attempts. The real one is runkit.system.proc's; the in-process tier passes a fake whose processes
 exist only in the test and end on its clock (tests/jobman/inprocess/world.py).
 
 Its methods: the supervisor's own identity; the target spawned (and the supervisor made a subreaper first);
@@ -11,7 +11,7 @@ import os
 import select
 import time
 
-from runkit import proc
+from runkit.system import proc
 
 
 class Processes:
@@ -27,7 +27,7 @@ class Processes:
 
     def spawn(self, executable: str, argv: list[str], env: dict[str, str], *, stdin: int, stdout: int, stderr: int,
               cwd: str | None) -> int:
-        """Start the target in its own session (runkit.proc.spawn); raises OSError."""
+        """Start the target in its own session (runkit.system.proc.spawn); raises OSError."""
         if not self.subreaper:
             self.subreaper = proc.become_subreaper()
         return proc.spawn(executable, argv, env, stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd,

@@ -68,7 +68,7 @@ class WaitLoop:
             retry_at = snap.wait_until if snap.waiting_for == "retry" else None
             gate, until = scheduling.time_verdict(self.spec.not_before, retry_at, now)
             if gate != "ready":
-                from runkit.durations import format_time  # (only a job that waits for a time needs it)
+                from runkit.core.durations import format_time  # (only a job that waits for a time needs it)
 
                 label = "not before" if gate == "not_before" else "retry delay until"
                 self._wait(gate, f"{label} {format_time(until)}", until, now, keep_detail=gate == "retry")

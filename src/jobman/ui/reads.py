@@ -7,7 +7,7 @@ Each read costs what one page costs (indexes: newest first, the line, slot holde
 pages as fast as one of ten. Plain data out, for the dashboard's JSON (or a command's --json)."""
 import os
 
-from runkit.jsonfast import loads
+from runkit.core.jsonfast import loads
 
 from .. import listing
 from ..api import State, jobs_of

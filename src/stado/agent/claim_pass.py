@@ -11,7 +11,7 @@ it did not know of yet is the likely cause).
 """
 import random
 
-from runkit.records import record
+from runkit.core.records import record
 
 from .. import documents as d
 from .. import jobs, keys

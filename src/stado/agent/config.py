@@ -5,7 +5,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from runkit.proc import physical_memory
+from runkit.system.proc import physical_memory
 
 from ..admission import Offer
 from ..errors import BadInput

@@ -10,7 +10,7 @@ A record counts as live while its `modified` stamp is younger than the liveness 
 one does (admission.live_for): a crashed agent's record drops out after that, a cleanly stopped agent's at once
 (it deletes its record). The rank is a hint, never a guarantee: a wrong one costs a lost race, not a wrong claim.
 """
-from runkit.ids import is_uuid
+from runkit.core.ids import is_uuid
 
 from .. import keys
 from ..admission import live_for, refresh_seconds

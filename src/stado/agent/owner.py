@@ -6,7 +6,7 @@ jobs whose worker stopped speaking), the claim-order index kept in step with the
 The Agent holds all of the worker's state, declared in __init__; its collaborators (the claim pass, the slot runner
 and the slot's end, the take-over at start) are given an AgentContext (context.py), never the agent, and return
 what they decided (claim decisions, slots, problems) for the agent to record. Time is an argument: the host's
-clocks come in as a runkit.clock.Clock (the store's time is counted on it, storeclock.py), so a test drives the
+clocks come in as a runkit.core.clock.Clock (the store's time is counted on it, storeclock.py), so a test drives the
 agent through its decisions with a ManualClock and no sleep (tests/stado/inprocess.py).
 
 Before its first tick it refuses a store that ignores conditions (guarantees.py) and settles the jobs the
@@ -27,10 +27,10 @@ import select
 import signal
 import sys
 
-from runkit import proc
-from runkit.clock import SYSTEM, Clock
-from runkit.ids import uuid7
-from runkit.redact import secret_values
+from runkit.system import proc
+from runkit.core.clock import SYSTEM, Clock
+from runkit.core.ids import uuid7
+from runkit.core.redact import secret_values
 
 from ..brief import brief
 from .. import keys, readyindex
@@ -478,8 +478,8 @@ def run_agent(store: ObjectStore, config: AgentConfig) -> int:
 
 
 def _stderr_line(line: str) -> None:
-    """The agent's log line on stderr, other people's text in it escaped (runkit.printable): one line each."""
-    from runkit.printable import printable
+    """The agent's log line on stderr, other people's text in it escaped (runkit.core.printable): one line each."""
+    from runkit.core.printable import printable
 
     sys.stderr.write(printable(line) + "\n")
     sys.stderr.flush()

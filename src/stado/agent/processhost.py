@@ -1,4 +1,4 @@
-"""Starting a job's shell and stopping what it started, on this host: the platform primitives are runkit.proc's,
+"""Starting a job's shell and stopping what it started, on this host: the platform primitives are runkit.system.proc's,
 with the same identity checks jobman uses (a remembered pid never authorises a signal by itself).
 
 The job's shell is `/bin/sh -c CMD` itself, started by the agent with no wrapper between them: its $PPID is
@@ -12,7 +12,8 @@ import os
 import signal
 import sys
 
-from runkit import jsonfast, proc
+from runkit.core import jsonfast
+from runkit.system import proc
 
 from .workroot import EXIT_STATUS_FILE, attempt_tag, write_exit_status
 
@@ -194,13 +195,13 @@ class ProcessHost:
 
     def owner_state(self, record: dict | None) -> str:
         """'alive', 'gone' or 'unknown': what this host can tell of the agent a running record names
-        (runkit.proc.process_here)."""
+        (runkit.system.proc.process_here)."""
         return proc.process_here(record)
 
     def users_of(self, directory: str) -> list[int]:
         """Processes of this user whose working directory, or an open file, lies under `directory` (what
         lsof would list): the restart check's evidence that a job left by a dead agent still runs."""
-        from runkit.envfind import using_path
+        from runkit.system.envfind import using_path
 
         from .workroot import read_json_file
 
@@ -219,7 +220,7 @@ def _collected(pid: int) -> bool:
 def _same_attempt(job_id: str, started_at: str) -> list:
     """Processes of this user whose environment names this job and this attempt's start (two attempts of a
     job on one host, a stale copy and its successor, never share both)."""
-    from runkit.envfind import processes_with
+    from runkit.system.envfind import processes_with
 
     tag = attempt_tag(started_at)
     return [st for st in processes_with("WC_JOB_ID", [job_id]).get(job_id, []) if of_attempt(st.pid, tag)]
@@ -228,6 +229,6 @@ def _same_attempt(job_id: str, started_at: str) -> list:
 def of_attempt(pid: int, tag: str) -> bool:
     """Whether process `pid` belongs to the attempt `tag` names (workroot.attempt_tag of its
     WC_JOB_STARTED_AT)."""
-    from runkit.envfind import environ_value
+    from runkit.system.envfind import environ_value
 
     return attempt_tag(environ_value(pid, "WC_JOB_STARTED_AT")) == tag

@@ -8,7 +8,7 @@ up once per poll whatever number of jobs wait on them, a producer still listed i
 needs no read at all (running/ is listed at most once per poll, and only while something waits), and a
 producer's terminal record, final once written, is remembered for good.
 """
-from runkit.ids import is_uuid
+from runkit.core.ids import is_uuid
 
 from .. import documents as d
 from .. import keys

@@ -231,7 +231,7 @@ def stop_orphans(ctx: AgentContext, mine: set[str]) -> None:
     (SIGTERM, then SIGKILL after --kill-after). A job whose running record still names it is left to the
     restart check above or to the reaper; a record that cannot be read leaves it alone this pass. `mine`: the
     jobs this agent's own slots hold."""
-    from runkit.envfind import processes_with
+    from runkit.system.envfind import processes_with
 
     left = left_by_gone_agents(ctx.cfg.work_root, mine)
     if not left:
@@ -263,7 +263,7 @@ def _stop_pids(pids: list[int], kill_after: float) -> None:
     import signal
     import time
 
-    from runkit import proc
+    from runkit.system import proc
 
     def alive(pid: int) -> bool:
         st = proc.stat(pid)

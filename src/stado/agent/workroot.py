@@ -14,7 +14,8 @@ record names its directory.
 """
 import os
 
-from runkit import filelocks, jsonfast, proc
+from runkit.core import jsonfast
+from runkit.system import filelocks, proc
 
 from ..errors import BadInput
 
@@ -117,7 +118,7 @@ class HostLock:
 
 class HostName:
     """This agent's claim, on this machine, of its host name in its store, with its work root: a name in the abstract socket
-    namespace (runkit.proc.claim_name), which the kernel lets go when the agent dies. Agents of one host share a
+    namespace (runkit.system.proc.claim_name), which the kernel lets go when the agent dies. Agents of one host share a
     work root (their locks there make them siblings); a second agent that names the same host with another work root
     would not see the first one's locks, so it is refused at start, in one line."""
 

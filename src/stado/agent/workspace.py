@@ -4,7 +4,7 @@ simulator and the in-process tests pass one that touches no disk."""
 import os
 import shutil
 
-from runkit.clock import SYSTEM, Clock
+from runkit.core.clock import SYSTEM, Clock
 
 from .. import artifacts
 from .config import AgentConfig

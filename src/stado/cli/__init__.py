@@ -46,7 +46,7 @@ def fast_submit(argv: list[str]):
     """`stado submit` with well-formed options, read without argparse; None to let argparse read it."""
     if not argv or argv[0] != "submit":
         return None
-    from runkit.fastargs import fast_parse
+    from runkit.cli.fastargs import fast_parse
 
     from .options import SUBMIT_OPTIONS
 
@@ -59,7 +59,7 @@ def fast_submit(argv: list[str]):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from runkit.climain import leave, run_main
+    from runkit.cli.climain import leave, run_main
 
     code = run_main(lambda: _run(sys.argv[1:] if argv is None else argv), _failure, PROG)
     if argv is None and sys.argv[1:2] == ["submit"]:
@@ -115,7 +115,7 @@ def check_text(args) -> None:
     """Every text argument means something: BadInput, in one line, for an empty value or one whose bytes are not
     UTF-8 (the shell passes any bytes; Python hands them over as lone surrogates, which no document can hold).
     One check over every parsed value, so an option added later is covered too."""
-    from runkit.cliargs import text_problem
+    from runkit.cli.cliargs import text_problem
 
     for dest, value in vars(args).items():
         if dest == "positionals":  # the fast path's list, also set as `cmd`
@@ -134,7 +134,7 @@ def check_text(args) -> None:
 
 def _failure(error: Exception) -> tuple[str, int] | None:
     """stado's errors as (one line, exit code); the store's keep their own root and are translated here too."""
-    from runkit.printable import printable
+    from runkit.core.printable import printable
 
     said = _said(error)
     return None if said is None else (printable(said[0]), said[1])  # a message may quote other people's text

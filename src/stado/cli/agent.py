@@ -2,7 +2,7 @@
 import os
 import sys
 
-from runkit.cliargs import argparse_type, non_negative, whole
+from runkit.cli.cliargs import argparse_type, non_negative, whole
 
 from ..errors import BadInput
 
@@ -141,7 +141,7 @@ def own_program() -> str:
     beside = os.path.join(os.path.dirname(sys.executable), "stado")
     if os.access(beside, os.X_OK):
         return beside
-    from runkit.proc import which
+    from runkit.system.proc import which
 
     return which("stado", os.environ.get("PATH")) or beside
 

@@ -1,7 +1,7 @@
 """What stado's command families share: the store opened from STADO_CONFIG, text and JSON out, argument types."""
 import sys
 
-from runkit.cliargs import argparse_type, non_negative, whole
+from runkit.cli.cliargs import argparse_type, non_negative, whole
 
 PROG = "stado"
 JSON_HELP = "print JSON instead of text (for scripts)"
@@ -20,9 +20,9 @@ def open_store():
 
 
 def out(text: str) -> None:
-    """Text for people: each line through runkit.printable, so other people's text that a view did not escape
+    """Text for people: each line through runkit.core.printable, so other people's text that a view did not escape
     itself still never reaches the terminal as control (escaping is idempotent: what a view escaped stays)."""
-    from runkit.printable import printable
+    from runkit.core.printable import printable
 
     lines = text[:-1] if text.endswith("\n") else text
     sys.stdout.write("\n".join(printable(line) for line in lines.split("\n")) + "\n")
@@ -43,7 +43,7 @@ def positive(text: str) -> int:
 
 
 def duration(text: str) -> float:
-    from runkit.durations import parse_duration
+    from runkit.core.durations import parse_duration
 
     return parse_duration(text)
 

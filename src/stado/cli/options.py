@@ -1,9 +1,9 @@
-"""`stado submit`'s options: one table, read by runkit.fastargs on the fast path and by argparse for help and errors
+"""`stado submit`'s options: one table, read by runkit.cli.fastargs on the fast path and by argparse for help and errors
 (`stado schedule add` takes them too, but --batch and --key)."""
-from runkit.cliargs import non_negative, whole
-from runkit.fastargs import Option
+from runkit.cli.cliargs import non_negative, whole
+from runkit.cli.fastargs import Option
 
-# `stado submit` runs for every job: its options are a table that runkit.fastargs reads without
+# `stado submit` runs for every job: its options are a table that runkit.cli.fastargs reads without
 # argparse (~20 ms with what it imports); argparse, built from the same table, gives help and errors.
 SUBMIT_OPTIONS = [
     Option("--batch", "batch", metavar="FILE", help="one command per line, or a JSON/TOML list of jobs; all or nothing"),

@@ -2,8 +2,8 @@
 command family."""
 from argparse import SUPPRESS
 
-from runkit.cliargs import argparse_type, parser_class, whole
-from runkit.fastargs import add_to_argparse
+from runkit.cli.cliargs import argparse_type, parser_class, whole
+from runkit.cli.fastargs import add_to_argparse
 
 from ..errors import BadInput
 from .common import PROG, duration, json_flag, port, positive, seconds

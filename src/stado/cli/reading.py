@@ -43,7 +43,7 @@ def cmd_watch(args) -> int:
     import json
     import time
 
-    from runkit.printable import printable
+    from runkit.core.printable import printable
 
     from ..documents import iso
     from ..watch import End, State, Waiting, events
@@ -100,7 +100,7 @@ def cmd_logs(args) -> int:
 
 
 def cmd_wait(args) -> int:
-    from runkit.outcomes import EXIT_WAIT_TIMED_OUT
+    from runkit.core.outcomes import EXIT_WAIT_TIMED_OUT
 
     from ..watch import wait
 
@@ -123,7 +123,7 @@ def cmd_wait(args) -> int:
 
 
 def cmd_results(args) -> int:
-    from runkit.printable import printable
+    from runkit.core.printable import printable
 
     from .. import artifacts
     from ..lookup import find

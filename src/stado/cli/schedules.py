@@ -39,7 +39,7 @@ def cmd_schedule_list(args) -> int:
         return 0
     if not found and not problems:
         out("no schedules (add one with `stado schedule add NAME \"CRON\" -- CMD`)")
-    from runkit.printable import printable
+    from runkit.core.printable import printable
 
     from ..render import shown
 

@@ -2,7 +2,7 @@
 field checked, and the next write of a document (next_doc)."""
 import time
 
-from runkit import jsonfast
+from runkit.core import jsonfast
 
 from ..errors import CorruptDocument
 from ..keys import TERMINAL_STATES

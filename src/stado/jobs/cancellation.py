@@ -9,7 +9,7 @@ ended otherwise: `honoured` is False, and `stado cancel` exits 1). A store error
 cancel reads the job again and decides from what it holds (its own cancel, landed though its answer was lost, is
 known by its cancel id); only a store that stays unreadable for the bound ends it, and then it says whether a
 write of its own may have landed (OutcomeUnknown, exit 7) or none was sent (NotWritten, exit 4)."""
-from runkit.records import record
+from runkit.core.records import record
 
 from .. import documents as d
 from .. import keys

@@ -1,7 +1,7 @@
 """Queued -> running: the claim (create-if-absent of running/, one winner), the check that it is genuine,
 giving back a claim whose process never started, re-adoption of a job whose lease lapsed while its process
 ran, and the take-over of a job a replaced worker left on this host."""
-from runkit.records import record
+from runkit.core.records import record
 
 from .. import documents as d
 from .. import faults, keys

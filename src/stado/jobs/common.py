@@ -1,7 +1,7 @@
 """What the transitions share."""
 import time
 
-from runkit.records import record
+from runkit.core.records import record
 
 from .. import keys
 from ..cas import read

@@ -9,7 +9,7 @@ first wins: a hold after the claim's delete finds the entry gone (the job is run
 nothing); a claim whose delete finds the entry held gives its claim back before starting anything
 (jobs.claiming.verify_claim). A release drops the field the same way; the entry keeps its id, so the job keeps its
 place in the claim order (priority, then creation)."""
-from runkit.records import record
+from runkit.core.records import record
 
 from .. import documents as d
 from .. import keys

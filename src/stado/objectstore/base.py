@@ -6,7 +6,7 @@ nothing of jobs. Documents written by stado carry their own ``generation`` and w
 """
 import builtins
 
-from runkit.records import record
+from runkit.core.records import record
 
 TYPE_CHECKING = False  # collections.abc imports collections: the annotations are the type checker's alone
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def check_range(start: int, length: int) -> None:
         raise ValueError(f"a range needs start >= 0 and length >= 1, not start={start} length={length}")
 
 
-# runkit.records rather than typing.NamedTuple (typing costs every `stado submit` ~7 ms to import) or
+# runkit.core.records rather than typing.NamedTuple (typing costs every `stado submit` ~7 ms to import) or
 # collections.namedtuple (2 ms).
 
 class Version(record("Version", "etag generation", defaults=(None,))):
@@ -207,7 +207,7 @@ class ObjectStore:
 
     def wake_fd(self, topic: str) -> int | None:
         """A descriptor that turns readable after a ring(topic) by any process of this host (read it empty with
-        runkit.proc.drain; the caller closes it), or None: the backend cannot ring, and the caller polls."""
+        runkit.system.proc.drain; the caller closes it), or None: the backend cannot ring, and the caller polls."""
         return None
 
     def close(self) -> None:

@@ -31,8 +31,8 @@ import os
 import time
 import zlib
 
-from runkit import filelocks, proc
-from runkit.durable import unlink_quietly
+from runkit.system import filelocks, proc
+from runkit.system.durable import unlink_quietly
 
 from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
                    StoreUnavailable, Version, check_key, check_range, dir_prefix)

@@ -3,7 +3,7 @@ the small steps around them (its version, making it durable, the store's clock).
 import os
 import stat as stat_mod
 
-from runkit.durable import fsync_dir, unlink_quietly
+from runkit.system.durable import fsync_dir, unlink_quietly
 
 from .base import NotFound, StoreError, StoreUnavailable, Version
 

@@ -4,7 +4,7 @@ import itertools
 import threading
 from collections.abc import Iterator
 
-from runkit.clock import SYSTEM, Clock
+from runkit.core.clock import SYSTEM, Clock
 
 from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key,
                    check_range, dir_prefix)

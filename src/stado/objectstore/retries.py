@@ -25,7 +25,7 @@ one drawn between 0.1 s and twice the one before, at most 15 s, never past the d
 import os
 import time
 
-from runkit.records import record
+from runkit.core.records import record
 
 from .base import StoreUnavailable, StoreUnwell
 

@@ -17,8 +17,8 @@ from jobman.store import lease_round, queries, transitions
 from jobman.supervisor import claim as claiming, lean_return
 from jobman.supervisor.attempt import AttemptEnd
 from jobman.supervisor.waiting import Begin, WaitLoop
-from runkit.hashing import sha256
-from runkit.proc import Identity
+from runkit.core.hashing import sha256
+from runkit.system.proc import Identity
 
 from .world import WINDOWS, OutOfTime, TurnedLean, World
 

@@ -22,10 +22,10 @@ from tests.scripted import ScriptedProcess
 from jobman.store import database, queries, transitions
 from jobman.supervisor import claim as claiming
 from jobman.supervisor.owner import Supervisor
-from runkit import proc
-from runkit.clock import ManualClock
-from runkit.hashing import sha256
-from runkit.ids import uuid7
+from runkit.system import proc
+from runkit.core.clock import ManualClock
+from runkit.core.hashing import sha256
+from runkit.core.ids import uuid7
 
 CREDENTIAL = b"c" * 32
 WINDOWS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 30.0}

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from jobman.store import database, transitions
-from runkit.hashing import sha256
-from runkit.ids import uuid7
+from runkit.core.hashing import sha256
+from runkit.core.ids import uuid7
 
 CREDENTIAL = b"c" * 32
 WINDOWS = {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 30.0}

@@ -5,7 +5,7 @@ import pytest
 from jobman.errors import BadInput, Conflict, NotFound
 from jobman.model import JobState
 from jobman.store import queries, transitions
-from runkit.hashing import sha256
+from runkit.core.hashing import sha256
 
 from .conftest import WINDOWS, claim, submit
 

@@ -90,7 +90,7 @@ def test_a_corrupt_terminal_record_met_at_finish_leaves_the_outcome_in_running(s
 
 
 def test_status_counts_only_jobs_that_resolved_and_corrupt_ones_apart(stado_env, store):
-    from runkit.ids import uuid7
+    from runkit.core.ids import uuid7
 
     bad = uuid7()
     store.put(f"queue/{bad}.json", b"{this is not json")

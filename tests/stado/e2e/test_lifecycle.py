@@ -173,7 +173,7 @@ def test_timeout_stops_the_job_and_records_timed_out(stado_env, tmp_path):
 
 
 def test_corrupt_queue_document_is_reported_and_skipped(stado_env, tmp_path, store):
-    from runkit.ids import uuid7
+    from runkit.core.ids import uuid7
 
     bad = f"queue/{uuid7()}.json"
     store.put(bad, b"{this is not json")

@@ -1,5 +1,5 @@
 """Retry policy (pure): is an attempt's end retryable, and how long to wait before the next one."""
-from runkit.durations import MAX_DURATION
+from runkit.core.durations import MAX_DURATION
 
 
 def is_retryable(policy: dict, attempt: int, exit_code: int | None, signal: int | None, timed_out: bool) -> bool:

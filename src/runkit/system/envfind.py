@@ -5,7 +5,7 @@ The variable is the way to a job's processes when its supervisor died before rec
 descendant double-forked and started a session of its own: every target starts with its job's id in
 its environment (JOBMAN_JOB_ID) and its descendants inherit it, whatever they do with sessions.
 
-What a process shows of itself comes from runkit.proc (on Linux, /proc/PID/environ, the environment it was
+What a process shows of itself comes from runkit.system.proc (on Linux, /proc/PID/environ, the environment it was
 started with, and /proc/PID/cwd, fd/); only this user's processes are looked at.
 """
 import os

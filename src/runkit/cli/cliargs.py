@@ -2,7 +2,7 @@
 the tool's own bad-input exception, argparse types made from plain converters, and those converters.
 
 Cheap to import (argparse is imported only when a parser is built or a value refused), so the start-up
-path of a submission, which reads its options with runkit.fastargs, may use the converters.
+path of a submission, which reads its options with runkit.cli.fastargs, may use the converters.
 """
 import math
 
@@ -61,7 +61,7 @@ def argparse_type(convert, name: str | None = None):
 def parser_class(bad_input: type, error_format: str, join_negatives: bool = False):
     """An argparse.ArgumentParser subclass (one per tool and format) whose errors raise
     `bad_input(error_format.format(prog=..., message=...))` instead of printing usage and exiting 2.
-    With join_negatives, `--opt -1s` reaches the option's converter (runkit.fastargs.join_negative_values),
+    With join_negatives, `--opt -1s` reaches the option's converter (runkit.cli.fastargs.join_negative_values),
     whose message names the real problem, rather than argparse's "expected one argument"."""
     key = (bad_input, error_format, join_negatives)
     if key not in _CLASSES:

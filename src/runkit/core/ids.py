@@ -27,7 +27,7 @@ def uuid7(now_ns: int | None = None) -> str:
 def uuid7_derived(ms: int, name: bytes) -> str:
     """A UUIDv7 whose time is `ms` and whose other 74 bits are the SHA-256 of `name`: the same name and time
     give the same id everywhere (a schedule's fire time becomes one job id on every agent)."""
-    from runkit.hashing import sha256
+    from runkit.core.hashing import sha256
 
     rand = int.from_bytes(sha256(name)[:10], "big")
     value = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | (rand >> 68) << 64 | 0b10 << 62 | rand & (1 << 62) - 1
