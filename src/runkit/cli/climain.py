@@ -84,16 +84,12 @@ def _stand_ins() -> None:
         return
     import io
 
-    for name, fd in (("stdout", 1), ("stderr", 2)):
+    from runkit.system import proc
+
+    proc.ensure_std_fds()
+    for name in ("stdout", "stderr"):
         if getattr(sys, name) is not None:
             continue
-        try:
-            os.fstat(fd)
-        except OSError:
-            null = os.open(os.devnull, os.O_RDWR)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
         stand_in = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
         setattr(sys, name, stand_in)
         if name == "stdout":
