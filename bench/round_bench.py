@@ -7,7 +7,9 @@ into a paused group, its rows copied N times with the identities of 200 live `sl
 supervisors (so each verification reads a real /proc entry), leases spread over a lease as a running round
 leaves them. Then it runs the round's own function on a virtual clock, a round every 4.5 s (the mean of the
 jittered 5 s interval), and reports its CPU time per round, per waiting job and as a share of a core, beside
-the real peer every waking waiter pays: the start of the venv's own `python -c pass`.
+the real peer every waking waiter pays: the start of the venv's own `python -c pass`; and the CPU time of the
+round a new holder runs first, when it watches every covered supervisor (one pidfd per process: here 200 of
+them, shared by the jobs, where a real sweep has one per job).
 
     python bench/round_bench.py [--sizes 2000,10000,50000] [--rounds 40]
 
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from jobman.store import database  # noqa: E402
 from jobman.supervisor import lease_round  # noqa: E402
 from runkit.system import proc  # noqa: E402
+from runkit.system.deathwatch import DeathWatch  # noqa: E402
 
 PERIOD, LEASE = 5.0, 15.0
 MEAN_GAP = 0.9 * PERIOD  # rounds come 0.8-1.0 periods apart
@@ -87,20 +90,27 @@ def build(home: Path, size: int, identities) -> str:
 
 
 def measure(home: Path, template: str, rounds: int) -> dict:
+    """CPU per round in the steady state, and of the round that takes the round up (its holder then watches every
+    covered supervisor: a pidfd each, here shared by the jobs of one of the SLEEPERS processes)."""
     conn = database.connect(str(home / "jobman.db"), create=False)
     now = time.time()
-    for _ in range(10):  # the leases settle into the round's rhythm
-        lease_round.run(conn, "bench", template, now, PERIOD, proc.verify)
+    watch, term = DeathWatch(), None
+    for _ in range(10):  # the leases settle into the round's rhythm: every job covered
+        term = lease_round.run(conn, "bench", template, now, PERIOD, proc.verify, watch, term)[3]
         now += MEAN_GAP
     before_rows = conn.total_changes
     cpu = time.process_time()
     for _ in range(rounds):
-        lease_round.run(conn, "bench", template, now, PERIOD, proc.verify)
+        term = lease_round.run(conn, "bench", template, now, PERIOD, proc.verify, watch, term)[3]
         now += MEAN_GAP
     cpu = time.process_time() - cpu
-    renewed = (conn.total_changes - before_rows) / rounds - 1  # (less the round's own row)
+    written = (conn.total_changes - before_rows) / rounds
+    watch.close()
+    taking = time.process_time()  # another holder, whose watch starts empty
+    lease_round.run(conn, "bench-2", template, now + 2 * PERIOD + 1, PERIOD, proc.verify, DeathWatch(), None)
+    taking = time.process_time() - taking
     conn.close()
-    return {"ms_per_round": cpu / rounds * 1000, "renewed_per_round": renewed}
+    return {"ms_per_round": cpu / rounds * 1000, "rows_written_per_round": written, "takeover_ms": taking * 1000}
 
 
 def main() -> None:
@@ -127,11 +137,13 @@ def main() -> None:
             p.wait()
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Linux {platform.release()}, Python {platform.python_version()}"
     print(f"lease round, {time.strftime('%Y-%m-%d')}, {machine}; `python -c pass`: {start:.1f} ms of CPU\n")
-    print("| waiting jobs | leases renewed per round | CPU per round | per waiting job | share of a core | in Python starts |")
-    print("|---|---|---|---|---|---|")
+    print("| waiting jobs | rows written per round | CPU per round | per waiting job | share of a core | in Python starts"
+          " | taking the round up |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['waiting']:,} | {r['renewed_per_round']:,.0f} | {r['ms_per_round']:.1f} ms | {r['us_per_job']:.2f} us"
-              f" | {r['core_percent']:.2f}% | {r['python_starts']:.1f} |")
+        print(f"| {r['waiting']:,} | {r['rows_written_per_round']:,.0f} | {r['ms_per_round']:.1f} ms"
+              f" | {r['us_per_job']:.2f} us | {r['core_percent']:.2f}% | {r['python_starts']:.2f} |"
+              f" {r['takeover_ms']:.0f} ms |")
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / "round.json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "machine": machine,

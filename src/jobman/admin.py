@@ -7,7 +7,7 @@ from runkit.system import proc
 from . import doorbell, home as homes
 from .api import State
 from .errors import BadInput, NotFound
-from .store import database, queries, transitions
+from .store import database, pruning, queries, transitions
 
 MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
 
@@ -63,7 +63,7 @@ def prune(environ=os.environ, older_than: float = 0.0, only_succeeded: bool = Fa
         return []
     st.reconcile()
     only = None if not jobs else [st.resolve(selector) for selector in jobs]
-    removed, kept = transitions.prune(st.conn, time.time() - older_than, only_succeeded, only)
+    removed, kept = pruning.prune(st.conn, time.time() - older_than, only_succeeded, only)
     if kept:
         job_id, phase, slot_held = kept[0]
         why = (f"it is {phase}: jobman cancel stops it first" if phase != "finished" else

@@ -46,7 +46,7 @@ class JobState(Record):
     """A job's runtime state (job_state), with the scheduling columns of its immutable row."""
 
     __slots__ = ("job_id", "phase", "outcome", "revision", "claim_deadline", "supervisor_id", "supervisor_pid",
-                 "supervisor_start_time", "supervisor_boot_id", "lease_expires_at", "waiting_for", "wait_detail",
+                 "supervisor_start_time", "supervisor_boot_id", "lease_expires_at", "lease_cover", "lease_end", "waiting_for", "wait_detail",
                  "wait_until", "slot_held", "attempts", "cancel_requested_at", "held_at", "exit_code", "exit_signal", "detail",
                  "finished_at", "group_name", "priority", "submitted_at", "lease_duration", "renew_interval",
                  "poll_interval")
@@ -61,6 +61,8 @@ class JobState(Record):
         supervisor_start_time: int | None
         supervisor_boot_id: str | None
         lease_expires_at: float | None
+        lease_cover: float | None   # the lease round covers it (store.lease_round): its lease length
+        lease_end: float | None     # when its lease runs out, cover included (store.queries.LEASE_END), where read
         waiting_for: str | None
         wait_detail: str | None
         wait_until: float | None

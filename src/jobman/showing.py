@@ -71,7 +71,7 @@ def _supervisor_view(conn, row) -> dict:
     stat = proc.stat(row.supervisor_pid) if alive else None
     held = lease_round.holder(conn)
     return {"id": row.supervisor_id, "pid": row.supervisor_pid, "start_time": row.supervisor_start_time,
-            "boot_id": row.supervisor_boot_id, "lease_expires_at": row.lease_expires_at, "alive": alive,
+            "boot_id": row.supervisor_boot_id, "lease_expires_at": queries.lease_of(conn, row.job_id), "alive": alive,
             "stopped": bool(stat and stat.state in ("T", "t")),
             "form": ("lean" if lean.is_lean(row.supervisor_pid) else "python") if alive else None,
             "holds_lease_round": bool(alive and held and held[0] == row.supervisor_id and held[1] >= time.time()

@@ -14,6 +14,11 @@ from tests.helpers import kill_all, pids_with_env, wait_for
 BIN = Path(sys.executable).parent
 JOBMAN = str(BIN / "jobman")
 
+# When a job_state row's lease runs out, the lease round's cover included: written out here, so that a test does
+# not take jobman's word for it.
+LEASE_END = ("CASE WHEN lease_cover IS NULL THEN lease_expires_at ELSE max(coalesce(lease_expires_at, 0),"
+             " (SELECT verified_at FROM lease_round) + lease_cover) END")
+
 # Short windows so that lease expiry and claim deadlines take fractions of a second. Claims get a
 # generous window: on a loaded 2-core CI machine a supervisor can take a while to start.
 FAST_WINDOWS = {"JOBMAN_CLAIM_WINDOW": "10s", "JOBMAN_LEASE": "1s", "JOBMAN_RENEW_INTERVAL": "0.2s",
@@ -50,10 +55,11 @@ class Jobman:
         return json.loads(self("show", job, "--json", check=True).stdout)
 
     def state(self, job_id: str) -> dict:
-        """The raw job_state row, read straight from SQLite."""
+        """The raw job_state row, read straight from SQLite, and lease_end: when its lease runs out (LEASE_END)."""
         with self.db() as conn:
             conn.row_factory = sqlite3.Row
-            row = conn.execute("SELECT * FROM job_state WHERE job_id = ?", (job_id,)).fetchone()
+            row = conn.execute(f"SELECT *, {LEASE_END} AS lease_end FROM job_state WHERE job_id = ?",
+                               (job_id,)).fetchone()
             return dict(row) if row else None
 
     def db(self):

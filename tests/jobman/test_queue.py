@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.helpers import wait_for
-from tests.jobman.conftest import JOBMAN
+from tests.jobman.conftest import JOBMAN, LEASE_END
 
 SEED_WINDOWS = {"JOBMAN_CLAIM_WINDOW": "10s", "JOBMAN_LEASE": "15s", "JOBMAN_RENEW_INTERVAL": "5s",
                 "JOBMAN_POLL_INTERVAL": ""}
@@ -49,11 +49,11 @@ def test_six_hundred_waiting_jobs_idle_then_drain(jobman):
     with jobman.db() as conn:
         wait_for(lambda: conn.execute("SELECT count(*) FROM job_state WHERE waiting_for = 'slot'").fetchone()[0]
                  == JOBS, timeout=120, message="every job to wait for its slot")
-    time.sleep(30)  # the idle queue: the lease round renewing 600 leases, lean waiters asleep on their doorbells
+    time.sleep(30)  # the idle queue: the lease round keeping 600 leases, lean waiters asleep on their doorbells
     with jobman.db() as conn:
         states = dict(conn.execute("SELECT coalesce(outcome, phase), count(*) FROM job_state GROUP BY 1").fetchall())
         pids = [r[0] for r in conn.execute("SELECT supervisor_pid FROM job_state")]
-        freshest = conn.execute("SELECT min(lease_expires_at) FROM job_state").fetchone()[0] - time.time()
+        freshest = conn.execute(f"SELECT min({LEASE_END}) FROM job_state").fetchone()[0] - time.time()
     assert states == {"waiting": JOBS}, states
     assert freshest > 5  # a 15 s lease, renewed by the round every 4-5 s
     # Every supervisor but the round's holder (and any caught changing form) waits in its lean form.

@@ -34,14 +34,14 @@ def test_sigkill_of_running_supervisor_becomes_lost_after_lease(jobman):
     target = target_pid(jobman, job_id)
     os.kill(state["supervisor_pid"], signal.SIGKILL)
     # Before the lease expires nothing is decided, though the supervisor is gone.
-    lease_end = jobman.state(job_id)["lease_expires_at"]
+    lease_end = jobman.state(job_id)["lease_end"]
     changes = jobman("reconcile", "--json", check=True).stdout
     assert time.time() < lease_end, "the reconcile pass ran after the lease expired: nothing was tested"
     assert job_id not in changes
     assert jobman.state(job_id)["phase"] == "running"
     final = reconcile_until(jobman, job_id, "lost")
     assert final["exit_code"] is None and final["exit_signal"] is None  # no exit code invented
-    assert final["finished_at"] >= state["lease_expires_at"] - 0.05
+    assert final["finished_at"] >= state["lease_end"] - 0.05
     shown = jobman.show(job_id)
     assert shown["target_alive"] is True and "still alive" in shown["lost_note"]
     assert alive(target)
@@ -54,7 +54,7 @@ def test_sigstopped_supervisor_past_its_lease_is_not_lost(jobman, tmp_path):
     pid = state["supervisor_pid"]
     os.kill(pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: time.time() > jobman.state(job_id)["lease_expires_at"] + 0.3, timeout=10)
+        wait_for(lambda: time.time() > jobman.state(job_id)["lease_end"] + 0.3, timeout=10)
         changes = jobman("reconcile", "--json", check=True).stdout
         assert job_id not in changes
         assert jobman.state(job_id)["phase"] == "running"

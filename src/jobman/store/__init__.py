@@ -3,4 +3,6 @@
 database: the connection, creating and migrating the schema (migrations), short write transactions.
 queries: reads (what commands show, what a supervisor polls).
 transitions: every change of a job's state, one function each, precondition in the SQL predicate.
+lease_round: the lease round's reads and writes (its holder, the waiting jobs it keeps leased, their cover).
+pruning: removing finished jobs.
 """

@@ -213,4 +213,15 @@ MIGRATIONS = [
     """
     CREATE INDEX jobs_windows ON jobs(id, lease_duration, renew_interval);
     """,
+    # 8: the lease round's cover. Rewriting every waiting job's lease each round cost a write per job; instead
+    # the round's holder watches each waiting supervisor's end (a pidfd each) and writes, per round, only when
+    # it last saw them all alive (verified_at). A covered job's lease is that time plus its own lease length
+    # (lease_cover), or its own lease_expires_at if later (queries.LEASE_END). term counts the round's
+    # changes of holder, so that a holder knows when another may have covered jobs it does not watch.
+    """
+    ALTER TABLE job_state ADD COLUMN lease_cover REAL;
+    ALTER TABLE lease_round ADD COLUMN verified_at REAL;
+    ALTER TABLE lease_round ADD COLUMN term INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX job_state_covered ON job_state(job_id) WHERE lease_cover IS NOT NULL;
+    """,
 ]

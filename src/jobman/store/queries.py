@@ -4,14 +4,33 @@ from runkit.core.outcomes import OUTCOMES
 
 
 def load_state(conn, job_id: str):
-    """A job's runtime state with the scheduling columns of its immutable row (None: no such job)."""
-    return conn.execute("SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval,"
-                        " j.poll_interval, j.claim_window FROM job_state s JOIN jobs j ON j.id = s.job_id"
-                        " WHERE s.job_id = ?", (job_id,)).fetchone()
+    """A job's runtime state with the scheduling columns of its immutable row (None: no such job); lease_end is
+    when its lease runs out (LEASE_END)."""
+    return conn.execute("SELECT s.*, " + lease_end("s") + " AS lease_end, j.group_name, j.priority, j.submitted_at,"
+                        " j.lease_duration, j.renew_interval, j.poll_interval, j.claim_window"
+                        " FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = ?", (job_id,)).fetchone()
+
+
+def lease_of(conn, job_id: str) -> float | None:
+    """When the job's lease runs out (LEASE_END), or None."""
+    row = conn.execute("SELECT " + lease_end("s") + " FROM job_state s WHERE s.job_id = ?", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+# When a job's lease runs out: its own lease_expires_at, or, while the lease round covers it (lease_cover, its lease
+# length), the last time the round's holder saw every covered supervisor alive plus that length, if later. Every
+# reader and every guard that asks whether a lease has run out asks it of this (store.lease_round says why).
+LEASE_END = ("(CASE WHEN %(t)s.lease_cover IS NULL THEN %(t)s.lease_expires_at ELSE"
+             " max(coalesce(%(t)s.lease_expires_at, 0),"
+             " coalesce((SELECT verified_at FROM lease_round), 0) + %(t)s.lease_cover) END)")
+
+
+def lease_end(table: str) -> str:
+    return LEASE_END % {"t": table}
 
 
 _STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
-          "(%(t)s.phase IN ('starting', 'waiting', 'running') AND %(t)s.lease_expires_at < :now))")
+          "(%(t)s.phase IN ('starting', 'waiting', 'running') AND " + LEASE_END + " < :now))")
 
 # What a waiting supervisor needs, in one query whose cost does not grow with the queue: its own
 # state, its dependencies (and whether one looks abandoned), its group's limit, the slots held in the
@@ -19,6 +38,7 @@ _STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
 # second query (front_of_line), asked only when it is ready for a slot.
 SNAPSHOT = f"""
 SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval, j.poll_interval,
+  {lease_end("s")} AS lease_end,
   (SELECT json_group_array(json_array(d.depends_on, d.condition, ds.phase, ds.outcome, dj.name, dj.handle))
      FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on JOIN jobs dj ON dj.id = d.depends_on
     WHERE d.job_id = s.job_id) AS deps,
@@ -27,7 +47,7 @@ SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_
   (SELECT slot_limit FROM groups WHERE name = j.group_name) AS slot_limit,
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1) AS slots_held,
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1
-      AND (h.phase = 'finished' OR h.lease_expires_at < :now)) AS holders_stale,
+      AND (h.phase = 'finished' OR {lease_end("h")} < :now)) AS holders_stale,
   (SELECT supervisor_id FROM lease_round) AS round_holder, (SELECT expires_at FROM lease_round) AS round_until
 FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE s.job_id = :id
 """
@@ -44,11 +64,11 @@ LINE = ("FROM job_state WHERE phase = 'waiting' AND waiting_for = 'slot' AND lin
 
 
 def front_of_line(conn, group: str, count: int, passed=frozenset()) -> list:
-    """The first `count` jobs in the group's line: (job_id, priority, submitted_at, lease_expires_at, revision,
+    """The first `count` jobs in the group's line: (job_id, priority, submitted_at, lease end (LEASE_END), revision,
     supervisor_pid, supervisor_start_time, supervisor_boot_id). passed: (job_id, revision) of waiters found unable
     to take a slot (their supervisor stopped or dead): stepped over while their revision is the one seen then,
     so one that has woken and written since holds its place again."""
-    rows = conn.execute(f"SELECT job_id, line_priority, line_at, lease_expires_at, revision, supervisor_pid,"
+    rows = conn.execute(f"SELECT job_id, line_priority, line_at, {lease_end('job_state')}, revision, supervisor_pid,"
                         f" supervisor_start_time, supervisor_boot_id {LINE} LIMIT ?",
                         (group, count + len(passed))).fetchall()
     if passed:
@@ -258,7 +278,7 @@ SELECT s.job_id, s.phase, s.revision, s.supervisor_pid, s.supervisor_start_time,
 FROM job_state s WHERE s.phase = 'submitting' AND s.claim_deadline < :now
 UNION ALL
 SELECT s.job_id, s.phase, s.revision, s.supervisor_pid, s.supervisor_start_time, s.supervisor_boot_id
-FROM job_state s WHERE s.phase != 'finished' AND s.phase != 'submitting' AND s.lease_expires_at < :now
+FROM job_state s WHERE s.phase != 'finished' AND s.phase != 'submitting' AND """ + LEASE_END % {"t": "s"} + """ < :now
 """
 
 

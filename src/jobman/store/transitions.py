@@ -29,9 +29,17 @@ def no_such_group(name: str) -> BadInput:
     return BadInput(f"group {name!r} does not exist; create it with: jobman group set {name} --limit N")
 
 
+# Any change of a job's state ends the lease round's cover of it, its lease made its own as it stands: the round
+# covers only jobs it has read as waiting at their revision (store.lease_round), and covers them again if they
+# still wait.
+_UNCOVER = f"lease_expires_at = {queries.lease_end('job_state')}, lease_cover = NULL"
+
+
 def _update(conn, job_id: str, revision: int, phases: tuple, sets: dict, extra_where: str = "",
             extra_args: tuple = ()) -> int:
     assignments = ", ".join(f"{column} = ?" for column in sets)
+    if "lease_expires_at" not in sets:
+        assignments += ", " + _UNCOVER
     marks = ", ".join("?" * len(phases))
     cur = conn.execute(
         f"UPDATE job_state SET {assignments}, revision = revision + 1 "
@@ -186,7 +194,8 @@ def renew_lease(conn, job_id: str, supervisor_id: str, revision: int, expires_at
 # one statement every renewal runs, a supervisor's own and the lease round's (store.lease_round.hold_and_renew):
 # (expires_at, job_id, revision, supervisor_id). The revision fences it: a row read at that revision is in the
 # phase it was read in, so the round, which renews only what it read as waiting, needs no guard of its own.
-RENEW = ("UPDATE job_state SET lease_expires_at = ?, revision = revision + 1 WHERE job_id = ? AND revision = ?"
+RENEW = ("UPDATE job_state SET lease_expires_at = ?, lease_cover = NULL, revision = revision + 1"
+         " WHERE job_id = ? AND revision = ?"
          " AND phase IN ('starting', 'waiting', 'running') AND supervisor_id = ?")
 
 
@@ -285,7 +294,7 @@ def mark_lost(conn, job_id: str, revision: int, now: float, detail: str, target_
         rev = _update(conn, job_id, revision, ACTIVE,
                       {"phase": "finished", "outcome": "lost", "waiting_for": None, "wait_detail": None,
                        "wait_until": None, "detail": detail, "finished_at": now},
-                      " AND lease_expires_at < ?", (now,))
+                      f" AND {queries.lease_end('job_state')} < ?", (now,))
         if not target_alive:
             conn.execute("UPDATE job_state SET slot_held = 0 WHERE job_id = ?", (job_id,))
         conn.execute("UPDATE attempts SET outcome = 'lost' WHERE job_id = ? AND ended_at IS NULL", (job_id,))
@@ -386,32 +395,3 @@ def set_group_limit(conn, name: str, limit: int) -> None:
     with Transaction(conn):
         conn.execute("INSERT INTO groups (name, slot_limit) VALUES (?, ?) ON CONFLICT(name) DO UPDATE"
                      " SET slot_limit = excluded.slot_limit, revision = revision + 1", (name, limit))
-
-
-_PRUNABLE = ("s.phase = 'finished' AND s.slot_held = 0"
-             " AND NOT EXISTS (SELECT 1 FROM dependencies d JOIN job_state ds ON ds.job_id = d.job_id"
-             "                 WHERE d.depends_on = s.job_id AND ds.phase != 'finished')")
-
-
-def prune(conn, cutoff: float, only_succeeded: bool = False, only: list[str] | None = None) -> tuple[list[str], list]:
-    """Remove the jobs that finished at or before `cutoff` (only those that succeeded, if asked; only the jobs
-    `only` names, if given), in one transaction. Never an unfinished job, nor one an unfinished job depends on,
-    nor a lost job whose target still holds a slot. Returns (removed ids, []); with `only`, all or nothing:
-    if one of them may not be removed, nothing is, and the second list has (id, phase, slot_held) of each."""
-    with Transaction(conn):
-        where, args = f"{_PRUNABLE} AND s.finished_at <= ?", [cutoff]
-        if only_succeeded:
-            where += " AND s.outcome = 'succeeded'"
-        if only is not None:
-            where += f" AND s.job_id IN ({','.join('?' * len(only))})"
-            args += only  # type: ignore[arg-type]  # (a list of ids and the cutoff: SQL's arguments)
-        ids = [r[0] for r in conn.execute(f"SELECT s.job_id FROM job_state s WHERE {where}", args)]
-        if only is not None and len(ids) < len(set(only)):
-            kept = [tuple(r) for r in conn.execute(
-                f"SELECT job_id, phase, slot_held FROM job_state WHERE job_id IN ({','.join('?' * len(only))})", only)
-                if r[0] not in ids]
-            return [], kept
-        for job_id in ids:
-            conn.execute("DELETE FROM dependencies WHERE depends_on = ?", (job_id,))
-            conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-    return ids, []

@@ -16,6 +16,11 @@ from . import lease_round
 from .context import SupervisorContext
 
 
+# How often the round's holder forgets the supervisors it watches whose jobs the round no longer covers (they
+# started, or finished): in rounds.
+PRUNE_EVERY = 32
+
+
 class Fenced(Exception):
     """This supervisor no longer owns the job (finished by someone else, or another owner)."""
 
@@ -34,6 +39,9 @@ class Lease:
         self.dirty = False          # something else changed the job (a renewal met a conflict): look again
         self.in_line = False        # asleep in the wait loop: the lease round keeps the lease, not this process alone
         self.holds_round = False    # this supervisor renews every waiting job's lease (lease_round)
+        self.deaths = None          # ... and watches their supervisors' ends with this (its process layer's watcher)
+        self.term = None            # ... made whole at this term of the round (None: not yet)
+        self.rounds = 0
         self.look_due = look_due    # a waiter's fallback poll is due: the wait loop takes its turn (take_turn)
         self.suspects: set[str] = set()  # as the round's holder: waiters whose reason to wait had gone last round
         self.rang: set[str] = set()      # ... and those it rang at the last round
@@ -202,26 +210,31 @@ class Lease:
             self._hold_round(now)
             if self.holds_round:
                 return
-        elif snap.lease_expires_at is None or snap.lease_expires_at < now + self.ctx.renew_every:
+        elif snap.lease_end is None or snap.lease_end < now + self.ctx.renew_every:
             self._renew(now)
         self._renewed(now, now + jitter(self.poll_gap(), 1.0, 1.5))
 
     def _hold_round(self, now: float) -> None:
         """Run the lease round (lease_round), or learn that another supervisor holds it."""
         ctx = self.ctx
+        if self.deaths is None:
+            self.deaths = ctx.processes.watcher()
+        self.rounds += 1
         ok, value = ctx.db.try_once("renew the waiting jobs' leases", lease_round.run, ctx.supervisor_id,
-                                    ctx.job_id, now, ctx.renew_every, ctx.processes.verify)
+                                    ctx.job_id, now, ctx.renew_every, ctx.processes.verify, self.deaths, self.term,
+                                    self.rounds % PRUNE_EVERY == 0)
         if not ok:
             self.next_renew = now + value
             return
         if value is None:
+            self._drop_watch()
             if self.holds_round:
                 ctx.log("another supervisor holds the lease round now; this one renews only its own lease, "
                         "when needed")
                 self.holds_round = False
                 self.next_renew = now  # look at its own lease, as a waiter, at once
             return
-        period, revision, look = value
+        period, revision, look, self.term = value
         if not self.holds_round:
             ctx.log("holds the lease round: renews the lease of every waiting job whose supervisor is alive")
             self.holds_round = True
@@ -230,6 +243,13 @@ class Lease:
             self.revision = revision
         self._renewed(now, now + jitter(period, 0.8, 1.0))
         self._look_after_the_line(now, look)
+
+    def _drop_watch(self) -> None:
+        """No longer the round's holder: its watch of the waiters' ends goes (the descriptors, and the raised
+        descriptor limit with them, before anything of this supervisor's is started)."""
+        if self.deaths is not None:
+            self.deaths.close()
+            self.deaths, self.term = None, None
 
     def _look_after_the_line(self, now: float, look: lease_round.Look) -> None:
         """What the round saw beside the leases. A waiter whose reason to wait has gone is rung only once
@@ -272,6 +292,7 @@ class Lease:
         now = ctx.clock.wall()
         self.next_renew = min(self.next_renew, now + self.renew_gap())
         self.renewed_at = now  # the round kept the lease while the job waited: no renewal of ours is late yet
+        self._drop_watch()
         if not self.holds_round:
             return
         self.holds_round = False

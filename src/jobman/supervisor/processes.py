@@ -61,6 +61,12 @@ class Processes:
     def wait_child(self, pid: int) -> int | None:
         return proc.wait_child(pid)
 
+    def watcher(self):
+        """A watch of many processes' ends at once (runkit.system.deathwatch): the lease round's holder's."""
+        from runkit.system.deathwatch import DeathWatch
+
+        return DeathWatch()
+
     def poller(self):
         """What the supervisor sleeps on (register, unregister, poll(ms) as select.poll's)."""
         return select.poll()

@@ -310,7 +310,7 @@ def test_the_lease_is_renewed_every_renewal_interval_while_the_target_runs(world
     job = world.submit(["run", "600"])
     expiries = []
     for t in range(10, 600, 10):
-        world.at(t, lambda: expiries.append(world.state(job).lease_expires_at - world.now()))
+        world.at(t, lambda: expiries.append(world.state(job).lease_end - world.now()))
     world.supervise(job)
     assert expiries and all(WINDOWS["lease"] - WINDOWS["renew"] - 0.1 <= left <= WINDOWS["lease"] + 0.1
                             for left in expiries), expiries
@@ -323,12 +323,14 @@ def test_a_waiting_supervisor_holds_the_lease_round_and_renews_its_waiting_peer(
     transitions.set_waiting(world.conn, peer, state["revision"], "not_before", "later", None, world.now(), True)
     job = world.submit(not_before=world.now() + 600)
     leases = []
-    world.at(300, lambda: leases.append(world.state(peer).lease_expires_at - world.now()))
-    world.at(500, lambda: leases.append(world.state(peer).lease_expires_at - world.now()))
+    world.at(300, lambda: leases.append(world.state(peer).lease_end - world.now()))
+    world.at(500, lambda: leases.append(world.state(peer).lease_end - world.now()))
     world.supervise(job)
     assert "holds the lease round" in world.log()
     assert all(left > 0 for left in leases), leases  # the peer's lease kept by the round, not by the peer
-    assert lease_round.holder(world.conn) is None  # handed on when the job started
+    held = lease_round.holder(world.conn)
+    assert held is None or held[1] < world.now()  # handed on when the job started
+    assert world.state(peer).lease_cover is not None  # kept by cover: written once, not at every round
 
 
 def test_the_rounds_holder_rings_a_waiter_whose_ring_was_lost(world):

@@ -113,6 +113,9 @@ class FakeProcesses:
             return not awake
         return proc.verify(pid, start_time, boot, awake=awake)
 
+    def watcher(self) -> "FakeWatch":
+        return FakeWatch(self)
+
     def wait_child(self, pid: int) -> int | None:
         t = self.targets.get(pid)
         if t is None:
@@ -133,6 +136,38 @@ class FakeProcesses:
     def exec(self, path: str, argv: list[str], env: dict) -> None:
         self.execs.append(list(argv))
         raise TurnedLean(argv)
+
+
+class FakeWatch:
+    """runkit.system.deathwatch.DeathWatch's interface over FakeProcesses.verify: a watched process has ended once
+    it no longer verifies (a test declared it dead, or it really ended)."""
+
+    def __init__(self, processes: FakeProcesses):
+        self.processes = processes
+        self.watched: dict = {}
+
+    def watch(self, key, pid, start_time, boot) -> bool:
+        if key in self.watched:
+            return self.watched[key] == (pid, start_time, boot)
+        if not self.processes.verify(pid, start_time, boot):
+            return False
+        self.watched[key] = (pid, start_time, boot)
+        return True
+
+    def ended(self) -> set:
+        return {key for key, who in self.watched.items() if not self.processes.verify(*who)}
+
+    def forget(self, key) -> None:
+        self.watched.pop(key, None)
+
+    def keys(self):
+        return self.watched.keys()
+
+    def __contains__(self, key) -> bool:
+        return key in self.watched
+
+    def close(self) -> None:
+        self.watched.clear()
 
 
 class FakePoller:

@@ -4,7 +4,7 @@ import pytest
 
 from jobman.errors import BadInput, Conflict, NotFound
 from jobman.model import JobState
-from jobman.store import queries, transitions
+from jobman.store import pruning, queries, transitions
 from runkit.core.hashing import sha256
 
 from .conftest import WINDOWS, claim, submit
@@ -178,6 +178,6 @@ def test_group_limit_and_prune(conn):
     waiting = submit(conn, dependencies=[("done", "end")])
     old = submit(conn)
     transitions.fail_submission(conn, old, 1, 1001.0, "x")
-    assert transitions.prune(conn, 1000.0) == ([], [])  # nothing finished that long ago
-    assert transitions.prune(conn, 1001.0) == ([old], [])  # `done` stays: an unfinished job depends on it
+    assert pruning.prune(conn, 1000.0) == ([], [])  # nothing finished that long ago
+    assert pruning.prune(conn, 1001.0) == ([old], [])  # `done` stays: an unfinished job depends on it
     assert queries.job_exists(conn, done) and queries.job_exists(conn, waiting) and not queries.job_exists(conn, old)
