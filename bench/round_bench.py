@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from jobman.store import database  # noqa: E402
 from jobman.supervisor import lease_round  # noqa: E402
+from jobman.supervisor.lease import PRUNE_EVERY  # noqa: E402
 from runkit.system import proc  # noqa: E402
 from runkit.system.deathwatch import DeathWatch  # noqa: E402
 
@@ -94,14 +95,22 @@ def measure(home: Path, template: str, rounds: int) -> dict:
     covered supervisor: a pidfd each, here shared by the jobs of one of the SLEEPERS processes)."""
     conn = database.connect(str(home / "jobman.db"), create=False)
     now = time.time()
-    watch, term = DeathWatch(), None
+    watch, term, period, count = DeathWatch(), None, None, 0
+
+    def one_round(at: float) -> None:
+        nonlocal term, period, count
+        count += 1
+        _, _, _, term = result = lease_round.run(conn, "bench", template, at, PERIOD, proc.verify, watch, term,
+                                                 count % PRUNE_EVERY == 0, period)
+        period = result[0]
+
     for _ in range(10):  # the leases settle into the round's rhythm: every job covered
-        term = lease_round.run(conn, "bench", template, now, PERIOD, proc.verify, watch, term)[3]
+        one_round(now)
         now += MEAN_GAP
     before_rows = conn.total_changes
     cpu = time.process_time()
     for _ in range(rounds):
-        term = lease_round.run(conn, "bench", template, now, PERIOD, proc.verify, watch, term)[3]
+        one_round(now)
         now += MEAN_GAP
     cpu = time.process_time() - cpu
     written = (conn.total_changes - before_rows) / rounds

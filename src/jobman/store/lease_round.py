@@ -120,8 +120,8 @@ def slot_waiters_to_wake(conn, awake) -> tuple[list[str], list[str]]:
 
     wake: list[str] = []
     passed_to: list[str] = []
-    for (group,) in conn.execute("SELECT DISTINCT line_group FROM job_state WHERE phase != 'finished'"
-                                 " AND phase = 'waiting' AND waiting_for = 'slot'").fetchall():
+    # From the groups, not from the waiting jobs' distinct groups: that was a pass over every waiting job.
+    for (group,) in conn.execute("SELECT name FROM groups").fetchall():
         free = free_slots(conn, group)
         if not free:
             continue

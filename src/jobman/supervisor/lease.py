@@ -41,6 +41,7 @@ class Lease:
         self.holds_round = False    # this supervisor renews every waiting job's lease (lease_round)
         self.deaths = None          # ... and watches their supervisors' ends with this (its process layer's watcher)
         self.term = None            # ... made whole at this term of the round (None: not yet)
+        self.period: float | None = None  # ... and the round's period, as its last round found it
         self.rounds = 0
         self.look_due = look_due    # a waiter's fallback poll is due: the wait loop takes its turn (take_turn)
         self.suspects: set[str] = set()  # as the round's holder: waiters whose reason to wait had gone last round
@@ -222,7 +223,7 @@ class Lease:
         self.rounds += 1
         ok, value = ctx.db.try_once("renew the waiting jobs' leases", lease_round.run, ctx.supervisor_id,
                                     ctx.job_id, now, ctx.renew_every, ctx.processes.verify, self.deaths, self.term,
-                                    self.rounds % PRUNE_EVERY == 0)
+                                    self.rounds % PRUNE_EVERY == 0, self.period)
         if not ok:
             self.next_renew = now + value
             return
@@ -235,6 +236,7 @@ class Lease:
                 self.next_renew = now  # look at its own lease, as a waiter, at once
             return
         period, revision, look, self.term = value
+        self.period = period
         if not self.holds_round:
             ctx.log("holds the lease round: renews the lease of every waiting job whose supervisor is alive")
             self.holds_round = True
@@ -249,7 +251,7 @@ class Lease:
         descriptor limit with them, before anything of this supervisor's is started)."""
         if self.deaths is not None:
             self.deaths.close()
-            self.deaths, self.term = None, None
+            self.deaths, self.term, self.period = None, None, None
 
     def _look_after_the_line(self, now: float, look: lease_round.Look) -> None:
         """What the round saw beside the leases. A waiter whose reason to wait has gone is rung only once

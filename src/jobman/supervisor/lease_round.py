@@ -39,20 +39,26 @@ class Look:
 
 
 def run(conn, supervisor_id: str, job_id: str, now: float, default_period: float, verify, watch, term=None,
-        prune: bool = False):
+        prune: bool = False, period: float | None = None):
     """One round, if this supervisor holds it or may take it. verify(pid, start_time, boot, awake=False): whether
     that process lives (the supervisor's process layer); watch: the holder's watch of supervisors' ends (its
     process layer's watcher, kept across its rounds: watch(key, pid, start_time, boot), ended(), forget(key),
     keys()); term: the round's term that watch was made whole at (None: a new watch); prune: forget the watched
-    jobs the round no longer covers (they started, or finished). Returns (seconds until the next round, this job's
-    new revision or None, a Look, the round's term), or None when another supervisor holds the round."""
+    jobs the round no longer covers (they started, or finished), and read the round's period afresh; period: the
+    period the last round returned (None: read it). Returns (seconds until the next round, this job's new revision
+    or None, a Look, the round's term), or None when another supervisor holds the round."""
     held = lease_round.state(conn)
     if held is not None and held[0] != supervisor_id and held[1] >= now:
         return None  # before reading every waiting job: whoever looks while the round is held pays nothing
     _make_whole(conn, watch, term if held is not None and held[2] == term else None, prune)
     ended = watch.ended()
-    period = lease_round.shortest_renewal(conn) or default_period
+    # The shortest renewal interval of the waiting jobs, read only now and then (it is a pass over all of them):
+    # in between, the last one, shortened by any job the round reads now. A job it does not read has more than
+    # two such periods of lease left, so the period it would ask for can wait for the next reading.
+    if period is None or prune or term is None:
+        period = lease_round.shortest_renewal(conn) or default_period
     kept = _Kept(conn, job_id, now, period, verify, watch, ended)
+    period = min(period, kept.shortest)
 
     def awake(waiting_id: str, pid, start_time, boot) -> bool:
         if waiting_id not in kept.seen:
@@ -105,12 +111,15 @@ class _Kept:
         self.gone: set[str] = set()
         self.settle = False
         self.seen: dict[str, bool] = {}
+        self.shortest = period  # the shortest renewal interval among the jobs read
         renew_before = now + 2 * period
         for row in lease_round.waiting(conn, now, renew_before):
             self._look(row, job_id, now, renew_before, verify, watch, ended)
 
     def _look(self, row, job_id, now, renew_before, verify, watch, ended) -> None:
-        (waiting_id, revision, owner, pid, start_time, boot, lease, _, expires, is_gone, cancel, covered) = row
+        (waiting_id, revision, owner, pid, start_time, boot, lease, renew, expires, is_gone, cancel, covered) = row
+        if renew is not None and renew < self.shortest:
+            self.shortest = renew
         if covered and waiting_id not in ended and not (is_gone or cancel):
             return  # (a job the round must look at only for its reason to wait: its supervisor lives)
         self.seen[waiting_id] = up = verify(pid, start_time, boot, awake=True)
