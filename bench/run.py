@@ -72,7 +72,7 @@ def bench_submit_latency(root: Path, rounds: int) -> dict:
     nq_dir.mkdir()
     nq_env = {**os.environ, "NQDIR": str(nq_dir)}
     subprocess.run(["tsp", "true"], env=tsp_env, stdout=subprocess.DEVNULL, check=True)  # start its server
-    from jobman.launch import supervisor_argv as _supervisor_argv
+    from jobman.handoff.launch import supervisor_argv as _supervisor_argv
 
     supervisor_argv = _supervisor_argv("")[:-1]  # exactly how `jobman run` starts one, minus the job id
     samples = {"jobman run -- true": [], "python -c pass": [], "tsp true": [], "nq true": [],

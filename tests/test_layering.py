@@ -45,7 +45,7 @@ def _from_import(node: ast.ImportFrom, package: str) -> set[str]:
 
 def test_relative_imports_are_resolved():
     found = imported_modules(SRC / "jobman" / "cli" / "control.py")
-    assert "jobman.cli" in found and "jobman.restart" in found  # `from . import ...`, `from ..restart import ...`
+    assert "jobman.cli" in found and "jobman.commands.restart" in found  # `from . import ...`, `from ..restart import ...`
 
 
 def test_front_doors_never_import_each_other():
@@ -274,7 +274,7 @@ def test_what_the_supervisor_owns_a_job_with_is_loaded_after_its_acknowledgement
         pending += [m for m in _load_time_imports(name) if m.split(".")[0] in ("jobman", "runkit") and _module_path(m)]
     assert "jobman.store.transitions" in seen
     assert not seen & {"jobman.supervisor.owner", "jobman.supervisor.waiting", "jobman.supervisor.attempt",
-                       "jobman.supervisor.lease", "jobman.model"}, sorted(seen)
+                       "jobman.supervisor.lease", "jobman.core.model"}, sorted(seen)
 
 
 # What only runkit.system.proc (and runkit.system.filelocks, its file locks and their holders) may ask of the OS: calls that are
@@ -314,6 +314,34 @@ def test_runkits_core_imports_nothing_of_runkits_outside_the_core():
     assert len(core) > 5  # the check sees the core where it is
     violations = [f"{path.relative_to(SRC)}: {m}" for path in core for m in imported_modules(path)
                   if m.split(".")[0] == "runkit" and not (m == "runkit.core" or m.startswith("runkit.core."))]
+    assert violations == []
+
+
+# jobman's layers, each a folder, in the order they may import one another: each only those before it (cli and ui,
+# the two front ends, each other too). One import goes the other way, named here: the lease round's holder runs
+# the reconcile pass, which commands run too.
+JOBMAN_LAYERS = ("core", "store", "handoff", "supervisor", "commands", "cli", "ui")
+JOBMAN_UPWARD = {("jobman.supervisor.lease", "jobman.commands.reconcile"), ("jobman.supervisor.lease", "jobman.commands")}
+
+
+def _jobman_layer(module: str) -> int | None:
+    parts = module.split(".")
+    return JOBMAN_LAYERS.index(parts[1]) if parts[0] == "jobman" and len(parts) > 1 and parts[1] in JOBMAN_LAYERS \
+        else None
+
+
+def test_jobman_is_its_layers_and_each_imports_only_those_before_it():
+    top = {p.name for p in (SRC / "jobman").iterdir() if p.name != "__pycache__" and p.name != "static"}
+    assert top == {"__init__.py", "__main__.py"} | set(JOBMAN_LAYERS)  # no module beside the layers
+    violations = []
+    for path in sorted((SRC / "jobman").rglob("*.py")):
+        me = _module_name(path)
+        mine = _jobman_layer(me)
+        for other in imported_modules(path):
+            theirs = _jobman_layer(other)
+            if (mine is not None and theirs is not None and theirs > mine and (me, other) not in JOBMAN_UPWARD
+                    and not {JOBMAN_LAYERS[mine], JOBMAN_LAYERS[theirs]} <= {"cli", "ui"}):
+                violations.append(f"{me} imports {other}")
     assert violations == []
 
 
@@ -490,7 +518,7 @@ def _bound(path: Path) -> set[str]:
 
 
 def dotted_names_missing(text: str) -> list[str]:
-    """Dotted names of this tree (`stado.cli.fleet`, `jobman.api.cancel`) in `text` that name no module, or a name
+    """Dotted names of this tree (`stado.cli.fleet`, `jobman.commands.api.cancel`) in `text` that name no module, or a name
     its module does not bind."""
     missing = []
     for match in DOTTED.finditer(text):
@@ -507,8 +535,8 @@ def dotted_names_missing(text: str) -> list[str]:
 
 
 def test_the_docs_name_check_sees_a_stale_name():
-    assert dotted_names_missing("see stado.clifleet and stado.cli.fleet.cmd_ui, jobman.api.nothing_here") == [
-        "stado.clifleet", "jobman.api.nothing_here"]
+    assert dotted_names_missing("see stado.clifleet and stado.cli.fleet.cmd_ui, jobman.commands.api.nothing_here") == [
+        "stado.clifleet", "jobman.commands.api.nothing_here"]
 
 
 def _prose(source: str) -> str:

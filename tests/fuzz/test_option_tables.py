@@ -56,7 +56,7 @@ def _jobman_argparse(tokens):
     import argparse
 
     from jobman.cli import parser
-    from jobman.errors import BadInput
+    from jobman.core.errors import BadInput
 
     p = parser("jobman run", run.DESCRIPTION)
     add_to_argparse(p, run.OPTIONS)
@@ -71,7 +71,7 @@ def _jobman_argparse(tokens):
 @given(_tokens(run.OPTIONS))
 def test_jobman_run_options_read_alike_by_both_parsers(tokens):
     from jobman.cli import parser
-    from jobman.errors import BadInput
+    from jobman.core.errors import BadInput
 
     fast = fast_parse(tokens, run.OPTIONS, max_positionals=0)
     slow = _quietly(_jobman_argparse, tokens)

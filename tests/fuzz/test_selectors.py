@@ -1,4 +1,4 @@
-"""Job selectors (jobman/selectors.py) against a real database of jobs with clashing names and ids that share
+"""Job selectors (jobman/store/selectors.py) against a real database of jobs with clashing names and ids that share
 long prefixes: whatever a user types resolves by the documented rule (an exact id; else the newest job with
 that display name; else a unique id prefix of at least 6 characters) or is a one-line NotFound."""
 import time
@@ -14,7 +14,7 @@ NAMES = ["build", "test", "a", "A", "01a2", "x y", "déjà", "0123456789ab", "bu
 @pytest.fixture(scope="module")
 def jobs_db(tmp_path_factory):
     """A jobman database with 40 jobs submitted through jobman's own transition (names reused on purpose)."""
-    from jobman import spec as specs
+    from jobman.core import spec as specs
     from jobman.store import database as db, transitions
     from runkit.core.ids import uuid7
 
@@ -69,8 +69,8 @@ def _expected(made, text):
 @examples(600)
 @given(st.data())
 def test_a_selector_resolves_by_the_documented_rule_or_is_one_clear_error(jobs_db, data):
-    from jobman.errors import NotFound
-    from jobman.selectors import resolve
+    from jobman.core.errors import NotFound
+    from jobman.store.selectors import resolve
 
     conn, made = jobs_db
     text = data.draw(_typed(made))
@@ -89,8 +89,8 @@ def test_a_selector_resolves_by_the_documented_rule_or_is_one_clear_error(jobs_d
 @given(st.text(alphabet=st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF), min_size=1, max_size=8))
 def test_a_selector_that_is_not_utf8_is_one_clear_error(jobs_db, text):
     """What a shell passes from a non-UTF-8 argument (Python's surrogateescape)."""
-    from jobman.errors import NotFound
-    from jobman.selectors import resolve
+    from jobman.core.errors import NotFound
+    from jobman.store.selectors import resolve
 
     with pytest.raises(NotFound):
         resolve(jobs_db[0], text)

@@ -79,7 +79,7 @@ def test_bash_completion_completes_commands_flags_and_jobs(jobman):
 def test_completion_knows_every_command_and_flag(jobman):
     """The completion table agrees with the commands' own --help."""
     from jobman.cli import COMMANDS
-    from jobman.completion import FLAGS
+    from jobman.cli.completion import FLAGS
 
     assert set(FLAGS) == {c for c in COMMANDS if not c.startswith("__")}
     for command, flags in FLAGS.items():

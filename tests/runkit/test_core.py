@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from jobman import scheduling
+from jobman.core import scheduling
 from runkit.core import ids, retry
 from runkit.core.durations import format_duration, parse_duration, parse_size, parse_time
 

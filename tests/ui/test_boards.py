@@ -7,7 +7,7 @@ import time
 import pytest
 
 from jobman.ui import reads as jobman_board
-from jobman.errors import BadInput as JobmanBadInput
+from jobman.core.errors import BadInput as JobmanBadInput
 from stado.ui import reads as stado_board
 from stado import keys, submission
 from stado.errors import BadInput as StadoBadInput

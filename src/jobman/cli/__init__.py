@@ -88,7 +88,7 @@ def _run(args: list[str], *, exit_at_once: bool) -> int:
 
 def _failure(error: Exception) -> tuple[str, int] | None:
     """jobman's own errors, and a database that cannot be used now, as (one line, exit code)."""
-    from ..errors import JobmanError
+    from ..core.errors import JobmanError
 
     if isinstance(error, JobmanError):
         return str(error), error.exit_code
@@ -111,8 +111,8 @@ def _storage_trouble(error: Exception) -> str | None:
     sqlite3 = sys.modules.get("_sqlite3")  # SQLite's C module, which jobman loads without the sqlite3 package
     if sqlite3 is None or not isinstance(error, sqlite3.DatabaseError):
         return None
-    from ..storage_trouble import trouble
-    from ..home import db_path, home_dir
+    from ..store.trouble import trouble
+    from ..core.home import db_path, home_dir
     from ..store.database import explain
 
     if getattr(error, "sqlite_errorcode", 0) & 0xFF in (5, 6):  # busy, locked: someone else holds it, for now
@@ -137,7 +137,7 @@ def parser(prog: str, description: str, *, json: bool | str = False):
 
     from runkit.cli.cliargs import parser_class
 
-    from ..errors import BadInput
+    from ..core.errors import BadInput
 
     Parser = parser_class(BadInput, "{prog}: {message} (see {prog} --help)", join_negatives=True)
     p = Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -11,7 +11,7 @@ def cmd_cancel(args: list[str]) -> int:
                "On a lost job: stop its target tree if, and only if, its identity still verifies.", json=True)
     p.add_argument("jobs", nargs="+", metavar="JOB")
     ns = p.parse_args(args)
-    from .. import api
+    from ..commands import api
 
     print_results(api.cancel(ns.jobs), ns.json)
     return 0
@@ -20,7 +20,7 @@ def cmd_cancel(args: list[str]) -> int:
 def cmd_restart(args: list[str]) -> int:
     p = _restart_parser()
     ns = p.parse_args(args)
-    from ..errors import BadInput
+    from ..core.errors import BadInput
     from ..store import queries
 
     states = [w.strip() for given in ns.state for w in given.split(",") if w.strip()]
@@ -31,7 +31,7 @@ def cmd_restart(args: list[str]) -> int:
     if not ns.jobs and not selecting:
         raise BadInput("jobman restart: name the jobs to restart, or select them with --state, --group or --name "
                        "(see jobman restart --help)")
-    from ..restart import restart_jobs
+    from ..commands.restart import restart_jobs
 
     def emit(view: dict) -> None:
         if not ns.json:
@@ -104,7 +104,7 @@ def cmd_signal(args: list[str]) -> int:
     p.add_argument("job", metavar="JOB")
     p.add_argument("sig", metavar="SIG")
     ns = p.parse_args(args)
-    from .. import control
+    from ..commands import control
 
     result = control.send_signal(ns.job, control.parse_signal(ns.sig))
     if ns.json:
@@ -121,7 +121,7 @@ def _cmd_hold_or_release(args: list[str], held: bool) -> int:
                else "Let held jobs go on: each starts when it is eligible.", json=True)
     p.add_argument("jobs", nargs="+", metavar="JOB")
     ns = p.parse_args(args)
-    from .. import control
+    from ..commands import control
 
     print_results(control.set_held(ns.jobs, held), ns.json)
     return 0
@@ -142,7 +142,7 @@ def cmd_priority(args: list[str]) -> int:
     p.add_argument("job", metavar="JOB")
     p.add_argument("priority", metavar="N", type=_priority)
     ns = p.parse_args(args)
-    from .. import control
+    from ..commands import control
 
     result = control.set_priority(ns.job, ns.priority)
     if ns.json:
@@ -172,7 +172,7 @@ def cmd_group(args: list[str]) -> int:
     rm.add_argument("name", type=text("NAME"))
     rm.add_argument("--json", action="store_true", help=JSON_HELP)
     ns = p.parse_args(args)
-    from .. import admin, render
+    from ..commands import admin, render
 
     if ns.action == "rm":
         admin.group_remove(ns.name)
@@ -201,7 +201,7 @@ def cmd_prune(args: list[str]) -> int:
                    help="only jobs that finished more than D ago")
     p.add_argument("--succeeded", action="store_true", help="only jobs that succeeded (keep the others to look at)")
     ns = p.parse_args(args)
-    from .. import admin
+    from ..commands import admin
 
     removed = admin.prune(older_than=ns.older_than, only_succeeded=ns.succeeded, jobs=ns.jobs)
     if ns.json:
@@ -216,7 +216,7 @@ def cmd_reconcile(args: list[str]) -> int:
                "deadline become submission_failed; jobs whose supervisor is gone past its lease become lost.",
                json=True)
     ns = p.parse_args(args)
-    from .. import api
+    from ..commands import api
 
     changes = api.reconcile_now()
     if ns.json:

@@ -10,7 +10,7 @@ def cmd_completion(args: list[str]) -> int:
                "~/.bashrc; zsh: the same in ~/.zshrc; fish: jobman completion fish | source.")
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
     ns = p.parse_args(args)
-    from ..completion import script
+    from .completion import script
 
     sys.stdout.write(script(ns.shell))
     return 0
@@ -18,7 +18,7 @@ def cmd_completion(args: list[str]) -> int:
 
 def cmd_jobs_words(args: list[str]) -> int:
     """Private: the handles and names a JOB argument completes to (for the completion scripts)."""
-    from ..completion import job_words
+    from .completion import job_words
 
     sys.stdout.write("".join(f"{word}\n" for word in job_words()))
     return 0
@@ -26,7 +26,7 @@ def cmd_jobs_words(args: list[str]) -> int:
 
 def cmd_group_words(args: list[str]) -> int:
     """Private: the group names --group completes to (for the completion scripts)."""
-    from ..completion import group_words
+    from .completion import group_words
 
     sys.stdout.write("".join(f"{word}\n" for word in group_words()))
     return 0
@@ -43,7 +43,7 @@ def cmd_ui(args: list[str]) -> int:
     ns = p.parse_args(args)
     from runkit.web.server import LaunchError, run
 
-    from ..errors import BadInput
+    from ..core.errors import BadInput
 
     def make_app(launch):
         from ..ui.app import create

@@ -21,7 +21,7 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
     p.add_argument("--group", metavar="NAME", type=text("--group"), help="only jobs of group NAME")
     p.add_argument("--name", metavar="GLOB", type=text("--name"), help="only jobs whose name matches GLOB (*, ?, [...])")
     ns = p.parse_args(args)
-    from .. import api
+    from ..commands import api
     from ..store import queries
 
     states = [w.strip() for given in ns.state for w in given.split(",") if w.strip()]
@@ -34,7 +34,7 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
     if ns.json:
         print_json(views)
     elif views:
-        from .. import listing
+        from ..commands import listing
 
         out = sys.stdout
         out.write(listing.job_table(views, listing.terminal_width(out), listing.use_colour(out)) + "\n")
@@ -56,13 +56,13 @@ def cmd_show(args: list[str]) -> int:
     p.add_argument("job", metavar="JOB")
     p.add_argument("--env", action="store_true", help="list every variable of the job's environment")
     ns = p.parse_args(args)
-    from ..showing import show
+    from ..commands.showing import show
 
     view = show(ns.job)
     if ns.json:
         print_json(view)
     else:
-        from .. import render
+        from ..commands import render
 
         sys.stdout.write(render.show(view, all_env=ns.env) + "\n")
     return 0
@@ -81,7 +81,7 @@ def cmd_logs(args: list[str]) -> int:
     ns = p.parse_args(args)
     if ns.json and ns.follow:
         p.error("--json cannot be combined with --follow")
-    from .. import api
+    from ..commands import api
 
     options = {"attempt": ns.attempt, "stderr": ns.stderr, "tail": ns.tail}
     if ns.json:
@@ -105,8 +105,8 @@ def cmd_wait(args: list[str]) -> int:
                    help="give up after D (exit 120 with a message; the jobs go on)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     ns = p.parse_args(args)
-    from .. import api
-    from ..errors import BadInput
+    from ..commands import api
+    from ..core.errors import BadInput
 
     if not ns.jobs and not ns.all and ns.group is None:
         raise BadInput("jobman wait: name the jobs to wait for, or give --all or --group G (see jobman wait --help)")

@@ -149,7 +149,7 @@ def parse(args: list[str], make_parser):
     if command is None:
         command = positionals
     elif positionals:
-        from ..errors import BadInput
+        from ..core.errors import BadInput
 
         raise BadInput(f"jobman run: unexpected arguments before --: {' '.join(positionals)} "
                        f"(see jobman run --help)")
@@ -159,18 +159,19 @@ def parse(args: list[str], make_parser):
 def cmd_run(args: list[str]) -> int:
     ns, command = parse(args, parser)
     if ns.array is not None or ns.from_file is not None:
-        from .. import spec
+        from ..core import spec
 
         return _run_batch(ns, spec.batch_from_options(ns, command, os.environ))
     # The supervisor's interpreter starts now, while this process loads the rest and commits the job; it
-    # claims nothing before the commit has handed it its credential (jobman.launch).
+    # claims nothing before the commit has handed it its credential (jobman.handoff.launch).
     from runkit.core.ids import uuid7
 
-    from ..launch import Launch
+    from ..handoff.launch import Launch
 
     launch = Launch(uuid7())
     try:
-        from .. import api, spec
+        from ..commands import api
+        from ..core import spec
 
         job_spec, deps = spec.from_options(ns, command, os.environ)
         result = api.run(job_spec, deps, launch=launch)
@@ -186,7 +187,7 @@ def cmd_run(args: list[str]) -> int:
 def _run_batch(ns, jobs: list) -> int:
     """`jobman run --array/--from`: each id printed as its job is handed over; a batch stopped part way says
     which jobs were submitted."""
-    from .. import api
+    from ..commands import api
 
     keys = ("id", "handle", "name", "supervisor_id", "index")
     listed = []

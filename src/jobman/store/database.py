@@ -12,7 +12,7 @@ an empty or missing file at the path is never mistaken for a fresh one. Opening 
 import os
 import time
 
-from ..errors import BadInput, JobmanError
+from ..core.errors import BadInput, JobmanError
 from .sqlite import sqlite3
 
 BUSY_TIMEOUT_MS = 60_000

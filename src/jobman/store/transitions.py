@@ -8,7 +8,7 @@ from .sqlite import sqlite3
 
 from runkit.core.jsonfast import dumps
 
-from ..errors import BadInput, Conflict
+from ..core.errors import BadInput, Conflict
 from . import queries
 from .queries import load_state
 from .database import Transaction, next_handle
@@ -96,7 +96,7 @@ def submit_many(conn, jobs: list[tuple[str, dict, list, bytes]], now: float | No
 
 def _insert_job(conn, job_id: str, spec: dict, dependencies: list[tuple[str, str]], credential_hash: bytes,
                 now: float) -> dict:
-    from .. import selectors
+    from . import selectors
 
     windows = spec["windows"]
     if not queries.group_exists(conn, spec["group"]):
@@ -215,7 +215,7 @@ def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: s
     for it in priority-then-submission order. Returns the new revision, or None (no slot: stay waiting).
     passed: (job_id, revision) of waiters ahead that the caller found unable to take a slot (stopped, dead):
     stepped over unless they have moved since (queries.front_of_line)."""
-    from .. import scheduling
+    from ..core import scheduling
 
     # Not synced on its own: after a power cut no target of this boot runs, and the job is lost anyway.
     with Transaction(conn, durable=False):

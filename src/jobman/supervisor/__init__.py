@@ -9,10 +9,10 @@ it hands work to, in one place.
     lease_round.py    one pass of the lease round, as its holder runs it (a Look at the line beside it)
     waiting.py        the wait loop: dependencies, time gates, holds, a slot; it returns Begin or Finish
     attempt.py        Attempt: one run of the target, watched; it returns an AttemptEnd the owner records
-    lean_return.py    `__resume`: back from the lean waiting form (jobman.lean), in the same process
+    lean_return.py    `__resume`: back from the lean waiting form (jobman.supervisor.lean), in the same process
     processes.py      Processes: the process layer (the target, its tree, liveness, the poller, the exec)
 
-`main` (claim) and `resume` are what a supervisor's interpreter is started with (jobman.launch, the lean form's
+`main` (claim) and `resume` are what a supervisor's interpreter is started with (jobman.handoff.launch, the lean form's
 exec back: `from jobman.supervisor import main`); they are looked up on first use, so that importing this package
 loads nothing the claim does not need.
 """

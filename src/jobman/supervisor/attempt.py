@@ -10,8 +10,8 @@ import os
 
 from runkit.system import proc
 
-from .. import faults, home as homes
-from ..model import JobSpec
+from ..core import faults, home as homes
+from ..core.model import JobSpec
 from ..store import transitions
 from .context import SupervisorContext
 from .lease import Lease

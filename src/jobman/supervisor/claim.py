@@ -1,4 +1,4 @@
-"""The handoff, the supervisor's half (jobman.submit is the CLI's): `jobman __supervise JOB_ID` reads the launch
+"""The handoff, the supervisor's half (jobman.handoff.submit is the CLI's): `jobman __supervise JOB_ID` reads the launch
 credential on stdin, claims the job, writes one acknowledgement on stdout and detaches. From then on it owns the
 job (owner.Supervisor), whose modules are loaded only once `jobman run` has its answer. Where it may die and
 what that leaves: docs/architecture.md, "The handoff's crash windows".
@@ -12,11 +12,11 @@ from runkit.core.clock import SYSTEM, Clock
 from runkit.core.hashing import sha256
 from runkit.core.ids import is_uuid, uuid7
 
-from .. import faults, home as homes
-from ..storage_trouble import DatabaseGone, PatientDatabase, connect
-from ..errors import JobmanError
+from ..core import faults, home as homes
+from ..store.trouble import DatabaseGone, PatientDatabase, connect
+from ..core.errors import JobmanError
 from ..store import queries, transitions
-from ..supervisor_log import log as _log
+from .log import log as _log
 
 CREDENTIAL_BYTES = 32
 EXIT_REFUSED = 3
@@ -31,7 +31,7 @@ def main(args: list[str], clock: Clock = SYSTEM) -> int:
     job_id = args[0]
     home = homes.home_dir()
     path = homes.db_path(home)
-    # `jobman run` starts us before it commits the job (jobman.launch): open the database meanwhile if it is
+    # `jobman run` starts us before it commits the job (jobman.handoff.launch): open the database meanwhile if it is
     # there (the first job of a home creates it), and claim nothing before the credential has come.
     conn = None
     if os.path.exists(path):
@@ -68,7 +68,7 @@ def main(args: list[str], clock: Clock = SYSTEM) -> int:
     # What the owner needs from here on is loaded once `jobman run` has its answer: not on its clock.
     import gc
 
-    from ..model import JobState
+    from ..core.model import JobState
     from .owner import Supervisor
 
     gc.freeze()  # what start-up made lives as long as we do: no collection need ever walk it again
@@ -113,7 +113,7 @@ def _sleep_past_deadline(conn, job_id: str, clock: Clock) -> None:
 
 
 def _acknowledge(job_id: str, supervisor_id: str) -> None:
-    from ..ack import encode as encode_ack
+    from ..handoff.ack import encode as encode_ack
 
     data = encode_ack(job_id, supervisor_id)
     if faults.active("supervisor:bad_ack"):

@@ -1,4 +1,4 @@
-"""`jobman __resume`: a supervisor back from its lean waiting form (jobman.lean), in the same process with a
+"""`jobman __resume`: a supervisor back from its lean waiting form (jobman.supervisor.lean), in the same process with a
 fresh interpreter. The lean form execs into RESUME; nothing is taken from its arguments on trust."""
 import os
 import sys
@@ -7,13 +7,13 @@ import time
 from runkit.core.clock import SYSTEM, Clock
 from runkit.core.ids import is_uuid
 
-from .. import faults, home as homes
-from ..storage_trouble import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, PatientDatabase, connect, file_identity, jitter
-from ..errors import JobmanError
+from ..core import faults, home as homes
+from ..store.trouble import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, PatientDatabase, connect, file_identity, jitter
+from ..core.errors import JobmanError
 from ..store import queries
-from ..supervisor_log import log as _log
+from .log import log as _log
 
-# How the lean form execs back into the supervisor (resume below), as `jobman run` starts it (jobman.launch).
+# How the lean form execs back into the supervisor (resume below), as `jobman run` starts it (jobman.handoff.launch).
 RESUME = ("import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import resume;"
           " sys.exit(resume(sys.argv[2:]))")
 
@@ -28,7 +28,7 @@ def resume_argv(job_id: str, supervisor_id: str, db_identity: tuple[int, int], b
 
 def resume(args: list[str], clock: Clock = SYSTEM, processes=None) -> int:
     """`__resume JOB_ID SUPERVISOR_ID DB_DEV:DB_INO BELL_FD`: a supervisor back from its lean waiting form
-    (jobman.lean), in the same process, with a fresh interpreter. Nothing is taken from the arguments on
+    (jobman.supervisor.lean), in the same process, with a fresh interpreter. Nothing is taken from the arguments on
     trust: the job is this process's only if the database at its path is still the file it claimed the
     job in, and the job's record names this supervisor id and this very process (pid and start time)."""
     faults.linger("supervisor:after_wake")
@@ -50,7 +50,7 @@ def resume(args: list[str], clock: Clock = SYSTEM, processes=None) -> int:
         return 0
     store = PatientDatabase(conn, path, _log, clock)
     store.identity = (dev, ino)
-    from ..model import Snapshot
+    from ..core.model import Snapshot
     from .owner import Supervisor
     from .processes import Processes
 
@@ -63,7 +63,7 @@ def resume(args: list[str], clock: Clock = SYSTEM, processes=None) -> int:
         why = ("the job record is gone" if snap is None else f"finished {snap.outcome} by another process"
                if mine else f"owned by supervisor {snap.supervisor_id} (pid {snap.supervisor_pid})")
         _log(f"back from the lean form, no longer the owner of job {job_id} ({why}); exiting without touching it")
-        from .. import doorbell
+        from ..handoff import doorbell
 
         doorbell.discard(home, job_id, fd)
         return 0

@@ -7,10 +7,10 @@ as alive.
 """
 from select import POLLIN
 
-from .. import doorbell
-from ..storage_trouble import DatabaseGone, jitter
-from ..errors import Conflict
-from ..model import JobState
+from ..handoff import doorbell
+from ..store.trouble import DatabaseGone, jitter
+from ..core.errors import Conflict
+from ..core.model import JobState
 from ..store import lease_round as round_records, queries, transitions
 from . import lease_round
 from .context import SupervisorContext
@@ -282,7 +282,7 @@ class Lease:
         if now < self.next_reconcile:
             return False
         self.next_reconcile = now + self.ctx.renew_every
-        from .. import reconcile  # (rarely needed: not loaded by every supervisor, nor at each return from lean)
+        from ..commands import reconcile  # (rarely needed: not loaded by every supervisor, nor at each return from lean)
 
         ok, changes = self.ctx.db.try_once("settle abandoned jobs", reconcile.run, self.ctx.home, now)
         return bool(ok and changes)

@@ -2,7 +2,7 @@
 supervisor lives, so that the others need not wake.
 
 Why: on this kind of machine a process that has slept for seconds costs 0.5-2 ms of CPU to wake,
-whatever it then does, and a waiter in its lean form (jobman.lean) costs a Python start (~20 ms) to
+whatever it then does, and a waiter in its lean form (jobman.supervisor.lean) costs a Python start (~20 ms) to
 wake; 2,000 waiting supervisors each waking every renewal interval cost a third of a core. Rewriting each
 waiting job's lease every other round still cost the holder about 24 us per waiting job and round (a /proc
 read and a guarded UPDATE each), 5% of a core at 10,000. So the holder watches the waiting supervisors' ends

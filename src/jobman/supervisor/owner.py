@@ -8,12 +8,13 @@ import os
 from runkit.system import proc
 from runkit.core.clock import SYSTEM, Clock
 
-from .. import doorbell, faults
-from ..storage_trouble import DatabaseGone, PatientDatabase
-from ..errors import Conflict
-from ..model import JobSpec, JobState, Snapshot
+from ..handoff import doorbell
+from ..core import faults
+from ..store.trouble import DatabaseGone, PatientDatabase
+from ..core.errors import Conflict
+from ..core.model import JobSpec, JobState, Snapshot
 from ..store import queries, transitions
-from ..supervisor_log import log
+from .log import log
 from .context import SupervisorContext
 from .lease import Fenced, Lease
 from .waiting import Finish, WaitLoop, wake_slot_waiters
@@ -60,7 +61,7 @@ class Supervisor:
                 return 1
             self.supervise(first)
             if self.spec.data.get("on_finish"):
-                from ..hooks import run_on_finish
+                from .hooks import run_on_finish
 
                 run_on_finish(ctx.db, ctx.home, ctx.job_id, self.spec.data, ctx.log)
             return 0

@@ -75,7 +75,7 @@ class Processes:
         time.sleep(seconds)
 
     def lean_enabled(self) -> bool:
-        from .. import lean
+        from . import lean
 
         return lean.enabled()
 

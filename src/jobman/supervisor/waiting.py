@@ -5,10 +5,11 @@ It returns what it decided for the owner to do: Begin an attempt (its slot taken
 """
 import os
 
-from .. import doorbell, faults, home as homes, scheduling
-from ..storage_trouble import jitter
-from ..errors import Conflict
-from ..model import JobSpec, JobState, Snapshot
+from ..handoff import doorbell
+from ..core import faults, home as homes, scheduling
+from ..store.trouble import jitter
+from ..core.errors import Conflict
+from ..core.model import JobSpec, JobState, Snapshot
 from ..store import queries, transitions
 from .context import SupervisorContext
 from .lease import Lease
@@ -162,7 +163,7 @@ class WaitLoop:
         # The fallback poll: long, jittered, and made at a lease renewal (the doorbell is what wakes a
         # waiter in time); never more often than the poll interval. The holder of the lease round wakes
         # every renewal interval; a waiter that does not sleeps until its fallback poll, in its lean form
-        # (jobman.lean) unless it is about to need Python again (_lean_wake).
+        # (jobman.supervisor.lean) unless it is about to need Python again (_lean_wake).
         lease.join_line()
         lean_wake = self._lean_wake(until, now)
         if lease.look_due or lean_wake is not None:
@@ -178,7 +179,7 @@ class WaitLoop:
         finally:
             lease.step_out()
 
-    # --- the lean form (jobman.lean) ------------------------------------------------------------------
+    # --- the lean form (jobman.supervisor.lean) ------------------------------------------------------------------
 
     def _lean_wake(self, until: float | None, now: float) -> float | None:
         """When the job would next need its supervisor by the clock, if it may wait in the lean form until
@@ -203,9 +204,9 @@ class WaitLoop:
         return fallback if until is None else min(until, fallback)
 
     def _turn_lean(self, wake_at: float) -> None:
-        """exec into the lean form (jobman.lean), which execs back into `__resume` when rung or at wake_at.
+        """exec into the lean form (jobman.supervisor.lean), which execs back into `__resume` when rung or at wake_at.
         Returns only if the exec failed; the supervisor then waits in Python form from now on."""
-        from .. import lean
+        from . import lean
         from .lean_return import resume_argv
 
         ctx, bell = self.ctx, self.lease.bell

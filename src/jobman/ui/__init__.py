@@ -1,2 +1,2 @@
 """`jobman ui`: the dashboard. Imported only by that command (jobman.cli.extras.cmd_ui); it reads through
-jobman.ui.reads, jobman.showing and jobman.api, and changes jobs through the very calls the commands make."""
+jobman.ui.reads, jobman.commands.showing and jobman.commands.api, and changes jobs through the very calls the commands make."""

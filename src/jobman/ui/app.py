@@ -10,7 +10,7 @@ from runkit.web.app import body_of, build, selection, shell, stream_response, ta
 from runkit.web.server import Launch
 
 from . import reads
-from ..errors import BadInput, JobmanError, NotFound
+from ..core.errors import BadInput, JobmanError, NotFound
 
 STATIC = Path(__file__).parent / "static"
 REFRESH = 0.5  # seconds between looks for a change while a page is open (three indexed queries, the reconcile pass)
@@ -50,7 +50,7 @@ def create(launch: Launch, environ=os.environ):
         return JSONResponse(reads.groups(home()))
 
     def job(request):
-        from ..showing import show
+        from ..commands.showing import show
 
         return JSONResponse(show(request.path_params["job"], environ))
 
@@ -86,15 +86,15 @@ def _act(action: str, selected: list[str], with_dependents: bool, environ) -> di
     resolved and checked first: one that cannot be changed refuses them all, nothing changed); restart takes one
     finished job at a time, as `jobman restart` does, and says for each what happened."""
     if action == "cancel":
-        from .. import api
+        from ..commands import api
 
         return {"results": [{"id": r["id"], "message": r["message"]} for r in api.cancel(selected, environ)]}
     if action in ("hold", "release"):
-        from .. import control
+        from ..commands import control
 
         return {"results": [{"id": r["id"], "message": r["message"]}
                             for r in control.set_held(selected, action == "hold", environ)]}
-    from ..restart import restart
+    from ..commands.restart import restart
 
     results = []
     for selector in selected:

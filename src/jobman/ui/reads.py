@@ -1,4 +1,4 @@
-"""What `jobman ui` reads, beside `jobman show` (jobman.showing) and `jobman logs` (jobman.api.logs), which it
+"""What `jobman ui` reads, beside `jobman show` (jobman.commands.showing) and `jobman logs` (jobman.commands.api.logs), which it
 calls as they are: one page of jobs under server-side filters, with the dependency graph and the attempts of the
 jobs in that page, read in one snapshot; the groups with their limits and the jobs holding their slots; a job's
 output since a position (the live tail); and a fingerprint that moves whenever any of it may have changed.
@@ -9,9 +9,9 @@ import os
 
 from runkit.core.jsonfast import loads
 
-from .. import listing
-from ..api import State, jobs_of
-from ..errors import BadInput
+from ..commands import listing
+from ..commands.api import State, jobs_of
+from ..core.errors import BadInput
 from ..store import dashboard as sql
 from ..store import queries
 
@@ -122,7 +122,7 @@ def output_since(st: State, selector: str, after: tuple[int, int], *, stderr: bo
     """A job's output after `after` ((attempt, offset in it)): {"id", "pieces": [(attempt, bytes)], "after": the
     position reached, "done": whether nothing more will come}. The live tail of the job's page; an attempt read
     from its start gives its newest LOG_FIRST bytes (a browser is no place for a gigabyte of log)."""
-    from .. import logs
+    from ..commands import logs
 
     job_id = st.resolve(selector)
     pieces, reached, done = logs.since(st.conn, job_id, after, stderr=stderr, first_max=LOG_FIRST)

@@ -11,8 +11,8 @@ import pytest
 
 import select
 
-from jobman import doorbell
-from jobman.model import JobSpec
+from jobman.handoff import doorbell
+from jobman.core.model import JobSpec
 from jobman.store import lease_round, queries, transitions
 from jobman.supervisor import claim as claiming, lean_return
 from jobman.supervisor.attempt import AttemptEnd

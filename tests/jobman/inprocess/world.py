@@ -15,9 +15,11 @@ import errno
 import os
 import select
 
-from jobman import doorbell, home as homes
-from jobman.storage_trouble import PatientDatabase, connect
-from jobman.model import JobState
+from jobman.handoff import doorbell
+
+from jobman.core import home as homes
+from jobman.store.trouble import PatientDatabase, connect
+from jobman.core.model import JobState
 from tests.scripted import ScriptedProcess
 from jobman.store import database, queries, transitions
 from jobman.supervisor import claim as claiming

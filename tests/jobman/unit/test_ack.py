@@ -4,7 +4,7 @@ faulty acknowledgements the handoff tests make a supervisor send (faults supervi
 supervisor:big_ack) are refused here, so those tests exercise the reconciliation they claim to."""
 import pytest
 
-from jobman import ack
+from jobman.handoff import ack
 
 JOB = "01900000-0000-7000-8000-000000000001"
 SUPERVISOR = "01900000-0000-7000-8000-0000000000ff"

@@ -2,8 +2,8 @@
 characters (hyphens optional); everything else is refused with the reason."""
 import pytest
 
-from jobman import selectors
-from jobman.errors import NotFound
+from jobman.store import selectors
+from jobman.core.errors import NotFound
 from jobman.store import transitions
 
 from .conftest import spec

@@ -2,8 +2,8 @@
 no longer holds (the guarded WHERE clause refuses it: Conflict, or the claim's refusal)."""
 import pytest
 
-from jobman.errors import BadInput, Conflict, NotFound
-from jobman.model import JobState
+from jobman.core.errors import BadInput, Conflict, NotFound
+from jobman.core.model import JobState
 from jobman.store import pruning, queries, transitions
 from runkit.core.hashing import sha256
 

@@ -1,9 +1,9 @@
-"""Storage trouble met by a command, translated once (jobman.storage_trouble.TroubleCaught): caught and rolled back, or
+"""Storage trouble met by a command, translated once (jobman.store.trouble.TroubleCaught): caught and rolled back, or
 refused as one line whose cause is SQLite's error; any other error goes through untouched."""
 import pytest
 
-from jobman.storage_trouble import TroubleCaught
-from jobman.errors import JobmanError
+from jobman.store.trouble import TroubleCaught
+from jobman.core.errors import JobmanError
 from jobman.store.sqlite import sqlite3
 
 

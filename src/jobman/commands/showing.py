@@ -1,21 +1,21 @@
-"""`jobman show`: everything about one job, as plain data for jobman.render (or --json)."""
+"""`jobman show`: everything about one job, as plain data for jobman.commands.render (or --json)."""
 import os
 import time
 
 from runkit.system import proc
 from runkit.core.jsonfast import loads as json_loads
 
-from . import home as homes
+from ..core import home as homes
 from .api import State, jobs_of, spec_of
-from .errors import BadInput
-from .store import queries
+from ..core.errors import BadInput
+from ..store import queries
 
 
 def show(selector: str, environ=os.environ) -> dict:
     st = State(environ, create=False, reading=True)
     job_id = st.resolve(selector)
     st.reconcile()
-    from .model import Attempt
+    from ..core.model import Attempt
 
     row = jobs_of([queries.job(st.conn, job_id)])[0]
     from .listing import NEVER_STARTED, annotate
@@ -63,9 +63,9 @@ def show(selector: str, environ=os.environ) -> dict:
 
 def _supervisor_view(conn, row) -> dict:
     """Who owns the job: its supervisor's identity, whether it lives, and, while it does, its form (`lean`:
-    waiting as bash on its doorbell, jobman.lean; `python`) and whether it holds the lease round."""
-    from . import lean
-    from .store import lease_round
+    waiting as bash on its doorbell, jobman.supervisor.lean; `python`) and whether it holds the lease round."""
+    from ..supervisor import lean
+    from ..store import lease_round
 
     alive = proc.verify(row.supervisor_pid, row.supervisor_start_time, row.supervisor_boot_id)
     stat = proc.stat(row.supervisor_pid) if alive else None

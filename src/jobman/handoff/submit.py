@@ -3,7 +3,7 @@
     resolve spec -> one transaction (job, state, edges, job_submitted) -> launch `jobman __supervise ID`
     (credential on its stdin) -> read one acknowledgement -> print the id
 
-`jobman run` starts the supervisor's process before the transaction (jobman.launch): it waits for its
+`jobman run` starts the supervisor's process before the transaction (jobman.handoff.launch): it waits for its
 credential, written only after the commit, so the launch the handoff orders after the commit, the handing of
 the credential that lets it claim, still comes after it. No lock is held across the launch. If the
 acknowledgement does not arrive intact, the database is read again on a fresh connection before any
@@ -18,11 +18,12 @@ import time
 from runkit.core.hashing import sha256
 from runkit.core.ids import uuid7
 
-from . import ack, faults
+from . import ack
+from ..core import faults
 from .launch import Launch
-from .store import database, queries, transitions
-from .storage_trouble import TroubleCaught
-from .errors import Conflict, LaunchError
+from ..store import database, queries, transitions
+from ..store.trouble import TroubleCaught
+from ..core.errors import Conflict, LaunchError
 
 CREDENTIAL_BYTES = 32
 CLAIM_SETTLES = 2.0  # past the claim deadline, no claim can commit (a claim may wait out its 1 s busy timeout)
@@ -46,7 +47,7 @@ def _ignore_interrupts() -> None:
 
 def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]], launch: Launch | None = None) -> dict:
     """Submit a job and hand it to its supervisor. launch: a supervisor started already for the job's id
-    (jobman.launch), waiting for its credential. Returns {"id", "handle", "name", "supervisor_id",
+    (jobman.handoff.launch), waiting for its credential. Returns {"id", "handle", "name", "supervisor_id",
     "reconciled"}."""
     credential = os.urandom(CREDENTIAL_BYTES)
     if launch is None:

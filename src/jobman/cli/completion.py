@@ -100,21 +100,21 @@ def script(shell: str) -> str:
                 value = f' -x -a "{values[flag]}"' if flag in values else ""
                 lines.append(f'complete -c jobman -n "__fish_seen_subcommand_from {cmd}" -l {flag[2:]}{value}\n')
         return "".join(lines)
-    from .errors import BadInput
+    from ..core.errors import BadInput
 
     raise BadInput(f"no completion for shell {shell!r}: use bash, zsh or fish")
 
 
 def _states() -> tuple:
-    from .store.queries import STATE_WORDS
+    from ..store.queries import STATE_WORDS
 
     return STATE_WORDS
 
 
 def group_words(environ=os.environ) -> list[str]:
     """The groups' names (what --group completes to): the default one before the first submission."""
-    from .api import State
-    from .store import database, queries
+    from ..commands.api import State
+    from ..store import database, queries
 
     st = State(environ, create=False, reading=True, notify=lambda message: None)
     if st.conn is None:
@@ -125,8 +125,8 @@ def group_words(environ=os.environ) -> list[str]:
 def job_words(environ=os.environ) -> list[str]:
     """Handles and names of the newest jobs, newest first, then `last` (what a JOB argument completes to);
     none before the first submission. Quiet: a completion must not print notes into the user's line."""
-    from .api import State
-    from .store.queries import newest_handles_and_names
+    from ..commands.api import State
+    from ..store.queries import newest_handles_and_names
 
     st = State(environ, create=False, reading=True, notify=lambda message: None)
     if st.conn is None:

@@ -3,9 +3,9 @@ following them live across retries until the job ends."""
 import os
 import time
 
-from .home import cut_path, stderr_log_path
-from .model import Attempt, JobState
-from .store import queries
+from ..core.home import cut_path, stderr_log_path
+from ..core.model import Attempt, JobState
+from ..store import queries
 from runkit.core.jsonfast import loads
 from runkit.core.outcomes import exit_status
 

@@ -9,7 +9,7 @@ import os
 
 from runkit.system import proc
 
-from .home import bell_path
+from ..core.home import bell_path
 
 ROUND = b"R"
 
@@ -32,7 +32,7 @@ class Doorbell:
 
     @classmethod
     def adopt(cls, home: str, job_id: str, fd: int) -> "Doorbell":
-        """The doorbell a supervisor kept open across its lean form (jobman.lean), if `fd` is still that
+        """The doorbell a supervisor kept open across its lean form (jobman.supervisor.lean), if `fd` is still that
         FIFO at its path; else a new one (whoever rings the job opens the path). Raises OSError as
         __init__ does."""
         path = bell_path(home, job_id)

@@ -13,7 +13,7 @@ every lease renewal, since SQLite goes on writing happily into a deleted file.
 import os
 import time
 
-from .store.sqlite import sqlite3
+from .sqlite import sqlite3
 
 TYPE_CHECKING = False  # (typing's, without importing typing)
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ BUSY_TIMEOUT_MS = 1_000
 def connect(path: str):
     """A supervisor's connection to an existing database (raises JobmanError): SQLite's busy wait short, its lone
     statements relaxed (its lease renewals: database.Connection.relax)."""
-    from .store import database
+    from . import database
 
     conn = database.connect(path, create=False, busy_timeout_ms=BUSY_TIMEOUT_MS)
     conn.relax()
@@ -82,7 +82,7 @@ class TroubleCaught:
         rollback(self.conn)
         self.reason, self.error = reason, error
         if self.refusal is not None:
-            from .errors import JobmanError
+            from ..core.errors import JobmanError
 
             raise JobmanError(f"{self.refusal}: {reason} ({error})"
                               + (f"; {self.consequence}" if self.consequence else "")) from error
@@ -187,7 +187,7 @@ class PatientDatabase:
         opens it again; `chmod 0400`, a read-only remount), and that connection refuses every write for as long as
         it lives: without a new one, a supervisor would wait for ever, after the file is writable again too. While
         it still cannot be written, the new connection is read-only again and the next try makes another."""
-        from .errors import JobmanError
+        from ..core.errors import JobmanError
 
         try:
             fresh = connect(self.path)

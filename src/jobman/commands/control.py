@@ -10,9 +10,9 @@ import time
 
 from runkit.system import proc
 
-from . import doorbell
-from .store import queries, transitions
-from .errors import BadInput
+from ..handoff import doorbell
+from ..store import queries, transitions
+from ..core.errors import BadInput
 
 MAX_SIGNAL = 64  # SIGRTMAX on Linux
 

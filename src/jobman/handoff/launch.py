@@ -1,5 +1,5 @@
 """Starting a job's supervisor (`python -I -S -c ... __supervise JOB_ID`) and reading its acknowledgement:
-the process side of the handoff (jobman.submit is the database side).
+the process side of the handoff (jobman.handoff.submit is the database side).
 
 The supervisor's interpreter is started as soon as `jobman run` has read its options, while the CLI opens the
 database and commits the job: a Python start is most of a submission's time, and it is spent meanwhile
@@ -17,7 +17,7 @@ import time
 
 from runkit.system import proc
 
-from .errors import LaunchError
+from ..core.errors import LaunchError
 
 ACK_GRACE = 2.0  # seconds past the claim deadline to wait for an acknowledgement already on its way
 _SUPERVISE = ("import sys; sys.path.insert(0, {path!r}); from jobman.supervisor import main;"
@@ -28,7 +28,7 @@ def supervisor_argv(job_id: str) -> list[str]:
     """`python -I -S -c ... __supervise JOB_ID`: isolated from PYTHON* variables and the current
     directory, without site (the supervisor needs only the standard library and this package, whose
     directory is passed explicitly), which saves a fifth of its start-up."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # src/
     return [sys.executable, "-I", "-S", "-c", _SUPERVISE.format(path=package_root), "__supervise", job_id]
 
 

@@ -11,10 +11,10 @@ every command and alone by `jobman reconcile`. It never re-runs anything and nev
 """
 from runkit.system import proc
 
-from . import doorbell
-from .errors import Conflict
-from .store import queries
-from .store.transitions import fail_submission, finish, mark_lost, release_lost_slot
+from ..handoff import doorbell
+from ..core.errors import Conflict
+from ..store import queries
+from ..store.transitions import fail_submission, finish, mark_lost, release_lost_slot
 from .targets import Finder
 
 

@@ -6,9 +6,11 @@ import time
 
 from runkit.system import proc
 
-from . import doorbell, home as homes, selectors
-from .store import database, queries, transitions
-from .errors import BadInput, JobmanError, NotFound
+from ..handoff import doorbell
+from ..core import home as homes
+from ..store import selectors
+from ..store import database, queries, transitions
+from ..core.errors import BadInput, JobmanError, NotFound
 from runkit.core.outcomes import exit_status
 
 READING_BUSY_TIMEOUT_MS = 2_000  # a reading command's reconcile pass waits this long for the write lock
@@ -53,7 +55,7 @@ class State:
             return []
         from . import reconcile  # (not on the path of `jobman run`, which runs no pass)
 
-        from .storage_trouble import TroubleCaught
+        from ..store.trouble import TroubleCaught
 
         with TroubleCaught(self.conn) as caught:
             return reconcile.run(self.conn, self.home, time.time())
@@ -69,8 +71,8 @@ class State:
 
 
 def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, launch=None) -> dict:
-    """Submit one job (jobman.submit). launch: its supervisor, started already (jobman.launch)."""
-    from .submit import submit
+    """Submit one job (jobman.handoff.submit). launch: its supervisor, started already (jobman.handoff.launch)."""
+    from ..handoff.submit import submit
 
     # No reconcile pass here: it would be a courtesy to other jobs, on the clock of every submission of a
     # sweep, and while any job waits, the holder of its lease round runs the pass when something is due
@@ -88,8 +90,8 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, lau
 
 
 def run_batch(jobs: list[tuple[dict, list]], emit, environ=os.environ) -> dict:
-    """Submit a batch (jobman.submit.submit_batch); emit(result) for each job handed over, in order."""
-    from .submit import submit_batch
+    """Submit a batch (jobman.handoff.submit.submit_batch); emit(result) for each job handed over, in order."""
+    from ..handoff.submit import submit_batch
 
     st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
@@ -107,7 +109,7 @@ def run_batch(jobs: list[tuple[dict, list]], emit, environ=os.environ) -> dict:
 
 def jobs_of(rows) -> list:
     """model.Job records of store rows (the model is loaded by the commands that read, not by `run`)."""
-    from .model import Job
+    from ..core.model import Job
 
     return [Job.from_row(row) for row in rows]
 
@@ -216,7 +218,7 @@ def reconcile_now(environ=os.environ) -> list[dict]:
 # --- changing ------------------------------------------------------------------------------------
 
 def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | None = None) -> list[dict]:
-    from .model import JobState
+    from ..core.model import JobState
 
     st = State(environ, create=False)
     ids = [st.resolve(s) for s in selector_list]
@@ -252,7 +254,7 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
 
 
 def _await_finish(st: State, job_id: str, wait_seconds: float | None):
-    from .model import JobState
+    from ..core.model import JobState
 
     spec = json_loads(queries.spec_json(st.conn, job_id))
     limit = wait_seconds if wait_seconds is not None else spec.get("kill_after", 10.0) + 5.0

@@ -12,8 +12,8 @@ import time
 from runkit.system import proc
 from runkit.core.outcomes import exit_status
 
-from . import home as homes
-from .store import queries, transitions
+from ..core import home as homes
+from ..store import queries, transitions
 
 HOOK_TIMEOUT = 600.0  # seconds an on-finish hook may run
 HOOK_KILL_AFTER = 5.0

@@ -10,15 +10,15 @@ A lost job that had started may have done part of its work: a selector takes one
 dependency_failed, or lost before they started), and in turn because of those, come too.
 
 Each new job records what it restarts (`restart_of` in its spec and in its job_submitted event). They are
-submitted as a batch is (jobman.submit.submit_batch): each with its own handoff, a few commits at a time.
+submitted as a batch is (jobman.handoff.submit.submit_batch): each with its own handoff, a few commits at a time.
 """
 import os
 
 from runkit.core.jsonfast import loads
 
-from . import scheduling
-from .store import queries
-from .errors import BadInput
+from ..core import scheduling
+from ..store import queries
+from ..core.errors import BadInput
 
 
 def restart(selector: str, with_dependents: bool = False, environ=os.environ) -> list[dict]:
@@ -36,12 +36,12 @@ def restart_jobs(selectors: list[str], *, states=(), group: str | None = None, n
     """Submit the chosen jobs again (see the module). emit(result): each job as it is handed over, in order.
     Returns {"jobs": [{"restarts", "id", "handle", "name"}], "chosen": n, "left_out": lost jobs that had started,
     left out, "depend_on_lost": restarted jobs with an edge to a lost job that is not restarted, "failures",
-    "stopped_at", "interrupted" (these three as jobman.submit.submit_batch says, their indexes into "handles": the
+    "stopped_at", "interrupted" (these three as jobman.handoff.submit.submit_batch says, their indexes into "handles": the
     old jobs' handles in the order they were submitted)}."""
     from runkit.core.ids import uuid7
 
     from .api import State
-    from .submit import submit_batch
+    from ..handoff.submit import submit_batch
 
     st = State(environ, create=False)
     named = [st.resolve(s) for s in selectors]

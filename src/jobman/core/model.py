@@ -150,7 +150,7 @@ class Attempt(Record):
 
 
 class JobSpec(Record):
-    """The immutable specification a job was submitted with (jobman.spec builds it). `data` is the whole
+    """The immutable specification a job was submitted with (jobman.core.spec builds it). `data` is the whole
     stored mapping, as `jobman show --json` prints it."""
 
     __slots__ = ("argv", "env", "executable", "cwd", "umask", "timeout", "kill_after", "retry", "log_limit",
@@ -178,7 +178,7 @@ class JobSpec(Record):
 
     @classmethod
     def from_dict(cls, spec: dict) -> "JobSpec":
-        # Every key jobman.spec.build has written since the first version: a spec that lacks one is no job's, and
+        # Every key jobman.core.spec.build has written since the first version: a spec that lacks one is no job's, and
         # fails here (KeyError), not mid-run.
         log = spec["log"]
         return cls(argv=spec["argv"], env=spec["env"], executable=spec["executable"], cwd=spec["cwd"],

@@ -8,7 +8,7 @@ import time
 
 from runkit.core.durations import format_duration
 
-from .store import queries
+from ..store import queries
 from runkit.core.printable import printable
 
 from .render import command_text, state_text, why_text
@@ -23,7 +23,7 @@ def read(conn, *, active_only: bool, limit: int | None, finished: int | None, wa
          count_rest: bool) -> dict:
     """{"jobs": views newest first, "not_shown": {"waiting": n, "finished": n} matching but left out}, from
     one snapshot."""
-    from .model import Job
+    from ..core.model import Job
 
     conn.execute("BEGIN")  # deferred: a read snapshot (WAL), never a lock on writers
     try:

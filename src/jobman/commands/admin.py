@@ -1,19 +1,20 @@
-"""Administration: concurrency groups (set, list, rm) and prune, one function per command as in jobman.api."""
+"""Administration: concurrency groups (set, list, rm) and prune, one function per command as in jobman.commands.api."""
 import os
 import time
 
 from runkit.system import proc
 
-from . import doorbell, home as homes
+from ..handoff import doorbell
+from ..core import home as homes
 from .api import State
-from .errors import BadInput, NotFound
-from .store import database, pruning, queries, transitions
+from ..core.errors import BadInput, NotFound
+from ..store import database, pruning, queries, transitions
 
 MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
 
 
 def group_set(name: str, limit: int, environ=os.environ) -> dict:
-    from .spec import check_group_name
+    from ..core.spec import check_group_name
 
     check_group_name(name)
     if not 0 <= limit <= MAX_GROUP_LIMIT:

@@ -8,8 +8,8 @@ the candidates. Names made only of digits, and the name `last`, are refused at s
 """
 from runkit.core.ids import hyphenated, is_uuid
 
-from .errors import NotFound
-from .store import queries
+from ..core.errors import NotFound
+from . import queries
 
 MIN_PREFIX = 6
 LAST = "last"
