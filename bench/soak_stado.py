@@ -249,7 +249,7 @@ class StadoSoak:
             self.report.violate("agents", problem)
         # A keeper outlives its agent by its bridge (--bridge-seconds, 30 s) and a promise at most.
         keepers_by = Deadline(45.0)
-        while not keepers_by.passed() and any("stado.keeper" in " ".join(p.argv)
+        while not keepers_by.passed() and any("stado.agent.keeper" in " ".join(p.argv)
                                               for p in processes_mentioning(str(self.dir))):
             time.sleep(0.5)
         time.sleep(0.2)  # the watcher of deaths sees the last ones
@@ -350,7 +350,7 @@ class StadoSoak:
 
     def _unfinished(self, store) -> int:
         """Accepted jobs without a terminal record, plus queue and running entries (a move under way)."""
-        from stado import keys
+        from stado.core import keys
 
         try:
             terminal = {keys.job_id_of(e.key, p) for p in (keys.COMPLETED, keys.FAILED, keys.CANCELLED)

@@ -33,7 +33,7 @@ from soak_stado_chaos import KILL_AFTER, POLL, SETTLE
 
 # The ledger's clock (the host's) against the times in the records (the agents' readings of the store's clock):
 # the local directory's is the host's own, to the millisecond; SeaweedFS stamps whole seconds, so an agent's
-# reading of it is good to a second at first (stado.storeclock narrows it as the agent runs).
+# reading of it is good to a second at first (stado.store.storeclock narrows it as the agent runs).
 SLACK = {"file": 0.05, "s3": 1.0}
 RESUME_GRACE = 2.0  # scheduling slack on a loaded 2-core machine, on top of a poll
 AGENT_FAULTS = ("agent_kill", "agent_gone", "agent_stop")
@@ -44,8 +44,8 @@ STORE_FAULTS = ("store_slow", "store_stall", "conn_drop", "store_faults", "store
 
 def _records(store) -> tuple[dict, dict]:
     """job id -> {state: document} for terminal records; and job id -> [states] of queue/running entries."""
-    from stado import keys
-    from stado.documents import parse_iso
+    from stado.core import keys
+    from stado.core.documents import parse_iso
 
     terminal, moving = {}, {}
     for state in keys.TERMINAL_STATES:
@@ -142,7 +142,7 @@ def _landed(soak) -> dict[str, float] | None:
     proxy = getattr(soak, "fault_proxy", None)
     if proxy is None:
         return None
-    from stado import keys
+    from stado.core import keys
 
     offset = soak.proxy_clock  # time.time() - time.monotonic()
     landed: dict[str, float] = {}
@@ -161,7 +161,7 @@ def _strict_runs(r, final, runs, slack, landed, cancels) -> None:
     this host's clock on both sides); without one, after the record's time (plus the clocks' slack). "After the
     cancel record": after its `cancel.at` (plus the slack), and after a `stado cancel` that answered it
     cancelled (exit 0) had returned (no slack)."""
-    from stado.documents import parse_iso
+    from stado.core.documents import parse_iso
 
     now = time.time()
     answered: dict[str, float] = {}
@@ -218,7 +218,7 @@ def _answers(soak, r, terminal, moving, store) -> None:
     - each watcher's `stado status --json --all` that answered: every job accepted before it began is shown,
       and none is counted corrupt.
     """
-    from stado import keys
+    from stado.core import keys
 
     jobs_of: dict[str, list[str]] = {}  # marker -> the ids of every job with that command
     for job_id, states in terminal.items():
@@ -357,7 +357,7 @@ def _ends_of_killed_orphans(runs, faults, fleet) -> None:
     (restart.stop_orphans: SIGTERM, then SIGKILL after --kill-after), and one killed by SIGKILL never writes
     its end. Such a run, gone now, ended at the latest --kill-after past the line that agent logged: that
     bound stands for its end, so the rules below judge it like any other."""
-    from stado.documents import parse_iso
+    from stado.core.documents import parse_iso
 
     stopped_at: dict[int, float] = {}
     for agent in fleet.agents:
@@ -506,7 +506,7 @@ def _explained(r, planned, key_of, final, runs, faults, slack) -> None:
 
 
 def _submitted(doc) -> float:
-    from stado.documents import parse_iso
+    from stado.core.documents import parse_iso
 
     return parse_iso(doc.get("submitted_at")) or 0.0
 

@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/stado_bench.py [--jobs N] [--backends file,s3]
 
-Requests are counted by a wrapper store with the same interface (stado.metered.MeteredStore) around the
+Requests are counted by a wrapper store with the same interface (stado.objectstore.metered.MeteredStore) around the
 real backend; the agent runs in this process so that every request it makes is counted. Submit latency
 is measured both for the library call and for the `stado submit` command as a subprocess (a bare
 `python -c pass` from the same venv is the peer it is compared with). Claim-to-start is read from the
@@ -22,13 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from stado import cas, keys, submission  # noqa: E402
+from stado.store import cas  # noqa: E402
+from stado.core import keys  # noqa: E402
+from stado.queue import submission  # noqa: E402
 from stado.agent import Agent, AgentConfig  # noqa: E402
-from stado.documents import parse_iso  # noqa: E402
-from stado.submission import Submission  # noqa: E402
-from stado.metered import KINDS, MeteredStore  # noqa: E402
+from stado.core.documents import parse_iso  # noqa: E402
+from stado.queue.submission import Submission  # noqa: E402
+from stado.objectstore.metered import KINDS, MeteredStore  # noqa: E402
 from stado.objectstore.connect import open_store  # noqa: E402
-from stado.spec import JobSpec  # noqa: E402
+from stado.core.spec import JobSpec  # noqa: E402
 
 BIN = Path(sys.executable).parent
 

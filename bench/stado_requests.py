@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from s3wire import WireCounter, classify  # noqa: E402
-from stado import keys  # noqa: E402
+from stado.core import keys  # noqa: E402
 from stado.objectstore import NotFound, open_store  # noqa: E402
 
 BIN = Path(sys.executable).parent

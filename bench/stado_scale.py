@@ -1,5 +1,5 @@
 """stado at scale: the queue window, and claim throughput and fairness with several agents. Reports, never
-asserts; requests are counted by stado.metered.MeteredStore around the real backend.
+asserts; requests are counted by stado.objectstore.metered.MeteredStore around the real backend.
 
     .venv/bin/python bench/stado_scale.py window [--jobs 10,100000] [--s3-jobs 10,20000] [--backends file,s3]
     .venv/bin/python bench/stado_scale.py drain [--jobs 1000] [--agents 1,2,4,8] [--slots 4] [--backends file,s3]
@@ -31,12 +31,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from stado import cas, jobs, keys, submission  # noqa: E402
+from stado.store import cas  # noqa: E402
+from stado import jobs  # noqa: E402
+from stado.core import keys  # noqa: E402
+from stado.queue import submission  # noqa: E402
 from stado.agent import Agent, AgentConfig, claim_pass  # noqa: E402
-from stado.documents import parse_iso  # noqa: E402
-from stado.metered import KINDS, MeteredStore  # noqa: E402
+from stado.core.documents import parse_iso  # noqa: E402
+from stado.objectstore.metered import KINDS, MeteredStore  # noqa: E402
 from stado.objectstore.connect import open_store  # noqa: E402
-from stado.spec import JobSpec  # noqa: E402
+from stado.core.spec import JobSpec  # noqa: E402
 
 BIN = Path(sys.executable).parent
 # Spawned, not forked: a fork after obstore's runtime has run (the submissions, on threads) can hang the child.

@@ -19,8 +19,8 @@ import stado.cli as cli  # noqa: E402
 mark("import stado.cli")
 args = cli.fast_submit(["submit", "true"])
 mark("parse the options (runkit.cli.fastargs)")
-from stado import submission  # noqa: E402
-from stado.batch import submission_from_args  # noqa: E402
+from stado.queue import submission  # noqa: E402
+from stado.commands.batch import submission_from_args  # noqa: E402
 
 mark("import submission, batch, spec")
 items = [submission_from_args(args, command="true")]

@@ -105,7 +105,7 @@ def bench_jobman(browser, root: Path, jobs: int, rounds: int) -> dict:
 
 def bench_stado(browser, root: Path, jobs: int, rounds: int) -> dict:
     from stado.objectstore.connect import open_store
-    from stado.spec import JobSpec
+    from stado.core.spec import JobSpec
     from stado_scale import submit_many
 
     store_dir = root / "store"

@@ -49,17 +49,17 @@ def damaged(draw, base: dict, kinds=TORN + MALFORMED) -> bytes:
 # -- real documents, made by stado's own code (their stored JSON objects) ----------------------------------
 
 def queued(job_id: str, command: str = "true", **spec) -> dict:
-    from stado import documents as d
-    from stado.cas import new_nonce
-    from stado.spec import JobSpec
+    from stado.core import documents as d
+    from stado.store.cas import new_nonce
+    from stado.core.spec import JobSpec
 
     return d.queued_doc(job_id, dict(JobSpec(command).to_json(), **spec), now=time.time(), submitter="fuzz",
                         nonce=new_nonce()).raw
 
 
 def running(job_id: str) -> dict:
-    from stado import documents as d
-    from stado.cas import new_nonce
+    from stado.core import documents as d
+    from stado.store.cas import new_nonce
 
     now = time.time()
     return d.claim_doc(d.Job(queued(job_id)), agent_id="agent-fuzz", instance_ref="local@fuzz", now=now,
@@ -67,8 +67,8 @@ def running(job_id: str) -> dict:
 
 
 def terminal(job_id: str, outcome: str = "succeeded") -> dict:
-    from stado import documents as d
-    from stado.cas import new_nonce
+    from stado.core import documents as d
+    from stado.store.cas import new_nonce
 
     res = d.result(outcome, exit_code=0 if outcome == "succeeded" else 1,
                    error_class=None if outcome == "succeeded" else "exit_code", message="fuzz")
@@ -77,8 +77,8 @@ def terminal(job_id: str, outcome: str = "succeeded") -> dict:
 
 
 def cancelled(job_id: str) -> dict:
-    from stado import documents as d
-    from stado.cas import new_nonce
+    from stado.core import documents as d
+    from stado.store.cas import new_nonce
 
     cancelling = d.cancelling_doc(d.Job(running(job_id)), by="op", reason="fuzz", now=time.time(), nonce=new_nonce())
     return d.terminal_doc(cancelling, now=time.time(), nonce=new_nonce(), writer="agent-fuzz").raw
@@ -91,7 +91,7 @@ def manifest(job_id: str) -> dict:
 
 
 def agent_record(agent_id: str = "01a22e00-0000-7000-8000-000000000001") -> dict:
-    from stado import documents as d
+    from stado.core import documents as d
 
     return {"agent": agent_id, "host": "fuzz", "instance_ref": "local@fuzz", "pid": 1, "slots": 2, "running": [],
             "capabilities": ["gpu"], "cores": 4, "memory": None, "accelerators": 0, "provider": "local",
@@ -110,7 +110,7 @@ def pause_record() -> dict:
 
 
 def schedule(name: str = "nightly") -> dict:
-    from stado.spec import JobSpec
+    from stado.core.spec import JobSpec
 
     return {"schema": 1, "name": name, "cron": "* * * * *", "tz": "UTC", "spec": JobSpec("true").to_json(),
             "paused": False, "uid": "u", "created_at": "2026-11-30T12:00:00.000Z", "created_by": "op",

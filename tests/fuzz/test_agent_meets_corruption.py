@@ -8,10 +8,11 @@ import time
 
 from hypothesis import example, given, strategies as st
 
-from stado import documents as d
-from stado import keys, readyindex
+from stado.core import documents as d
+from stado.core import keys
+from stado.queue import readyindex
 from stado.agent import Agent, AgentConfig
-from stado.lookup import view
+from stado.queue.lookup import view
 from stado.objectstore import open_store
 
 from . import corruption as c

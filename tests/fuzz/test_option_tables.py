@@ -99,7 +99,7 @@ def test_jobman_run_options_read_alike_by_both_parsers(tokens):
 
 def _stado_argparse(tokens):
     from stado.cli.parser import build
-    from stado.errors import BadInput
+    from stado.core.errors import BadInput
 
     try:
         ns = vars(build().parse_args(["submit", *tokens]))

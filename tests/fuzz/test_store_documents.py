@@ -7,8 +7,8 @@ import uuid
 
 from hypothesis import example, given, strategies as st
 
-from stado import keys
-from stado.errors import CorruptDocument, StadoError
+from stado.core import keys
+from stado.core.errors import CorruptDocument, StadoError
 from stado.objectstore import open_store
 
 from . import corruption as c
@@ -38,7 +38,7 @@ BASES = {"queued": lambda: c.queued(JOB), "running": lambda: c.running(JOB), "co
 @examples(400)
 @given(st.sampled_from(sorted(BASES)).flatmap(lambda s: st.tuples(st.just(s), c.damaged(BASES[s]()))))
 def test_a_damaged_job_document_decodes_or_is_corrupt(case):
-    from stado.documents import decode
+    from stado.core.documents import decode
 
     state, data = case
     key = keys.state_key(state, JOB)
@@ -67,10 +67,12 @@ def test_readers_and_writers_of_a_job_with_damaged_records_report_it_and_go_on(c
     """A job whose records (one or two, each damaged or not) may be corrupt: reading it (status of all jobs, of
     one, machine status), cancelling, repairing and reaping it give an answer or a one-line StadoError, and the
     good job beside it stays visible and untouched."""
-    from stado import jobs, reaper, repair
-    from stado.documents import status_json
-    from stado.lookup import view
-    from stado.overview import overview
+    from stado import jobs
+    from stado.jobs import reaper
+    from stado.commands import repair
+    from stado.core.documents import status_json
+    from stado.queue.lookup import view
+    from stado.commands.overview import overview
 
     store = _damaged_job(*case)
     assert GOOD in {v.id for v in overview(store, finished_limit=None).jobs}
@@ -102,10 +104,10 @@ def test_status_shows_a_job_with_damaged_records(case):
     """`stado status` (table and JSON) shows the good job and accounts for the damaged one: as a job when one of
     its records can be read, else counted corrupt; every record it could not read is named under problems, and
     `stado status ID` shows the job it resolves."""
-    from stado import render
-    from stado.documents import decode, status_json
-    from stado.lookup import view
-    from stado.overview import overview
+    from stado.commands import render
+    from stado.core.documents import decode, status_json
+    from stado.queue.lookup import view
+    from stado.commands.overview import overview
 
     states, damage, data = case
     store = _damaged_job(*case)
@@ -138,7 +140,7 @@ def test_status_shows_a_job_with_damaged_records(case):
 
 
 def _decodes(state: str, data: bytes) -> bool:
-    from stado.documents import decode
+    from stado.core.documents import decode
 
     try:
         decode(keys.state_key(state, JOB), data, JOB)
@@ -151,7 +153,7 @@ def _decodes(state: str, data: bytes) -> bool:
 @given(c.damaged(c.manifest(JOB)))
 @example(data=json.dumps(c.manifest(JOB)).encode())
 def test_a_damaged_result_manifest_is_an_artifact_error(tmp_path_factory, data):
-    from stado.artifacts import read_manifest, results
+    from stado.queue.artifacts import read_manifest, results
 
     store = _store(**{keys.terminal("completed", JOB): json.dumps(c.terminal(JOB)).encode(),
                       keys.manifest(JOB): data})
@@ -173,8 +175,9 @@ def test_a_damaged_result_manifest_is_an_artifact_error(tmp_path_factory, data):
 @examples(250)
 @given(c.damaged(c.pause_record()))
 def test_a_damaged_pause_record_still_pauses_and_every_reader_shows_it(data):
-    from stado import pause, render
-    from stado.overview import overview
+    from stado.queue import pause
+    from stado.commands import render
+    from stado.commands.overview import overview
 
     store = _store(**{keys.QUEUE_PAUSE: data})
     record = pause.pause_record(store)
@@ -191,8 +194,8 @@ def test_a_damaged_pause_record_still_pauses_and_every_reader_shows_it(data):
 @given(c.damaged(c.agent_record()))
 @example(data=json.dumps(dict(c.agent_record(), accelerators=[None])).encode())
 def test_a_damaged_agent_record_is_reported_and_status_goes_on(data):
-    from stado import render
-    from stado.overview import overview
+    from stado.commands import render
+    from stado.commands.overview import overview
 
     store = _store(**{keys.agent("01a22e00-0000-7000-8000-000000000001"): data,
                       keys.queued(JOB): json.dumps(c.queued(JOB, capabilities=["gpu"])).encode()})
@@ -220,8 +223,8 @@ def test_a_damaged_schedule_is_skipped_by_every_agent_and_listed(data):
     damaged schedule whose spec would not make a job document fires nothing and is said (one line naming its
     key); firing again at the same time writes nothing more. `stado schedule list` lists every schedule with a
     name, cron and spec, and reports one without (its key, and how to remove it) under problems."""
-    from stado.documents import decode
-    from stado.schedules import ScheduleKnowledge, list_schedules
+    from stado.core.documents import decode
+    from stado.queue.schedules import ScheduleKnowledge, list_schedules
 
     key = keys.schedule("nightly")
     store = _store(**{key: data})
@@ -273,7 +276,7 @@ def _due(doc: dict) -> bool:
 @examples(200)
 @given(c.damaged(c.schedule()))
 def test_read_json_gives_an_object_or_a_corrupt_document(data):
-    from stado.cas import read_json
+    from stado.store.cas import read_json
 
     store = _store(**{keys.schedule("nightly"): data})
     try:
@@ -290,7 +293,7 @@ def test_read_json_gives_an_object_or_a_corrupt_document(data):
 @given(c.damaged(c.store_check()))
 def test_a_damaged_store_check_verdict_is_checked_again(data):
     """The day-long verdict an agent reads before it claims anything: damaged, the store is probed again."""
-    from stado.guarantees import VERDICT_KEY, ensure_safe
+    from stado.store.guarantees import VERDICT_KEY, ensure_safe
 
     store = _store(**{VERDICT_KEY: data})
     ensure_safe(store)

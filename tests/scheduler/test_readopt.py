@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from stado import cas, keys
+from stado.store import cas
+from stado.core import keys
 from stado.agent.workroot import job_dir
 
 from tests.stado.e2e.support import Agent, machine_status, stado, submit, wait_for

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stado import cas, keys
+from stado.store import cas
+from stado.core import keys
 
 from tests.stado.e2e.support import Agent, machine_status, submit, wait_for
 

@@ -3,11 +3,13 @@ loop also runs the reaper's pass and the leftovers pass), a submitter (submissio
 (jobs.cancel), and restarting workers (an agent that crashed is replaced by a new agent on the same host,
 which starts with its restart check and leftovers pass).
 """
-from stado import jobs, keys, schedules, submission
-from stado.errors import Conflict, JobNotFound, NotWritten, OutcomeUnknown
+from stado import jobs
+from stado.core import keys
+from stado.queue import schedules, submission
+from stado.core.errors import Conflict, JobNotFound, NotWritten, OutcomeUnknown
 from stado.objectstore.base import StoreError
-from stado.spec import JobSpec
-from stado.guarantees import UnsafeStore
+from stado.core.spec import JobSpec
+from stado.store.guarantees import UnsafeStore
 
 from . import invariants
 from .agent_model import SimAgent
@@ -125,7 +127,7 @@ def _renewals(actor) -> None:
 
 
 def spawn_keeper(sim, agent, spec: dict):
-    """A job's keeper (stado/keeper.py), as an actor of its own on its agent's host: not stopped nor crashed with
+    """A job's keeper (stado/agent/keeper.py), as an actor of its own on its agent's host: not stopped nor crashed with
     the agent (a process of its own), and deciding as the real one does (keeper.decide)."""
     keeper = sim.spawn_actor(f"keep-{sim.names.get(spec['job_id'], '?')}", "keeper", _keeper, crashable=False)
     keeper.model, keeper.skew, keeper.host, keeper.work_root = None, agent.skew, agent.host, agent.work_root
@@ -135,8 +137,8 @@ def spawn_keeper(sim, agent, spec: dict):
 
 
 def _keeper(actor) -> None:
-    from stado import standin
-    from stado.keeper import decide, own_writes, store_time
+    from stado.agent import standin
+    from stado.agent.keeper import decide, own_writes, store_time
 
     sim, spec = actor.sim, actor.spec
     directory, pgid, claim = spec["job_dir"], spec["process"]["pgid"], spec["attempt"]
@@ -199,7 +201,7 @@ def _keeper(actor) -> None:
 
 
 def _stand_in(actor, ended) -> float | None:
-    from stado import standin
+    from stado.agent import standin
 
     sim = actor.sim
     agent = SimAgent(sim, actor, slots=1, poll_seconds=sim.p.poll, settle_seconds=sim.p.settle_every, schedules=False)

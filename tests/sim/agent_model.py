@@ -20,7 +20,7 @@ from runkit.core.clock import Clock
 
 from stado.agent import Agent, AgentConfig
 from stado.agent.workroot import attempt_tag
-from stado.guarantees import ensure_safe
+from stado.store.guarantees import ensure_safe
 from tests.stado.inprocess import FakeWorkspace
 
 from . import invariants

@@ -40,7 +40,7 @@ rules: a job is claimed by exactly one worker, and every writer is fenced by the
 import traceback
 from collections import namedtuple
 
-from stado import keys
+from stado.core import keys
 
 from .store import job_of
 
@@ -52,7 +52,7 @@ RECORD_STATES = ("queued", "running") + keys.TERMINAL_STATES
 EVIDENCE_FLOOR = 30.0
 CLOCK_GRAIN = 0.001  # the store's clock is read to a millisecond (a float's rounding is not an early fire)
 SKEW_BOUND = 300.0  # an agent whose clock is further off the store's than this is not honest (issue 19)
-DECLINED = "its agent, or the agent that took it over, wrote its record since"  # stado.standin's words
+DECLINED = "its agent, or the agent that took it over, wrote its record since"  # stado.agent.standin's words
 CANCELLED_KINDS = ("cancelled_queued", "cancelled_running", "cancelled_finishing", "already_cancelling")
 
 
@@ -128,7 +128,7 @@ _HOST_WRITERS = ("agent", "renewals", "keeper")
 
 def record_time(sim, actor, key: str, doc: dict) -> None:
     """record-time: a record an agent or a keeper writes carries the store's time, not its host's wall clock."""
-    from stado.documents import parse_iso
+    from stado.core.documents import parse_iso
 
     if actor is None or actor.kind not in _HOST_WRITERS or not isinstance(doc, dict):
         return
@@ -224,7 +224,7 @@ def cancel_reported(sim, job: str, report) -> None:
     elif report.kind == "already_terminal":
         expect = report.view.state
     elif report.kind == "finishing":
-        from stado import documents as d
+        from stado.core import documents as d
 
         expect = d.terminal_state_of(report.view.doc.get("result") or {"outcome": "failed"})
     else:
@@ -233,7 +233,7 @@ def cancel_reported(sim, job: str, report) -> None:
 
 
 def _cron_fired(sim, actor, job: str, fire_time: str) -> None:
-    from stado import documents as d
+    from stado.core import documents as d
 
     fire = d.parse_iso(fire_time)
     if fire in sim.fired:
@@ -387,7 +387,7 @@ def agent_idles(sim, agent) -> None:
 
 
 def _decided(doc: dict) -> bool:
-    from stado import documents as d
+    from stado.core import documents as d
 
     return d.decided(d.Job(doc))
 
@@ -475,7 +475,7 @@ def _cron_skipped(sim) -> None:
                   and a.started <= fire and (a.live or (a.ended_at or 0) >= fire + SCHEDULE_WATCH)
                   and not _stalled_within(a, fire, fire + SCHEDULE_WATCH)]
         if honest:
-            from stado import documents as d
+            from stado.core import documents as d
 
             violation(sim, "cron-skipped", f"the fire time {d.iso(fire)} was never submitted, though "
                                            f"{honest[0].name} (its clock {honest[0].skew:+.0f} s off the store's) ran "

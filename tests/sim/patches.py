@@ -10,7 +10,10 @@ import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado import artifacts, guarantees, landing, reaper, schedules, standin, submission
+from stado.queue import artifacts, schedules, submission
+from stado.store import guarantees, landing
+from stado.jobs import reaper
+from stado.agent import standin
 from stado.agent import claim_pass, owner
 
 # The transitions' modules.
@@ -41,7 +44,7 @@ class _SimTime:
 
 
 class _SimOs:
-    """The `os` module as stado.artifacts, guarantees and agent see it: nonces from the run's counter, and one pid
+    """The `os` module as stado.queue.artifacts, guarantees and agent see it: nonces from the run's counter, and one pid
     for every simulated agent (an agents/ record names its pid; a run must not depend on the process it runs in)."""
 
     def __init__(self, sim):

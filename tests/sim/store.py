@@ -9,7 +9,7 @@ writer) is caught at the request that does it.
 """
 from runkit.core import jsonfast
 from runkit.core.clock import Clock
-from stado import keys
+from stado.core import keys
 from stado.objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError
 from stado.objectstore.memory import MemoryStore
 

@@ -134,7 +134,7 @@ class Sim:
         self.locks: dict[str, dict[str, Actor]] = {}
         self.exit_files: dict[str, tuple] = {}
         # Between each agent and its jobs' keepers: the promise of each job directory, and what a keeper that
-        # stopped a job wrote first (stado/keeper.py's promise.json and kept.json).
+        # stopped a job wrote first (stado/agent/keeper.py's promise.json and kept.json).
         self.promises: dict[str, dict] = {}
         self.kept: dict[str, dict] = {}
 

@@ -8,13 +8,17 @@ import threading
 import time
 
 
-from stado import artifacts, cas, jobs, keys, reaper, submission
-from stado import documents as d
+from stado.queue import artifacts, submission
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.jobs import reaper
+from stado.core import documents as d
 from stado.agent import Agent, AgentConfig
-from stado.lookup import view
+from stado.queue.lookup import view
 from stado.objectstore import AlreadyExists, open_store
-from stado.spec import JobSpec
-from stado.submission import Submission
+from stado.core.spec import JobSpec
+from stado.queue.submission import Submission
 from tests.helpers import alive, kill_all, pids_with_marker, wait_for
 from tests.stado.faulty import LostResponses
 
@@ -112,7 +116,7 @@ def test_a_job_reaped_while_its_inputs_were_fetched_is_never_started(tmp_path):
 
 
 def test_an_agent_whose_probe_write_was_retried_after_it_landed_starts(tmp_path):
-    from stado.guarantees import ensure_safe
+    from stado.store.guarantees import ensure_safe
 
     class RetriedProbe(LostResponses):
         def put_if_absent(self, key, data):

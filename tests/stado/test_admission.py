@@ -6,14 +6,14 @@ import pytest
 
 from runkit.core.clock import SYSTEM
 
-from stado import submission
-from stado.admission import (Holdings, Offer, Room, cost_of, offer_of, past_cap, share_of, size_text, unschedulable,
+from stado.queue import submission
+from stado.core.admission import (Holdings, Offer, Room, cost_of, offer_of, past_cap, share_of, size_text, unschedulable,
                              why_not)
 from stado.agent import Agent, AgentConfig
-from stado.documents import iso
-from stado.errors import BadInput
+from stado.core.documents import iso
+from stado.core.errors import BadInput
 from stado.objectstore.memory import MemoryStore
-from stado.spec import JobSpec
+from stado.core.spec import JobSpec
 
 from .inprocess import FakeHost, FakeIO, FakeWorkspace
 

@@ -1,9 +1,10 @@
 """What the agent says after an answer it lost: the line matches what the store holds. A real agent on a real
 in-memory store (tests/stado/inprocess.py), with one answer lost on the way back."""
-from stado import keys, submission
-from stado.lookup import view
+from stado.core import keys
+from stado.queue import submission
+from stado.queue.lookup import view
 from stado.objectstore.base import ObjectStore, StoreUnavailable
-from stado.spec import JobSpec
+from stado.core.spec import JobSpec
 
 from .inprocess import World
 

@@ -1,10 +1,13 @@
 """An agent (in this process) over a real local-directory store wrapped to fail for a moment."""
-from stado import artifacts, cas, jobs, keys, lookup, submission
-from stado import documents as d
+from stado.queue import artifacts, lookup, submission
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.core import documents as d
 from stado.agent import Agent, AgentConfig
 from stado.objectstore import open_store
-from stado.spec import JobSpec
-from stado.submission import Submission
+from stado.core.spec import JobSpec
+from stado.queue.submission import Submission
 
 from tests.helpers import run_for
 
@@ -84,7 +87,7 @@ def test_jobs_waiting_for_a_producer_cost_almost_nothing_per_poll(tmp_path):
     per poll (it was 4: its queue entry and the producer's three terminal records)."""
     import time
 
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
 
     inner = open_store(f"file://{tmp_path}/store")
     producer = submission.submit(inner, [Submission(JobSpec("produce"))])[0]
@@ -123,7 +126,7 @@ def test_held_jobs_cost_an_agent_nothing_per_poll_and_are_not_claimed(tmp_path):
     entry changes: no request per held job per poll, and nothing is claimed. A released job is then claimed."""
 
     from stado.jobs.hold import hold, release
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
 
     inner = open_store(f"file://{tmp_path}/store")
     held = submission.submit(inner, [Submission(JobSpec("true")) for _ in range(20)])
@@ -167,8 +170,8 @@ def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_p
 
     import pytest
 
-    from stado import pause
-    from stado.metered import MeteredStore
+    from stado.queue import pause
+    from stado.objectstore.metered import MeteredStore
     from stado.objectstore import NotFound
 
     class Counting(MeteredStore):
@@ -225,7 +228,7 @@ def test_an_agent_starting_reads_a_foreign_running_record_once_across_its_start_
     LIST shows the same version), so a record nobody rewrites costs one GET, not one more for the first pass."""
     import time
 
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
 
     inner = open_store(f"file://{tmp_path}/store")
     job = submission.submit(inner, [Submission(JobSpec("elsewhere"))])[0]

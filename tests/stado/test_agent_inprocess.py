@@ -7,16 +7,18 @@ import time
 
 import pytest
 
-from stado import documents as d
-from stado import jobs, keys, submission
+from stado.core import documents as d
+from stado import jobs
+from stado.core import keys
+from stado.queue import submission
 from stado.agent import claim_pass
 from stado.agent.logonce import LogOnce
 from stado.agent.slot import Phase, Stop
-from stado.cas import read
-from stado.lookup import view
-from stado.problems import CORRUPT, Problem
-from stado.reaper import LEASE_EXPIRED, reap
-from stado.spec import JobSpec
+from stado.store.cas import read
+from stado.queue.lookup import view
+from stado.core.problems import CORRUPT, Problem
+from stado.jobs.reaper import LEASE_EXPIRED, reap
+from stado.core.spec import JobSpec
 
 from .inprocess import World
 from .scripted_faults import Scripted

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from stado.brief import MARK, brief
+from stado.core.brief import MARK, brief
 from stado.objectstore.cloud_errors import one_line
 
 OBSTORE_GAVE_UP = ("Generic S3 error: Error performing PUT http://127.0.0.1:41429/stado/t-4f1c2a9b7d3e/queue/"

@@ -4,8 +4,10 @@ that stays unreadable ends it, saying whether its write may have landed (exit 7)
 Each window is opened by a wrapper around a real store (the local directory, SeaweedFS)."""
 import pytest
 
-from stado import jobs, keys, lookup
-from stado.errors import NotWritten, OutcomeUnknown
+from stado import jobs
+from stado.core import keys
+from stado.queue import lookup
+from stado.core.errors import NotWritten, OutcomeUnknown
 
 from .scripted_faults import Scripted
 from .storekit import make_target, server_for

@@ -9,12 +9,16 @@ import time
 
 import pytest
 
-from stado import cas, jobs, keys, lookup, reaper, submission
-from stado import documents as d
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import lookup, submission
+from stado.jobs import reaper
+from stado.core import documents as d
 from stado.agent import Agent, AgentConfig
 from stado.objectstore.memory import MemoryStore
-from stado.spec import JobSpec
-from stado.storeclock import measured
+from stado.core.spec import JobSpec
+from stado.store.storeclock import measured
 
 from .interleave import Interleave
 from .storekit import make_target, server_for
@@ -44,7 +48,7 @@ def never_runs_again(store, job):
 @pytest.mark.parametrize("window", ["decided", "requeue-written"])
 def test_a_cancel_while_a_retry_is_being_written_stops_the_job(store, window):
     """Hole 1: the owner's failed attempt earned a retry; its fenced decision is written (`decided`), or its queue
-    entry too (`requeue-written`, a fault point of stado.faults), when `stado cancel` lands. The cancel must be
+    entry too (`requeue-written`, a fault point of stado.core.faults), when `stado cancel` lands. The cancel must be
     honoured (today it said 'already finished (failed); its record is being written' and the retry ran)."""
     job = submit(store, retries=1)
     doc, version = claim(store, job, "owner")

@@ -5,10 +5,11 @@ priority is ever passed over. Real agents on a real in-memory store, on a Manual
 the two agents that list at once are two threads parked at their LIST (tests/stado/interleave.py)."""
 import threading
 
-from stado import documents as d
-from stado import keys, submission
-from stado.admission import refresh_seconds
-from stado.spec import JobSpec
+from stado.core import documents as d
+from stado.core import keys
+from stado.queue import submission
+from stado.core.admission import refresh_seconds
+from stado.core.spec import JobSpec
 
 from .inprocess import World
 from .interleave import Interleave

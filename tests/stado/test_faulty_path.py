@@ -4,11 +4,14 @@ success landed; a call that raised left one of the states its transition documen
 never a lie, and the next pass finishes it."""
 import pytest
 
-from stado import cas, jobs, keys, submission
-from stado import documents as d
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import submission
+from stado.core import documents as d
 from stado.objectstore import StoreError
-from stado.spec import JobSpec
-from stado.submission import Submission
+from stado.core.spec import JobSpec
+from stado.queue.submission import Submission
 
 from .faultproxy import ANSWERS, KINDS, Rule, for_target, through
 from .storekit import make_target
@@ -241,7 +244,7 @@ def test_submit_claim_renew_finish_at_high_fault_rates_say_what_landed(target, d
 
 
 def test_a_schedule_added_and_removed_through_lost_answers_is_added_and_removed(target, proxy, direct):
-    from stado import schedules
+    from stado.queue import schedules
 
     store = through(target, proxy).open()
     proxy.add(Rule("commit_then_lose", kinds=("create",), prefix="schedules/", answers=("503",), limit=1))

@@ -4,11 +4,14 @@ answer was lost (its nonce named in the promise file), and only a move by someon
 that took the job over) is theirs. On a real local-directory store."""
 import time
 
-from stado import cas, jobs, keys, submission
-from stado.keeper import own_writes
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import submission
+from stado.agent.keeper import own_writes
 from stado.objectstore.file import FileStore
-from stado.spec import JobSpec
-from stado.standin import lapse_kept
+from stado.core.spec import JobSpec
+from stado.agent.standin import lapse_kept
 
 
 def _running(tmp_path):

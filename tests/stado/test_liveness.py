@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from stado import cas, keys, lookup, submission
+from stado.store import cas
+from stado.core import keys
+from stado.queue import lookup, submission
 from stado.agent import Agent, AgentConfig
 from stado.objectstore.base import ObjectStore, StoreUnavailable
-from stado.reaper import reap
-from stado.spec import JobSpec
+from stado.jobs.reaper import reap
+from stado.core.spec import JobSpec
 
 from .storekit import make_target, server_for
 from tests.helpers import wait_for

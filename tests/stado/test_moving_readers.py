@@ -3,9 +3,11 @@ never counted corrupt and never dropped. A wrapper around a real store (the loca
 with the real transitions at an exact point: between a LIST and its GETs, or between two LISTs."""
 import pytest
 
-from stado import jobs, keys, render
+from stado import jobs
+from stado.core import keys
+from stado.commands import render
 from stado.objectstore.memory import MemoryStore
-from stado.overview import overview
+from stado.commands.overview import overview
 
 from .scripted_faults import Scripted
 from .storekit import make_target, server_for

@@ -5,10 +5,13 @@ import threading
 
 import pytest
 
-from stado import cas, jobs, keys, lookup, submission
-from stado import documents as d
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import lookup, submission
+from stado.core import documents as d
 from stado.objectstore.memory import MemoryStore
-from stado.spec import JobSpec
+from stado.core.spec import JobSpec
 
 from .faultproxy import Rule, for_target, through
 from .interleave import Crashed, Interleave
@@ -240,7 +243,7 @@ def test_a_resume_landing_while_an_agent_copies_an_older_pause_leaves_the_queue_
     `stado queue resume` removes both, then the agent's copy lands: the copy must not pause the queue again."""
     import json
 
-    from stado import pause
+    from stado.queue import pause
 
     store.put(keys.LEGACY_QUEUE_PAUSE, json.dumps({"paused": True, "by": "old@host", "nonce": "n" * 24}).encode())
     copying = store.hold("agent", "get", keys.LEGACY_QUEUE_PAUSE)  # parked after reading the old record

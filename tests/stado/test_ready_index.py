@@ -1,11 +1,14 @@
 """The claim-order index (ready/): priority first, then creation time; kept in step with the queue."""
 from runkit.core.clock import SYSTEM
 
-from stado import cas, jobs, keys, submission
-from stado import documents as d
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import submission
+from stado.core import documents as d
 from stado.objectstore.memory import MemoryStore
-from stado.readyindex import reconcile
-from stado.spec import JobSpec
+from stado.queue.readyindex import reconcile
+from stado.core.spec import JobSpec
 
 FAIL = d.classify_exit(1, None, timed_out=False, timeout=None)
 
@@ -60,7 +63,7 @@ def test_reconcile_indexes_what_is_missing_and_drops_what_points_at_nothing():
 
 def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
     from stado.agent import Agent, AgentConfig
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
 
     from .inprocess import FakeHost, FakeIO, FakeWorkspace
 

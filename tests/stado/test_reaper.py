@@ -4,11 +4,14 @@ import time
 
 import pytest
 
-from stado import cas, jobs, keys, lookup, submission
-from stado import documents as d
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import lookup, submission
+from stado.core import documents as d
 from stado.objectstore.memory import MemoryStore
-from stado.reaper import LEASE_EXPIRED, Watch, instance_may_be_deleted, liveness, reap
-from stado.spec import JobSpec
+from stado.jobs.reaper import LEASE_EXPIRED, Watch, instance_may_be_deleted, liveness, reap
+from stado.core.spec import JobSpec
 
 from .interleave import Interleave
 
@@ -118,7 +121,7 @@ def test_a_reaper_reads_a_record_it_watches_once_while_the_listing_shows_it_unch
     """Watching a silent worker's record for a lease costs one GET, not one per pass: the LIST's version says the
     record is the one already read. A renewal (a new version) is read again, and the watch still reaps it once its
     lease has passed unchanged."""
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
 
     store = MeteredStore(MemoryStore())
     job = submit(store)

@@ -5,9 +5,10 @@ from datetime import datetime, UTC
 
 import pytest
 
-from stado import keys, lookup, schedules
+from stado.core import keys
+from stado.queue import lookup, schedules
 from stado.objectstore.memory import MemoryStore
-from stado.spec import JobSpec
+from stado.core.spec import JobSpec
 
 from .storekit import make_target, server_for
 

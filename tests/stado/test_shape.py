@@ -111,10 +111,14 @@ def test_no_decision_reads_the_words_of_a_log_line():
 
 def test_the_agents_package_reads_no_clock_of_its_own():
     """Its time comes in as a Clock (the store's clock counts on it); the one exception waits on real processes
-    of this host that are no job of the agent's (takeover._stop_pids)."""
+    of this host that are no job of the agent's (takeover._stop_pids). Beside the agent, not in it: the keeper
+    (keeper.py, and standin.py, what it asks of the store), a process of its own on its own time, and drain.py,
+    the command that waits for this host's agents."""
     bad = []
     for p in sorted((SRC / "agent").glob("*.py")):
         if p.name in ("jobio.py", "processhost.py"):  # adapters on threads and real processes: real time
+            continue
+        if p.name in ("keeper.py", "standin.py", "drain.py"):
             continue
         for n in ast.walk(ast.parse(p.read_text())):
             if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "time"

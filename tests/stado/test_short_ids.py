@@ -5,13 +5,14 @@ from datetime import datetime, UTC
 
 import pytest
 
-from stado import documents as d
-from stado import keys, lookup, schedules
-from stado.errors import BadInput, JobNotFound
-from stado.metered import MeteredStore
+from stado.core import documents as d
+from stado.core import keys
+from stado.queue import lookup, schedules
+from stado.core.errors import BadInput, JobNotFound
+from stado.objectstore.metered import MeteredStore
 from stado.objectstore.file import FileStore
 from stado.objectstore.memory import MemoryStore
-from stado.spec import JobSpec
+from stado.core.spec import JobSpec
 
 SPEC = JobSpec("true").to_json()
 
@@ -94,7 +95,7 @@ def test_a_schedule_name_finds_its_newest_fire_and_status_names_the_schedule():
     assert lookup.find(store, "tick") == newest
     data = d.status_json(lookup.view(store, newest))
     assert data["schedule"] == {"name": "tick", "fire_time": "2026-11-30T10:10:00.000Z"}
-    from stado import render
+    from stado.commands import render
     assert "schedule:         tick (fired for 2026-11-30T10:10:00.000Z)" in render.job_details(data)
 
 

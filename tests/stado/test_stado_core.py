@@ -4,14 +4,17 @@ import threading
 
 import pytest
 
-from stado import cas, jobs, keys, lookup, submission
-from stado import documents as d
-from stado import pause as pausing
-from stado.errors import BadInput, JobNotFound
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import lookup, submission
+from stado.core import documents as d
+from stado.queue import pause as pausing
+from stado.core.errors import BadInput, JobNotFound
 from stado.jobs import Overtaken
 from stado.objectstore.memory import MemoryStore
-from stado.spec import JobSpec
-from stado.submission import Submission
+from stado.core.spec import JobSpec
+from stado.queue.submission import Submission
 
 from .faulty import DroppedCreates, LostResponses
 
@@ -270,7 +273,7 @@ def test_a_queued_cancel_reads_each_record_once_and_its_reader_the_cancelled_rec
     # What a cancel of a queued job costs (bench/stado_requests.py counts it on the wire: 17 with the submit's 2
     # and the reader's 3): the cancel reads queue/ once before its tombstone and once under it (has the entry
     # moved on?), each terminal record once (under the tombstone), and deletes the entry at the version it read.
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
 
     store = MeteredStore(MemoryStore())
     job = submit(store)
@@ -289,7 +292,7 @@ def test_the_owner_settles_a_cancel_of_its_running_attempt_on_what_its_refused_r
     # The renewal that meets the cancel reads running/ (who moved it?); the settle takes the record at that
     # version with no read of its own, finds the cancelled record the canceller wrote with one GET (no refused
     # create), and looks for no queue entry: the claim removed the one it came from (ledger_cleared).
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
 
     store = MeteredStore(MemoryStore())
     job = submit(store)
@@ -355,7 +358,7 @@ def test_pause_records_who_when_why_and_resume_lifts_it():
 
 
 def test_corrupt_documents_are_reported_by_name():
-    from stado.errors import CorruptDocument
+    from stado.core.errors import CorruptDocument
 
     for data, reason in ((b"{not json", "not JSON"), (b"[]", "not a JSON object"), (b'{"id": "x"}', "field")):
         with pytest.raises(CorruptDocument, match=reason):
@@ -385,7 +388,7 @@ def test_a_stale_queue_read_cannot_claim_a_job_that_already_ran():
 
 def test_an_idle_poll_is_one_list_of_the_index_and_never_lists_terminal_prefixes(tmp_path):
     from stado.agent import Agent, AgentConfig
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
 
     store = MeteredStore(MemoryStore())
     done = submit(store.inner, "true")
@@ -439,7 +442,7 @@ def test_a_claim_of_a_retry_entry_starts_nothing_beside_an_unreadable_terminal_r
     """A claim whose delete of the entry it read landed still reads the terminal records before it starts anything
     (here of a retry's entry): one that cannot be read may be the job's final word, so nothing is started on a
     guess, and the job stays queued."""
-    from stado.errors import CorruptDocument
+    from stado.core.errors import CorruptDocument
 
     store = MemoryStore()
     job = submit(store, "false", retries=1)

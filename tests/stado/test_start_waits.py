@@ -6,7 +6,7 @@ import time
 import pytest
 
 from stado.objectstore import AccessDenied, StoreUnwell
-from stado.guarantees import UnsafeStore, ensure_safe
+from stado.store.guarantees import UnsafeStore, ensure_safe
 
 from .e2e.support import machine_status, run_until_idle, submit
 from .faultproxy import Rule, for_target, through

@@ -4,14 +4,17 @@ import json
 
 import pytest
 
-from stado import cas, jobs, keys, lookup, submission
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import lookup, submission
 from stado.agent import Agent, AgentConfig
-from stado.metered import MeteredStore
+from stado.objectstore.metered import MeteredStore
 from stado.objectstore import open_store
 from stado.objectstore.memory import MemoryStore
-from stado.spec import JobSpec
-from stado.guarantees import VERDICT_KEY, UnsafeStore, ensure_safe, missing_guarantees
-from stado.submission import Submission
+from stado.core.spec import JobSpec
+from stado.store.guarantees import VERDICT_KEY, UnsafeStore, ensure_safe, missing_guarantees
+from stado.queue.submission import Submission
 
 from .e2e.support import machine_status, stado, status_json, submit
 from .faulty import IgnoresConditions

@@ -8,14 +8,16 @@ import threading
 
 import pytest
 
-from stado import jobs, keys, lookup, readyindex, submission
-from stado.cas import read_json
-from stado.errors import BadInput, NotSubmitted, OutcomeUnknown
+from stado import jobs
+from stado.core import keys
+from stado.queue import lookup, readyindex, submission
+from stado.store.cas import read_json
+from stado.core.errors import BadInput, NotSubmitted, OutcomeUnknown
 from stado.objectstore import StoreUnavailable, open_store
 from stado.objectstore.file import FileStore
-from stado.spec import JobSpec
-from stado.landing import may_have_landed
-from stado.submission import Submission, queue_jobs
+from stado.core.spec import JobSpec
+from stado.store.landing import may_have_landed
+from stado.queue.submission import Submission, queue_jobs
 
 from .scripted_faults import Scripted
 from .storekit import make_target, server_for

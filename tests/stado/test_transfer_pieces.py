@@ -6,12 +6,13 @@ import threading
 
 import pytest
 
-from stado import keys, transfer
-from stado.errors import ChecksumMismatch, TransferStalled
+from stado.core import keys
+from stado.store import transfer
+from stado.core.errors import ChecksumMismatch, TransferStalled
 from stado.objectstore import StoreUnavailable
 from stado.objectstore.memory import MemoryStore
-from stado.output import OutputUploader
-from stado.transfer import Progress, Worker
+from stado.queue.output import OutputUploader
+from stado.store.transfer import Progress, Worker
 
 from .faulty import LostResponses
 

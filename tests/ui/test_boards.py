@@ -9,10 +9,11 @@ import pytest
 from jobman.ui import reads as jobman_board
 from jobman.core.errors import BadInput as JobmanBadInput
 from stado.ui import reads as stado_board
-from stado import keys, submission
-from stado.errors import BadInput as StadoBadInput
+from stado.core import keys
+from stado.queue import submission
+from stado.core.errors import BadInput as StadoBadInput
 from stado.objectstore.connect import open_store
-from stado.spec import JobSpec
+from stado.core.spec import JobSpec
 
 
 def test_jobman_pages_filter_search_and_carry_their_graph_and_attempts(jobman):
@@ -92,7 +93,7 @@ def test_stado_queue_in_claim_order_with_reasons_search_and_paging(tmp_path):
         with pytest.raises(StadoBadInput):
             stado_board.board(store, limit=501)
         before = stado_board.fingerprint(store)
-        from stado import pause
+        from stado.queue import pause
 
         pause.pause(store, reason="maintenance")
         assert stado_board.fingerprint(store) != before
@@ -102,6 +103,6 @@ def test_stado_queue_in_claim_order_with_reasons_search_and_paging(tmp_path):
 
 
 def _iso(t: float) -> str:
-    from stado.documents import iso
+    from stado.core.documents import iso
 
     return iso(t)

@@ -14,9 +14,12 @@
                   (their directories, the agents' locks), environment.py (a job's environment and $STADO_BIN shim)
     renewals.py   Renewals: each slot's renewals, on a thread of their own
     config.py     AgentConfig; lease.py the promise (pure)
+    keeper.py     the keeper: a process beside each running job that outlives the agent (started by keeper_link)
+    standin.py    what a keeper asks of the store when it must speak for a job its agent left
+    drain.py      `stado agent --drain`: the agents of this host claim nothing new and hand their jobs back
 
-A job's keeper (stado/keeper.py, a process of its own beside the job's shell) imports its pieces from here: the
-package loads the agent itself only when it is asked for.
+A job's keeper (a process of its own beside the job's shell) imports its pieces from here: the package loads the
+agent itself only when it is asked for.
 """
 TYPE_CHECKING = False
 if TYPE_CHECKING:

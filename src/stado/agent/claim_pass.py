@@ -13,10 +13,11 @@ import random
 
 from runkit.core.records import record
 
-from .. import documents as d
-from .. import jobs, keys
-from ..admission import Room, why_not
-from ..errors import CorruptDocument
+from ..core import documents as d
+from .. import jobs
+from ..core import keys
+from ..core.admission import Room, why_not
+from ..core.errors import CorruptDocument
 from ..objectstore.base import Entry
 from .context import AgentContext
 from .queue_knowledge import READY, WAIT, QueueKnowledge

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from runkit.system.proc import physical_memory
 
-from ..admission import Offer
-from ..errors import BadInput
+from ..core.admission import Offer
+from ..core.errors import BadInput
 from ..objectstore.base import DEFAULT_STALL_TIMEOUT
 
 MAX_PRICE_PER_HOUR = 1_000_000.0
@@ -61,7 +61,7 @@ class AgentConfig:
 
     def check(self) -> "AgentConfig":
         """The config unchanged if every setting can work; BadInput naming the first that cannot."""
-        from ..spec import check_token
+        from ..core.spec import check_token
 
         if not _is_host(self.host):
             raise BadInput(f"bad --host {self.host!r} (or STADO_HOST): a host name is letters, digits, '.', '-' and "
@@ -91,7 +91,7 @@ class AgentConfig:
         return self
 
     def _check_devices(self) -> None:
-        from ..spec import check_token
+        from ..core.spec import check_token
 
         devices = self.accelerator_devices
         for device in devices:

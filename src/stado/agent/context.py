@@ -1,9 +1,9 @@
 """What the agent's collaborators (the claim pass, the slots and their end, the restart check) are given: the
 store, who this agent is, its settings, its clocks, its log, its processes and its job directories. Not the
 agent: they return what they decided, and the agent records it (owner.py)."""
-from ..admission import Holdings, Offer
+from ..core.admission import Holdings, Offer
 from ..objectstore.base import ObjectStore
-from ..storeclock import StoreClock
+from ..store.storeclock import StoreClock
 from .config import AgentConfig
 from .lease import LeaseClock
 from .logonce import LogOnce

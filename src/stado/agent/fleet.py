@@ -12,8 +12,8 @@ one does (admission.live_for): a crashed agent's record drops out after that, a 
 """
 from runkit.core.ids import is_uuid
 
-from .. import keys
-from ..admission import live_for, refresh_seconds
+from ..core import keys
+from ..core.admission import live_for, refresh_seconds
 from ..objectstore.base import ObjectStore
 
 

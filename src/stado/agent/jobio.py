@@ -9,13 +9,13 @@ how long nothing has moved (`stado job watch`), and the job can be cancelled by 
 import os
 import time
 
-from ..brief import brief
-from .. import artifacts
-from ..errors import ArtifactError, BadInput
+from ..core.brief import brief
+from ..queue import artifacts
+from ..core.errors import ArtifactError, BadInput
 from ..objectstore.base import ObjectStore, StoreError
-from ..checkpoints import CheckpointPump
-from ..output import OutputPump, OutputUploader
-from ..transfer import Progress, Worker, human
+from ..queue.checkpoints import CheckpointPump
+from ..queue.output import OutputPump, OutputUploader
+from ..store.transfer import Progress, Worker, human
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines while inputs arrive (at most: a fast-polling agent says more)
 STALLED_EVERY = 60.0  # at most this long between lines while a fetch stays stalled (hours of them stay readable)

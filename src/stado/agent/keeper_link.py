@@ -1,4 +1,4 @@
-"""What an agent tells the keeper of each running job (stado/keeper.py): it starts it beside the job's shell, and after
+"""What an agent tells the keeper of each running job (stado/agent/keeper.py): it starts it beside the job's shell, and after
 every write of the job's record rewrites the promise file the keeper watches.
 
 The promise says until when the agent's last landed renewal holds, the version that write left, a renewal in
@@ -6,8 +6,8 @@ flight and the renewals since whose answer was an error. From those the keeper k
 processes, and, once it has, whether a record it then finds is still this agent's own write (its verdict to
 record) or another writer's move (theirs stands).
 """
-from .. import documents as d
-from ..reaper import evidence_window
+from ..core import documents as d
+from ..jobs.reaper import evidence_window
 from .context import AgentContext
 from .slot import Slot
 

@@ -32,18 +32,18 @@ from runkit.core.clock import SYSTEM, Clock
 from runkit.core.ids import uuid7
 from runkit.core.redact import secret_values
 
-from ..brief import brief
-from .. import keys, readyindex
-from .. import documents as d
-from ..admission import Holdings, Room, live_for, refresh_seconds
-from ..cas import new_nonce
-from ..errors import CorruptDocument
+from ..core.brief import brief
+from ..core import documents as d, keys
+from ..queue import readyindex
+from ..core.admission import Holdings, Room, live_for, refresh_seconds
+from ..store.cas import new_nonce
+from ..core.errors import CorruptDocument
 from ..objectstore.base import ObjectStore, StoreError
-from ..pause import adopt_legacy
-from ..problems import Problem
-from ..reaper import Watch, reap
-from ..guarantees import ensure_safe
-from ..storeclock import SKEW_BOUND, StoreClock, skew_words
+from ..queue.pause import adopt_legacy
+from ..core.problems import Problem
+from ..jobs.reaper import Watch, reap
+from ..store.guarantees import ensure_safe
+from ..store.storeclock import SKEW_BOUND, StoreClock, skew_words
 from .claim_pass import Backoff, Claim, ClaimPass, Hold
 from .config import AgentConfig
 from .context import AgentContext
@@ -61,7 +61,7 @@ from .workspace import Workspace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..schedules import ScheduleKnowledge
+    from ..queue.schedules import ScheduleKnowledge
 
 
 class Agent:
@@ -450,7 +450,7 @@ class Agent:
                 self.log(item)
 
     def _fire_schedules(self) -> None:
-        from ..schedules import ScheduleKnowledge
+        from ..queue.schedules import ScheduleKnowledge
 
         if self._schedules is None:
             self._schedules = ScheduleKnowledge(self.store, submitter=f"schedule via agent {self.id}")

@@ -132,7 +132,7 @@ class ProcessHost:
         return None
 
     def keep(self, spec: dict) -> dict | None:
-        """Start the job's keeper (stado/keeper.py), in a session of its own and with this agent's environment (it
+        """Start the job's keeper (stado/agent/keeper.py), in a session of its own and with this agent's environment (it
         opens the same store, should it have to speak for the job): `spec` on its stdin, then the pipe kept open
         (a line 'done' ends it; its end of file tells it this agent is gone); its log in the job's directory. None
         if it cannot be started (the job runs on, with no keeper: said by the caller)."""
@@ -144,7 +144,7 @@ class ProcessHost:
         log = os.open(os.path.join(job_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
             # `-c`, not `-m`: runpy would import importlib.util and contextlib, a fifth of the keeper's start.
-            pid = proc.spawn(sys.executable, [sys.executable, "-c", "import sys, stado.keeper as k; sys.exit(k.main())"],
+            pid = proc.spawn(sys.executable, [sys.executable, "-c", "import sys, stado.agent.keeper as k; sys.exit(k.main())"],
                              dict(os.environ), stdin=read_end, stdout=log, stderr=log, new_session=True,
                              extra_fds=[(pidfd, 3)] if pidfd is not None else ())
         except OSError:

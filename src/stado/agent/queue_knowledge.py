@@ -10,11 +10,11 @@ producer's terminal record, final once written, is remembered for good.
 """
 from runkit.core.ids import is_uuid
 
-from .. import documents as d
-from .. import keys
-from ..cas import read, remove
+from ..core import documents as d
+from ..core import keys
+from ..store.cas import read, remove
 from ..objectstore.base import Entry, NotFound, ObjectStore, Version
-from ..pause import read_record
+from ..queue.pause import read_record
 
 READY, WAIT = "ready", "wait"
 

@@ -13,7 +13,7 @@ actor of its own, so the loop and the renewals interleave there as they do here.
 """
 import threading
 
-from ..brief import brief
+from ..core.brief import brief
 from .runner import SlotRunner
 
 RETRY_BUSY = 0.05  # a slot whose lock the loop holds is tried again this soon

@@ -13,12 +13,12 @@ the agent records what came of it (a slot DONE is dropped).
 import json
 import os
 
-from ..brief import brief
-from .. import documents as d
-from .. import faults, jobs, keys
-from ..admission import past_cap
-from ..cas import read
-from ..errors import CorruptDocument
+from ..core.brief import brief
+from ..core import documents as d, faults, keys
+from .. import jobs
+from ..core.admission import past_cap
+from ..store.cas import read
+from ..core.errors import CorruptDocument
 from ..objectstore.base import StoreError
 from . import keeper_link, slotend
 from .context import AgentContext

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .. import documents as d
+from ..core import documents as d
 
 
 class SlotIO(Protocol):

@@ -1,11 +1,12 @@
 """The end of a slot (runner.SlotRunner): once its process group is gone and its artifacts and output are up,
 the attempt's outcome is decided and settled (jobs.finish), or the cancel, the shutdown or the other writer
 that took the running record is honoured. Every way out leaves the slot DONE: the agent drops it."""
-from .. import documents as d
-from .. import jobs, keys
-from ..admission import cost_of
-from ..cas import new_nonce, read, replace
-from ..errors import CorruptDocument
+from ..core import documents as d
+from .. import jobs
+from ..core import keys
+from ..core.admission import cost_of
+from ..store.cas import new_nonce, read, replace
+from ..core.errors import CorruptDocument
 from .context import AgentContext
 from .slot import Phase, Slot, Stop
 
@@ -29,8 +30,8 @@ def _settle_kept(ctx: AgentContext, slot: Slot) -> None:
     """Its keeper stopped its processes while this agent did not renew (stopped, or cut off from the store): the
     attempt's worker was lost, as the reaper would have judged it, so it is requeued within the requeue budget
     (failed past it), with the keeper's reason; a keeper or a reaper that recorded it first stands."""
-    from ..reaper import lapse
-    from ..standin import KEPT
+    from ..jobs.reaper import lapse
+    from .standin import KEPT
 
     try:
         new = lapse(ctx.store, slot.doc, slot.version, writer=ctx.agent_id, reason=KEPT, now=ctx.clock.now())
@@ -148,7 +149,7 @@ def _settle_overtaken(ctx: AgentContext, slot: Slot, doc: d.Job, current: d.Job 
 
 def _recorded_here(ctx: AgentContext, doc: d.Job) -> str | None:
     """The state of a terminal record this very attempt's settle wrote (or a retry it queued), else None."""
-    from ..lookup import terminal_records
+    from ..queue.lookup import terminal_records
 
     for state, (found, _) in terminal_records(ctx.store, doc.id).items():
         if found.claim == doc.claim:

@@ -22,19 +22,20 @@ import os
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from ..brief import brief
-from .. import documents as d
-from .. import jobs, keys
-from ..cas import read
-from ..errors import CorruptDocument
+from ..core.brief import brief
+from ..core import documents as d
+from .. import jobs
+from ..core import keys
+from ..store.cas import read
+from ..core.errors import CorruptDocument
 from ..jobs.common import running_records
 from ..objectstore.base import StoreError
-from ..reaper import LEASE_EXPIRED, lapse
+from ..jobs.reaper import LEASE_EXPIRED, lapse
 from .context import AgentContext
 from .processhost import of_attempt
 from .runner import SlotRunner
 from .slot import Slot, Stop
-from ..standin import KEPT
+from .standin import KEPT
 from .workroot import left_by_gone_agents
 
 REPLACED = "its worker was replaced while it ran"
@@ -115,8 +116,8 @@ def _after_error(ctx: AgentContext, runner: SlotRunner, doc: d.Job, error: Excep
                     return _after_error(ctx, runner, found[0], e, voice, again=False)
             ctx.log(f"{voice.prefix}: {doc.id}: {unsettled}; {later}")
             return None
-        from ..errors import JobNotFound
-        from ..lookup import view
+        from ..core.errors import JobNotFound
+        from ..queue.lookup import view
 
         try:
             now = view(ctx.store, doc.id)

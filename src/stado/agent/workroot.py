@@ -17,7 +17,7 @@ import os
 from runkit.core import jsonfast
 from runkit.system import filelocks, proc
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 
 OWNER_FILE = "agent"  # the id of the agent that claimed the job this directory is for
 EXIT_STATUS_FILE = "exit-status"  # the job shell's exit status, written by its agent as it reaps it (processhost)
@@ -244,7 +244,7 @@ def read_exit_status(directory: str) -> tuple[int | None, int | None] | None:
     return None
 
 
-# -- between an agent and the keeper of each of its jobs (stado.keeper) ----------------------------------------
+# -- between an agent and the keeper of each of its jobs (stado.agent.keeper) ----------------------------------------
 
 PROMISE_FILE = "promise.json"  # the agent's promise for this attempt, as the keeper reads it
 KEPT_FILE = "kept.json"        # written by the keeper before it stops the job's processes: why, and when

@@ -6,11 +6,10 @@ import shutil
 
 from runkit.core.clock import SYSTEM, Clock
 
-from .. import artifacts
+from ..queue import artifacts
 from .config import AgentConfig
 from .environment import SHIM_NAME, shim_text
-from .workroot import (KEPT_FILE, PROMISE_FILE, agent_lock, job_dir, owner_of, read_exit_status, read_json_file,
-                       write_owner, write_promise)
+from .workroot import (KEPT_FILE, PROMISE_FILE, agent_lock, job_dir, owner_of, read_exit_status, read_json_file, write_owner, write_promise)
 
 
 class Workspace:

@@ -20,7 +20,7 @@ store's answer was lost and it could not be read back in time: `stado status ID`
 """
 import sys
 
-from ..errors import BadInput, StadoError
+from ..core.errors import BadInput, StadoError
 from .common import PROG
 
 # (words) -> (family module, function): a command loads its own family only.

@@ -4,7 +4,7 @@ import sys
 
 from runkit.cli.cliargs import argparse_type, non_negative, whole
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 
 _whole, _number = argparse_type(whole), argparse_type(non_negative)
 
@@ -72,7 +72,7 @@ def add_agent_parser(sub) -> None:
 
 def config_from_args(args):
     from ..agent.config import AgentConfig
-    from ..spec import parse_list, parse_memory
+    from ..core.spec import parse_list, parse_memory
     from ..agent.workroot import default_work_root
 
     host = args.host or os.environ.get("STADO_HOST") or None
@@ -95,7 +95,7 @@ def config_from_args(args):
 
 def cmd_agent(args) -> int:
     from ..agent import run_agent
-    from ..keys import READY
+    from ..core.keys import READY
     from ..agent.workroot import prepare_work_root
 
     if args.drain:
@@ -122,7 +122,7 @@ def cmd_agent(args) -> int:
 
 
 def _drain(args) -> int:
-    from ..drain import drain
+    from ..agent.drain import drain
     from ..agent.workroot import default_work_root
 
     def say(line: str) -> None:

@@ -16,7 +16,7 @@ def cmd_cancel(args) -> int:
 
 def cmd_hold(args) -> int:
     from ..jobs.hold import hold, release
-    from ..submission import whoami
+    from ..queue.submission import whoami
 
     report = (hold if args.job_command == "hold" else release)(open_store(), args.id, by=whoami())
     if args.json:
@@ -27,13 +27,13 @@ def cmd_hold(args) -> int:
 
 
 def cmd_pause(args) -> int:
-    from .. import pause
+    from ..queue import pause
 
     record, already = pause.pause(open_store(), reason=args.reason)
     if args.json:
         print_json({"paused": True, "already": already, "record": record})
     else:
-        from ..render import pause_text
+        from ..commands.render import pause_text
 
         out(f"{pause_text(record, 'queue was already paused' if already else 'queue is now paused')}; submissions are "
              "still accepted")
@@ -41,7 +41,7 @@ def cmd_pause(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .. import pause
+    from ..queue import pause
 
     record = pause.resume(open_store())
     if args.json:

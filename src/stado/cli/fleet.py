@@ -1,13 +1,13 @@
 """stado's fleet commands: reap, machine may-delete, repair, doctor and ui."""
 import sys
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .common import open_store, out, print_json
 
 
 def cmd_reap(args) -> int:
-    from ..reaper import Watch, reap
-    from ..submission import whoami
+    from ..jobs.reaper import Watch, reap
+    from ..queue.submission import whoami
 
     if not args.watch and (args.passes is not None or args.every is not None):
         raise BadInput("--every and --passes go with --watch (a one-shot pass takes neither)")
@@ -39,7 +39,7 @@ def cmd_reap(args) -> int:
 
 def cmd_may_delete(args) -> int:
     """The rule: a VM is not deleted while any job on it is alive by the reaper's verdict."""
-    from ..reaper import alive_on
+    from ..jobs.reaper import alive_on
 
     ref = args.instance_ref
     if not ref.strip() or not ref.isprintable():
@@ -63,7 +63,7 @@ def _store_clock(store):
     by this host's clock)."""
     import os
 
-    from ..storeclock import measured
+    from ..store.storeclock import measured
 
     return measured(store, f"control/clock/{os.urandom(8).hex()}")
 
@@ -80,8 +80,8 @@ def _print_reap(summary, as_json: bool) -> None:
 
 
 def cmd_repair(args) -> int:
-    from ..repair import repair
-    from ..submission import whoami
+    from ..commands.repair import repair
+    from ..queue.submission import whoami
 
     lines = repair(open_store(), args.id, by=whoami())
     print_json({"actions": lines}) if args.json else out("\n".join(lines))
@@ -89,7 +89,7 @@ def cmd_repair(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from ..doctor import doctor
+    from ..commands.doctor import doctor
 
     report = doctor(open_store())
     if args.json:

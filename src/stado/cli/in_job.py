@@ -5,7 +5,7 @@ from .common import out
 
 
 def cmd_checkpoint_put(args) -> int:
-    from ..checkpoints import stage
+    from ..queue.checkpoints import stage
 
     for entry in stage(args.paths, dict(os.environ), name=args.name):
         out(f"staged checkpoint {entry['name']} ({entry['size']} bytes); uploaded while the job runs")
@@ -13,7 +13,7 @@ def cmd_checkpoint_put(args) -> int:
 
 
 def cmd_artifact_put(args) -> int:
-    from ..artifacts import stage
+    from ..queue.artifacts import stage
 
     for entry in stage(args.paths, dict(os.environ), name=args.name):
         out(f"staged {entry['name']} ({entry['size']} bytes, sha256 {entry['sha256']}); uploaded when the job ends")

@@ -5,7 +5,7 @@ from argparse import SUPPRESS
 from runkit.cli.cliargs import argparse_type, parser_class, whole
 from runkit.cli.fastargs import add_to_argparse
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .common import PROG, duration, json_flag, port, positive, seconds
 from .options import SUBMIT_OPTIONS
 

@@ -1,29 +1,29 @@
 """stado's reading commands: status, machine status, job watch, logs, wait and results."""
 import sys
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .common import PROG, open_store, out, print_json
 
 
 def cmd_status(args) -> int:
-    from .. import render
+    from ..commands import render
 
     store = open_store()
     if args.id:
-        from ..documents import status_json
-        from ..lookup import find, view
+        from ..core.documents import status_json
+        from ..queue.lookup import find, view
 
         v = view(store, find(store, args.id))
         data = dict(status_json(v), spec=v.doc.spec.raw)
         if v.state == "queued":
             import time
 
-            from ..overview import waiting_now
+            from ..commands.overview import waiting_now
 
             data["waiting"] = waiting_now(store, v.doc.spec, time.time())
         print_json(data) if args.json else out(render.job_details(data))
         return 0
-    from ..overview import overview
+    from ..commands.overview import overview
 
     ov = overview(store, finished_limit=None if args.all else 20)
     print_json(render.overview_json(ov)) if args.json else out(render.overview_table(ov))
@@ -31,8 +31,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_machine_status(args) -> int:
-    from ..documents import status_json
-    from ..lookup import find, view
+    from ..core.documents import status_json
+    from ..queue.lookup import find, view
 
     store = open_store()
     print_json(status_json(view(store, find(store, args.id))))
@@ -45,8 +45,8 @@ def cmd_watch(args) -> int:
 
     from runkit.core.printable import printable
 
-    from ..documents import iso
-    from ..watch import End, State, Waiting, events
+    from ..core.documents import iso
+    from ..commands.watch import End, State, Waiting, events
 
     out, err = sys.stdout, sys.stderr
     for event in events(open_store(), args.id, interval=max(args.interval, 0.05)):
@@ -80,8 +80,8 @@ def cmd_watch(args) -> int:
 
 
 def cmd_logs(args) -> int:
-    from ..logs import follow, tail_of
-    from ..lookup import find
+    from ..commands.logs import follow, tail_of
+    from ..queue.lookup import find
 
     store = open_store()
     job_id = find(store, args.id)
@@ -102,7 +102,7 @@ def cmd_logs(args) -> int:
 def cmd_wait(args) -> int:
     from runkit.core.outcomes import EXIT_WAIT_TIMED_OUT
 
-    from ..watch import wait
+    from ..commands.watch import wait
 
     if args.interval <= 0:
         raise BadInput("--interval takes seconds above 0, e.g. --interval 0.5")
@@ -114,7 +114,7 @@ def cmd_wait(args) -> int:
         sys.stderr.write(f"{PROG}: wait timed out; still unfinished: {', '.join(pending)} (they go on)\n")
         return EXIT_WAIT_TIMED_OUT
     if not args.json and len(result["jobs"]) > 1:
-        from ..render import shown
+        from ..commands.render import shown
 
         for job in result["jobs"]:
             if job["exit_status"] != 0:
@@ -125,9 +125,9 @@ def cmd_wait(args) -> int:
 def cmd_results(args) -> int:
     from runkit.core.printable import printable
 
-    from .. import artifacts
-    from ..lookup import find
-    from ..transfer import progress_printer
+    from ..queue import artifacts
+    from ..queue.lookup import find
+    from ..store.transfer import progress_printer
 
     store = open_store()
     job_id = find(store, args.id)

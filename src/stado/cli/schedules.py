@@ -1,13 +1,13 @@
 """`stado schedule`: add, list, rm, pause and resume."""
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .common import open_store, out, print_json
 
 
 def cmd_schedule_add(args) -> int:
-    from .. import schedules
-    from ..batch import submission_from_args
-    from ..spec import check_name
-    from ..submission import stored_spec, whoami
+    from ..queue import schedules
+    from ..commands.batch import submission_from_args
+    from ..core.spec import check_name
+    from ..queue.submission import stored_spec, whoami
 
     words = getattr(args, "cmd_words", None)
     if not words:
@@ -30,7 +30,7 @@ def cmd_schedule_add(args) -> int:
 
 
 def cmd_schedule_list(args) -> int:
-    from ..schedules import list_schedules
+    from ..queue.schedules import list_schedules
 
     problems: list[str] = []
     found = list_schedules(open_store(), problems=problems)
@@ -41,7 +41,7 @@ def cmd_schedule_list(args) -> int:
         out("no schedules (add one with `stado schedule add NAME \"CRON\" -- CMD`)")
     from runkit.core.printable import printable
 
-    from ..render import shown
+    from ..commands.render import shown
 
     for doc in found:  # one line each: a schedule's words are escaped (a newline in its command shows as \n)
         state = "paused" if doc.get("paused") else f"next {doc.get('next_fire')}"
@@ -53,8 +53,8 @@ def cmd_schedule_list(args) -> int:
 
 
 def cmd_schedule_change(args) -> int:
-    from .. import schedules
-    from ..submission import whoami
+    from ..queue import schedules
+    from ..queue.submission import whoami
 
     store = open_store()
     if args.schedule_command == "rm":
@@ -76,6 +76,6 @@ def time_now() -> float:
 
 
 def _iso(t: float) -> str:
-    from ..documents import iso
+    from ..core.documents import iso
 
     return iso(t)

@@ -1,13 +1,13 @@
 """stado's submitting commands: submit and job rerun."""
 import sys
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .common import PROG, open_store, out, print_json
 
 
 def cmd_submit(args) -> int:
-    from .. import submission
-    from ..batch import read_batch, submission_from_args
+    from ..queue import submission
+    from ..commands.batch import read_batch, submission_from_args
 
     if args.batch is not None:
         if args.cmd is not None:
@@ -37,8 +37,8 @@ def cmd_submit(args) -> int:
 
 
 def cmd_rerun(args) -> int:
-    from .. import submission
-    from ..errors import OutcomeUnknown
+    from ..queue import submission
+    from ..core.errors import OutcomeUnknown
 
     try:
         original, new = submission.rerun(open_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside,

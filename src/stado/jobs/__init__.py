@@ -16,11 +16,11 @@ One rule fences every move: running/<id>.json is the job's move lock.
 
 claiming.py: queued -> running (the claim, its check, giving it back, re-adoption, take-over);
 moves.py: renewals, the pulse, and every move out of running/ (finish, settle, the leftovers pass);
-cancellation.py: cancellation. docs/stado.md has the table of every transition's writes and crash windows.
+cancellation.py: cancellation; hold.py: holding a queued job; reaper.py: the reaper (its verdict on a worker, its watch,
+its pass), imported on its own. docs/stado.md has the table of every transition's writes and crash windows.
 """
 from .cancellation import CancelReport, cancel
-from .claiming import (Readopted, Unverified, claim, give_back, lost_worker_requeue, readopt, stale_claim, take_over,
-                    verify_claim)
+from .claiming import (Readopted, Unverified, claim, give_back, lost_worker_requeue, readopt, stale_claim, take_over, verify_claim)
 from .common import CONFLICT_RETRIES, Overtaken
 from .moves import finish, own_write, pulse, renew, settle, settle_leftovers, settle_own_cancel
 

@@ -11,11 +11,11 @@ known by its cancel id); only a store that stays unreadable for the bound ends i
 write of its own may have landed (OutcomeUnknown, exit 7) or none was sent (NotWritten, exit 4)."""
 from runkit.core.records import record
 
-from .. import documents as d
-from .. import keys
-from ..cas import create, new_nonce, read, replace
-from ..errors import Conflict, JobNotFound
-from ..lookup import LIFECYCLE, find, records
+from ..core import documents as d
+from ..core import keys
+from ..store.cas import create, new_nonce, read, replace
+from ..core.errors import Conflict, JobNotFound
+from ..queue.lookup import LIFECYCLE, find, records
 from ..objectstore.base import ObjectStore, StoreError, Version
 from .claiming import give_back, stale_claim
 from .common import CONFLICT_RETRIES, stamp
@@ -42,8 +42,8 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
     error (submission.SETTLE_SECONDS by default): a cancel of ours that landed is known by its cancel id, and the
     answer is what the store shows. Past the bound: NotWritten when nothing of ours was sent, OutcomeUnknown when
     a write of ours may have landed."""
-    from ..landing import Patience
-    from ..submission import SETTLE_SECONDS, whoami
+    from ..store.landing import Patience
+    from ..queue.submission import SETTLE_SECONDS, whoami
 
     by = by or whoami()
     patience = Patience(SETTLE_SECONDS if settle_seconds is None else settle_seconds)
@@ -108,7 +108,7 @@ def _ours(doc: d.Job, wrote: list) -> "CancelReport | None":
 
 
 def _gave_up(job: str, error: StoreError, wrote: list) -> Exception:
-    from ..errors import NotWritten, OutcomeUnknown
+    from ..core.errors import NotWritten, OutcomeUnknown
     from ..objectstore.base import AccessDenied, StoreUnavailable
 
     said = str(error) if isinstance(error, (StoreUnavailable, AccessDenied)) else f"object store error: {error}"
@@ -175,7 +175,7 @@ def _who_stops(store: ObjectStore, doc: d.Job, now: float) -> str:
     """Who will stop the job's processes, as far as the owner's agents/ record tells."""
     import json
 
-    from ..admission import is_live, silent_for
+    from ..core.admission import is_live, silent_for
 
     where = doc.instance_ref or "its host"
     try:

@@ -3,13 +3,13 @@ giving back a claim whose process never started, re-adoption of a job whose leas
 ran, and the take-over of a job a replaced worker left on this host."""
 from runkit.core.records import record
 
-from .. import documents as d
-from .. import faults, keys
-from ..cas import create, new_nonce, read, remove, replace
-from ..errors import Conflict, CorruptDocument
-from ..lookup import terminal_records
+from ..core import documents as d
+from ..core import faults, keys
+from ..store.cas import create, new_nonce, read, remove, replace
+from ..core.errors import Conflict, CorruptDocument
+from ..queue.lookup import terminal_records
 from ..objectstore.base import ObjectStore, StoreError, StoreUnavailable, Version
-from ..readyindex import index, unindex
+from ..queue.readyindex import index, unindex
 from .common import CONFLICT_RETRIES, stamp
 from .moves import settle, settle_own_cancel
 

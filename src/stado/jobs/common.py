@@ -3,9 +3,9 @@ import time
 
 from runkit.core.records import record
 
-from .. import keys
-from ..cas import read
-from ..errors import CorruptDocument
+from ..core import keys
+from ..store.cas import read
+from ..core.errors import CorruptDocument
 
 CONFLICT_RETRIES = 8
 

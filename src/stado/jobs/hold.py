@@ -11,13 +11,13 @@ nothing); a claim whose delete finds the entry held gives its claim back before 
 place in the claim order (priority, then creation)."""
 from runkit.core.records import record
 
-from .. import documents as d
-from .. import keys
-from ..cas import new_nonce, read, replace
-from ..errors import StadoError
-from ..lookup import find, view
+from ..core import documents as d
+from ..core import keys
+from ..store.cas import new_nonce, read, replace
+from ..core.errors import StadoError
+from ..queue.lookup import find, view
 from ..objectstore.base import ObjectStore
-from ..readyindex import index
+from ..queue.readyindex import index
 from .common import CONFLICT_RETRIES, stamp
 
 

@@ -1,12 +1,12 @@
 """The owner's renewals and the pulse, and every move out of running/: finish (the owner's fenced
 decision), settle (take, write the new record, delete running/ at the version taken), the leftovers pass."""
-from .. import documents as d
-from .. import faults, keys
-from ..cas import create, create_seen, new_nonce, read, remove, replace, replace_seen
-from ..errors import Conflict, CorruptDocument
-from ..lookup import terminal_records
+from ..core import documents as d
+from ..core import faults, keys
+from ..store.cas import create, create_seen, new_nonce, read, remove, replace, replace_seen
+from ..core.errors import Conflict, CorruptDocument
+from ..queue.lookup import terminal_records
 from ..objectstore.base import ObjectStore, Version
-from ..readyindex import index, unindex
+from ..queue.readyindex import index, unindex
 from .common import CONFLICT_RETRIES, Overtaken, stamp, running_records
 
 

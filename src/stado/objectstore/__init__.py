@@ -3,8 +3,7 @@
 open_store / store_from_environment (connect.py) pick a backend from a URL or STADO_CONFIG; they are
 re-exported lazily so that `import stado.objectstore` stays as cheap as base.py.
 """
-from .base import (AccessDenied, AlreadyExists, Blob, ConfigError, Entry, InvalidKey, NotFound, ObjectStore,
-                   PreconditionFailed, StoreError, StoreUnavailable, StoreUnwell, Version)
+from .base import (AccessDenied, AlreadyExists, Blob, ConfigError, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError, StoreUnavailable, StoreUnwell, Version)
 
 __all__ = ["AccessDenied", "AlreadyExists", "Blob", "ConfigError", "Entry", "InvalidKey", "NotFound", "ObjectStore",
            "PreconditionFailed", "StoreError", "StoreUnavailable", "StoreUnwell", "Version", "open_store",

@@ -15,8 +15,7 @@ The functions above the class are pure, so GCS's rules are unit-tested without a
 import builtins
 import time
 
-from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, StoreError,
-                   Version, check_key, check_range, dir_prefix)
+from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, StoreError, Version, check_key, check_range, dir_prefix)
 from .cloud_errors import Translated, is_panic, translate
 from .native import obstore
 from .retries import Budget, read_failure

@@ -45,7 +45,7 @@ def _first_words(text: str) -> str:
     the retry counts), bounded at a word."""
     import re
 
-    from ..brief import brief
+    from ..core.brief import brief
 
     first = text.splitlines()[0] if text else ""
     first = re.sub(r"Error performing \w+ \S+ in [\d.]+\S*(, after \d+ retries, max_retries: \d+, retry_timeout: "
@@ -87,7 +87,7 @@ def translate(exc: BaseException, provider: str, where: str, key: str | None,
     if not isinstance(exc, Exception):
         if not is_panic(exc):
             raise exc
-        from ..brief import brief
+        from ..core.brief import brief
 
         first = brief((str(exc).splitlines() or ["panic"])[0], 160)
         return StoreError(f"{where}: internal error in the object-store client ({first}); check the store options "

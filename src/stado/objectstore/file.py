@@ -34,10 +34,8 @@ import zlib
 from runkit.system import filelocks, proc
 from runkit.system.durable import unlink_quietly
 
-from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError,
-                   StoreUnavailable, Version, check_key, check_range, dir_prefix)
-from .local_files import (MISSING, Held, Opened, Staged, fsync_dir_present, kernel_time_ns, lock_wait_setting,
-                          os_errors_reported, settle, stat_or_none, version_of)
+from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError, StoreUnavailable, Version, check_key, check_range, dir_prefix)
+from .local_files import (MISSING, Held, Opened, Staged, fsync_dir_present, kernel_time_ns, lock_wait_setting, os_errors_reported, settle, stat_or_none, version_of)
 
 TYPE_CHECKING = False  # collections.abc imports collections: the annotations are the type checker's alone
 if TYPE_CHECKING:
@@ -80,7 +78,7 @@ class FileStore(ObjectStore):
         """The store's clock: the kernel's, which stamps every mtime here, read once at open and counted on from
         there on the monotonic clock. Never this process's wall clock, which may be off (a host's clock set
         wrong, or a program run under libfaketime): every object's `modified` comes from here, and it is the
-        fleet's one clock (stado.storeclock). Its coarse tick makes it a few milliseconds early, at most."""
+        fleet's one clock (stado.store.storeclock). Its coarse tick makes it a few milliseconds early, at most."""
         return self._kernel_at[0] + (time.monotonic_ns() - self._kernel_at[1])
 
     # -- reads: no lock; a rename swaps whole files, so an open fd sees one version --------------

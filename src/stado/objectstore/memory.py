@@ -6,8 +6,7 @@ from collections.abc import Iterator
 
 from runkit.core.clock import SYSTEM, Clock
 
-from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key,
-                   check_range, dir_prefix)
+from .base import (AlreadyExists, Blob, Entry, NotFound, ObjectStore, PreconditionFailed, Version, check_key, check_range, dir_prefix)
 
 
 class MemoryStore(ObjectStore):

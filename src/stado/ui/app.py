@@ -8,7 +8,7 @@ from runkit.web.app import body_of, build, selection, shell, stream_response, ta
 from runkit.web.server import Launch
 
 from . import reads
-from ..errors import BadInput, JobNotFound, StadoError
+from ..core.errors import BadInput, JobNotFound, StadoError
 
 STATIC = Path(__file__).parent / "static"
 REFRESH = 0.5  # seconds between looks for a change while a page is open: one LIST per prefix (~50 ms at 10,000)
@@ -32,7 +32,7 @@ def create(launch: Launch, store):
         return JSONResponse(reads.job(store, request.path_params["job"]))
 
     async def output(request):
-        from ..lookup import find
+        from ..queue.lookup import find
 
         job_id = await run_in_threadpool(find, store, request.path_params["job"])
         return stream_response(tail(lambda after: reads.output(store, job_id, tuple(after)), (0, 0),
@@ -64,7 +64,8 @@ def create(launch: Launch, store):
 def _act(store, action: str, selected: list[str]) -> dict:
     """cancel and rerun, one job at a time as `stado cancel ID` and `stado job rerun ID` take them; each job's
     answer (or one-line error) is said apart."""
-    from .. import jobs, submission
+    from .. import jobs
+    from ..queue import submission
 
     results = []
     for selector in selected:
@@ -82,7 +83,7 @@ def _act(store, action: str, selected: list[str]) -> dict:
 
 
 def _queue(store, action: str, reason: str | None) -> dict:
-    from .. import pause
+    from ..queue import pause
 
     if action == "pause":
         record, already = pause.pause(store, reason=reason)

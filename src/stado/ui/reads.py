@@ -8,14 +8,14 @@ the claim-order index's key names (`ready/<rank>-<id>`, no bodies read), and onl
 """
 import time
 
-from .. import documents as d
-from .. import keys
-from ..admission import cost_of, offer_of, unschedulable
-from ..errors import ArtifactError, BadInput
-from ..lookup import find, view
+from ..core import documents as d
+from ..core import keys
+from ..core.admission import cost_of, offer_of, unschedulable
+from ..core.errors import ArtifactError, BadInput
+from ..queue.lookup import find, view
 from ..objectstore.base import NotFound, ObjectStore, StoreError
-from ..overview import Overview, agent_records, job_records, listed, output_since
-from ..pause import pause_record
+from ..commands.overview import Overview, agent_records, job_records, listed, output_since
+from ..queue.pause import pause_record
 
 PAGE_MAX = 500
 RECENT = 50  # terminal jobs shown, newest first
@@ -106,7 +106,7 @@ def board(store: ObjectStore, *, offset: int = 0, limit: int = 100, search: str 
                       reverse=True)
     recent_rows = [_row(v, now, agents) for job_id in finished[:recent]
                    if (v := _resolved(store, job_id, present[job_id], out)) is not None]
-    from ..schedules import list_schedules
+    from ..queue.schedules import list_schedules
 
     counts = {state: len(ids) for state, ids in by_state.items()}
     rows = queue + running + recent_rows
@@ -166,7 +166,7 @@ def job(store: ObjectStore, selector: str) -> dict:
     except (NotFound, StoreError, TypeError, ValueError):
         data["pulse_at"] = None
     try:
-        from ..artifacts import read_manifest
+        from ..queue.artifacts import read_manifest
 
         data["manifest"], data["manifest_problem"] = read_manifest(store, job_id), None
     except ArtifactError as e:

@@ -16,7 +16,6 @@ import os
 import select
 
 from jobman.handoff import doorbell
-
 from jobman.core import home as homes
 from jobman.store.trouble import PatientDatabase, connect
 from jobman.core.model import JobState

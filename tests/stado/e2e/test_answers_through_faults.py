@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stado import keys
+from stado.core import keys
 
 from ..faultproxy import Rule, for_target, through
 from ..storekit import make_target

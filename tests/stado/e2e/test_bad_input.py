@@ -4,7 +4,7 @@ import socket
 
 import pytest
 
-from stado import keys
+from stado.core import keys
 
 from .support import stado
 

@@ -5,10 +5,13 @@ import time
 
 import pytest
 
-from stado import cas, jobs, keys, submission
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import submission
 from stado.objectstore import StoreUnavailable
-from stado.spec import JobSpec
-from stado.submission import Submission
+from stado.core.spec import JobSpec
+from stado.queue.submission import Submission
 
 
 def _racer(target, worker: int, ids: list[str], barrier, results) -> None:

@@ -77,8 +77,10 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
     """settle_leftovers runs at an agent's start and then every --settle-seconds while it runs."""
     import time
 
-    from stado import documents as d
-    from stado import cas, jobs, keys
+    from stado.core import documents as d
+    from stado.store import cas
+    from stado import jobs
+    from stado.core import keys
 
     agent = Agent(stado_env, tmp_path, "--settle-seconds", "0.3")
     try:
@@ -116,7 +118,7 @@ def test_an_idle_agent_loop_lists_only_the_index_and_the_queue_on_its_slow_caden
     ready/ (the index against the ledger) and schedules/; terminal prefixes are never listed."""
     from stado.agent import Agent as InProcessAgent
     from stado.agent import AgentConfig
-    from stado.metered import MeteredStore
+    from stado.objectstore.metered import MeteredStore
     from stado.objectstore import open_store
 
     store = MeteredStore(open_store(f"file://{tmp_path}/store"))

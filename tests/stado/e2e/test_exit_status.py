@@ -6,7 +6,8 @@ import signal
 
 import pytest
 
-from stado import cas, keys
+from stado.store import cas
+from stado.core import keys
 
 from .support import Agent, machine_status, stado, submit, wait_for
 

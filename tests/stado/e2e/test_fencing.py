@@ -4,11 +4,14 @@ servers gives back the same MD5 ETag). It holds because no two stado writes are 
 carries a new generation and nonce."""
 import time
 
-from stado import cas, jobs, keys, submission
-from stado import documents as d
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import submission
+from stado.core import documents as d
 from stado.jobs import Overtaken
-from stado.spec import JobSpec
-from stado.submission import Submission
+from stado.core.spec import JobSpec
+from stado.queue.submission import Submission
 
 
 def _claimed(store):

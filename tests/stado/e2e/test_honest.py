@@ -87,7 +87,7 @@ def _no_control(text: str) -> None:
 
 @FILE_ONLY
 def test_other_people_s_text_is_escaped_on_the_terminal_and_exact_in_json_and_output(stado_env, store, tmp_path):
-    from stado.documents import iso
+    from stado.core.documents import iso
     import time
 
     from .support import run_until_idle, submit

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from stado import cas, keys
-from stado.documents import parse_iso
+from stado.store import cas
+from stado.core import keys
+from stado.core.documents import parse_iso
 
 from ..fakeclock import faked_clock
 from .support import Agent, stop_between_writes, submit, wait_for

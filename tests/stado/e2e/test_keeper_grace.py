@@ -8,7 +8,8 @@ import signal
 
 import pytest
 
-from stado import cas, keys
+from stado.store import cas
+from stado.core import keys
 
 from ..faultproxy import Rule, for_target, through
 from ..storekit import make_target

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from stado import cas, keys
+from stado.store import cas
+from stado.core import keys
 
 from .support import MB, STADO, Agent, machine_status, produce, stado, submit, wait_for
 

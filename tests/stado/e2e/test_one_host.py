@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from stado import cas, keys
-from stado.documents import parse_iso
+from stado.store import cas
+from stado.core import keys
+from stado.core.documents import parse_iso
 
 from tests.stado.fakeclock import faked_clock
 

@@ -6,9 +6,11 @@ import time
 
 import pytest
 
-from stado import cas, jobs, keys
-from stado import documents as d
-from stado.reaper import LEASE_EXPIRED, lapse
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.core import documents as d
+from stado.jobs.reaper import LEASE_EXPIRED, lapse
 
 ROUNDS = 1000
 

@@ -8,8 +8,11 @@ import time
 
 import pytest
 
-from stado import cas, jobs, keys, lookup, submission
-from stado.spec import JobSpec
+from stado.store import cas
+from stado import jobs
+from stado.core import keys
+from stado.queue import lookup, submission
+from stado.core.spec import JobSpec
 from tests.stado.e2e.support import STADO, stado
 
 

@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from stado import documents as d
-from stado.lookup import view
+from stado.core import documents as d
+from stado.queue.lookup import view
 
 from .support import Agent, machine_status, run_until_idle, stado, status_json, submit, wait_for
 
@@ -226,7 +226,7 @@ def _fired(env: dict, store, n: int) -> list[dict] | None:
 
 
 def _seconds(text: str) -> float:
-    from stado.documents import parse_iso
+    from stado.core.documents import parse_iso
 
     return parse_iso(text)
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from stado import keys
+from stado.core import keys
 
 from .support import MB, STADO, Agent, machine_status, produce, run_until_idle, stado, submit, wait_for
 
@@ -260,7 +260,7 @@ def _exists(store, key) -> bool:
 
 def _look(store, job, renewals):
     """renewals[generation] = (began, lease_expires_at, ended: its pulse, once seen)."""
-    from stado.documents import parse_iso
+    from stado.core.documents import parse_iso
 
     try:
         doc = json.loads(store.get(f"running/{job}.json").data)
