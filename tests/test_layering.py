@@ -281,7 +281,8 @@ def test_what_the_supervisor_owns_a_job_with_is_loaded_after_its_acknowledgement
 # Linux's alone or differ between systems (processes, sessions, pidfds, subreapers, file locks, the host's memory,
 # /proc). A port to another system is those two modules.
 PLATFORM_MODULE = SRC / "runkit" / "system" / "proc.py"
-PLATFORM_MODULES = (PLATFORM_MODULE, SRC / "runkit" / "system" / "filelocks.py", SRC / "runkit" / "system" / "deathwatch.py")
+PLATFORM_MODULES = (PLATFORM_MODULE,) + tuple(SRC / "runkit" / "system" / f"{name}.py" for name in (
+    "filelocks", "deathwatch", "trees", "exits", "proctable", "host"))
 PLATFORM_IMPORTS = {"fcntl", "ctypes", "termios", "msvcrt", "_winapi", "resource"}
 PLATFORM_OS_CALLS = {"pidfd_open", "pipe2", "getsid", "killpg", "setsid", "getpgid", "setpgid", "sysconf", "waitpid",
                      "wait", "wait3", "wait4", "waitid", "fork", "forkpty", "posix_spawn", "posix_spawnp"}
@@ -469,7 +470,7 @@ def test_every_docs_page_the_readme_names_exists():
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 # Modules still over the bound, each at most the lines it has now: one may shrink (and then leaves this table),
 # never grow. An empty table is the goal.
-OVERSIZE = {"runkit/system/proc.py": 737, "stado/agent/runner.py": 511,
+OVERSIZE = {"stado/agent/runner.py": 511,
             "stado/queue/submission.py": 416, "stado/agent/owner.py": 485}
 
 

@@ -149,9 +149,9 @@ def test_process_identity_refuses_a_platform_without_proc():
     import subprocess
     import sys
 
-    code = ("from runkit.system import proc\n"
-            "proc._PROC = False\n"
-            "for look in (lambda: proc.stat(1), proc.all_stats):\n"
+    code = ("from runkit.system import proc, trees\n"
+            "proc.PROC_FS = False\n"
+            "for look in (lambda: proc.stat(1), trees.all_stats):\n"
             "    try:\n"
             "        look()\n"
             "    except proc.UnsupportedPlatform as e:\n"

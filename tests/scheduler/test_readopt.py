@@ -9,7 +9,7 @@ import pytest
 
 from stado.store import cas
 from stado.core import keys
-from stado.agent.workroot import job_dir
+from stado.agent.hostfiles import job_dir
 
 from tests.stado.e2e.support import Agent, machine_status, stado, submit, wait_for
 

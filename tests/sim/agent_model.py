@@ -19,7 +19,7 @@ passed to the Agent as the real one is (the in-process tests, tests/stado/inproc
 from runkit.core.clock import Clock
 
 from stado.agent import Agent, AgentConfig
-from stado.agent.workroot import attempt_tag
+from stado.agent.hostfiles import attempt_tag
 from stado.store.guarantees import ensure_safe
 from tests.stado.inprocess import FakeWorkspace
 
@@ -159,7 +159,7 @@ class SimWorkspace(FakeWorkspace):
             return "absent"
         if holder.live:
             return "held"
-        del locks[agent_id]  # a dead agent's lock: tidied away once seen free, as workroot.agent_lock does
+        del locks[agent_id]  # a dead agent's lock: tidied away once seen free, as hostfiles.agent_lock does
         return "free"
 
     def directory_of(self, doc) -> str:

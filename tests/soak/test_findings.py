@@ -175,7 +175,7 @@ def test_the_orphan_pass_stops_a_gone_agents_job_processes_and_nothing_else(tmp_
     job it had just finished) took itself for that job's orphan and SIGTERMed itself. Only processes that
     carry the job's WC_JOB_ID are the job's."""
     from stado.agent.takeover import stop_orphans
-    from stado.agent.workroot import job_dir, write_owner
+    from stado.agent.hostfiles import job_dir, write_owner
 
     store = open_store(f"file://{tmp_path}/store")
     work = tmp_path / "work"
@@ -207,7 +207,7 @@ def test_the_orphan_pass_stops_the_stale_attempt_and_never_the_next_one_on_the_s
     removed the directory its job's next attempt ran in. Each attempt now has a directory of its own, and the
     orphan pass stops only the processes of the gone agent's attempt (WC_JOB_STARTED_AT), not the next one's."""
     from stado.agent.takeover import stop_orphans
-    from stado.agent.workroot import job_dir, write_owner
+    from stado.agent.hostfiles import job_dir, write_owner
 
     store = open_store(f"file://{tmp_path}/store")
     work = tmp_path / "work"

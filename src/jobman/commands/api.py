@@ -4,7 +4,7 @@ from runkit.core.jsonfast import loads as json_loads
 import os
 import time
 
-from runkit.system import proc
+from runkit.system import proc, trees
 
 from ..handoff import doorbell
 from ..core import home as homes
@@ -284,7 +284,7 @@ def _stop_lost_target(st: State, job_id: str) -> dict:
                            f"pid is now another process, so nothing was signalled"}
     spec = json_loads(queries.spec_json(st.conn, job_id))
     pids = [p.pid for p in alive]
-    proc.stop_all(lambda: targets.processes(job_id, attempt), grace=spec.get("kill_after", 10.0))
+    trees.stop_all(lambda: targets.processes(job_id, attempt), grace=spec.get("kill_after", 10.0))
     transitions.add_attempt_note(st.conn, job_id, "lost_target_stopped", time.time(), pid=pids[0],
                                  processes=len(pids))
     st.reconcile()  # its slot can be released now

@@ -1,11 +1,11 @@
 """A job's target processes when its supervisor cannot speak for them (it died): the recorded root
-and what is left of the session and process group it led (runkit.system.proc.orphaned_tree), plus every
+and what is left of the session and process group it led (runkit.system.trees.orphaned_tree), plus every
 process of this user carrying the job's id in its environment (runkit.system.envfind). The second way finds
 the target of a supervisor killed before it recorded it, and a daemon that double-forked and started
 a session of its own. Each process is identified by pid and start time, so a signal sent to it later
 is pinned to that very process (runkit.system.proc.signal_exact).
 """
-from runkit.system import envfind, proc
+from runkit.system import envfind, proc, proctable, trees
 
 JOB_ID_VARIABLE = "JOBMAN_JOB_ID"  # set in every target's environment by its supervisor
 
@@ -25,7 +25,7 @@ class Finder:
         """The live processes of the job's target (attempt: its last attempts row, or None)."""
         found = {}
         if attempt is not None and attempt["pid"] is not None:
-            for st in proc.orphaned_tree(attempt["pid"], attempt["start_time"], attempt["boot_id"]):
+            for st in trees.orphaned_tree(attempt["pid"], attempt["start_time"], attempt["boot_id"]):
                 found[st.pid] = st
         for st in self.tagged(job_id):
             found.setdefault(st.pid, st)
@@ -46,6 +46,6 @@ def describe(stats) -> list[dict]:
     """pid and command of each process, for show."""
     out = []
     for st in stats:
-        command = proc.command_line(st.pid)
+        command = proctable.command_line(st.pid)
         out.append({"pid": st.pid, "command": "?" if command is None else command})
     return out

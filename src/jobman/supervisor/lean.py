@@ -53,7 +53,7 @@ def environment(environ) -> dict[str, str]:
 
 def is_lean(pid: int) -> bool | None:
     """Whether that process is a supervisor in its lean form (None: it cannot be read)."""
-    from runkit.system import proc
+    from runkit.system import proctable
 
-    command = proc.command_line(pid)
+    command = proctable.command_line(pid)
     return None if command is None else command.split(" ", 1)[0] == NAME

@@ -11,7 +11,7 @@ import os
 import select
 import time
 
-from runkit.system import proc
+from runkit.system import proc, trees
 
 
 class Processes:
@@ -50,10 +50,10 @@ class Processes:
 
     def signal_tree(self, sig: int) -> int:
         """Signal every live descendant of this process; how many were signalled."""
-        return proc.signal_tree(os.getpid(), sig)
+        return trees.signal_tree(os.getpid(), sig)
 
     def any_descendants(self) -> bool:
-        return bool(proc.live_descendants(os.getpid()))
+        return bool(trees.live_descendants(os.getpid()))
 
     def verify(self, pid, start_time, boot, awake: bool = False) -> bool:
         return proc.verify(pid, start_time, boot, awake=awake)

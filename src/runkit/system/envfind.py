@@ -10,7 +10,8 @@ started with, and /proc/PID/cwd, fd/); only this user's processes are looked at.
 """
 import os
 
-from .proc import Stat, environ_of, owner_uid, paths_held, pids, stat
+from .proc import Stat, stat
+from .proctable import environ_of, owner_uid, paths_held, pids
 
 
 def processes_with(name: str, values=None) -> dict[str, list[Stat]]:

@@ -20,7 +20,7 @@ newline): if not, readers skip the partial line, so what follows their marker st
 """
 import os
 
-from . import proc
+from . import host
 
 # After a cut, keep the newest 92% of the cap: a reader is promised at least 90% of it, even after
 # it skips the partial line where the cut fell. (A cut costs a write-back of what is not on disk yet,
@@ -66,7 +66,7 @@ class LogCap:
                 if length <= 0:
                     return 0  # a cap under two blocks holds to the block: copying would risk the newest bytes
                 boundary = self._line_starts_at(length)
-                if proc.collapse_range(self.fd, 0, length):
+                if host.collapse_range(self.fd, 0, length):
                     self.at_line_start = boundary
                     self._settle("collapse")
                     return self._moved(length)
@@ -75,7 +75,7 @@ class LogCap:
                 # Start at a block boundary: the partial block the last punch ended in is freed now.
                 start = self.dropped - self.dropped % self._block
                 boundary = self._line_starts_at(cut_to) if self.shift == 0 else True
-                if self.shift == 0 and proc.punch_hole(self.fd, start, cut_to - start):
+                if self.shift == 0 and host.punch_hole(self.fd, start, cut_to - start):
                     self.at_line_start = boundary
                     self._settle("punch")
                     done, self.dropped = cut_to - self.dropped, cut_to

@@ -10,7 +10,7 @@
     slotend.py    the end of a slot: its outcome settled, or the cancel, shutdown or hand-back honoured
     takeover.py   the restart check at start: jobs the worker this one replaced left on this host; orphans stopped
     logonce.py    LogOnce: saying a thing once, bounded
-    adapters:     processhost.py (the jobs' processes), jobio.py (their transfers), workspace.py and workroot.py
+    adapters:     processhost.py (the jobs' processes), jobio.py (their transfers), workspace.py and hostfiles.py
                   (their directories, the agents' locks), environment.py (a job's environment and $STADO_BIN shim)
     renewals.py   Renewals: each slot's renewals, on a thread of their own
     config.py     AgentConfig; lease.py the promise (pure)

@@ -5,7 +5,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from runkit.system.proc import physical_memory
+from runkit.system.host import physical_memory
 
 from ..core.admission import Offer
 from ..core.errors import BadInput

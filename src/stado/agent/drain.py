@@ -1,7 +1,7 @@
 """`stado agent --drain`: the agents running on this host claim nothing new, hand back to the queue what they
 claimed but have not started, let what runs finish, and exit; this waits until they have.
 
-The agents are found by their lock files under the host's work root (workroot.live_agents): a held lock is a
+The agents are found by their lock files under the host's work root (hostfiles.live_agents): a held lock is a
 live agent, and the file names its pid and start time, so the SIGTERM reaches that very process and never a
 later one with its pid. A request file beside the lock tells it the SIGTERM means a drain. An agent from
 before drains existed treats it as a plain SIGTERM (it lets its unstarted jobs start and finish too).
@@ -12,7 +12,7 @@ import time
 
 from runkit.system import proc
 
-from .workroot import agent_gone, drain_path, live_agents
+from .hostfiles import agent_gone, drain_path, live_agents
 
 
 def drain(work_root: str, *, say, poll: float = 0.2) -> int:

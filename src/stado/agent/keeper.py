@@ -76,18 +76,18 @@ class Keeper:
     def _pin(self) -> int | None:
         """A pidfd on the job's shell: the one its agent opened as it spawned it (fd 3), else one opened here (a shell
         that ended before this process began is then told by its agent's exit-status file alone)."""
-        from runkit.system import proc
+        from runkit.system import exits
 
         given = self.spec.get("pidfd")
         if isinstance(given, int):
             return given
         start = self.process.get("start_time")
-        return None if start is None else proc.exit_watch(self.process["pid"], start)
+        return None if start is None else exits.exit_watch(self.process["pid"], start)
 
     # -- the loop ------------------------------------------------------------------------------------------
 
     def run(self) -> int:
-        from stado.agent.workroot import PROMISE_FILE, read_json_file
+        from stado.agent.hostfiles import PROMISE_FILE, read_json_file
 
         while True:
             promise = read_json_file(self.job_dir, PROMISE_FILE)
@@ -120,7 +120,7 @@ class Keeper:
         """The store's time, from where its agent last measured it (`store` in the promise, against CLOCK_BOOTTIME):
         the renewals and verdicts it writes carry the store's time as its agent's do, on a host whose wall clock
         is off. This host's wall clock if its agent had not measured it yet."""
-        from stado.agent.workroot import PROMISE_FILE, read_json_file
+        from stado.agent.hostfiles import PROMISE_FILE, read_json_file
 
         return store_time(read_json_file(self.job_dir, PROMISE_FILE), boottime(), time.time())
 
@@ -164,12 +164,12 @@ class Keeper:
     def _look_at_shell(self) -> None:
         if self.ended is not None:
             return
-        from runkit.system import proc
+        from runkit.system import exits, proc
 
         pid, start = self.process["pid"], self.process.get("start_time")
         status = None
         if self.pidfd is not None:
-            status = proc.exit_status_of(self.pidfd, pid, start)
+            status = exits.exit_status_of(self.pidfd, pid, start)
             if status is None and proc.verify(pid, start, self.process.get("boot_id")):
                 return
         elif proc.verify(pid, start, self.process.get("boot_id")):
@@ -179,7 +179,7 @@ class Keeper:
             self._write_exit_status()
 
     def _write_exit_status(self) -> None:
-        from stado.agent.workroot import EXIT_STATUS_FILE, write_exit_status
+        from stado.agent.hostfiles import EXIT_STATUS_FILE, write_exit_status
 
         path = os.path.join(self.job_dir, EXIT_STATUS_FILE)
         if not os.path.exists(path):
@@ -203,7 +203,7 @@ class Keeper:
     # -- stopping the job --------------------------------------------------------------------------------------
 
     def _stop(self, promise: dict, kill: float) -> int | None:
-        from stado.agent.workroot import write_kept
+        from stado.agent.hostfiles import write_kept
 
         self._look_at_shell()
         if self.ended is not None:  # it ended on its own just now: its outcome is recorded, not a lost worker's

@@ -56,7 +56,7 @@ from .renewals import Renewals
 from .runner import SlotRunner
 from .slot import Phase, Slot, Stop
 from .takeover import settle_here, settle_left_by_replaced, stop_orphans
-from .workroot import HostLock, HostName, drain_path
+from .hostfiles import HostLock, HostName, drain_path
 from .workspace import Workspace
 
 TYPE_CHECKING = False

@@ -13,9 +13,9 @@ import signal
 import sys
 
 from runkit.core import jsonfast
-from runkit.system import proc
+from runkit.system import exits, proc, trees
 
-from .workroot import EXIT_STATUS_FILE, attempt_tag, write_exit_status
+from .hostfiles import EXIT_STATUS_FILE, attempt_tag, write_exit_status
 
 TERM, KILL = signal.SIGTERM, signal.SIGKILL
 
@@ -42,7 +42,7 @@ class ProcessHost:
             os.close(null)
             os.close(out)
         self._status_paths[pid] = os.path.join(job_dir, EXIT_STATUS_FILE)
-        pidfd = proc.pin_child(pid)  # pinned at once: its keeper, given it, learns how the shell ended whoever reaps it
+        pidfd = exits.pin_child(pid)  # pinned at once: its keeper, given it, learns how the shell ended whoever reaps it
         if pidfd is not None:
             self._pidfds[pid] = pidfd
         ident = proc.identity(pid)
@@ -84,7 +84,7 @@ class ProcessHost:
         exit_of_watched() reads its exit status once it ends; None if it cannot be pinned."""
         if not process or process.get("boot_id") != proc.boot_id() or process.get("start_time") is None:
             return None
-        pidfd = proc.exit_watch(process["pid"], process["start_time"])
+        pidfd = exits.exit_watch(process["pid"], process["start_time"])
         return None if pidfd is None else (pidfd, process["pid"], process["start_time"])
 
     def exit_of_watched(self, handle) -> tuple[int | None, int | None] | None:
@@ -92,7 +92,7 @@ class ProcessHost:
         or None if the kernel does not say."""
         if handle is None:
             return None
-        status = proc.exit_status_of(*handle)
+        status = exits.exit_status_of(*handle)
         os.close(handle[0])
         return None if status is None else proc.describe_status(status)
 
@@ -102,7 +102,7 @@ class ProcessHost:
         double-forked into a session of its own, which no walk of the tree finds)."""
         if not process:
             return []
-        found = {st.pid: st for st in proc.orphaned_tree(process.get("pid"), process.get("start_time"),
+        found = {st.pid: st for st in trees.orphaned_tree(process.get("pid"), process.get("start_time"),
                                                           process.get("boot_id"))}
         if process.get("job") and process.get("attempt_started") and process.get("boot_id") == proc.boot_id():
             for st in _same_attempt(process["job"], process["attempt_started"]):
@@ -165,7 +165,7 @@ class ProcessHost:
     def keeper_alive(self, job_dir: str) -> bool:
         """Whether the keeper that job directory names (keeper.json) still runs: an agent taking the job over
         starts another only if not."""
-        from .workroot import read_json_file
+        from .hostfiles import read_json_file
 
         kept = read_json_file(job_dir, "keeper.json") or {}
         return proc.verify(kept.get("pid"), kept.get("start_time"), kept.get("boot_id"))
@@ -203,7 +203,7 @@ class ProcessHost:
         lsof would list): the restart check's evidence that a job left by a dead agent still runs."""
         from runkit.system.envfind import using_path
 
-        from .workroot import read_json_file
+        from .hostfiles import read_json_file
 
         # The job's keeper holds its log there: it speaks for the job, it is not the job.
         kept = read_json_file(directory, "keeper.json") or {}
@@ -227,7 +227,7 @@ def _same_attempt(job_id: str, started_at: str) -> list:
 
 
 def of_attempt(pid: int, tag: str) -> bool:
-    """Whether process `pid` belongs to the attempt `tag` names (workroot.attempt_tag of its
+    """Whether process `pid` belongs to the attempt `tag` names (hostfiles.attempt_tag of its
     WC_JOB_STARTED_AT)."""
     from runkit.system.envfind import environ_value
 

@@ -6,7 +6,7 @@ import os
 import time
 
 from ..core import keys
-from .workroot import HostLock
+from .hostfiles import HostLock
 from ..store.cas import read
 from ..objectstore.base import Version
 

@@ -36,7 +36,7 @@ from .processhost import of_attempt
 from .runner import SlotRunner
 from .slot import Slot, Stop
 from .standin import KEPT
-from .workroot import left_by_gone_agents
+from .hostfiles import left_by_gone_agents
 
 REPLACED = "its worker was replaced while it ran"
 

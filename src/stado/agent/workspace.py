@@ -1,4 +1,4 @@
-"""The jobs' directories on this host, as one agent uses them (the files of workroot.py): made when a job is
+"""The jobs' directories on this host, as one agent uses them (the files of hostfiles.py): made when a job is
 claimed, given its inputs file and its $STADO_BIN shim, removed when its slot goes (unless --keep-work). The
 simulator and the in-process tests pass one that touches no disk."""
 import os
@@ -9,7 +9,7 @@ from runkit.core.clock import SYSTEM, Clock
 from ..queue import artifacts
 from .config import AgentConfig
 from .environment import SHIM_NAME, shim_text
-from .workroot import (KEPT_FILE, PROMISE_FILE, agent_lock, job_dir, owner_of, read_exit_status, read_json_file, write_owner, write_promise)
+from .hostfiles import (KEPT_FILE, PROMISE_FILE, agent_lock, job_dir, owner_of, read_exit_status, read_json_file, write_owner, write_promise)
 
 
 class Workspace:

@@ -73,7 +73,7 @@ def add_agent_parser(sub) -> None:
 def config_from_args(args):
     from ..agent.config import AgentConfig
     from ..core.spec import parse_list, parse_memory
-    from ..agent.workroot import default_work_root
+    from ..agent.hostfiles import default_work_root
 
     host = args.host or os.environ.get("STADO_HOST") or None
     extra = {"host": host} if host else {}
@@ -96,7 +96,7 @@ def config_from_args(args):
 def cmd_agent(args) -> int:
     from ..agent import run_agent
     from ..core.keys import READY
-    from ..agent.workroot import prepare_work_root
+    from ..agent.hostfiles import prepare_work_root
 
     if args.drain:
         return _drain(args)
@@ -123,7 +123,7 @@ def cmd_agent(args) -> int:
 
 def _drain(args) -> int:
     from ..agent.drain import drain
-    from ..agent.workroot import default_work_root
+    from ..agent.hostfiles import default_work_root
 
     def say(line: str) -> None:
         sys.stdout.write(f"stado: {line}\n")

@@ -31,7 +31,7 @@ import os
 import time
 import zlib
 
-from runkit.system import filelocks, proc
+from runkit.system import filelocks, host
 from runkit.system.durable import unlink_quietly
 
 from .base import (AlreadyExists, Blob, Entry, InvalidKey, NotFound, ObjectStore, PreconditionFailed, StoreError, StoreUnavailable, Version, check_key, check_range, dir_prefix)
@@ -72,7 +72,7 @@ class FileStore(ObjectStore):
             pass  # the waiters poll all the same
 
     def wake_fd(self, topic: str) -> int | None:
-        return proc.watch_directory(self._wake)
+        return host.watch_directory(self._wake)
 
     def _now_ns(self) -> int:
         """The store's clock: the kernel's, which stamps every mtime here, read once at open and counted on from

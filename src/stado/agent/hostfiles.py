@@ -1,4 +1,5 @@
-"""The agents' work root on a host: each agent's lock file, and each job's directory.
+"""The files the agents of one host share under their work root (--work-root): each agent's lock file, and each
+job's directory; workspace.py is one agent's use of them.
 
     <work-root>/agents/<agent-id>.lock   an exclusive flock held while that agent lives (the kernel lets go
                                          when it dies, however it dies: a free lock proves it gone); it names
@@ -15,7 +16,7 @@ record names its directory.
 import os
 
 from runkit.core import jsonfast
-from runkit.system import filelocks, proc
+from runkit.system import filelocks, host, proc
 
 from ..core.errors import BadInput
 
@@ -118,7 +119,7 @@ class HostLock:
 
 class HostName:
     """This agent's claim, on this machine, of its host name in its store, with its work root: a name in the abstract socket
-    namespace (runkit.system.proc.claim_name), which the kernel lets go when the agent dies. Agents of one host share a
+    namespace (runkit.system.host.claim_name), which the kernel lets go when the agent dies. Agents of one host share a
     work root (their locks there make them siblings); a second agent that names the same host with another work root
     would not see the first one's locks, so it is refused at start, in one line."""
 
@@ -139,10 +140,10 @@ class HostName:
     def take(self) -> None:
         """BadInput when a live agent on this machine runs as this host with another work root."""
         try:
-            self._sock = proc.claim_name(f"{self.base}{self.root}/{self.agent_id}")
+            self._sock = host.claim_name(f"{self.base}{self.root}/{self.agent_id}")
         except OSError:
             return  # no abstract namespace here (not Linux): running records' owner identities still guard
-        others = [name[len(self.base):].split("/") for name in proc.names_claimed(self.base)]
+        others = [name[len(self.base):].split("/") for name in host.names_claimed(self.base)]
         clash = [agent for root, agent in (o for o in others if len(o) == 2) if root != self.root]
         if clash:
             self.release()
