@@ -3,7 +3,8 @@ import os
 
 from ..core.brief import brief
 from ..core.errors import BadInput
-from ..queue.submission import Submission, check_key
+from ..queue.submission import Submission
+from ..queue.submitkeys import check_key
 from ..core.spec import JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate
 
 FIELDS = ("command", "name", "cores", "memory", "accelerators", "priority", "capabilities", "providers", "provider",

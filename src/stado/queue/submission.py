@@ -7,7 +7,7 @@ job is looked for under every prefix of its life (queue/, running/, the terminal
 left queue/ already). What the store holds is what the submit reports: queued (exit 0), not queued (exit 4: only
 when no write of ours can be there, or land later), or unknown (exit 7, with the id, when it cannot tell).
 
-`--key KEY` makes a submit idempotent: submit-keys/<key>.json (create-if-absent) names the job the key submitted,
+`--key KEY` makes a submit idempotent (submitkeys.py): submit-keys/<key>.json (create-if-absent) names the job the key submitted,
 with that job's first record and a hash of the request, and is written before the job: running the same command
 again returns that job, finishing its submission first if a run stopped between the two writes.
 """
@@ -24,6 +24,7 @@ from ..core.errors import BadInput, Conflict, JobNotFound, NotSubmitted, Outcome
 from ..objectstore.base import AccessDenied, NotFound, ObjectStore, StoreError
 from ..store.landing import EXISTING, LANDED, NOT_LANDED, TAKEN, UNKNOWN, Patience, create, retried
 from .readyindex import index
+from .submitkeys import check_key, claim_key, keyed_job, request_hash
 from ..core.spec import InputRef, JobSpec, validate, with_inputs
 
 # How long a submit goes on trying a write whose answer was lost (from its first failure), before it says what
@@ -65,21 +66,6 @@ class Queued(record("Queued", "docs unknown unindexed existing stopped")):
     (what the rest of it did not get), or None."""
 
     __slots__ = ()
-
-
-MAX_KEY = 200
-_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:@+=-")
-
-
-def check_key(key) -> str:
-    """An idempotency key as `--key` takes it; BadInput, in one line, otherwise. It becomes part of a store key, so
-    it is kept to characters every backend holds as they are."""
-    if (not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY or not set(key) <= _KEY_CHARS
-            or not key[0].isalnum()):
-        shown = repr(key[:60] + "..." if isinstance(key, str) and len(key) > 60 else key)
-        raise BadInput(f"bad --key {shown}: use 1-{MAX_KEY} letters, digits and . _ : @ + = -, starting with a letter "
-                       "or digit")
-    return key
 
 
 def _producer(store: ObjectStore, selector: str, name: str) -> str:
@@ -184,7 +170,7 @@ def _write(store: ObjectStore, plan: "_Plan", first: d.Job, settle_seconds: floa
     (what stopped it, the error, the first record it was writing)."""
     patience = Patience(settle_seconds)
     if plan.key is not None and plan.found is None:
-        outcome, said = _claim_key(store, plan, first, patience)
+        outcome, said = claim_key(store, plan.key, plan.request, first, patience)
         if isinstance(outcome, d.Job):  # another run took the key meanwhile, for the same request
             first = outcome
         elif outcome != LANDED:  # the job itself was not written: whatever became of the key, it is not queued
@@ -232,69 +218,9 @@ def _plans(store: ObjectStore, items: list[Submission], rerun_of: str | None, re
                                "submitted")
             batch_keys.add(item.key)
             request = request_hash(item, rerun_of, rerun_inputs)
-            found = _keyed_job(store, item.key, request)
+            found = keyed_job(store, item.key, request)
         plans.append(_Plan(job_id, spec, [] if found is not None else sends, item.key, request, found))
     return plans
-
-
-def request_hash(item: Submission, rerun_of: str | None = None, rerun_inputs: str | None = None) -> str:
-    """What a key stands for: the request as it was given (the command and every flag, inputs by the selectors
-    typed, uploads by their paths), not as it was resolved: the same command run again is the same request even
-    once a named producer has a newer run."""
-    from runkit.core import jsonfast
-    from runkit.core.hashing import sha256
-
-    inputs = [entry.to_json() if isinstance(entry, InputRef) else list(entry) for entry in item.inputs]
-    request = {"spec": item.spec.to_json(), "inputs": inputs, "uploads": [os.path.abspath(p) for p in item.uploads],
-               "rerun_of": rerun_of, "rerun_inputs": rerun_inputs}
-    return sha256(jsonfast.dumps(request, sort_keys=True).encode()).hex()
-
-
-def _keyed_job(store: ObjectStore, key: str, request: str) -> d.Job | None:
-    """The first record of the job `key` submitted, None if the key is new; BadInput if it was given with another
-    request."""
-    from ..store.cas import read_json
-
-    found = read_json(store, keys.submit_key(key))
-    return None if found is None else _key_job(key, found[0], request)
-
-
-def _key_job(key: str, record_: dict, request: str) -> d.Job:
-    from ..core.errors import CorruptDocument
-
-    where = keys.submit_key(key)
-    try:
-        first = d.decode(where, d.encode(record_["doc"]))
-        job_id, theirs = str(record_["job"]), record_["request"]
-    except (KeyError, TypeError) as e:
-        raise CorruptDocument(where, f"missing or bad field {e}") from None
-    if theirs != request:
-        raise BadInput(f"--key {key} already submitted job {job_id}, with another command or other flags; nothing was "
-                       f"submitted (a key names one request: give another key, or see `stado status {job_id}`)")
-    return first
-
-
-def _claim_key(store: ObjectStore, plan: _Plan, first: d.Job, patience: "Patience"):
-    """Write the key's record (create-if-absent) naming this job: (LANDED, None); (the first record of the job
-    another run submitted with the same key and request, None) when it took the key first; otherwise (NOT_LANDED
-    or UNKNOWN, the store's error)."""
-    nonce = new_nonce()
-    record_ = {"key": plan.key, "job": first.id, "request": plan.request, "doc": first.raw, "nonce": nonce,
-               "generation": 1, "written_at": first.written_at, "written_by": first.written_by}
-    where = keys.submit_key(plan.key)
-
-    def mine():
-        from ..store.cas import read_json
-
-        found = read_json(store, where)
-        if found is None:
-            return False
-        return True if found[0].get("nonce") == nonce else found[0]
-
-    outcome, said = create(store, where, d.encode(record_), mine, patience, exists_is_ours=False)
-    if outcome == TAKEN:
-        return _key_job(plan.key, said, plan.request), None
-    return outcome, said
 
 
 def _records_of(store: ObjectStore, first: d.Job):
