@@ -470,8 +470,7 @@ def test_every_docs_page_the_readme_names_exists():
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 # Modules still over the bound, each at most the lines it has now: one may shrink (and then leaves this table),
 # never grow. An empty table is the goal.
-OVERSIZE = {"stado/agent/runner.py": 511,
-            "stado/agent/owner.py": 485}
+OVERSIZE = {"stado/agent/owner.py": 485}
 
 
 def test_no_module_grows_past_its_bound():

@@ -6,7 +6,8 @@
     queue_knowledge.py  QueueKnowledge: what it knows of the queue between polls, keyed by version
     fleet.py      Fleet: the live agents (one LIST of agents/), for the claim pass's rank among them
     slot.py       Slot, its Phase and why it is stopped (Stop)
-    runner.py     SlotRunner: each tick of a slot (launch, renew, stop, re-adoption)
+    runner.py     SlotRunner: each tick of a slot (launch, stop, the end)
+    slot_renewal.py  SlotRenewal, its renewal half: renewing a claim, and meeting a refusal (re-adoption)
     slotend.py    the end of a slot: its outcome settled, or the cancel, shutdown or hand-back honoured
     takeover.py   the restart check at start: jobs the worker this one replaced left on this host; orphans stopped
     logonce.py    LogOnce: saying a thing once, bounded
