@@ -1,4 +1,4 @@
-"""The chaos soak of both tools (issue 14): real CLIs, real processes, real signals, real SQLite and real object
+"""The chaos soak of both tools: real CLIs, real processes, real signals, real SQLite and real object
 stores, under faults injected at random, with every invariant checked afterwards from durable state and from
 the jobs' own side effects.
 

@@ -298,7 +298,7 @@ def signal_quietly(pid: int, sig: int) -> bool:
 
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 LOCKED = re.compile(r"database is locked")
-# A line that says the lock was waited out (what issue 9 asks a supervisor to log) is not a failure.
+# A line that says the lock was waited out (what a supervisor logs when it waited one out) is not a failure.
 WAITED = re.compile(r"waiting for|retrying|waited")
 
 

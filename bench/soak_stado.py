@@ -301,7 +301,7 @@ class StadoSoak:
 
     def _cancel_one(self) -> bool:
         """Cancel one of the newest jobs (most likely still queued or running), now and then any job; a third of
-        the time one that fails first and retries (a cancel landing while its retry is written is issue 19's)."""
+        the time one that fails first and retries (a cancel landing while its retry is written)."""
         with self._lock:
             ids = list(self.accepted)
             retrying = [i for i in ids[-60:] if self.accepted[i] in self.retrying]

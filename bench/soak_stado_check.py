@@ -110,7 +110,7 @@ _ENDED = re.compile(r"already (?:finished \((\w+)\)|(\w+)(?: \((\w+)\))?)")
 
 
 def _cancels_kept(r, final, runs, faults, slack) -> None:
-    """Issue 19: a cancel that answered is kept to its word (see the module's docstring)."""
+    """A cancel that answered is kept to its word (see the module's docstring)."""
     kept = 0
     for f in faults.of("cancel"):
         kind, _, message = (f.detail or "").partition(": ")

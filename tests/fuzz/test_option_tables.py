@@ -1,4 +1,4 @@
-"""The two readers of one option table agree (issue 10): `jobman run` and `stado submit` read well-formed options
+"""The two readers of one option table agree: `jobman run` and `stado submit` read well-formed options
 with runkit.cli.fastargs (no argparse on the start-up path) and fall back to argparse built from the same table.
 Every input the table parser accepts must be parsed identically by that argparse, so every input argparse
 refuses is refused; and what the command's own entry point makes of the input is what argparse makes of it.

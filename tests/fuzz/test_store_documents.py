@@ -243,7 +243,7 @@ def test_a_damaged_schedule_is_skipped_by_every_agent_and_listed(data):
     assert ScheduleKnowledge(store, submitter="fuzz").tick(DUE) is not None
     assert {e.key for e in store.list(keys.QUEUE)} == set(queued), "fired twice"
     problems: list[str] = []
-    listed = list_schedules(store, problems=problems)  # one damaged schedule never hides the others (issue 23)
+    listed = list_schedules(store, problems=problems)  # one damaged schedule never hides the others
     sound = (doc is not None and doc.get("name") == "nightly" and isinstance(doc.get("cron"), str)
              and isinstance(doc.get("spec"), dict))
     assert (len(listed), len(problems)) == ((1, 0) if sound else (0, 1)), (listed, problems)

@@ -249,7 +249,7 @@ def test_exact_zero_log_limit_means_no_cap_and_8k_is_kept(jobman):
 
 
 # Every command and every option that takes text, given bytes that are not UTF-8 (the shell passes them; Python
-# smuggles them through as lone surrogates): one line, exit 2, nothing written, never a traceback (issue 23).
+# smuggles them through as lone surrogates): one line, exit 2, nothing written, never a traceback.
 # What a job's command itself may hold is bytes (`run -- printf '\xff'`): that is run, not refused.
 UNDECODABLE = "x\udcff"
 UNDECODABLE_ARGS = [

@@ -1,4 +1,4 @@
-"""`jobman run --array SPEC` and `jobman run --from FILE` (issue 21): many jobs from one command, each with
+"""`jobman run --array SPEC` and `jobman run --from FILE`: many jobs from one command, each with
 the handoff of one job and a supervisor of its own. Bad input refuses the whole batch before anything is
 committed; a batch stopped part way (a failed handoff, an interrupt) says which jobs were submitted, and
 leaves none of the others half submitted."""

@@ -1,4 +1,4 @@
-"""restart (with dependents re-wired), signal (to the whole tree) and hold / release (issue 13)."""
+"""restart (with dependents re-wired), signal (to the whole tree) and hold / release."""
 import json
 import os
 import signal

@@ -1,4 +1,4 @@
-"""The small things of daily use (issue 13): show's environment summary, --version, completion, usage,
+"""The small things of daily use: show's environment summary, --version, completion, usage,
 wait --timeout's own exit code, group rm, prune --succeeded, the on-finish hook."""
 import json
 import re
@@ -63,7 +63,7 @@ def test_bash_completion_completes_commands_flags_and_jobs(jobman):
     assert sorted(_bash_complete(jobman, "jobman show ")) == ["1", "last", "nightly-build"]
     assert _bash_complete(jobman, "jobman logs night") == ["nightly-build"]
     assert _bash_complete(jobman, "jobman completion f") == ["fish"]
-    # Issue 23: values of --after*, --group and --state too.
+    # Values of --after*, --group and --state too.
     jobman("group", "set", "gpu", "--limit", "1", check=True)
     assert sorted(_bash_complete(jobman, "jobman run --after-success ")) == ["1", "last", "nightly-build"]
     assert _bash_complete(jobman, "jobman run --after nigh") == ["nightly-build"]
@@ -116,7 +116,7 @@ def test_prune_succeeded_keeps_the_failures(jobman):
 
 
 def test_prune_named_jobs_removes_those_or_nothing(jobman, tmp_path):
-    """Issue 23: `jobman prune JOB...` removes the jobs named (and their logs), all of them or none."""
+    """`jobman prune JOB...` removes the jobs named (and their logs), all of them or none."""
     first, second, third = (jobman.run("true") for _ in range(3))
     gate = tmp_path / "gate"
     running = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
@@ -163,7 +163,7 @@ def _has_open(pid: int, name: str) -> bool:
 
 
 def test_wait_all_and_wait_group(jobman, tmp_path):
-    """Issue 23: `jobman wait --all` and `--group G` (pueue's wait, tsp -w): every job unfinished at the call (of
+    """`jobman wait --all` and `--group G` (pueue's wait, tsp -w): every job unfinished at the call (of
     that group), the exit status mirroring them as for named jobs."""
     gate = tmp_path / "gate"
     jobman("group", "set", "g", "--limit", "4", check=True)

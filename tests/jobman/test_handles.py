@@ -1,4 +1,4 @@
-"""Handles: the short per-home number of every job, typed wherever JOB is taken (issue 13)."""
+"""Handles: the short per-home number of every job, typed wherever JOB is taken."""
 import json
 import sqlite3
 
@@ -79,7 +79,7 @@ def test_an_old_database_gets_handles_in_submission_order(tmp_path):
 
 def test_run_prints_the_handle_and_the_commands_that_change_jobs_echo_it(jobman):
     """jobman run prints the handle (what people type); --print-id and --json give the UUID. cancel, hold,
-    release, signal and priority answer in handles too (issue 23)."""
+    release, signal and priority answer in handles too."""
     first = jobman("run", "--", "sleep", "30", check=True).stdout
     assert first == "1\n"
     as_id = jobman("run", "--print-id", "--group", "default", "--delay", "1h", "--", "true", check=True).stdout.strip()

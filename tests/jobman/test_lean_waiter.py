@@ -1,4 +1,4 @@
-"""The lean waiting form (issue 21): a waiting supervisor execs into bash blocked on its doorbell and back
+"""The lean waiting form: a waiting supervisor execs into bash blocked on its doorbell and back
 into Python when rung or at its timer, as the same process. Everything that holds for a waiting job holds
 in that form: it wakes, takes a slot and runs; it is cancelled, held and released; the lease round verifies
 it and renews its lease, a killed one is found lost and a stopped one is left alone; no ring is lost while
@@ -79,7 +79,7 @@ def test_a_lean_waiter_is_the_same_process_costs_little_and_wakes_takes_a_slot_a
     assert start_time(pid) == state["supervisor_start_time"] and os.getsid(pid) == pid
     assert os.readlink(f"/proc/{pid}/exe") == "/usr/bin/bash"
     assert environ_of(pid)["LC_ALL"] == "C" and environ_of(pid)["JOBMAN_HOME"] == jobman.env["JOBMAN_HOME"]
-    assert uss_kib(pid) < 512, uss_kib(pid)  # issue 21: at most 0.5 MiB (a Python supervisor is ~4.4 MiB)
+    assert uss_kib(pid) < 512, uss_kib(pid)  # At most 0.5 MiB (a Python supervisor is ~4.4 MiB)
     holder_pid = jobman.state(holder)["supervisor_pid"]
     assert not is_lean(holder_pid) and uss_kib(holder_pid) > 2048  # the round's holder stays in Python
     out = tmp_path / "ran"

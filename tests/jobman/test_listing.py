@@ -1,4 +1,4 @@
-"""`jobman list` for hundreds of jobs: filters, columns, width, colour, places in line, lost jobs (issue 13)."""
+"""`jobman list` for hundreds of jobs: filters, columns, width, colour, places in line, lost jobs."""
 import json
 import os
 import pty
@@ -149,7 +149,7 @@ def test_a_long_queue_lists_its_newest_hundred_waiting_jobs_and_says_how_many_mo
 
 
 def test_other_peoples_text_never_reaches_the_terminal_as_control(jobman):
-    """Issue 23: a command containing an escape sequence retitled the terminal through list and show, and a newline
+    """A command containing an escape sequence retitled the terminal through list and show, and a newline
     split a row of the table. Shown escaped, one line per job; --json and logs stay byte-exact."""
     hostile = "echo '\x1b]0;pwned\x07'; printf 'two\\nlines'"
     job = jobman.run("sh", "-c", hostile, "x\ny")

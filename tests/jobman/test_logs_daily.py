@@ -1,5 +1,5 @@
 """logs: no JOB means the newest job; --follow puts each attempt's header first; a cut log keeps >= 90%
-of its cap from a line boundary on (issue 13)."""
+of its cap from a line boundary on."""
 import os
 import re
 import select

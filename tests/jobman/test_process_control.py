@@ -362,7 +362,7 @@ def _fd_targets(pid: int) -> dict[int, str]:
 
 
 def test_no_descriptor_of_the_submitter_reaches_the_supervisor_or_the_target(jobman, tmp_path):
-    # Issue 20: a descriptor the submitting shell left open (here fd 7, a copy of the pipe into `cat`)
+    # A descriptor the submitting shell left open (here fd 7, a copy of the pipe into `cat`)
     # used to stay open in the supervisor and the target, so the pipeline waited for the job to end.
     script = f"(exec 7>&1; {shutil.which('jobman', path=jobman.env['PATH'])} run --print-id -- sleep 30) | cat"
     started = time.monotonic()

@@ -117,7 +117,7 @@ def test_a_corrupt_record_is_reported_and_hides_nothing_else(jobman):
 
 
 def test_show_and_list_give_the_same_record(jobman):
-    """Issue 23: `show --json` gave `"started_at": null` for a job that ran, while `list --json` had it."""
+    """`show --json` gave `"started_at": null` for a job that ran, while `list --json` had it."""
     job = jobman.run("true")
     jobman("wait", job, check=True)
     listed = next(j for j in json.loads(jobman("list", "--json", check=True).stdout) if j["id"] == job)

@@ -490,7 +490,7 @@ def test_bad_group_limit(jobman, limit):
 
 
 def test_a_waiting_jobs_priority_can_change_and_it_keeps_its_place_within_the_new_one(jobman, tmp_path):
-    """Issue 23: `jobman priority JOB N` (tsp -u, pueue's switch): the job moves to priority N in its group's line,
+    """`jobman priority JOB N` (tsp -u, pueue's switch): the job moves to priority N in its group's line,
     in submission order within it."""
     gate = tmp_path / "gate"
     jobman("group", "set", "one", "--limit", "1", check=True)

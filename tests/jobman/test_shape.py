@@ -1,4 +1,4 @@
-"""The shape issue 22 gave jobman's supervisor, kept by walking its source (as tests/stado/test_shape.py keeps
+"""The shape of jobman's supervisor, kept by walking its source (as tests/stado/test_shape.py keeps
 stado's agent):
 
 - an owner is one object with declared state: no class of jobman/supervisor/ creates an attribute outside

@@ -303,7 +303,7 @@ def test_an_old_database_is_migrated(tmp_path):
 
 
 def test_a_full_home_is_full_not_damaged_and_reading_still_works(tmp_path):
-    """Issue 23: `jobman list` on a full home said 'disk I/O error ... move the damaged file aside' (exit 2), and
+    """`jobman list` on a full home said 'disk I/O error ... move the damaged file aside' (exit 2), and
     following that advice moves a healthy database away. Reading commands work; writing ones say the disk is
     full, in one line, exit 1; nothing suggests moving the database."""
     mount = tmp_path / "small"
@@ -366,7 +366,7 @@ READING = [["list"], ["list", "--json"], ["show", "JOB"], ["logs", "JOB"], ["wai
 @pytest.mark.parametrize("table", ["jobs", "job_state", "attempts", "events", "dependencies", "groups",
                                    "handle_sequence", "lease_round"])
 def test_each_reading_command_on_a_database_missing_a_table(jobman, table):
-    """Issue 23: a database missing one of its tables made `jobman show` and `run` end in a traceback. Every
+    """A database missing one of its tables made `jobman show` and `run` end in a traceback. Every
     reading command either reads what is there, or says in one line (exit 1) that the database lacks part of its
     schema; none writes, none tracebacks."""
     job_id = jobman.run("true")

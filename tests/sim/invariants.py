@@ -1,4 +1,4 @@
-"""What must hold in every run, checked where it can first break (issue 14's list, and the protocol's own
+"""What must hold in every run, checked where it can first break (the soak's list, and the protocol's own
 rules: a job is claimed by exactly one worker, and every writer is fenced by the generation it expects):
 
 - fencing: no writer deletes or overwrites a generation of a job newer than any it has read or written
@@ -17,7 +17,7 @@ rules: a job is claimed by exactly one worker, and every writer is fenced by the
   its own claim (its own retried write that landed must be recognised as its own, by the nonce);
 - attempt-twice: each attempt (the job's failures and requeues counters at its claim) starts once;
 - one-state / settles: once faults stop and the agents are idle, every job is in exactly one state and
-  terminal, unless it waits for the reaper (a running record whose agent crashed: issue 11);
+  terminal, unless it waits for the reaper (a running record whose agent crashed);
 - actor-raised: no actor dies of an exception the library did not expect (a traceback);
 - cancel-untrue: what `stado cancel` told its user holds: a job it said is cancelled ends cancelled, one it
   said had already finished ends as it said, and neither starts again afterwards;
@@ -51,7 +51,7 @@ RECORD_STATES = ("queued", "running") + keys.TERMINAL_STATES
 # reaper's EVIDENCE_FLOOR, or the job's lease if longer).
 EVIDENCE_FLOOR = 30.0
 CLOCK_GRAIN = 0.001  # the store's clock is read to a millisecond (a float's rounding is not an early fire)
-SKEW_BOUND = 300.0  # an agent whose clock is further off the store's than this is not honest (issue 19)
+SKEW_BOUND = 300.0  # an agent whose clock is further off the store's than this is not honest
 DECLINED = "its agent, or the agent that took it over, wrote its record since"  # stado.agent.standin's words
 CANCELLED_KINDS = ("cancelled_queued", "cancelled_running", "cancelled_finishing", "already_cancelling")
 
@@ -409,7 +409,7 @@ def at_end(sim) -> None:
         if "running" in states:
             owner = _owner(sim, sim.store.document(*sim.backend.peek(keys.running(job))))
             if owner is not None and owner.state == "crashed":
-                continue  # the reaper's (issue 11), and not late yet (_unreaped)
+                continue  # the reaper's, and not late yet (_unreaped)
             violation(sim, "settles", f"{name} is left in running/ ({'+'.join(states)}) by "
                                       f"{owner.name if owner else 'no agent'}, which is gone or no longer runs it")
             continue

@@ -1,4 +1,4 @@
-"""Named scenarios: the three races of issue 8, each a world shaped to make it likely (a profile pinned
+"""Named scenarios: the three races, each a world shaped to make it likely (a profile pinned
 over the drawn one), the seed that found it on the code before the fix, and the signatures it showed there
 (the cause, a fencing violation at the stale request, then the harm it did).
 
@@ -19,7 +19,7 @@ Scenario = namedtuple("Scenario", "seed pinned want about runs", defaults=(SCENA
 # what fails here is the race and not one of the other defects the default exploration finds.
 _RETRIES = dict(retries=2, exit_fail=0.7, p_fail=0.0, p_lost=0.0, p_crash=0.0, restarts=0, p_stall=0.08,
                 skew=0.0, schedule=False, cancel_aim="any", proxy=False)
-# Issue 19's worlds pin the new dimensions off unless they are the point, so each shows its own hole.
+# The cancel and clock worlds pin the new dimensions off unless they are the point, so each shows its own hole.
 _QUIET = dict(_RETRIES, p_jump=0.0)
 
 SCENARIOS = {

@@ -1,5 +1,5 @@
 """The deterministic simulator of stado's protocol (tests/sim/README.md): the default exploration, the
-named scenarios of issue 8's races, and the simulator's own guarantees (a seed replays exactly; a broken
+named scenarios of the races, and the simulator's own guarantees (a seed replays exactly; a broken
 store is caught and its failure shrunk)."""
 import hashlib
 import os
@@ -36,7 +36,7 @@ def test_the_default_exploration_finds_no_violation():
 
 
 def test_the_exploration_reaches_spread_claim_passes(monkeypatch):
-    """Issue 25: the agents' claim passes spread over the head of the claim order by rank (agent.claim_pass.spread).
+    """The agents' claim passes spread over the head of the claim order by rank (agent.claim_pass.spread).
     The simulator runs the real pass, so the exploration above covers that choice, provided its worlds reach it:
     passes whose walk is not the claim order (an agent of rank 1 or 2 among 2-3 agents with a job it goes past)."""
     from stado.agent import claim_pass

@@ -1,4 +1,4 @@
-"""The agent's own timers (issue 23), in process on a ManualClock: a timeout falls due on the agent's timer, not at
+"""The agent's own timers, in process on a ManualClock: a timeout falls due on the agent's timer, not at
 its next poll; the claim passes come fast while they find work and back off to --poll-seconds while idle."""
 from stado.queue import submission
 from stado.agent.slot import Phase, Stop

@@ -83,7 +83,7 @@ def test_the_agent_record_carries_a_generation_and_a_fresh_nonce(tmp_path):
 
 def test_jobs_waiting_for_a_producer_cost_almost_nothing_per_poll(tmp_path):
     """20 jobs wait on a producer that runs elsewhere, for 10 s: each poll lists queue/ (and running/, since
-    something waits) and reads nothing per waiting job. Issue 8's bound: <= 0.2 requests per waiting job
+    something waits) and reads nothing per waiting job. The bound: <= 0.2 requests per waiting job
     per poll (it was 4: its queue entry and the producer's three terminal records)."""
     import time
 

@@ -1,4 +1,4 @@
-"""Issue 19's holes, each driven in its exact interleaving on every backend (the Interleave wrapper parks one
+"""The cancel windows' holes, each driven in its exact interleaving on every backend (the Interleave wrapper parks one
 caller between two requests, as in test_races.py): a cancel landing while a retry or a requeue is being
 written, a stale worker waking after its job was claimed elsewhere and cancelled there, a worker whose clock
 runs an hour ahead dying with its job, and the smaller items found on the way."""
@@ -129,7 +129,7 @@ def test_a_cancel_whose_tombstone_another_writer_settled_reports_its_own_cancel(
 
 
 def test_a_cancel_of_a_job_waiting_for_its_retry_says_it_ran(store):
-    """Issue 20's 'Messages tell the truth': a job queued again for its retry is not 'cancelled before it
+    """'Messages tell the truth': a job queued again for its retry is not 'cancelled before it
     started'."""
     job = submit(store, retries=1)
     doc, version = claim(store, job, "owner")

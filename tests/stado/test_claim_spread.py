@@ -1,4 +1,4 @@
-"""Claim order with several agents (issue 25): agents that list the head of the claim order at the same moment each
+"""Claim order with several agents: agents that list the head of the claim order at the same moment each
 begin at their own part of it (claim_pass.spread, by their rank among the live agents: fleet.py), so they do not race
 for the same entry; one agent alone keeps the exact order (priority, then creation), and nothing of a higher
 priority is ever passed over. Real agents on a real in-memory store, on a ManualClock (tests/stado/inprocess.py);

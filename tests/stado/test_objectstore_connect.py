@@ -272,7 +272,7 @@ def test_an_azure_store_without_an_account_says_what_to_set():
     ("gs://b/p", {"endpoint": "http://127.0.0.1:4443"}, {}),
 ])
 def test_a_plain_http_endpoint_is_refused_without_allow_http(url, options, env):
-    """As docs/stado.md says: allow_http is what allows a plain-HTTP endpoint (issue 23: it was used anyway)."""
+    """As docs/stado.md says: allow_http is what allows a plain-HTTP endpoint (and nothing else: a plain-HTTP endpoint without it is refused)."""
     message = one_line_error(lambda: open_store(url, options, env=env))
     assert "is plain HTTP" in message and "allow_http = true" in message
     assert ("AWS_ENDPOINT_URL" if env else "endpoint") in message

@@ -1,4 +1,4 @@
-"""The three races issue 8 found by driving the library's steps by hand, driven here the same way on every
+"""Three races found by driving the library's steps by hand, driven here the same way on every
 backend (the Interleave wrapper parks one caller between two requests). Each must end with exactly one
 run of each attempt and one terminal record, and no job lost."""
 import threading

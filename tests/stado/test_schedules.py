@@ -57,7 +57,7 @@ def test_missed_fire_times_are_skipped():
 
 
 def test_every_fire_time_within_grace_is_fired_in_order_after_a_stall():
-    """Simulator (issue 19's schedule world): an agent that stalled past two fire times fired only the later one,
+    """Simulator (the schedule world): an agent that stalled past two fire times fired only the later one,
     and the earlier was lost without being counted. Each fire time still within grace is fired, in order."""
     store = MemoryStore()
     schedules.add(store, "tick", "* * * * *", SPEC, by="op", now=at("2026-11-30 10:00:30"))

@@ -1,4 +1,4 @@
-"""The shape issue 22 gave stado, kept by walking its source (as tests/test_layering.py keeps the layers):
+"""The shape of stado, kept by walking its source (as tests/test_layering.py keeps the layers):
 
 - typed records at the edge of storage: no module but the documents package reads a job document by a string key, and the
   phase names are spelled there alone;

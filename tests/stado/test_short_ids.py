@@ -1,4 +1,4 @@
-"""Short ids (issue 23): a unique id prefix of at least 6 characters finds a job, an ambiguous one names its
+"""Short ids: a unique id prefix of at least 6 characters finds a job, an ambiguous one names its
 candidates, and a prefix costs one short LIST per state directory, never a scan; a schedule's name finds the
 newest job it fired."""
 from datetime import datetime, UTC

@@ -45,7 +45,7 @@ def test_an_agent_refuses_a_store_that_ignores_a_condition(tmp_path, ignore):
 
 @pytest.mark.parametrize("store_target", ["file", "s3"], indirect=True)
 def test_an_agent_behind_a_path_that_drops_conditions_refuses_whatever_verdict_another_left(store_target, tmp_path):
-    """Issue 19: an honest agent ran on the store and left a safe verdict; an agent reaching the same URL through a
+    """An honest agent ran on the store and left a safe verdict; an agent reaching the same URL through a
     proxy that drops every condition started on that verdict, and 2 of 150 jobs ran twice. Each agent probes its
     own path at every start: the second one refuses, claims nothing, and the verdict it read changes nothing."""
     inner = store_target.open()

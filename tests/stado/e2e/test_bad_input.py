@@ -108,7 +108,7 @@ def test_unusable_work_roots_and_result_directories_are_one_line_errors(stado_en
 
 # Every command and every text argument, given bytes that are not UTF-8 (the shell passes them; Python smuggles
 # them through as lone surrogates) or an empty value where one means nothing: one line, exit 2, nothing written,
-# never a traceback (issue 23). "JOB" is replaced by a real job's id.
+# never a traceback. "JOB" is replaced by a real job's id.
 UNDECODABLE = "x\udcff"
 CRON = "*/5 * * * *"
 TEXT_ARGS = [

@@ -1,4 +1,4 @@
-"""Files in and out of jobs, through the real CLI and agents (issue 13): artifacts keep their mode,
+"""Files in and out of jobs, through the real CLI and agents: artifacts keep their mode,
 `stado submit --upload`, `stado job rerun` reading the original inputs (or names resolved again with
 --fresh-inputs); and `stado --version`."""
 import hashlib

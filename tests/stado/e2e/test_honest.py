@@ -1,4 +1,4 @@
-"""Honest errors and a safe terminal in stado (issue 23): corrupt schedules, endpoints that cannot work,
+"""Honest errors and a safe terminal in stado: corrupt schedules, endpoints that cannot work,
 other people's text escaped on the terminal."""
 import json
 import subprocess
@@ -143,7 +143,7 @@ def test_other_people_s_text_is_escaped_on_the_terminal_and_exact_in_json_and_ou
 @FILE_ONLY
 def test_schedule_add_takes_every_submit_flag_and_its_fired_jobs_get_them(stado_env, store, tmp_path):
     """--name, --input and --upload too (they were refused): the input resolved and the upload stored once, when
-    the schedule is added; each fired job then receives both (issue 23)."""
+    the schedule is added; each fired job then receives both."""
     import signal
 
     from .support import Agent, machine_status, run_until_idle, submit, wait_for

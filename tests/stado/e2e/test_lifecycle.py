@@ -292,7 +292,7 @@ def test_a_dead_agent_is_shown_stale_and_does_not_make_a_job_schedulable(stado_e
 
 
 def test_rerun_of_a_job_that_has_not_finished_is_refused_unless_beside(stado_env, tmp_path, store):
-    """Issue 19: `stado job rerun` of a job still queued or running made a second one beside it without a word."""
+    """`stado job rerun` of a job still queued or running made a second one beside it without a word."""
     job = submit(stado_env, "true", "--name", "once")
     before = {e.key: e.version for e in store.list("")}
     refused = stado(stado_env, "job", "rerun", "once", ok=False)

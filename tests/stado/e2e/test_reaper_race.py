@@ -1,5 +1,5 @@
 """A reaper and a renewal race on the same running document 1,000 times, from two processes released by a
-barrier before every round (issue 11): never both win, each side wins some rounds, and the store agrees
+barrier before every round: never both win, each side wins some rounds, and the store agrees
 with what each side reported."""
 import multiprocessing
 import time

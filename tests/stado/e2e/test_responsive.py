@@ -1,4 +1,4 @@
-"""Issue 23's "short ids" and "a fleet that feels responsive", through the real CLI and agents."""
+"""Short ids and a fleet that feels responsive, through the real CLI and agents."""
 import json
 import os
 import time
