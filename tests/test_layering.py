@@ -465,6 +465,28 @@ def test_every_docs_page_the_readme_names_exists():
     assert missing == []
 
 
+# A path of this tree as the docs and the code's prose write it: src/..., tests/..., bench/..., or a tool's
+# package path (jobman/supervisor/lease.py), ending in a file name with an extension. (bench/results/ holds what the
+# benchmarks write, not the tree.)
+TREE_PATH = re.compile(r"(?<![\w/.-])((?:src|tests|bench|demo)/[\w./-]*\w\.(?:py|md|sh|json|js|css)"
+                       r"|(?:runkit|jobman|stado)/[\w/]+\.py)\b")
+
+
+def test_every_file_the_docs_name_exists():
+    """Every path of this tree named in the docs, and in the code's docstrings and comments, is there: a move
+    leaves no stale pointer behind."""
+    missing = []
+    for name in _tracked("docs", "README.md", "src", "tests", "bench"):
+        if not name.endswith((".md", ".py")):
+            continue
+        text = (REPO / name).read_text()
+        for path in TREE_PATH.findall(text if name.endswith(".md") else _prose(text)):
+            if not path.startswith("bench/results/") and not any((base / path).exists()
+                                                                  for base in (REPO, SRC, REPO / "tests")):
+                missing.append(f"{name}: {path}")
+    assert missing == []
+
+
 # --- sizes a reader can hold ------------------------------------------------------------------------------
 
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
