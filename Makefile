@@ -46,7 +46,7 @@ test: $(STAMP) lint bytecode test-deps
 # runkit.core.jsonfast leans on CPython's private _json and falls back to the json package when it cannot: run the
 # JSON tests, jobman's unit tier and the handoff (ack, events, spec) once more with the fallback forced (~15 s).
 test-json-fallback: $(STAMP) bytecode
-	RUNKIT_JSON_FALLBACK=1 $(BIN)/python -m pytest -q tests/test_jsonfast.py tests/jobman/unit tests/jobman/test_handoff.py
+	RUNKIT_JSON_FALLBACK=1 $(BIN)/python -m pytest -q tests/runkit/test_jsonfast.py tests/jobman/unit tests/jobman/test_handoff.py
 
 # stado's deterministic simulator (tests/sim/README.md). `make sim` explores RUNS seeds (default 10000) on every
 # core; `make sim SEED=N` replays one seed and prints its failure shrunk; `make sim SCENARIO=race1` (race2,

@@ -1,6 +1,6 @@
 """The agent's decisions, in process: real Agents on a real in-memory store, driven step by step on a ManualClock
 with a fake process host (tests/stado/inprocess.py). Nothing sleeps, so hours of an agent's time take
-milliseconds; what the subprocess tests show end to end (tests/stado/e2e, tests/scheduler) is shown here decision
+milliseconds; what the subprocess tests show end to end (tests/stado/e2e) is shown here decision
 by decision: the claim, the renewal, an exit recorded, a retry, a timeout, a cancel, a dead worker reaped, a drain,
 a shutdown, problems said once, a slot's phases, and the agent's memory bounded however long it runs."""
 import time
