@@ -112,12 +112,12 @@ def _storage_trouble(error: Exception) -> str | None:
     if sqlite3 is None or not isinstance(error, sqlite3.DatabaseError):
         return None
     from ..store.trouble import trouble
-    from ..core.home import db_path, home_dir
+    from ..core.home import Home
     from ..store.database import explain
 
     if getattr(error, "sqlite_errorcode", 0) & 0xFF in (5, 6):  # busy, locked: someone else holds it, for now
         return f"the jobman database cannot be used now: {trouble(error)} ({error}); run the command again"
-    return str(explain(db_path(home_dir()), error))
+    return str(explain(Home.from_environ().db, error))
 
 
 # --- what every command shares: the family modules import these -----------------------------------

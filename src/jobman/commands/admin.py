@@ -5,7 +5,6 @@ import time
 from runkit.system import proc
 
 from ..handoff import doorbell
-from ..core import home as homes
 from .api import State
 from ..core.errors import BadInput, NotFound
 from ..store import database, pruning, queries, transitions
@@ -73,9 +72,9 @@ def prune(environ=os.environ, older_than: float = 0.0, only_succeeded: bool = Fa
         raise BadInput(f"job {queries.handle_of(st.conn, job_id) or job_id} cannot be pruned: {why}; nothing was "
                        "removed")
     for job_id in removed:
-        shutil.rmtree(homes.job_log_dir(st.home, job_id), ignore_errors=True)
+        shutil.rmtree(st.home.job_logs(job_id), ignore_errors=True)
         try:
-            os.unlink(homes.bell_path(st.home, job_id))
+            os.unlink(st.home.bell(job_id))
         except FileNotFoundError:
             pass
     return removed

@@ -7,7 +7,7 @@ import time
 from runkit.system import proc, trees
 
 from ..handoff import doorbell
-from ..core import home as homes
+from ..core.home import Home
 from ..store import selectors
 from ..store import database, queries, transitions
 from ..core.errors import BadInput, JobmanError, NotFound
@@ -30,8 +30,8 @@ class State:
     when that pass cannot write."""
 
     def __init__(self, environ=os.environ, create: bool = True, reading: bool = False, notify=_note):
-        self.home = homes.home_dir(environ)
-        self.db_file = homes.db_path(self.home)
+        self.home = Home.from_environ(environ)
+        self.db_file = self.home.db
         self.conn = None
         self.reading, self.notify = reading, notify
         self.skipped: str | None = None
@@ -45,7 +45,7 @@ class State:
 
     def create(self) -> None:
         """Make the home and its database if they are missing (a command about to write)."""
-        homes.ensure_home(self.home)
+        self.home.ensure()
         if self.conn is None:
             self.conn = database.connect(self.db_file)
 

@@ -176,9 +176,9 @@ def check_group_name(name: str, what: str = "group name") -> None:
 def min_log_limit(environ) -> int:
     """Two blocks of the filesystem holding the logs: the cap is kept by whole blocks (runkit.system.logcap), so a
     smaller one could not be kept exactly."""
-    from .home import home_dir
+    from .home import Home
 
-    path = home_dir(environ)
+    path: str = Home.from_environ(environ)
     while path and not os.path.exists(path):
         path = os.path.dirname(path)
     try:

@@ -9,7 +9,7 @@ import os
 
 from runkit.system import proc
 
-from ..core.home import bell_path
+from ..core.home import Home
 
 ROUND = b"R"
 
@@ -18,7 +18,7 @@ class Doorbell:
     """The listening end, owned by one supervisor."""
 
     def __init__(self, home: str, job_id: str, fd: int | None = None):
-        self.path = bell_path(home, job_id)
+        self.path = Home(home).bell(job_id)
         if fd is not None:
             self.fd = fd
             return
@@ -35,7 +35,7 @@ class Doorbell:
         """The doorbell a supervisor kept open across its lean form (jobman.supervisor.lean), if `fd` is still that
         FIFO at its path; else a new one (whoever rings the job opens the path). Raises OSError as
         __init__ does."""
-        path = bell_path(home, job_id)
+        path = Home(home).bell(job_id)
         try:
             mine, there = os.fstat(fd), os.stat(path)
             if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
@@ -66,9 +66,9 @@ def discard(home: str, job_id: str, fd: int) -> None:
     """Close a doorbell kept open across the lean form by a supervisor that leaves (its job finished meanwhile), and
     remove the FIFO if it is still that one: nothing will listen on it again."""
     try:
-        mine, there = os.fstat(fd), os.stat(bell_path(home, job_id))
+        mine, there = os.fstat(fd), os.stat(Home(home).bell(job_id))
         if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
-            os.unlink(bell_path(home, job_id))
+            os.unlink(Home(home).bell(job_id))
     except OSError:
         pass
     try:
@@ -80,7 +80,7 @@ def discard(home: str, job_id: str, fd: int) -> None:
 def remove(home: str, job_id: str) -> None:
     """Remove the FIFO of a job whose supervisor is gone (found lost): nothing will listen on it again."""
     try:
-        os.unlink(bell_path(home, job_id))
+        os.unlink(Home(home).bell(job_id))
     except OSError:
         pass
 
@@ -89,7 +89,7 @@ def ring(home: str, job_id: str, what: bytes = b"!") -> bool:
     """Wake that job's supervisor if it listens; never blocks, never fails. what=ROUND asks it only to
     look at the lease round (whose holder has stopped waiting), not to look at its job again."""
     try:
-        fd = os.open(bell_path(home, job_id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(Home(home).bell(job_id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False  # no FIFO (not listening yet, or gone) or no reader (ENXIO)
     try:

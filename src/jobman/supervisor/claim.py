@@ -12,7 +12,8 @@ from runkit.core.clock import SYSTEM, Clock
 from runkit.core.hashing import sha256
 from runkit.core.ids import is_uuid, uuid7
 
-from ..core import faults, home as homes
+from ..core import faults
+from ..core.home import Home
 from ..store.trouble import DatabaseGone, PatientDatabase, connect
 from ..core.errors import JobmanError
 from ..store import queries, transitions
@@ -29,8 +30,8 @@ def main(args: list[str], clock: Clock = SYSTEM) -> int:
         sys.stderr.write("jobman __supervise: private command; it takes exactly one job id and nothing else\n")
         return 2
     job_id = args[0]
-    home = homes.home_dir()
-    path = homes.db_path(home)
+    home = Home.from_environ()
+    path = home.db
     # `jobman run` starts us before it commits the job (jobman.handoff.launch): open the database meanwhile if it is
     # there (the first job of a home creates it), and claim nothing before the credential has come.
     conn = None
@@ -128,14 +129,14 @@ def _acknowledge(job_id: str, supervisor_id: str) -> None:
         pass  # the CLI is gone or stopped reading: ownership is committed, so the job goes on
 
 
-def _detach(home: str, job_id: str) -> None:
+def _detach(home: Home, job_id: str) -> None:
     """Close the launch pipes and send our own stderr to the job's supervisor log."""
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
     try:
-        os.makedirs(homes.job_log_dir(home, job_id), mode=0o700, exist_ok=True)
-        log = os.open(homes.supervisor_log_path(home, job_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.makedirs(home.job_logs(job_id), mode=0o700, exist_ok=True)
+        log = os.open(home.supervisor_log(job_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except OSError:
         log = os.dup(null)  # a full or read-only home: the job goes on, unlogged
     os.close(null)

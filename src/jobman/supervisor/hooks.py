@@ -12,7 +12,7 @@ import time
 from runkit.system import proc
 from runkit.core.outcomes import exit_status
 
-from ..core import home as homes
+from ..core.home import Home
 from ..store import queries, transitions
 
 HOOK_TIMEOUT = 600.0  # seconds an on-finish hook may run
@@ -32,7 +32,7 @@ def run_on_finish(store, home: str, job_id: str, spec: dict, log) -> None:
     env = dict(spec["env"], JOBMAN_JOB_ID=job_id, JOBMAN_OUTCOME=state["outcome"], JOBMAN_EXIT_CODE=str(status),
                JOBMAN_JOB_HANDLE=str(handle or ""))
     env.pop("JOBMAN_ATTEMPT", None)
-    log_path = os.path.join(homes.job_log_dir(home, job_id), "on-finish.log")
+    log_path = os.path.join(Home(home).job_logs(job_id), "on-finish.log")
     started = time.time()
     result = _run(command, env, spec.get("cwd") or "/", log_path)
     log(f"on-finish hook: {result}")

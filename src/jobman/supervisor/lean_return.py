@@ -7,7 +7,8 @@ import time
 from runkit.core.clock import SYSTEM, Clock
 from runkit.core.ids import is_uuid
 
-from ..core import faults, home as homes
+from ..core import faults
+from ..core.home import Home
 from ..store.trouble import FIRST_BACKOFF, MAX_BACKOFF, DatabaseGone, PatientDatabase, connect, file_identity, jitter
 from ..core.errors import JobmanError
 from ..store import queries
@@ -41,8 +42,8 @@ def resume(args: list[str], clock: Clock = SYSTEM, processes=None) -> int:
     except ValueError:
         _log(f"jobman __resume: private command; refused arguments {args!r}")
         return 2
-    home = homes.home_dir()
-    path = homes.db_path(home)
+    home = Home.from_environ()
+    path = home.db
     try:
         conn = _reconnect(path, (dev, ino))
     except DatabaseGone as e:

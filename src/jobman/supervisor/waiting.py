@@ -6,7 +6,8 @@ It returns what it decided for the owner to do: Begin an attempt (its slot taken
 import os
 
 from ..handoff import doorbell
-from ..core import faults, home as homes, scheduling
+from ..core import faults, scheduling
+from ..core.home import Home
 from ..store.trouble import jitter
 from ..core.errors import Conflict
 from ..core.model import JobSpec, JobState, Snapshot
@@ -94,7 +95,7 @@ class WaitLoop:
             return None
         if scheduling.slot_verdict(limit, held, front, me):
             number = snap.attempts + 1
-            log_path = homes.attempt_log_path(ctx.home, ctx.job_id, number)
+            log_path = Home(ctx.home).attempt_log(ctx.job_id, number)
             try:
                 rev = ctx.db.call("take a slot", transitions.try_begin_attempt, ctx.job_id, lease.revision, number,
                                   log_path, now, frozenset((row[0], row[4]) for row in passed), pause=lease.pause)

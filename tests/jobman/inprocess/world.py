@@ -16,7 +16,7 @@ import os
 import select
 
 from jobman.handoff import doorbell
-from jobman.core import home as homes
+from jobman.core.home import Home
 from jobman.store.trouble import PatientDatabase, connect
 from jobman.core.model import JobState
 from tests.scripted import ScriptedProcess
@@ -225,11 +225,11 @@ class World:
     """One jobman home (a real SQLite file), one ManualClock, the fake process layer, and the scripted events."""
 
     def __init__(self, tmp_path, start: float = 1_000.0, limit: float = 7 * 24 * 3600.0, creep: float = 0.0):
-        self.home = str(tmp_path)
-        self.path = homes.db_path(self.home)
+        self.home = Home(str(tmp_path))
+        self.path = self.home.db
         self.clock = CreepingClock(start, creep) if creep else ManualClock(start=start)
         self.start, self.limit = start, limit
-        homes.ensure_home(self.home)  # its logs and bells directories, as the first command makes them
+        self.home.ensure()  # its logs and bells directories, as the first command makes them
         self.conn = database.connect(self.path)  # the test's own connection: what commands would do
         self.processes = FakeProcesses(self)
         self.events: list[tuple] = []  # [(monotonic time or None, condition or None, action)]
