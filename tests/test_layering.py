@@ -492,7 +492,7 @@ def test_every_file_the_docs_name_exists():
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 # Modules still over the bound, each at most the lines it has now: one may shrink (and then leaves this table),
 # never grow. An empty table is the goal.
-OVERSIZE = {"stado/agent/owner.py": 485}
+OVERSIZE: dict[str, int] = {}
 
 
 def test_no_module_grows_past_its_bound():

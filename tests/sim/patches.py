@@ -10,11 +10,11 @@ import os
 from contextlib import contextmanager
 from importlib import import_module
 
-from stado.queue import artifacts, schedules, submission
+from stado.queue import artifacts, schedules, submission, submitkeys
 from stado.store import guarantees, landing
 from stado.jobs import reaper
 from stado.agent import standin
-from stado.agent import claim_pass, owner
+from stado.agent import cadences, claim_pass, owner
 
 # The transitions' modules.
 job_cancel, job_claim, job_common, job_moves = (import_module(f"stado.jobs.{name}")
@@ -75,10 +75,12 @@ def deterministic(sim):
         (landing, "time", clock),
         (job_claim, "new_nonce", sim.new_nonce), (job_moves, "new_nonce", sim.new_nonce),
         (job_cancel, "new_nonce", sim.new_nonce), (job_common, "time", clock), (reaper, "new_nonce", sim.new_nonce),
-        (owner, "uuid7", sim.new_agent_id), (owner, "new_nonce", sim.new_nonce), (claim_pass, "random", _SimRandom(sim)),
+        (owner, "uuid7", sim.new_agent_id), (cadences, "new_nonce", sim.new_nonce), (submitkeys, "new_nonce", sim.new_nonce),
+        (claim_pass, "random", _SimRandom(sim)),
         (owner, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
         (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
         (guarantees, "time", clock), (guarantees, "os", _SimOs(sim)), (owner, "os", _SimOs(sim)),
+        (cadences, "os", _SimOs(sim)),  # the pid in its agents/ record
         (standin, "os", _SimOs(sim)),  # a stand-in's scratch key for its clock
         (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce),
     ]

@@ -1,6 +1,8 @@
 """One stado agent: the owner and everything it hands work to, in one place.
 
     owner.py      Agent: the worker's state, declared in one place; its loop, cadences and signals
+    cadences.py   the slow cadences the Agent calls when due: its record, the reaper's pass, the index, schedules
+    wakeups.py    Wakeups: how the loop sleeps and is woken (signals, a slot's thread, the store's ring)
     context.py    AgentContext: what collaborators get (store, ids, settings, clocks, log, processes, directories)
     claim_pass.py ClaimPass (the decisions of one pass over the claim order: Claim, Hold, Backoff)
     queue_knowledge.py  QueueKnowledge: what it knows of the queue between polls, keyed by version

@@ -23,7 +23,6 @@ their groups, SIGKILL after --kill-after), records them cancelled by the shutdow
 the agent that next starts on the host, or the reaper, settles them.
 """
 import os
-import select
 import signal
 import sys
 
@@ -34,16 +33,13 @@ from runkit.core.redact import secret_values
 
 from ..core.brief import brief
 from ..core import documents as d, keys
-from ..queue import readyindex
-from ..core.admission import Holdings, Room, live_for, refresh_seconds
-from ..store.cas import new_nonce
+from ..core.admission import Holdings, Room
 from ..core.errors import CorruptDocument
 from ..objectstore.base import ObjectStore, StoreError
-from ..queue.pause import adopt_legacy
-from ..core.problems import Problem
-from ..jobs.reaper import Watch, reap
+from ..jobs.reaper import Watch
 from ..store.guarantees import ensure_safe
-from ..store.storeclock import SKEW_BOUND, StoreClock, skew_words
+from ..store.storeclock import StoreClock
+from . import cadences
 from .claim_pass import Backoff, Claim, ClaimPass, Hold
 from .config import AgentConfig
 from .context import AgentContext
@@ -55,8 +51,9 @@ from .queue_knowledge import QueueKnowledge
 from .renewals import Renewals
 from .runner import SlotRunner
 from .slot import Phase, Slot, Stop
-from .takeover import settle_here, settle_left_by_replaced, stop_orphans
+from .takeover import settle_left_by_replaced, stop_orphans
 from .hostfiles import HostLock, HostName, drain_path
+from .wakeups import Wakeups
 from .workspace import Workspace
 
 TYPE_CHECKING = False
@@ -96,10 +93,8 @@ class Agent:
         self.draining = False        # stopping, and handing back what has not started (`stado agent --drain`)
         self.shutting_down = False   # a second SIGTERM/SIGINT: stop the running jobs too
         self.recorded = False        # its agents/ record was written (and is removed when it exits)
-        self._wake_r: int | None = None
-        self._wake_w: int | None = None
+        self.wakeups = Wakeups()     # how the loop sleeps and is woken (a signal, a slot's thread, the store's ring)
         self._freed = False          # a slot went: claim at once rather than at the next poll
-        self._ring_fd: int | None = None  # readable when a submit on this host rang the store (the local directory)
         self._rung = False           # it rang: claim at once
         self._poll = min(config.busy_poll_seconds, config.poll_seconds)  # between claim passes now (next_poll)
         self._last_claim = -1e18
@@ -140,7 +135,7 @@ class Agent:
             raise
         if self.cfg.subreaper and proc.become_subreaper():
             self.host.reap_all = True
-        old = self._install_signals()
+        old = self.wakeups.install(self.store, self._on_stop)
         self.renew_inline = False
         self.renewals.start()
         try:
@@ -149,7 +144,7 @@ class Agent:
         finally:
             self.renewals.stop()
             self.end()
-            self._restore_signals(old)
+            self.wakeups.restore(old)
             lock.release()
             name.release()
         return 0
@@ -262,9 +257,17 @@ class Agent:
             self._settle_pass()
         if mono >= self._index_due:
             self._index_due = mono + self.cfg.index_seconds
-            self.guard(self._reconcile_index)
+            self.guard(cadences.reconcile_index, self.ctx)
         if self.cfg.schedules and mono >= self._schedules_due:
             self.guard(self._fire_schedules)
+
+    def _fire_schedules(self) -> None:
+        from ..queue.schedules import ScheduleKnowledge
+
+        if self._schedules is None:
+            self._schedules = ScheduleKnowledge(self.store, submitter=f"schedule via agent {self.id}")
+        self._schedules_due = self.clock.monotonic() + self.cfg.poll_seconds  # if the store fails: try again next poll
+        self._schedules_due = cadences.fire_schedules(self.ctx, self._schedules)
 
     def guard(self, fn, *args, **kwargs):
         """A store that fails for a moment must not stop the agent: log, and the next pass tries again.
@@ -278,23 +281,6 @@ class Agent:
         except CorruptDocument as e:
             self.log_once(str(e), True, f"{e}: skipped; `stado status` lists it under problems")
             return None
-
-    def _install_signals(self):
-        self._wake_r, self._wake_w = proc.wake_pipe()
-        old = {sig: signal.signal(sig, self._on_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda *_: None)
-        old["wakeup"] = signal.set_wakeup_fd(self._wake_w)
-        self._ring_fd = self.store.wake_fd(readyindex.READY_TOPIC)
-        return old
-
-    def _restore_signals(self, old) -> None:
-        signal.set_wakeup_fd(old.pop("wakeup"))
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        for fd in (self._wake_r, self._wake_w, self._ring_fd):
-            if fd is not None:
-                os.close(fd)
-        self._wake_r = self._wake_w = self._ring_fd = None
 
     def _on_stop(self, signum, _frame) -> None:
         self.stop(signal.Signals(signum).name, drain=os.path.exists(drain_path(self.cfg.work_root, self.id)))
@@ -321,25 +307,10 @@ class Agent:
 
     def notify(self) -> None:
         """Wake the loop: a slot's transfer thread has finished."""
-        if self._wake_w is None:
-            return  # not running (an in-process test steps it): nothing to wake
-        try:
-            os.write(self._wake_w, b"!")
-        except OSError:  # full (a wake-up is pending anyway), or closed
-            pass
+        self.wakeups.notify()
 
     def wait(self, deadline: float) -> None:
-        timeout = max(0.0, deadline - self.clock.monotonic())
-        if self._wake_r is None:
-            return
-        watched = [self._wake_r] if self._ring_fd is None else [self._wake_r, self._ring_fd]
-        try:
-            ready, _, _ = select.select(watched, [], [], timeout)
-        except InterruptedError:
-            return
-        for fd in ready:
-            proc.drain(fd)
-            self._rung = self._rung or fd == self._ring_fd
+        self._rung = self.wakeups.wait(max(0.0, deadline - self.clock.monotonic())) or self._rung
 
     def next_deadline(self) -> float:
         """When the loop next has something to do, on this host's monotonic clock."""
@@ -385,92 +356,26 @@ class Agent:
     # -- the slow cadences ---------------------------------------------------------------------------------
 
     def _write_record(self) -> None:
-        refresh = refresh_seconds(self.cfg.poll_seconds)
-        offer, free = self.offer, self.room()
-        record = {"agent": self.id, "host": self.cfg.host, "instance_ref": self.instance_ref, "pid": os.getpid(),
-                  "slots": self.cfg.slots, "running": sorted(self.slots), "capabilities": sorted(offer.capabilities),
-                  "cores": offer.cores, "memory": offer.memory, "accelerators": offer.accelerators,
-                  "accelerator_devices": list(offer.devices), "provider": offer.provider, "spot": offer.spot,
-                  "price_per_hour": offer.price_per_hour,
-                  "free": {"cores": free.cores, "memory": free.memory, "accelerators": free.accelerators},
-                  "last_seen": d.iso(self.clock.now()), "stopping": self.stopping, "poll_seconds": self.cfg.poll_seconds,
-                  "refresh_seconds": refresh, "live_for": live_for(refresh), "generation": self._record_generation + 1,
-                  "nonce": new_nonce()}
+        record = cadences.agent_record(self.ctx, self.room(), sorted(self.slots), stopping=self.stopping,
+                                       generation=self._record_generation + 1)
         key = keys.agent(self.id)
         if self.clock.due():  # its write time, read back, tells where the store's clock stands
             self.clock.measure(self.store, key, lambda: self.store.put(key, d.encode(record)))
-            self._said_skew()
+            cadences.say_skew(self.ctx)
         else:
             self.store.put(key, d.encode(record))  # only this agent writes its record
         self.recorded = True
         self._record_generation += 1
-        self._record_due = self.clock.monotonic() + refresh
+        self._record_due = self.clock.monotonic() + record["refresh_seconds"]
         # The live agents, its own record just written (a failed LIST keeps what it knew: the rank is only a hint),
         # while its passes see work to claim: an idle agent's rank spreads nothing, and it stays at one LIST a poll (a
         # pass that then meets work and loses a race, or finds an entry gone, lists them at once: _learn_fleet).
         if self._saw_work:
             self.guard(self.fleet.refresh, self.store, self.clock.now(), self.clock.monotonic())
 
-    def _said_skew(self) -> None:
-        skew = self.clock.skew()
-        if skew is not None and abs(skew) > 1.0:
-            self.log_once("clock", round(skew), f"this host's clock is {skew_words(skew)}: promises, the reaper's "
-                                                f"verdicts and schedules go by the store's")
-
     def _settle_pass(self) -> None:
-        """The reaper's pass (one LIST of running/, never of a terminal prefix): finish moves crashed agents left half
-        done, requeue or fail jobs whose worker stopped speaking (its own slots skipped: their renewals speak)."""
         self._settle_due = self.clock.monotonic() + self.cfg.settle_seconds
-        summary = self.guard(reap, self.store, writer=self.id, margin=self.cfg.reap_margin,
-                             skip=frozenset(self.slots), watch=self._watch, clock=self.clock,
-                             here=lambda doc, version: settle_here(self.ctx, self.runner, doc, version, self._record))
-        self.guard(stop_orphans, self.ctx, set(self.slots))
-        if summary is None:
-            return
-        for line in summary.lines:
-            self.log(line)
-        for problem in summary.problems:
-            self._report("reaper", problem)
-
-    def _report(self, source: str, problem: Problem) -> None:
-        """A problem is said once (each pass would meet it again, until it is repaired), keyed by where and what it
-        is, not by its words: said again when its text changes."""
-        self.log_once(f"{source} {problem.kind} {problem.job_id}", problem.text, problem.text)
-
-    def _reconcile_index(self) -> None:
-        if adopt_legacy(self.store):  # a pause written by a stado from before the record moved into ready/
-            self.log_once("legacy pause", True, f"the queue pause in {keys.LEGACY_QUEUE_PAUSE} (written by an older "
-                          f"stado) is kept in {keys.QUEUE_PAUSE} too, where agents see it")
-        else:
-            self.ctx.log_once.forget("legacy pause")
-        for item in readyindex.reconcile(self.store):
-            if isinstance(item, Problem):
-                self._report("index", item)
-            else:
-                self.log(item)
-
-    def _fire_schedules(self) -> None:
-        from ..queue.schedules import ScheduleKnowledge
-
-        if self._schedules is None:
-            self._schedules = ScheduleKnowledge(self.store, submitter=f"schedule via agent {self.id}")
-        schedules = self._schedules
-        skew = self.clock.skew()
-        if skew is None or abs(skew) > SKEW_BOUND:
-            # Not measured yet: the next agents/ record measures it (at once if the last one failed).
-            self._schedules_due = self.clock.monotonic() + (schedules.refresh if skew is not None else
-                                                            min(self.cfg.poll_seconds, schedules.refresh))
-            why = ("the store's clock is not measured yet" if skew is None else
-                   f"this host's clock is {skew_words(skew)}, more than {SKEW_BOUND:.0f} s: fix the time of this host "
-                   "(NTP) or of the store; the other agents fire them")
-            return self.log_once("schedules", why, f"not firing schedules: {why}")
-        self.ctx.log_once.forget("schedules")
-        # Fire times go by the store's clock, and never before it (less what the measurement cannot tell).
-        now = self.clock.now() - self.clock.uncertainty
-        self._schedules_due = self.clock.monotonic() + self.cfg.poll_seconds  # if the store fails: try again next poll
-        for line in schedules.tick(now):
-            self.log(line)
-        self._schedules_due = self.clock.monotonic() + max(0.05, min(schedules.due_at(now) - now, schedules.refresh))
+        cadences.settle_pass(self.ctx, self.runner, frozenset(self.slots), self._watch, self._record, self.guard)
 
 
 def run_agent(store: ObjectStore, config: AgentConfig) -> int:
