@@ -100,9 +100,9 @@ def measure(home: Path, template: str, rounds: int) -> dict:
     def one_round(at: float) -> None:
         nonlocal term, period, count
         count += 1
-        _, _, _, term = result = lease_round.run(conn, "bench", template, at, PERIOD, proc.verify, watch, term,
-                                                 count % PRUNE_EVERY == 0, period)
-        period = result[0]
+        result = lease_round.run(conn, "bench", template, at, PERIOD, proc.verify, watch, term,
+                                 count % PRUNE_EVERY == 0, period)
+        period, term = result[0], result[3]
 
     for _ in range(10):  # the leases settle into the round's rhythm: every job covered
         one_round(now)

@@ -25,6 +25,7 @@ CREDENTIAL = b"c" * 32
 LEASE, PERIOD = 15.0, 5.0
 WINDOWS = {"claim": 10.0, "lease": LEASE, "renew": PERIOD, "poll": 30.0}
 T0 = 1_000_000.0
+DUE = T0 + LEASE - 2 * PERIOD + 0.5  # a round at which every own lease taken at T0 has less than two periods left
 
 
 @pytest.fixture
@@ -63,6 +64,11 @@ def waiting_job(conn, supervisor: subprocess.Popen) -> str:
     return job_id
 
 
+def end(process: subprocess.Popen) -> None:
+    process.kill()
+    process.wait()
+
+
 def row(conn, job_id: str):
     return queries.load_state(conn, job_id)
 
@@ -89,7 +95,7 @@ def test_a_covered_job_is_written_once_and_its_lease_follows_the_round(conn, sle
     jobs = [waiting_job(conn, s) for s in supervisors]
     holder = Holder(conn, jobs[0])
     try:
-        now = T0 + LEASE - 2 * PERIOD + 0.5  # every lease has less than two periods left: due
+        now = DUE
         assert holder.round(now) is not None
         covered = {j: row(conn, j) for j in jobs}
         assert all(r["lease_cover"] == LEASE and r["lease_end"] == now + LEASE for r in covered.values())
@@ -112,11 +118,10 @@ def test_a_supervisor_that_ends_is_uncovered_and_its_job_then_found_lost(conn, s
     jobs = [waiting_job(conn, s) for s in supervisors]
     holder = Holder(conn, jobs[0])
     try:
-        now = T0 + LEASE - 2 * PERIOD + 0.5
+        now = DUE
         holder.round(now)
         last_seen = now
-        supervisors[1].kill()
-        supervisors[1].wait()
+        end(supervisors[1])
         now += 0.9 * PERIOD
         holder.round(now)
         dead = row(conn, jobs[1])
@@ -141,7 +146,7 @@ def test_a_stopped_supervisor_lives_and_keeps_its_cover(conn, sleepers):
     holder = Holder(conn, jobs[0])
     os.kill(supervisors[1].pid, 19)  # SIGSTOP
     try:
-        now = T0 + LEASE - 2 * PERIOD + 0.5
+        now = DUE
         for _ in range(10):
             holder.round(now)
             now += 0.9 * PERIOD
@@ -159,11 +164,10 @@ def test_a_new_holder_vouches_only_for_what_it_watches(conn, sleepers):
     jobs = [waiting_job(conn, s) for s in supervisors]
     first, second = Holder(conn, jobs[0]), Holder(conn, jobs[1])
     try:
-        now = T0 + LEASE - 2 * PERIOD + 0.5
+        now = DUE
         first.round(now)
         first_seen = now
-        supervisors[3].kill()
-        supervisors[3].wait()
+        end(supervisors[3])
         now += 2 * PERIOD + 0.1  # the first holder's hold has run out
         assert second.round(now) is not None
         assert second.term == first.term + 1
@@ -192,7 +196,7 @@ def test_any_change_of_a_covered_job_makes_its_lease_its_own(conn, sleepers):
     job = waiting_job(conn, supervisors[0])
     holder = Holder(conn, job)
     try:
-        now = T0 + LEASE - 2 * PERIOD + 0.5
+        now = DUE
         holder.round(now)
         state = row(conn, job)
         transitions.set_waiting(conn, job, state["revision"], "slot", "full", None, now + 1, False)
@@ -225,7 +229,7 @@ def test_without_descriptors_to_spare_the_round_renews_each_lease(tmp_path, slee
         conn = database.connect({str(db)!r}, create=False)
         sup = conn.execute("SELECT supervisor_id FROM job_state WHERE job_id = ?", ({jobs[0]!r},)).fetchone()[0]
         watch = DeathWatch()
-        print(lease_round.run(conn, sup, {jobs[0]!r}, {T0 + LEASE - 2 * PERIOD + 0.5}, {PERIOD}, proc.verify, watch)[3])
+        print(lease_round.run(conn, sup, {jobs[0]!r}, {DUE}, {PERIOD}, proc.verify, watch)[3])
         print(len(watch))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
@@ -234,7 +238,7 @@ def test_without_descriptors_to_spare_the_round_renews_each_lease(tmp_path, slee
     try:
         for j in jobs:
             r = row(conn, j)
-            assert r["lease_cover"] is None and r["lease_expires_at"] == T0 + 2 * LEASE - 2 * PERIOD + 0.5
+            assert r["lease_cover"] is None and r["lease_expires_at"] == DUE + LEASE
     finally:
         conn.close()
 
@@ -250,8 +254,7 @@ def test_the_watch_sees_an_end_shares_a_descriptor_and_gives_the_limit_back(slee
     assert not watch.watch("old", ib.pid, ib.start_time - 1, ib.boot_id)  # a recycled pid is someone else
     assert not watch.watch("elsewhere", ib.pid, ib.start_time, "another-boot")
     assert watch.ended() == set()
-    a.kill()
-    a.wait()
+    end(a)
     assert watch.ended() == {"a1", "a2"}
     watch.forget("a1")
     assert watch.ended() == {"a2"}

@@ -65,10 +65,11 @@ class Doorbell:
 def discard(home: str, job_id: str, fd: int) -> None:
     """Close a doorbell kept open across the lean form by a supervisor that leaves (its job finished meanwhile), and
     remove the FIFO if it is still that one: nothing will listen on it again."""
+    path = Home(home).bell(job_id)
     try:
-        mine, there = os.fstat(fd), os.stat(Home(home).bell(job_id))
+        mine, there = os.fstat(fd), os.stat(path)
         if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
-            os.unlink(Home(home).bell(job_id))
+            os.unlink(path)
     except OSError:
         pass
     try:

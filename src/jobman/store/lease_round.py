@@ -44,8 +44,8 @@ _COVER = ("UPDATE job_state SET lease_cover = ? WHERE job_id = ? AND revision = 
 
 def holder(conn) -> tuple[str, float] | None:
     """(supervisor id, held until) of the round, if anyone holds or held it."""
-    row = conn.execute("SELECT supervisor_id, expires_at FROM lease_round").fetchone()
-    return tuple(row) if row else None
+    held = state(conn)
+    return None if held is None else (held[0], held[1])
 
 
 def state(conn) -> tuple[str, float, int] | None:

@@ -34,9 +34,8 @@ class SlotRenewal:
     """The renewal half of SlotRunner; `ctx` is the agent's context, `stop` the runner's."""
 
     ctx: "AgentContext"
-
-    def stop(self, slot: Slot, why: str) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:
+        def stop(self, slot: Slot, why: str) -> None: ...
 
     @staticmethod
     def renewable(slot: Slot) -> bool:
