@@ -136,7 +136,7 @@ class SeaweedFS:
 # free_port() only says a port was free a moment ago: parallel test workers start servers at the same time,
 # and one may take a port another picked. A start that failed that way is tried again on fresh ports.
 # A port taken between our probe and the server's bind (other suites start servers too) shows as one of these,
-PORT_TAKEN = ("is not available", "address already in use", "EADDRINUSE")
+PORT_TAKEN = ("is not available", "address already in use", "EADDRINUSE", "reserved for gRPC")
 START_ATTEMPTS = 3
 
 
@@ -159,6 +159,23 @@ def start_azurite(workdir: Path, container: str = "stado") -> "Azurite":
     return _with_fresh_ports(_start_azurite, workdir, container)
 
 
+def _weed_ports(names: tuple[str, ...]) -> dict[str, int]:
+    """Free ports whose gRPC twins (port + 10000) collide with none of the others: weed refuses to start when
+    one service's port is another's derived gRPC port."""
+    ports: dict[str, int] = {}
+    taken: set[int] = set()
+    for name in names:
+        for _ in range(200):
+            port = free_port(with_offset=10000)
+            if port not in taken and port + 10000 not in taken:
+                break
+        else:
+            raise ServerError("no free port pair on 127.0.0.1 apart from the others")
+        ports[name] = port
+        taken.update((port, port + 10000))
+    return ports
+
+
 def _start_seaweedfs(workdir: Path, bucket: str) -> SeaweedFS:
     if not WEED.exists():
         raise ServerError(f"SeaweedFS is not installed ({WEED} is missing): run `make test-deps`")
@@ -171,7 +188,7 @@ def _start_seaweedfs(workdir: Path, bucket: str) -> SeaweedFS:
     s3_config = workdir / "s3.json"
     s3_config.write_text(json.dumps({"identities": [identity]}))
     # weed derives each gRPC port as HTTP port + 10000 (the admin worker ignores -admin.port.grpc).
-    ports = {name: free_port(with_offset=10000) for name in ("master", "volume", "filer", "s3", "admin")}
+    ports = _weed_ports(("master", "volume", "filer", "s3", "admin"))
     # A unix socket's path has room for 107 bytes: a deep pytest directory (pytest-353/popen-gw0/<long test
     # name>/.../attempt-1/filer.sock) would not bind, and the filer would exit at once.
     sockets = Path(tempfile.mkdtemp(prefix="weed-", dir="/tmp"))
