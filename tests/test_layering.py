@@ -398,6 +398,34 @@ def test_start_up_paths_never_load_the_dashboards():
     assert loaded == "[]"
 
 
+# Value objects: on the per-job paths (what `jobman run`, a supervisor and `stado submit` load) runkit.core's two
+# shapes, record() (by position) or Frozen (by keyword), which import nothing; elsewhere a frozen dataclass; a stored document is read through
+# stado's Document view. No module writes a value class of its own (its own __eq__) or a NamedTuple.
+PER_JOB_PATHS = ("jobman.cli.run", "jobman.supervisor.claim", "jobman.supervisor.owner", "jobman.supervisor.lean",
+                 "stado.cli.submitting")
+VALUE_SHAPES = {"runkit/core/records.py", "runkit/core/frozen.py", "stado/core/documents/records.py"}
+
+
+def test_value_objects_take_one_shape_per_path():
+    import subprocess
+    import sys
+
+    own = []
+    for path in sorted(SRC.rglob("*.py")):
+        name = str(path.relative_to(SRC))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == "__eq__":
+                own.append(f"{name}: a class with its own __eq__")
+            if isinstance(node, (ast.Name, ast.Attribute, ast.alias)) and getattr(
+                    node, "id", getattr(node, "attr", getattr(node, "name", ""))) in ("NamedTuple", "namedtuple"):
+                own.append(f"{name}: a named tuple")
+    assert {entry.partition(":")[0] for entry in own} == VALUE_SHAPES  # the walk sees the shapes where they are
+    code = (f"import sys, {', '.join(PER_JOB_PATHS)}; "
+            "print(sorted(m for m in ('dataclasses', 'collections', 'typing') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"
+
+
 # --- the repository stands alone --------------------------------------------------------------------------
 
 REPO = SRC.parent

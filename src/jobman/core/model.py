@@ -1,37 +1,18 @@
 """The job as the rest of jobman sees it: its spec, its state and its attempts, as small frozen records
 built from the store's rows here, in one place, so that no column name travels further than this file.
 
-Frozen slotted classes, not dataclasses: every supervisor loads this module (once it owns its job, and at
-each return from its lean form), and `dataclasses` would cost every job 15-20 ms and 2 MiB (it imports
-inspect, ast, dis, ...); nor `typing`: the fields' types are written for the type checker alone.
+runkit's Frozen records, not dataclasses: every supervisor loads this module (once it owns its job, and at each
+return from its lean form); nor `typing`: the fields' types are written for the type checker alone.
 """
+from runkit.core.frozen import Frozen
+
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: the type checker takes any name so spelled)
 
 
-class Record:
-    """Frozen: fields are set once, from keyword arguments (absent ones are None)."""
+class Row(Frozen):
+    """A Frozen record that can be built from a store row."""
 
     __slots__ = ()
-    _fields = ()  # every field, the base classes' first
-
-    def __init_subclass__(cls):
-        cls._fields = cls._fields + tuple(cls.__dict__.get("__slots__", ()))
-
-    def __init__(self, **fields):
-        for name in self._fields:
-            object.__setattr__(self, name, fields.get(name))
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"{type(self).__name__} is frozen")
-
-    def __eq__(self, other):
-        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in self._fields)
-
-    def __hash__(self):
-        return hash(tuple(getattr(self, n) for n in self._fields))
-
-    def __repr__(self):
-        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self._fields)})"
 
     @classmethod
     def from_row(cls, row, **extra):
@@ -42,7 +23,7 @@ class Record:
         return cls(**{name: row[name] for name in cls._fields if name in columns and name not in extra}, **extra)
 
 
-class JobState(Record):
+class JobState(Row):
     """A job's runtime state (job_state), with the scheduling columns of its immutable row."""
 
     __slots__ = ("job_id", "phase", "outcome", "revision", "claim_deadline", "supervisor_id", "supervisor_pid",
@@ -125,7 +106,7 @@ class Snapshot(JobState):
         return None if row is None else super().from_row(row, deps=loads(row["deps"]), **extra)
 
 
-class Attempt(Record):
+class Attempt(Row):
     """One attempt of a job (attempts), with where its output went."""
 
     __slots__ = ("number", "started_at", "ended_at", "pid", "start_time", "boot_id", "pgid", "exit_code", "signal",
@@ -149,7 +130,7 @@ class Attempt(Record):
         return (self.ended_at - self.started_at) if self.ended_at else None
 
 
-class JobSpec(Record):
+class JobSpec(Row):
     """The immutable specification a job was submitted with (jobman.core.spec builds it). `data` is the whole
     stored mapping, as `jobman show --json` prints it."""
 

@@ -1,4 +1,7 @@
-"""Named tuples without importing `collections`: `record("Version", "etag generation", defaults=(None,))` makes the
+"""Small values read by position or name, for the per-job paths (the submitting CLIs and the supervisor; wide rows
+built by keyword are runkit.core.frozen's; off those paths a value object is a frozen dataclass).
+
+`record()` is a named tuple without importing `collections`: `record("Version", "etag generation", defaults=(None,))` makes the
 same kind of class as collections.namedtuple (a tuple subclass with a property per field, keyword arguments,
 defaults for the last fields, `_replace`, `_asdict`, `_fields`, a readable repr).
 
@@ -67,3 +70,4 @@ else:
         for index, name in enumerate(fields):
             namespace[name] = _tuplegetter(index, f"Alias for field number {index}")
         return type(typename, (tuple,), namespace)
+

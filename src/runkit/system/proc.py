@@ -8,6 +8,9 @@ process is identified by pid + start time + boot id, and a zombie is not alive.
 """
 import os
 
+from ..core.frozen import Frozen
+
+TYPE_CHECKING = False
 PROC_FS = os.path.isdir("/proc/self")
 _boot_id: str | None = None
 
@@ -21,21 +24,19 @@ def require_proc() -> None:
         raise UnsupportedPlatform("no /proc here: jobman and stado run on Linux only")
 
 
-class Identity:
+class Identity(Frozen):
     """Who a process is: pid, start time (clock ticks since boot on Linux) and boot id."""
 
     __slots__ = ("pid", "start_time", "boot_id")
+    if TYPE_CHECKING:
+        pid: int
+        start_time: int
+        boot_id: str
 
     def __init__(self, pid: int, start_time: int, boot_id: str):
-        self.pid, self.start_time, self.boot_id = pid, start_time, boot_id
+        super().__init__(pid=pid, start_time=start_time, boot_id=boot_id)
 
-    def __eq__(self, other):
-        return isinstance(other, Identity) and self.as_tuple() == other.as_tuple()
-
-    def __repr__(self):
-        return f"Identity(pid={self.pid}, start_time={self.start_time}, boot_id={self.boot_id!r})"
-
-    def as_tuple(self):
+    def as_tuple(self) -> tuple:
         return (self.pid, self.start_time, self.boot_id)
 
 

@@ -20,7 +20,7 @@ beside its successor.
 """
 import os
 from collections.abc import Iterator
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from ..core.brief import brief
 from ..core import documents as d
@@ -41,7 +41,8 @@ from .hostfiles import left_by_gone_agents
 REPLACED = "its worker was replaced while it ran"
 
 
-class Voice(NamedTuple):
+@dataclass(frozen=True)
+class Voice:
     """How a settle says what it did: at start (the worker this agent replaced) or on a reaper pass (a sibling on
     this host that died while this agent ran), and the reason a job with nothing left of it is requeued with."""
     prefix: str

@@ -1,4 +1,4 @@
-"""A job document as a typed record: the state and phase names, Spec and Job, encoding and decoding with every
+"""A job document as a typed view (Document): the state and phase names, Spec and Job, encoding and decoding with every
 field checked, and the next write of a document (next_doc)."""
 import time
 
@@ -34,7 +34,7 @@ def parse_iso(text: str | None) -> float | None:
     return datetime.fromisoformat(text).timestamp()
 
 
-class Record:
+class Document:
     """A stored document read through named properties; `raw` is its JSON object, whole."""
 
     __slots__ = ("raw",)
@@ -56,7 +56,7 @@ class Record:
         return self.raw.keys()
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Record):
+        if isinstance(other, Document):
             return self.raw == other.raw
         return self.raw == other if isinstance(other, dict) else NotImplemented
 
@@ -70,7 +70,7 @@ def _field(name: str, default=None) -> property:
     return property(lambda self: self.raw.get(name, default), doc=f"the stored `{name}`")
 
 
-class Spec(Record):
+class Spec(Document):
     """What the job runs and what it needs (stado.core.spec.JobSpec is how a submission builds it)."""
 
     __slots__ = ()
@@ -108,7 +108,7 @@ class Spec(Record):
         return self.raw.get("inputs") or []
 
 
-class Job(Record):
+class Job(Document):
     """A job document: the record of one of its states (queue/, running/ or a terminal prefix)."""
 
     __slots__ = ()
@@ -189,8 +189,8 @@ class Job(Record):
         return Job({**self.raw, **fields})
 
 
-def encode(doc: "Record | dict") -> bytes:
-    return jsonfast.dumps(doc.raw if isinstance(doc, Record) else doc, sort_keys=True).encode()
+def encode(doc: "Document | dict") -> bytes:
+    return jsonfast.dumps(doc.raw if isinstance(doc, Document) else doc, sort_keys=True).encode()
 
 
 def decode(key: str, data: bytes, job_id: str | None = None) -> Job:
@@ -264,8 +264,8 @@ def _error_shaped(error) -> bool:
                              and isinstance(error.get("message"), str))
 
 
-def raw_of(doc: "Record | dict") -> dict:
-    return doc.raw if isinstance(doc, Record) else doc
+def raw_of(doc: "Document | dict") -> dict:
+    return doc.raw if isinstance(doc, Document) else doc
 
 
 def next_doc(doc: "Job | dict", *, state: str, now: float, nonce: str, writer: str | None, drop: tuple = (),
