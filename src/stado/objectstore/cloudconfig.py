@@ -27,7 +27,7 @@ def check_endpoint(value) -> str:
     """An endpoint is an http(s) URL with a host (and a valid port, if any). Anything else would reach
     obstore, whose Rust code panics on some malformed URLs instead of raising an error. Checked by hand:
     urllib.parse costs every `stado submit` on a cloud store ~3.4 ms of imports, 5-6% of its start-up
-    (measured against SeaweedFS); tests/fuzz/test_endpoint_check.py holds this check to urllib's reading."""
+    (measured against SeaweedFS); tests/stado/fuzz/test_endpoint_check.py holds this check to urllib's reading."""
     if not _endpoint_ok(value):
         raise ConfigError(f"store option endpoint must be a URL such as http://127.0.0.1:8333 or "
                           f"https://s3.example.com, not {shown(value)}: fix it in STADO_CONFIG")

@@ -1,4 +1,4 @@
-"""Every JSON document stado reads back from the store, damaged at random (tests/fuzz/corruption.py): reading it
+"""Every JSON document stado reads back from the store, damaged at random (corruption.py here): reading it
 gives the reader's own clear error (CorruptDocument, ArtifactError, ... : a StadoError whose message names the
 key) or a value, never a crash; and the commands that meet it (status, machine status, cancel, repair, reap,
 results, schedule list) report it and go on, never losing the other jobs beside it."""
@@ -12,7 +12,7 @@ from stado.core.errors import CorruptDocument, StadoError
 from stado.objectstore import open_store
 
 from . import corruption as c
-from .conftest import examples
+from tests.fuzzing import examples
 from datetime import UTC
 
 GOOD = "01a22e00-0000-7000-8000-00000000000a"   # a completed job beside the damaged one: it must stay visible

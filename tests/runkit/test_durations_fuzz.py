@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 from runkit.core.durations import MAX_DURATION, MAX_SIZE, format_duration, format_time, parse_duration, parse_size, parse_time
 
-from .conftest import examples
+from tests.fuzzing import examples
 
 UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,

@@ -6,7 +6,7 @@ import time
 import pytest
 from hypothesis import assume, given, strategies as st
 
-from .conftest import examples
+from tests.fuzzing import examples
 
 NAMES = ["build", "test", "a", "A", "01a2", "x y", "déjà", "0123456789ab", "build "]
 

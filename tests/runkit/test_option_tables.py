@@ -13,7 +13,7 @@ from jobman.cli import run
 from runkit.cli.fastargs import add_to_argparse, fast_parse, to_namespace
 from stado.cli.options import SUBMIT_OPTIONS
 
-from .conftest import examples
+from tests.fuzzing import examples
 
 
 def _values():

@@ -1,7 +1,8 @@
-"""The fuzz tier (hypothesis). Example counts keep the whole tier well under a minute on a loaded 2-core
-machine; FUZZ=long (or FUZZ_EXAMPLES=N) runs many more, e.g.
+"""The fuzz tests' settings (hypothesis), imported by each (tests/*/fuzz/, and tests/runkit's *_fuzz and option
+tables). Example counts keep them all well under a minute on a loaded 2-core machine; FUZZ=long (or
+FUZZ_EXAMPLES=N) runs many more, e.g.
 
-    FUZZ=long .venv/bin/python -m pytest tests/fuzz -q
+    FUZZ=long .venv/bin/python -m pytest tests/jobman/fuzz tests/stado/fuzz tests/runkit -q
 
 Each property names the contract it holds the code to: bad input gets a clear error (the module's own
 exception type), never a crash; corrupt records are reported, never lose a job.

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 from stado.objectstore.cloudconfig import _endpoint_ok
 
-from .conftest import examples
+from tests.fuzzing import examples
 
 
 def by_urllib(value) -> bool:

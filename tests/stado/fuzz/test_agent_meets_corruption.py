@@ -16,7 +16,7 @@ from stado.queue.lookup import view
 from stado.objectstore import open_store
 
 from . import corruption as c
-from .conftest import examples
+from tests.fuzzing import examples
 
 GOOD = [f"01a22e00-0000-7000-8000-0000000001{n:02d}" for n in range(3)]
 VICTIM = {  # where damage may land, and the job it belongs to
