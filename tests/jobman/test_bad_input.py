@@ -134,7 +134,7 @@ def test_unrepresentable_stored_time_cannot_crash_a_supervisor_or_show(jobman):
 
     from tests.helpers import wait_for
 
-    script = ("import os; from jobman.commands import api; from jobman.core import spec as s\n"
+    script = ("import os; from jobman.commands import api; from jobman.handoff import spec as s\n"
               "sp = s.build(argv=['true'], cwd=None, env_policy='inherit', env_pairs=[], environ=os.environ, name='old',"
               " group='default', priority=0, not_before=1e300, retry=s.default_retry(), timeout=None, kill_after=10.0,"
               " log_limit=s.DEFAULT_LOG_LIMIT, separate_stderr=False, windows=s.windows_from_env(os.environ))\n"

@@ -183,7 +183,7 @@ def _submit_with_known_credential(jobman, credential: bytes) -> str:
     """Commit a job exactly as `jobman run` does, but keep the credential so a test can present it."""
     code = (
         "import sys, time, json\n"
-        "from jobman.commands import api; from jobman.core import spec as s\n"
+        "from jobman.commands import api; from jobman.handoff import spec as s\n"
         "from jobman.store import transitions\n"
         "from runkit.core.ids import uuid7\n"
         "st = api.State()\n"

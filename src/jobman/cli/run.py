@@ -159,7 +159,7 @@ def parse(args: list[str], make_parser):
 def cmd_run(args: list[str]) -> int:
     ns, command = parse(args, parser)
     if ns.array is not None or ns.from_file is not None:
-        from ..core import spec
+        from ..handoff import spec
 
         return _run_batch(ns, spec.batch_from_options(ns, command, os.environ))
     # The supervisor's interpreter starts now, while this process loads the rest and commits the job; it
@@ -171,7 +171,7 @@ def cmd_run(args: list[str]) -> int:
     launch = Launch(uuid7())
     try:
         from ..commands import api
-        from ..core import spec
+        from ..handoff import spec
 
         job_spec, deps = spec.from_options(ns, command, os.environ)
         result = api.run(job_spec, deps, launch=launch)

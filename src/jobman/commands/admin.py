@@ -13,7 +13,7 @@ MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's 
 
 
 def group_set(name: str, limit: int, environ=os.environ) -> dict:
-    from ..core.spec import check_group_name
+    from ..handoff.spec import check_group_name
 
     check_group_name(name)
     if not 0 <= limit <= MAX_GROUP_LIMIT:

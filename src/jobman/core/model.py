@@ -131,7 +131,7 @@ class Attempt(Row):
 
 
 class JobSpec(Row):
-    """The immutable specification a job was submitted with (jobman.core.spec builds it). `data` is the whole
+    """The immutable specification a job was submitted with (jobman.handoff.spec builds it). `data` is the whole
     stored mapping, as `jobman show --json` prints it."""
 
     __slots__ = ("argv", "env", "executable", "cwd", "umask", "timeout", "kill_after", "retry", "log_limit",
@@ -159,7 +159,7 @@ class JobSpec(Row):
 
     @classmethod
     def from_dict(cls, spec: dict) -> "JobSpec":
-        # Every key jobman.core.spec.build has written since the first version: a spec that lacks one is no job's, and
+        # Every key jobman.handoff.spec.build has written since the first version: a spec that lacks one is no job's, and
         # fails here (KeyError), not mid-run.
         log = spec["log"]
         return cls(argv=spec["argv"], env=spec["env"], executable=spec["executable"], cwd=spec["cwd"],

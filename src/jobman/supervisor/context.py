@@ -15,7 +15,7 @@ class SupervisorContext:
                  renew_every: float, poll_every: float, clock: Clock, processes, log):
         self.db = db                        # the job's database, its calls waiting out storage trouble
         self.home, self.job_id, self.supervisor_id, self.group = home, job_id, supervisor_id, group
-        self.lease_seconds = lease_seconds  # the job's windows (jobman.core.spec.windows_from_env)
+        self.lease_seconds = lease_seconds  # the job's windows (jobman.handoff.spec.windows_from_env)
         self.renew_every = renew_every
         self.poll_every = poll_every
         self.clock = clock                  # wall(): every time the supervisor writes or compares with the database

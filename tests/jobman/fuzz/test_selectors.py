@@ -14,7 +14,7 @@ NAMES = ["build", "test", "a", "A", "01a2", "x y", "déjà", "0123456789ab", "bu
 @pytest.fixture(scope="module")
 def jobs_db(tmp_path_factory):
     """A jobman database with 40 jobs submitted through jobman's own transition (names reused on purpose)."""
-    from jobman.core import spec as specs
+    from jobman.handoff import spec as specs
     from jobman.store import database as db, transitions
     from runkit.core.ids import uuid7
 

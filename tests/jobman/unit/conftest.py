@@ -20,7 +20,7 @@ def conn(tmp_path):
 
 
 def spec(**overrides) -> dict:
-    """A resolved spec as jobman.core.spec.build makes one (only what the store reads matters here)."""
+    """A resolved spec as jobman.handoff.spec.build makes one (only what the store reads matters here)."""
     return {"version": 1, "argv": ["true"], "executable": "/bin/true", "cwd": "/", "env": {}, "name": None,
             "group": database.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS), **overrides}
 

@@ -5,7 +5,7 @@ import os
 
 from runkit.system.proc import which
 
-from .errors import BadInput
+from ..core.errors import BadInput
 
 SPEC_VERSION = 1
 MAX_BATCH = 100_000  # jobs of one --from file (jobman.cli.run.MAX_BATCH bounds --array)
@@ -176,7 +176,7 @@ def check_group_name(name: str, what: str = "group name") -> None:
 def min_log_limit(environ) -> int:
     """Two blocks of the filesystem holding the logs: the cap is kept by whole blocks (runkit.system.logcap), so a
     smaller one could not be kept exactly."""
-    from .home import Home
+    from ..core.home import Home
 
     path: str = Home.from_environ(environ)
     while path and not os.path.exists(path):
