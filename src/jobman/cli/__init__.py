@@ -198,13 +198,48 @@ def text(flag: str):
     return argparse_type(convert)
 
 
-def print_results(results: list[dict], as_json: bool) -> None:
-    """What a command did to each job: JSON, or a line each (job HANDLE: message)."""
+def print_results(results: list[dict], as_json: bool) -> int:
+    """What a command did to each job: JSON, or a line each (job HANDLE: message). Returns the exit status: 0 if
+    every job was done (or was so already), else 1, with a line on stderr counting those that were not."""
     if as_json:
         print_json(results)
     else:
         for r in results:
             sys.stdout.write(f"job {r['handle']}: {r['message']}\n")
+    undone = [r for r in results if not r.get("done", True)]
+    if undone:
+        error(f"{len(undone)} of {len(results)} job(s) were not changed: "
+              + ", ".join(f"job {r['handle']}" for r in undone) + " (see each one's line)")
+    return 1 if undone else 0
+
+
+def add_selection(p, what: str) -> None:
+    """The selectors every command that acts on jobs takes beside its JOBs (jobman.store.selectors.Selection):
+    `what` says which of the jobs they match the command takes."""
+    p.add_argument("--all", action="store_true", dest="every", help=f"every {what}")
+    p.add_argument("--state", action="append", default=[], metavar="STATE",
+                   help=f"every {what} in STATE (a phase, an outcome or held; repeatable or comma-separated)")
+    p.add_argument("--group", metavar="G", type=text("--group"), help=f"every {what} of group G")
+    p.add_argument("--name", metavar="GLOB", type=text("--name"), help=f"every {what} whose name matches GLOB")
+
+
+def selection_of(p, ns, command: str | None = None):
+    """The selection add_selection's flags make (None: none given). command: refuse a call with neither JOB nor
+    selector (a command that would act on nothing, or guess at everything)."""
+    from ..store import queries
+    from ..store.selectors import Selection
+
+    states = [w.strip() for given in ns.state for w in given.split(",") if w.strip()]
+    unknown = [w for w in states if w not in queries.STATE_WORDS]
+    if unknown:
+        p.error(f"--state: unknown state {unknown[0]!r}; use one of {', '.join(queries.STATE_WORDS)}")
+    selection = Selection(states, ns.group, ns.name, ns.every)
+    if command and not selection and not getattr(ns, "jobs", None):
+        from ..core.errors import BadInput
+
+        raise BadInput(f"jobman {command}: name the jobs, or select them with --all, --state, --group or --name "
+                       f"(see jobman {command} --help)")
+    return selection or None
 
 
 # --- the commands: each family's module is imported when one of its commands runs --------------------

@@ -93,6 +93,8 @@ def slot_reason(conn, group: str) -> str:
     say "paused" of a group that has been opened."""
     limit = queries.slot_limit(conn, group) or 0
     held = queries.slots_held(conn, group)
+    if queries.group_paused(conn, group):
+        return f"group {group} is paused (jobman group resume {group})"
     if limit == 0:
         return f"group {group} is paused (limit 0)"
     if held >= limit:

@@ -94,6 +94,12 @@ def _show_state(view: dict, add) -> None:
         add(f"waiting for: {view['waiting_for']}: {view['wait_detail']}")
     if view["detail"]:
         add(f"detail:      {view['detail']}")
+    if view.get("cancel_reason"):
+        add(f"cancelled:   {view['cancel_reason']}" if view["outcome"] == "cancelled" else
+            f"cancel asked: {view['cancel_reason']}")
+    if view.get("restarted_as"):
+        now = view["restarted_as"]
+        add("restarted as: " + ", ".join(f"job {r['handle']}" for r in now))
     if view.get("lost_note"):
         add(f"lost:        {view['lost_note']}")
     if view["phase"] == "finished":
@@ -164,5 +170,6 @@ def _show_history(view: dict, add) -> None:
 
 
 def groups(rows: list[dict]) -> str:
-    return table(["GROUP", "LIMIT", "RUNNING", "WAITING"],
-                 [[r["name"], str(r["limit"]), str(r["running"]), str(r["waiting"])] for r in rows])
+    return table(["GROUP", "LIMIT", "STATE", "RUNNING", "WAITING"],
+                 [[r["name"], str(r["limit"]), "paused" if r.get("paused") else "open", str(r["running"]),
+                   str(r["waiting"])] for r in rows])
