@@ -98,20 +98,21 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, lau
     return submit(st.conn, st.db_file, spec, dependencies, launch)
 
 
-def run_batch(jobs: list[tuple[dict, list]], emit, environ=os.environ) -> dict:
-    """Submit a batch (jobman.handoff.submit.submit_batch); emit(result) for each job handed over, in order."""
+def run_batch(jobs: list[tuple], emit, environ=os.environ, whole: bool = False) -> dict:
+    """Submit a batch (jobman.handoff.submit.submit_batch: items (spec, dependencies) or (spec, dependencies, id));
+    emit(result) for each job handed over, in order. whole: in one transaction (a pipeline)."""
     from ..handoff.submit import submit_batch
 
     st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
-        spec, dependencies = jobs[0]
+        spec, dependencies = jobs[0][:2]
         if spec["group"] != database.DEFAULT_GROUP:
             raise transitions.no_such_group(spec["group"])
         for selector, _ in dependencies:
             st.resolve(selector)
     st.create()
     st.reconcile()
-    return submit_batch(st.conn, st.db_file, jobs, emit)
+    return submit_batch(st.conn, st.db_file, jobs, emit, whole)
 
 
 # --- reading --------------------------------------------------------------------------------------
