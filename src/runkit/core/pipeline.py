@@ -224,8 +224,9 @@ def _job(source: str, name, table, defaults: dict, tables: dict):
         if values[field] is not None:
             values[field] = _seconds(values[field])
     for field in SIZES:
-        if isinstance(values[field], str):
-            values[field] = parse_size(values[field])
+        size = values[field]
+        if isinstance(size, str):
+            values[field] = parse_size(size)
     values["capabilities"] = _list(merged.get("capabilities"))
     if values["retryable_exit_codes"] is not None:
         values["retryable_exit_codes"] = tuple(values["retryable_exit_codes"])
