@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from jobman.core.errors import JobmanError
-from jobman.store import database, queries, transitions
+from jobman.store import database, groups, queries, transitions
 
 # The schema of user_version 1, as jobman's first release created it.
 VERSION_1 = """
@@ -145,7 +145,7 @@ def test_version_8_migrates_to_paused_groups_and_cancel_reasons(tmp_path):
     migrated = database.connect(path, create=False)
     assert migrated.execute("PRAGMA user_version").fetchone()[0] == database.SCHEMA_VERSION
     assert [tuple(r) for r in queries.groups(migrated, "gpu")] == [("gpu", 2, None, 0, 0)]
-    assert queries.free_slots(migrated, "gpu") == 2 and not queries.group_paused(migrated, "gpu")
+    assert queries.free_slots(migrated, "gpu") == 2 and not groups.is_paused(migrated, "gpu")
     state = queries.load_state(migrated, JOBS[3][0])
     assert state["cancel_requested_at"] == 5.0 and state["cancel_reason"] is None
     assert queries.count_jobs(migrated) == len(JOBS)

@@ -7,7 +7,7 @@ from runkit.system import proc
 from ..handoff import doorbell
 from .api import State
 from ..core.errors import BadInput, NotFound
-from ..store import database, pruning, queries, transitions
+from ..store import database, groups, pruning, queries, transitions
 
 MAX_GROUP_LIMIT = 1_000_000  # slots of one group; more is a typo (and SQLite's INTEGER has a bound)
 
@@ -42,7 +42,7 @@ def group_pause(name: str, paused: bool, now: float, environ=os.environ) -> dict
     """Pause a group (it starts no new job; running ones go on; its limit is kept) or resume it, and wake the
     waiters a resumed group has room for. {name, limit, paused, running, waiting, changed}."""
     st = State(environ, create=False)
-    changed = None if st.conn is None else transitions.set_group_paused(st.conn, name, paused, now)
+    changed = None if st.conn is None else groups.set_paused(st.conn, name, paused, now)
     if changed is None:
         raise NotFound(f"no group {name!r}: see jobman group list")
     if not paused:

@@ -36,8 +36,7 @@ _STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
 # state, its dependencies (and whether one looks abandoned), its group's limit, the slots held in the
 # group (an index over holders only), whether a holder looks abandoned, and who holds the lease round. Its place in line is a
 # second query (front_of_line), asked only when it is ready for a slot.
-# The slots a group lends now: none while it is paused (jobman group pause), which keeps its limit for the resume.
-OPEN_LIMIT = "CASE WHEN paused_at IS NULL THEN slot_limit ELSE 0 END"
+OPEN_LIMIT = "CASE WHEN paused_at IS NULL THEN slot_limit ELSE 0 END"  # the slots a group lends: none while paused
 SNAPSHOT = f"""
 SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval, j.poll_interval,
   {lease_end("s")} AS lease_end,
@@ -139,14 +138,8 @@ def slots_held(conn, group: str) -> int:
 
 
 def slot_limit(conn, group: str) -> int | None:
-    """The slots the group lends now (0 while it is paused), or None: no such group."""
     row = conn.execute(f"SELECT {OPEN_LIMIT} FROM groups WHERE name = ?", (group,)).fetchone()
     return row[0] if row else None
-
-
-def group_paused(conn, group: str) -> bool:
-    row = conn.execute("SELECT paused_at FROM groups WHERE name = ?", (group,)).fetchone()
-    return row is not None and row[0] is not None
 
 
 def free_slots(conn, group: str) -> int:
@@ -181,7 +174,6 @@ def job(conn, job_id: str):
 
 
 _FIRST_START = ("(SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at,"
-                # the jobs that restart it ([[id, handle], ...], from the restart_of index), as show and list say
                 " (SELECT json_group_array(json_array(r.id, r.handle)) FROM jobs r WHERE r.restart_of = j.id)"
                 " AS restarted_as")
 LIST_COLUMNS = "j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*, " + _FIRST_START
@@ -192,8 +184,8 @@ STATE_WORDS = PHASES + OUTCOMES + ("held",)  # what `jobman list --state` accept
 def list_filter(states=(), group: str | None = None, name_glob: str | None = None,
                 hide_restarted: bool = False) -> tuple[str, list]:
     """The SQL condition (" AND ...") and its arguments for `jobman list`'s filters: any of the state words
-    (a phase, an outcome, or held), a group, a glob over names (SQLite's GLOB: *, ?, [...]), and leaving out
-    the jobs that have been restarted (their restart stands for them)."""
+    (a phase, an outcome, or held), a group, a glob over names (SQLite's GLOB: *, ?, [...]); hide_restarted: not
+    the jobs that have been restarted."""
     parts, args = [f"NOT {RESTARTED}"] if hide_restarted else [], []
     if states:
         ors = []

@@ -311,9 +311,8 @@ def release_lost_slot(conn, job_id: str, revision: int, now: float) -> int:
 
 
 def request_cancel(conn, job_id: str, now: float, reason: str | None = None) -> tuple[str, sqlite3.Row]:
-    """Cancel what can be cancelled at once (an unclaimed submission); otherwise ask the supervisor. `reason`
-    is kept with the cancel (cancel_reason, and in its event). Returns ("cancelled" | "requested" | "finished",
-    state)."""
+    """Cancel what can be cancelled at once (an unclaimed submission); otherwise ask the supervisor. `reason` is kept
+    with the cancel (cancel_reason, and in its event). Returns ("cancelled" | "requested" | "finished", state)."""
     why = {"reason": reason} if reason else {}
     while True:
         state = load_state(conn, job_id)
@@ -330,8 +329,7 @@ def request_cancel(conn, job_id: str, now: float, reason: str | None = None) -> 
                 return "cancelled", load_state(conn, job_id)
             if state["cancel_requested_at"] is None:
                 with Transaction(conn):
-                    _update(conn, job_id, state["revision"], ACTIVE, {"cancel_requested_at": now,
-                                                                        "cancel_reason": reason})
+                    _update(conn, job_id, state["revision"], ACTIVE, {"cancel_requested_at": now, "cancel_reason": reason})
                     add_event(conn, job_id, "cancel_requested", now, **why)
             return "requested", load_state(conn, job_id)
         except Conflict:
@@ -392,16 +390,6 @@ def remove_group(conn, name: str) -> bool:
 def add_attempt_note(conn, job_id: str, kind: str, now: float, **data) -> None:
     with Transaction(conn):
         add_event(conn, job_id, kind, now, **data)
-
-
-def set_group_paused(conn, name: str, paused: bool, now: float) -> bool | None:
-    """Pause a group (it lends no slot; its limit is kept) or resume it. Whether it changed; None: no such group."""
-    with Transaction(conn):
-        if conn.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone() is None:
-            return None
-        return conn.execute("UPDATE groups SET paused_at = ?, revision = revision + 1 WHERE name = ? AND "
-                            + ("paused_at IS NULL" if paused else "paused_at IS NOT NULL"),
-                            (now if paused else None, name)).rowcount == 1
 
 
 def set_group_limit(conn, name: str, limit: int) -> None:

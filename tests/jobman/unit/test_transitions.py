@@ -4,7 +4,7 @@ import pytest
 
 from jobman.core.errors import BadInput, Conflict, NotFound
 from jobman.core.model import JobState
-from jobman.store import pruning, queries, transitions
+from jobman.store import groups, pruning, queries, transitions
 from runkit.core.hashing import sha256
 
 from .conftest import WINDOWS, claim, submit
@@ -185,11 +185,11 @@ def test_group_limit_and_prune(conn):
 
 def test_a_paused_group_lends_no_slot_and_keeps_its_limit(conn):
     transitions.set_group_limit(conn, "batch", 3)
-    assert transitions.set_group_paused(conn, "batch", True, 50.0) is True
-    assert transitions.set_group_paused(conn, "batch", True, 51.0) is False  # already paused: unchanged
-    assert queries.group_paused(conn, "batch") and queries.free_slots(conn, "batch") == 0
+    assert groups.set_paused(conn, "batch", True, 50.0) is True
+    assert groups.set_paused(conn, "batch", True, 51.0) is False  # already paused: unchanged
+    assert groups.is_paused(conn, "batch") and queries.free_slots(conn, "batch") == 0
     assert queries.slot_limit(conn, "batch") == 0 and [tuple(r) for r in queries.groups(conn, "batch")] == [
         ("batch", 3, 50.0, 0, 0)]
-    assert transitions.set_group_paused(conn, "batch", False, 52.0) is True
-    assert not queries.group_paused(conn, "batch") and queries.free_slots(conn, "batch") == 3
-    assert transitions.set_group_paused(conn, "nosuch", True, 53.0) is None
+    assert groups.set_paused(conn, "batch", False, 52.0) is True
+    assert not groups.is_paused(conn, "batch") and queries.free_slots(conn, "batch") == 3
+    assert groups.set_paused(conn, "nosuch", True, 53.0) is None
