@@ -77,7 +77,7 @@ def _duration(value) -> str | None:
     try:
         parse_duration(value)
     except ValueError as e:
-        return str(e)
+        return f"is not a duration: {e}"
     return None
 
 
@@ -91,7 +91,7 @@ def _size(value) -> str | None:
     try:
         parse_size(value)
     except ValueError as e:
-        return str(e)
+        return f"is not a size: {e}"
     return None
 
 
