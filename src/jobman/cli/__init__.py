@@ -18,25 +18,29 @@ SQLite ($JOBMAN_HOME, default ~/.local/state/jobman) holds the state.
 
 commands:
   run [OPTIONS] -- COMMAND [ARG...]   submit a job; prints its handle once a supervisor owns it
-  list (ls) [--state S] [--group G] [--name GLOB]
+  run --from FILE.toml                submit a pipeline file of named jobs (one handle per job)
+  list (ls) [--state S] [--group G] [--name GLOB] [--hide-restarted]
                                       jobs, newest first, and why waiting jobs wait
   show JOB [--env]                    spec, state, outcome, attempts and events of one job
   logs [JOB]                          a job's output, the newest job's without JOB (--follow streams it)
-  wait JOB... | --all | --group G     wait for jobs to end; the exit status mirrors them
-  cancel JOB...                       stop waiting or running jobs
-  restart JOB... | --state S [--group G] [--name GLOB] [--with-dependents]
+  wait JOB... | SELECTORS             wait for jobs to end; the exit status mirrors them
+  cancel JOB... | SELECTORS           stop waiting or running jobs (--reason TEXT)
+  restart JOB... | SELECTORS [--with-dependents]
                                       submit finished jobs again (after a reboot: --state lost)
-  signal JOB SIG                      send a signal to every process of a running job
-  hold JOB... / release JOB...        keep jobs that have not started from starting / let them go
-  priority JOB N                      move a job that has not started to priority N in its group's line
-  group set NAME --limit N | list | rm NAME
+  signal JOB... | SELECTORS SIG       send a signal to every process of running jobs
+  hold / release JOB... | SELECTORS   keep jobs that have not started from starting / let them go
+  priority JOB... | SELECTORS N       move jobs that have not started to priority N in their group's line
+  group set NAME --limit N | pause NAME | resume NAME | list | rm NAME
                                       concurrency groups
   reconcile                           explain abandoned jobs (every command also does this)
-  prune [--older-than D] [--succeeded]
+  prune [JOB... | SELECTORS] [--older-than D] [--succeeded]
                                       remove finished jobs and their logs
   completion bash|zsh|fish            a shell completion script
   ui [--host H] [--port P]            a live web dashboard of the jobs (prints its URL; Ctrl-C stops it)
 
+SELECTORS: --all, --state S, --group G, --name GLOB (as list reads them; together they narrow each
+other). Each command takes the jobs it can act on, prints a line per job, and exits 1 if one was not
+done, 2 if the selection matches nothing. wait's selectors cover every job not yet pruned.
 JOB is a job's handle (the number in the # column of jobman list), its id, a display name (the newest
 job with it), or a unique id prefix (6+ characters). Every reading command takes --json.
 `jobman COMMAND --help` explains each command; jobman --version prints the version.
