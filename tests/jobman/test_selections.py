@@ -46,6 +46,10 @@ def test_hold_release_priority_and_cancel_take_selectors_and_say_each_job(jobman
     assert shown["state"] == "cancelled" and shown["cancel_reason"] == "wrong input data"
     assert "cancelled:   wrong input data" in jobman("show", ids[0], check=True).stdout
     assert {v["cancel_reason"] for v in json.loads(jobman("list", "--json", check=True).stdout)} == {"wrong input data"}
+    assert "(reason: wrong input data)" in jobman("list", check=True).stdout
+    waited = jobman("wait", "--group", "sel")
+    assert waited.returncode == 125 and f"job {handles[0]} (a-1): cancelled (exit status 125; reason: wrong input " \
+        "data)" in waited.stderr
     again = jobman("cancel", handles[0], check=True)  # a JOB named that has finished: said, not an error
     assert _lines(again) == [f"job {handles[0]}: already finished: cancelled"]
     assert jobman("cancel", "--all").returncode == 2  # nothing unfinished is left

@@ -132,7 +132,9 @@ selectors match no job.""", json=True)
                 from runkit.core.printable import printable
 
                 named = f" ({printable(v['name'])})" if v["name"] else ""
-                sys.stderr.write(f"jobman: job {v['handle']}{named}: {v['outcome']} (exit status {v['exit_status']})\n")
+                why = f"; reason: {printable(v['cancel_reason'])}" if v["cancel_reason"] else ""
+                sys.stderr.write(f"jobman: job {v['handle']}{named}: {v['outcome']} (exit status {v['exit_status']}"
+                                 f"{why})\n")
     return result["exit_status"]
 
 

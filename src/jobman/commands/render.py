@@ -52,7 +52,8 @@ def why_text(view: dict, now: float) -> str:
     if view["outcome"] == "lost" and view.get("wait_detail"):
         return view["wait_detail"]  # what is left of it now (its recorded detail is from when it was found)
     if view["phase"] == "finished" and view["outcome"] not in ("succeeded", "failed") and view["detail"]:
-        return view["detail"]
+        reason = view.get("cancel_reason") if view["outcome"] == "cancelled" else None
+        return view["detail"] + (f" (reason: {reason})" if reason else "")
     if view.get("wait_detail"):
         return view["wait_detail"]
     return ""
