@@ -6,6 +6,7 @@ from . import (JSON_HELP, add_selection, deliver, duration, error, json_text, pa
                selection_of, text)
 
 SELECTING = """
+
 Beside the JOBs named, --all, --state S, --group G and --name GLOB select jobs as jobman list reads them
 (together they narrow each other; --all alone: every job); of those the command takes the ones it can act on
 (%s). One line per job; exit 0 if each was done, 1 if one was not (its line says why), 2 for bad

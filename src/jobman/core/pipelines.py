@@ -17,6 +17,9 @@ OPTION_OF = {"retries": "retries", "retryable_exit_codes": "exit_codes", "retry_
              "group": "group", "priority": "priority", "cwd": "cwd", "not_before": "not_before", "delay": "delay",
              "hold": "hold", "log_limit": "log_limit", "separate_stderr": "separate_stderr", "on_finish": "on_finish"}
 SUPPORTED = frozenset(OPTION_OF) | {"command", "env", "after_success", "after_failure", "after"}
+# A pipeline is committed in one transaction and its supervisors all start at once: more jobs than this is a sweep,
+# which --array or a --from file of command lines submits a few at a time.
+MAX_PIPELINE = 500
 
 
 def is_pipeline(path: str) -> bool:
@@ -43,6 +46,9 @@ def pipeline_jobs(ns, command, environ) -> tuple[list[tuple], list[str]]:
         pipeline.refuse_unsupported(jobs, SUPPORTED, "jobman", source)
     except pipeline.PipelineError as e:
         raise BadInput(str(e)) from None
+    if len(jobs) > MAX_PIPELINE:
+        raise BadInput(f"{source}: {len(jobs)} jobs, more than the {MAX_PIPELINE} a pipeline file takes; submit a "
+                       f"sweep with --array, or with --from a file of command lines")
     ids = {job.name: uuid7() for job in jobs}
     position = {job.name: n for n, job in enumerate(jobs, 1)}
     items = []
