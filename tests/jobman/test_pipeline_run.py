@@ -93,6 +93,9 @@ def test_a_pipeline_is_refused_whole_before_anything_is_submitted(jobman, tmp_pa
     cycle = jobman("run", "--from", str(path))
     assert cycle.returncode == 2 and "cycle" in cycle.stderr
     assert jobman("run", "--from", str(path), "--", "true").returncode == 2
+    path.write_text("".join(f"[jobs.j{n}]\ncommand = ['true']\n" for n in range(501)))
+    large = jobman("run", "--from", str(path))
+    assert large.returncode == 2 and "501 jobs, more than the 500 a pipeline file takes" in large.stderr
     assert jobman.count_jobs() == 0
 
 
