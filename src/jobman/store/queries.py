@@ -118,13 +118,6 @@ def dependents_to_wake(conn, job_id: str) -> list[str]:
         " WHERE d.depends_on = ? AND s.phase != 'finished'", (job_id,))]
 
 
-def unfinished(conn, group: str | None = None) -> list[str]:
-    """Every unfinished job (of `group`), in submission order."""
-    where, args = ("", ()) if group is None else (" AND j.group_name = ?", (group,))
-    return [r[0] for r in conn.execute("SELECT j.id FROM jobs j JOIN job_state s ON s.job_id = j.id"
-                                       f" WHERE s.phase != 'finished'{where} ORDER BY j.submitted_at, j.id", args)]
-
-
 def group_exists(conn, name: str) -> bool:
     return conn.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone() is not None
 
@@ -353,15 +346,6 @@ def failed_dependents(conn, job_id: str) -> list:
 
 # Whether a job has been restarted: a job names it as its restart_of (an index, migration 6).
 RESTARTED = "EXISTS (SELECT 1 FROM jobs r WHERE r.restart_of = s.job_id)"
-
-
-def restartable(conn, where: tuple[str, list]) -> list:
-    """(job_id, outcome, attempts) of every finished job that matches `where` (list_filter) and has not been
-    restarted yet, in submission order."""
-    cond, args = where
-    return conn.execute(f"SELECT s.job_id, s.outcome, s.attempts FROM job_state s JOIN jobs j ON j.id = s.job_id"
-                        f" WHERE s.phase = 'finished' AND NOT {RESTARTED}{cond} ORDER BY j.submitted_at, j.id",
-                        args).fetchall()
 
 
 def lost_not_restarted(conn, boot_id: str) -> tuple[int, int, int]:
