@@ -89,6 +89,8 @@ def test_a_pipeline_is_refused_whole_before_anything_is_submitted(jobman, tmp_pa
     path.write_text('[jobs.train]\ncommand = "true"\nafter_success = ["@nosuchjob"]\n')
     unknown = jobman("run", "--from", str(path))
     assert unknown.returncode == 2 and "nosuchjob" in unknown.stderr and unknown.stderr.count("\n") == 1
+    path.write_text('[jobs.train]\ncommand = "true"\nafter_success = ["@last"]\n')
+    assert "@last would name" in jobman("run", "--from", str(path)).stderr
     path.write_text('[jobs.a]\ncommand = "true"\nafter = ["b"]\n[jobs.b]\ncommand = "true"\nafter = ["a"]\n')
     cycle = jobman("run", "--from", str(path))
     assert cycle.returncode == 2 and "cycle" in cycle.stderr

@@ -61,6 +61,9 @@ def pipeline_jobs(ns, command, environ) -> tuple[list[tuple], list[str]]:
                         str(value) if field == "log_limit" else value)
         if job.env:
             one.env = [*(ns.env or []), *(f"{k}={v}" for k, v in job.env.items())]
+        if any(d.external and d.ref == "last" for d in job.depends):  # (resolved in the transaction: a job of the file)
+            raise BadInput(f"{source}: job {job.name}: @last would name whichever job was submitted just before this "
+                           f"one; name the job (@NAME, @HANDLE)")
         edges = [(d.ref if d.external else ids[d.ref], d.condition) for d in job.depends]
         one.deps = [*(ns.deps or []), *edges]
         try:
