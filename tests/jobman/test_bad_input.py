@@ -191,7 +191,7 @@ def test_reading_a_home_that_does_not_exist_creates_nothing(jobman):
     import os
 
     groups = json.loads(jobman("group", "list", "--json", check=True).stdout)
-    assert groups == [{"name": "default", "limit": os.cpu_count(), "running": 0, "waiting": 0}]
+    assert groups == [{"name": "default", "limit": os.cpu_count(), "paused": False, "running": 0, "waiting": 0}]
     assert "default" in jobman("group", "list", check=True).stdout
     assert jobman("list", check=True).stdout == "no jobs\n"
     assert jobman("reconcile", check=True).returncode == 0

@@ -214,4 +214,4 @@ def test_restart_takes_several_jobs_and_selectors_and_dependents_lost_before_the
     assert [r["name"] for r in by_name] == ["first"]  # the restart of the first, failed again: not the original
     assert jobman.show(by_name[0]["id"])["spec"]["restart_of"] == both[0]["id"]
     nothing = jobman("restart")
-    assert nothing.returncode == 2 and "name the jobs to restart" in nothing.stderr
+    assert nothing.returncode == 2 and "name the jobs, or select them" in nothing.stderr

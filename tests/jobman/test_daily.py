@@ -85,7 +85,7 @@ def test_completion_knows_every_command_and_flag(jobman):
     for command, flags in FLAGS.items():
         helps = [jobman(command, "--help", check=True).stdout]
         if command == "group":
-            helps += [jobman("group", action, "--help", check=True).stdout for action in ("set", "list", "rm")]
+            helps += [jobman("group", action, "--help", check=True).stdout for action in ("set", "list", "rm", "pause", "resume")]
         # argparse's option lines: "  --name NAME", "  -f, --follow", "  -n N, --tail N"
         found = {f for text in helps
                  for f in re.findall(r"^ +(?:-\w(?: \S+)?, )?(--[a-z][a-z-]*)", text, re.M)} - {"--help"}
@@ -111,7 +111,7 @@ def test_prune_succeeded_keeps_the_failures(jobman):
     ok = jobman.run("true")
     bad = jobman.run("false")
     jobman("wait", ok, bad)
-    assert jobman("prune", "--succeeded", check=True).stdout == "removed 1 finished job(s)\n"
+    assert jobman("prune", "--succeeded", check=True).stdout.endswith(": removed\nremoved 1 finished job(s)\n")
     assert [j["id"] for j in json.loads(jobman("list", "--json", check=True).stdout)] == [bad]
 
 
@@ -163,8 +163,9 @@ def _has_open(pid: int, name: str) -> bool:
 
 
 def test_wait_all_and_wait_group(jobman, tmp_path):
-    """`jobman wait --all` and `--group G` (pueue's wait, tsp -w): every job unfinished at the call (of
-    that group), the exit status mirroring them as for named jobs."""
+    """`jobman wait --all` and `--group G` (pueue's wait, tsp -w): every job of the home not yet pruned (of that
+    group), finished ones included, the exit status mirroring them as for named jobs: the same answer however
+    often it is asked, until the failure is pruned."""
     gate = tmp_path / "gate"
     jobman("group", "set", "g", "--limit", "4", check=True)
     ok = jobman.run("sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done", opts=["--group", "g"])
@@ -181,9 +182,14 @@ def test_wait_all_and_wait_group(jobman, tmp_path):
     assert waiting.returncode == 3 and [v["id"] for v in json.loads(out)["jobs"]] == [ok, bad]
     assert jobman.state(other)["phase"] != "finished"
     (tmp_path / "gate.other").touch()
-    assert jobman("wait", "--all").returncode == 0  # only `other` was unfinished: it succeeds
-    assert jobman("wait", "--all").returncode == 0  # nothing unfinished: nothing to wait for
+    assert jobman("wait", "--all").returncode == 3  # `bad` failed, and it still counts
+    again = jobman("wait", "--all")
+    assert again.returncode == 3 and f"job {jobman.handle(bad)}: failed (exit status 3)" in again.stderr
+    assert jobman("wait", "--group", "g").returncode == 3
+    jobman("prune", bad, check=True)
+    assert jobman("wait", "--all").returncode == 0 and jobman("wait", "--group", "g").returncode == 0
     assert jobman("wait").returncode == 2 and jobman("wait", "--group", "nosuch").returncode == 2
+    assert jobman("wait", "--name", "nosuch*").returncode == 2
 
 
 def test_run_hold_submits_a_held_job_that_release_lets_go(jobman, tmp_path):

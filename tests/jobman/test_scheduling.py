@@ -216,7 +216,7 @@ def test_group_limit_and_order(jobman, tmp_path):
     listed = {j["id"]: j for j in json.loads(jobman("list", "--json", check=True).stdout)}
     assert "group pair is paused" in listed[ids[0]]["wait_detail"]
     groups = json.loads(jobman("group", "list", "--json", check=True).stdout)
-    assert {"name": "pair", "limit": 0, "running": 0, "waiting": 20} in groups
+    assert {"name": "pair", "limit": 0, "paused": False, "running": 0, "waiting": 20} in groups
     # Raising the limit starts the waiting jobs, at most two at a time, in priority-then-submission order.
     jobman("group", "set", "pair", "--limit", "2", check=True)
     assert jobman("wait", "-q", *ids, timeout=120).returncode == 0
@@ -242,7 +242,7 @@ def test_default_group_limit_is_cpu_count(jobman):
 
     jobman("wait", jobman.run("true"), check=True)
     groups = json.loads(jobman("group", "list", "--json", check=True).stdout)
-    assert groups == [{"name": "default", "limit": os.cpu_count(), "running": 0, "waiting": 0}]
+    assert groups == [{"name": "default", "limit": os.cpu_count(), "paused": False, "running": 0, "waiting": 0}]
 
 
 def test_cancel_waiting_and_running_jobs(jobman, tmp_path):
@@ -500,7 +500,8 @@ def test_a_waiting_jobs_priority_can_change_and_it_keeps_its_place_within_the_ne
     jobs = [jobman.run("sh", "-c", f"echo {n} >> {order}", opts=["--group", "one", "--priority", str(p)])
             for n, p in ((1, 5), (2, 0), (3, 0), (4, 5))]
     changed = json.loads(jobman("priority", jobs[2], "5", "--json", check=True).stdout)
-    assert changed == {"id": jobs[2], "handle": 4, "priority": 5, "changed": True, "message": "priority 5"}
+    assert changed == [{"id": jobs[2], "handle": 4, "priority": 5, "changed": True, "done": True,
+                        "message": "priority 5"}]
     assert jobman.show(jobs[2])["priority"] == 5 and "priority_changed" in [e["kind"] for e in jobman.show(jobs[2])["events"]]
     refused = jobman("priority", blocker, "9")
     assert refused.returncode == 2 and "it is running" in refused.stderr

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from jobman.core.errors import JobmanError
-from jobman.store import database, queries, transitions
+from jobman.store import database, groups, queries, transitions
 
 # The schema of user_version 1, as jobman's first release created it.
 VERSION_1 = """
@@ -128,3 +128,25 @@ def test_the_schema_version_is_the_number_of_migrations():
     from jobman.store.migrations import MIGRATIONS
 
     assert database.SCHEMA_VERSION == len(MIGRATIONS)
+
+
+def test_version_8_migrates_to_paused_groups_and_cancel_reasons(tmp_path):
+    """Migration 9 adds groups.paused_at and job_state.cancel_reason: a version 8 home keeps its groups' limits,
+    unpaused, and its jobs, with no reason for the cancels asked before."""
+    path = str(tmp_path / "jobman.db")
+    make_version_1(path)
+    conn = database.connect(path, create=False)
+    transitions.set_group_limit(conn, "gpu", 2)
+    conn.execute("UPDATE job_state SET cancel_requested_at = 5.0 WHERE job_id = ?", (JOBS[3][0],))
+    conn.execute("ALTER TABLE groups DROP COLUMN paused_at")
+    conn.execute("ALTER TABLE job_state DROP COLUMN cancel_reason")
+    conn.execute("PRAGMA user_version = 8")
+    conn.close()
+    migrated = database.connect(path, create=False)
+    assert migrated.execute("PRAGMA user_version").fetchone()[0] == database.SCHEMA_VERSION
+    assert [tuple(r) for r in queries.groups(migrated, "gpu")] == [("gpu", 2, None, 0, 0)]
+    assert queries.free_slots(migrated, "gpu") == 2 and not groups.is_paused(migrated, "gpu")
+    state = queries.load_state(migrated, JOBS[3][0])
+    assert state["cancel_requested_at"] == 5.0 and state["cancel_reason"] is None
+    assert queries.count_jobs(migrated) == len(JOBS)
+    assert shape(migrated) == shape(database.connect(str(tmp_path / "fresh.db")))

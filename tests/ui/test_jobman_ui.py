@@ -120,6 +120,9 @@ def test_filters_search_paging_and_hold_release_of_a_selection(jobman, jobman_ui
 
     page.click("#tabs a[data-tab=groups]")
     expect(page.locator("tr[data-group=slow]")).to_contain_text("0 (paused)", timeout=WAIT_MS)
+    jobman("group", "set", "slow", "--limit", "3", check=True)
+    jobman("group", "pause", "slow", check=True)  # paused with its limit kept: the page says both
+    expect(page.locator("tr[data-group=slow]")).to_contain_text("3 (paused)", timeout=WAIT_MS)
     screenshot(page, "jobman-groups")
 
 

@@ -18,25 +18,29 @@ SQLite ($JOBMAN_HOME, default ~/.local/state/jobman) holds the state.
 
 commands:
   run [OPTIONS] -- COMMAND [ARG...]   submit a job; prints its handle once a supervisor owns it
-  list (ls) [--state S] [--group G] [--name GLOB]
+  run --from FILE.toml                submit a pipeline file of named jobs (one handle per job)
+  list (ls) [--state S] [--group G] [--name GLOB] [--hide-restarted]
                                       jobs, newest first, and why waiting jobs wait
   show JOB [--env]                    spec, state, outcome, attempts and events of one job
   logs [JOB]                          a job's output, the newest job's without JOB (--follow streams it)
-  wait JOB... | --all | --group G     wait for jobs to end; the exit status mirrors them
-  cancel JOB...                       stop waiting or running jobs
-  restart JOB... | --state S [--group G] [--name GLOB] [--with-dependents]
+  wait JOB... | SELECTORS             wait for jobs to end; the exit status mirrors them
+  cancel JOB... | SELECTORS           stop waiting or running jobs (--reason TEXT)
+  restart JOB... | SELECTORS [--with-dependents]
                                       submit finished jobs again (after a reboot: --state lost)
-  signal JOB SIG                      send a signal to every process of a running job
-  hold JOB... / release JOB...        keep jobs that have not started from starting / let them go
-  priority JOB N                      move a job that has not started to priority N in its group's line
-  group set NAME --limit N | list | rm NAME
+  signal JOB... | SELECTORS SIG       send a signal to every process of running jobs
+  hold / release JOB... | SELECTORS   keep jobs that have not started from starting / let them go
+  priority JOB... | SELECTORS N       move jobs that have not started to priority N in their group's line
+  group set NAME --limit N | pause NAME | resume NAME | list | rm NAME
                                       concurrency groups
   reconcile                           explain abandoned jobs (every command also does this)
-  prune [--older-than D] [--succeeded]
+  prune [JOB... | SELECTORS] [--older-than D] [--succeeded]
                                       remove finished jobs and their logs
   completion bash|zsh|fish            a shell completion script
   ui [--host H] [--port P]            a live web dashboard of the jobs (prints its URL; Ctrl-C stops it)
 
+SELECTORS: --all, --state S, --group G, --name GLOB (as list reads them; together they narrow each
+other). Each command takes the jobs it can act on, prints a line per job, and exits 1 if one was not
+done, 2 if the selection matches nothing. wait's selectors cover every job not yet pruned.
 JOB is a job's handle (the number in the # column of jobman list), its id, a display name (the newest
 job with it), or a unique id prefix (6+ characters). Every reading command takes --json.
 `jobman COMMAND --help` explains each command; jobman --version prints the version.
@@ -198,13 +202,48 @@ def text(flag: str):
     return argparse_type(convert)
 
 
-def print_results(results: list[dict], as_json: bool) -> None:
-    """What a command did to each job: JSON, or a line each (job HANDLE: message)."""
+def print_results(results: list[dict], as_json: bool) -> int:
+    """What a command did to each job: JSON, or a line each (job HANDLE: message). Returns the exit status: 0 if
+    every job was done (or was so already), else 1, with a line on stderr counting those that were not."""
     if as_json:
         print_json(results)
     else:
         for r in results:
             sys.stdout.write(f"job {r['handle']}: {r['message']}\n")
+    undone = [r for r in results if not r.get("done", True)]
+    if undone:
+        error(f"{len(undone)} of {len(results)} job(s) were not changed: "
+              + ", ".join(f"job {r['handle']}" for r in undone) + " (see each one's line)")
+    return 1 if undone else 0
+
+
+def add_selection(p, what: str) -> None:
+    """The selectors every command that acts on jobs takes beside its JOBs (jobman.store.selectors.Selection):
+    `what` says which of the jobs they match the command takes."""
+    p.add_argument("--all", action="store_true", dest="every", help=f"every {what}")
+    p.add_argument("--state", action="append", default=[], metavar="STATE",
+                   help=f"every {what} in STATE (a phase, an outcome or held; repeatable or comma-separated)")
+    p.add_argument("--group", metavar="G", type=text("--group"), help=f"every {what} of group G")
+    p.add_argument("--name", metavar="GLOB", type=text("--name"), help=f"every {what} whose name matches GLOB")
+
+
+def selection_of(p, ns, command: str | None = None):
+    """The selection add_selection's flags make (None: none given). command: refuse a call with neither JOB nor
+    selector (a command that would act on nothing, or guess at everything)."""
+    from ..store import queries
+    from ..store.selectors import Selection
+
+    states = [w.strip() for given in ns.state for w in given.split(",") if w.strip()]
+    unknown = [w for w in states if w not in queries.STATE_WORDS]
+    if unknown:
+        p.error(f"--state: unknown state {unknown[0]!r}; use one of {', '.join(queries.STATE_WORDS)}")
+    selection = Selection(states, ns.group, ns.name, ns.every)
+    if command and not selection and not getattr(ns, "jobs", None):
+        from ..core.errors import BadInput
+
+        raise BadInput(f"jobman {command}: name the jobs, or select them with --all, --state, --group or --name "
+                       f"(see jobman {command} --help)")
+    return selection or None
 
 
 # --- the commands: each family's module is imported when one of its commands runs --------------------

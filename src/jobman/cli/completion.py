@@ -5,28 +5,29 @@ JOB arguments complete from `jobman __jobs` (handles and names of the newest job
 """
 import os
 
+SELECT = "--all --state --group --name"  # every command that acts on jobs takes these (jobman.cli.add_selection)
 FLAGS = {
     "run": "--name --hold --print-id --cwd --env --env-policy --after-success --after-failure --after --not-before --delay --retries "
            "--retryable-exit-code --retry-delay --retry-backoff --retry-max-delay --retry-on-timeout --timeout "
            "--kill-after --group --priority --log-limit --separate-stderr --on-finish --array --from --json",
-    "list": "--active --all --limit --state --group --name --json",
-    "ls": "--active --all --limit --state --group --name --json",
+    "list": "--active --all --limit --state --group --name --hide-restarted --json",
+    "ls": "--active --all --limit --state --group --name --hide-restarted --json",
     "show": "--env --json",
     "logs": "--attempt --stderr --follow --tail --json",
-    "wait": "--all --group --timeout --json --quiet",
-    "cancel": "--json",
-    "restart": "--with-dependents --include-started --state --group --name --json",
-    "signal": "--json",
-    "hold": "--json",
-    "release": "--json",
-    "priority": "--json",
+    "wait": f"{SELECT} --timeout --json --quiet",
+    "cancel": f"{SELECT} --reason --json",
+    "restart": f"--with-dependents --include-started {SELECT} --json",
+    "signal": f"{SELECT} --json",
+    "hold": f"{SELECT} --json",
+    "release": f"{SELECT} --json",
+    "priority": f"{SELECT} --json",
     "group": "--limit --json",
     "reconcile": "--json",
-    "prune": "--older-than --succeeded --json",
+    "prune": f"{SELECT} --older-than --succeeded --json",
     "completion": "",
     "ui": "--host --port",
 }
-TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release", "priority")
+TAKES_JOB = ("show", "logs", "wait", "cancel", "restart", "signal", "hold", "release", "priority", "prune")
 JOBS_SHOWN = 200  # handles and names offered for a JOB argument
 
 BASH = """# jobman completion for bash: eval "$(jobman completion bash)"

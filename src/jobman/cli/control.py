@@ -2,46 +2,48 @@
 prune, reconcile): parse, call, render, with jobman.cli's helpers (imported when one of them runs)."""
 import sys
 
-from . import JSON_HELP, deliver, duration, error, json_text, parser, print_json, print_results, text
+from . import (JSON_HELP, add_selection, deliver, duration, error, json_text, parser, print_json, print_results,
+               selection_of, text)
+
+SELECTING = """
+
+Beside the JOBs named, --all, --state S, --group G and --name GLOB select jobs as jobman list reads them
+(together they narrow each other; --all alone: every job); of those the command takes the ones it can act on
+(%s). One line per job; exit 0 if each was done, 1 if one was not (its line says why), 2 for bad
+input or a selection that matches nothing (nothing changed)."""
 
 
 def cmd_cancel(args: list[str]) -> int:
     p = parser("jobman cancel", "Cancel waiting or running jobs (SIGTERM to the whole process tree, SIGKILL\n"
                "after --kill-after). --after-success dependents of a cancelled job end dependency_failed.\n"
-               "On a lost job: stop its target tree if, and only if, its identity still verifies.", json=True)
-    p.add_argument("jobs", nargs="+", metavar="JOB")
+               "On a lost job: stop its target tree if, and only if, its identity still verifies."
+               + SELECTING % "the unfinished ones", json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB")
+    add_selection(p, "unfinished job")
+    p.add_argument("--reason", metavar="TEXT", type=text("--reason"),
+                   help="why: kept with the cancel, shown by show, list --json and this command's lines")
     ns = p.parse_args(args)
+    selection = selection_of(p, ns, "cancel")
     from ..commands import api
 
-    print_results(api.cancel(ns.jobs), ns.json)
-    return 0
+    return print_results(api.cancel(ns.jobs, selection=selection, reason=ns.reason), ns.json)
 
 
 def cmd_restart(args: list[str]) -> int:
     p = _restart_parser()
     ns = p.parse_args(args)
-    from ..core.errors import BadInput
-    from ..store import queries
-
-    states = [w.strip() for given in ns.state for w in given.split(",") if w.strip()]
-    unknown = [w for w in states if w not in queries.STATE_WORDS]
-    if unknown:
-        p.error(f"--state: unknown state {unknown[0]!r}; use one of {', '.join(queries.STATE_WORDS)}")
-    selecting = bool(states or ns.group is not None or ns.name is not None)
-    if not ns.jobs and not selecting:
-        raise BadInput("jobman restart: name the jobs to restart, or select them with --state, --group or --name "
-                       "(see jobman restart --help)")
+    selection = selection_of(p, ns, "restart")
     from ..commands.restart import restart_jobs
 
     def emit(view: dict) -> None:
         if not ns.json:
             deliver(f"{view['handle']}\n")  # each as soon as it is handed over, as jobman run --array does
 
-    done = restart_jobs(ns.jobs, states=states, group=ns.group, name=ns.name, with_dependents=ns.with_dependents,
+    done = restart_jobs(ns.jobs, selection=selection, with_dependents=ns.with_dependents,
                         include_started=ns.include_started, emit=emit)
     if ns.json:
         deliver(json_text(done["jobs"]))
-    return _restart_report(done, selecting)
+    return _restart_report(done, selection is not None)
 
 
 def _restart_parser():
@@ -53,13 +55,10 @@ re-wired to the new jobs (an edge to a job not restarted keeps its old job), so 
 reboot comes back whole: jobman restart --state lost. A lost job that had started may have done part of
 its work: a selector takes one only with --include-started. --with-dependents: also the jobs that never
 ran because of them (dependency_failed, or lost before they started). Prints each new handle, one a line
-(--json: restarts, id, handle, name of each).""", json=True)
+and nothing else on stdout (n=$(jobman restart 7); jobman wait $n), --json: restarts, id, handle, name of
+each. --all: every finished job not restarted yet; a selection that matches nothing exits 2.""", json=True)
     p.add_argument("jobs", nargs="*", metavar="JOB")
-    p.add_argument("--state", action="append", default=[], metavar="STATE",
-                   help="also every finished job in STATE (an outcome: lost, failed, ...; repeatable or "
-                        "comma-separated)")
-    p.add_argument("--group", metavar="NAME", type=text("--group"), help="also (or only, with --state) jobs of group NAME")
-    p.add_argument("--name", metavar="GLOB", type=text("--name"), help="... whose name matches GLOB")
+    add_selection(p, "finished job not restarted yet")
     p.add_argument("--include-started", action="store_true",
                    help="a selector also takes lost jobs that had started (they may have done part of their work)")
     p.add_argument("--with-dependents", action="store_true",
@@ -99,32 +98,31 @@ def _restart_report(done: dict, selecting: bool) -> int:
 
 def cmd_signal(args: list[str]) -> int:
     p = parser("jobman signal", "Send signal SIG to every process of a running job's tree (each one identified\n"
-               "by pid and start time, as cancel does). SIG: a name (TERM, HUP, USR1, STOP, CONT) or a number.",
-               json=True)
-    p.add_argument("job", metavar="JOB")
+               "by pid and start time, as cancel does). SIG (the last word): a name (TERM, HUP, USR1, STOP,\n"
+               "CONT) or a number." + SELECTING % "the running ones", json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("sig", metavar="SIG")
+    add_selection(p, "running job")
     ns = p.parse_args(args)
+    selection = selection_of(p, ns, "signal")
     from ..commands import control
 
-    result = control.send_signal(ns.job, control.parse_signal(ns.sig))
-    if ns.json:
-        print_json(result)
-    else:
-        sys.stdout.write(f"job {result['handle']}: {result['message']}\n")
-    return 0
+    return print_results(control.send_signal(ns.jobs, control.parse_signal(ns.sig), selection=selection), ns.json)
 
 
 def _cmd_hold_or_release(args: list[str], held: bool) -> int:
     verb = "hold" if held else "release"
-    p = parser(f"jobman {verb}", "Hold back jobs that have not started: a held job leaves its group's line and\n"
+    p = parser(f"jobman {verb}", ("Hold back jobs that have not started: a held job leaves its group's line and\n"
                "starts only after jobman release." if held
-               else "Let held jobs go on: each starts when it is eligible.", json=True)
-    p.add_argument("jobs", nargs="+", metavar="JOB")
+               else "Let held jobs go on: each starts when it is eligible.")
+               + SELECTING % ("the unheld ones that have not started" if held else "the held ones"), json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB")
+    add_selection(p, "job that has not started" if held else "held job")
     ns = p.parse_args(args)
+    selection = selection_of(p, ns, verb)
     from ..commands import control
 
-    print_results(control.set_held(ns.jobs, held), ns.json)
-    return 0
+    return print_results(control.set_held(ns.jobs, held, selection=selection), ns.json)
 
 
 def cmd_hold(args: list[str]) -> int:
@@ -136,20 +134,18 @@ def cmd_release(args: list[str]) -> int:
 
 
 def cmd_priority(args: list[str]) -> int:
-    p = parser("jobman priority", "Move a job that has not started to priority N: within its group, jobs of a\n"
-               "higher priority take a free slot first, and it keeps its place by submission order within\n"
-               "its new priority (as tsp -u and pueue's switch move jobs in their queues).", json=True)
-    p.add_argument("job", metavar="JOB")
+    p = parser("jobman priority", "Move jobs that have not started to priority N (the last word): within its\n"
+               "group, jobs of a higher priority take a free slot first, and each keeps its place by submission\n"
+               "order within its new priority (as tsp -u and pueue's switch move jobs in their queues)."
+               + SELECTING % "the ones that have not started", json=True)
+    p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("priority", metavar="N", type=_priority)
+    add_selection(p, "job that has not started")
     ns = p.parse_args(args)
+    selection = selection_of(p, ns, "priority")
     from ..commands import control
 
-    result = control.set_priority(ns.job, ns.priority)
-    if ns.json:
-        print_json(result)
-    else:
-        sys.stdout.write(f"job {result['handle']}: {result['message']}\n")
-    return 0
+    return print_results(control.set_priority(ns.jobs, ns.priority, selection=selection), ns.json)
 
 
 def _priority(value: str) -> int:
@@ -159,9 +155,15 @@ def _priority(value: str) -> int:
 
 
 def cmd_group(args: list[str]) -> int:
-    p = parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once; 0 pauses it.\n"
+    p = parser("jobman group", "Concurrency groups: at most LIMIT jobs of a group run at once. A paused group\n"
+               "starts no new job (running ones go on) and keeps its limit for the resume.\n"
                "The default group's limit starts at the number of CPUs.")
     sub = p.add_subparsers(dest="action", required=True)
+    for verb, what in (("pause", "start no new job of group NAME (running ones go on; the limit is kept)"),
+                       ("resume", "let a paused group start jobs again, up to its limit")):
+        sp = sub.add_parser(verb, help=what)
+        sp.add_argument("name", type=text("NAME"))
+        sp.add_argument("--json", action="store_true", help=JSON_HELP)
     s = sub.add_parser("set", help="create a group or change its limit")
     s.add_argument("name")
     s.add_argument("--limit", type=int, required=True)
@@ -181,6 +183,17 @@ def cmd_group(args: list[str]) -> int:
         else:
             sys.stdout.write(f"removed group {ns.name}\n")
         return 0
+    if ns.action in ("pause", "resume"):
+        import time
+
+        row = admin.group_pause(ns.name, ns.action == "pause", time.time())
+        if ns.json:
+            print_json(row)
+        else:
+            state = "paused" if row["paused"] else "resumed"
+            sys.stdout.write(f"group {ns.name}: {state if row['changed'] else 'already ' + state.replace('resumed', 'open')}"
+                             f" (limit {row['limit']}, {row['running']} running, {row['waiting']} waiting)\n")
+        return 0
     if ns.action == "set":
         rows = [admin.group_set(ns.name, ns.limit)]
     else:
@@ -193,20 +206,26 @@ def cmd_group(args: list[str]) -> int:
 
 
 def cmd_prune(args: list[str]) -> int:
-    p = parser("jobman prune", "Remove finished jobs and their logs (the JOBs named, or every finished one).\n"
-               "Never touches an unfinished job, one an unfinished job depends on, or a lost job whose\n"
-               "processes still run; JOBs that include one of those are refused whole.", json=True)
+    p = parser("jobman prune", "Remove finished jobs and their logs (the JOBs named and the jobs selected, or\n"
+               "with neither every finished one). Never touches an unfinished job, one an unfinished job\n"
+               "depends on, or a lost job whose processes still run; JOBs named that include one of those are\n"
+               "refused whole, and a selector leaves them out. One line per job removed, then how many;\n"
+               "a selection that matches nothing exits 2.", json=True)
     p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (handles, names, ids, id prefixes)")
+    add_selection(p, "finished job that may be removed")
     p.add_argument("--older-than", type=duration("--older-than"), default=0.0, metavar="D",
                    help="only jobs that finished more than D ago")
     p.add_argument("--succeeded", action="store_true", help="only jobs that succeeded (keep the others to look at)")
     ns = p.parse_args(args)
+    selection = selection_of(p, ns)
     from ..commands import admin
 
-    removed = admin.prune(older_than=ns.older_than, only_succeeded=ns.succeeded, jobs=ns.jobs)
+    removed = admin.prune(older_than=ns.older_than, only_succeeded=ns.succeeded, jobs=ns.jobs, selection=selection)
     if ns.json:
-        print_json(removed)
+        print_json([r["id"] for r in removed])
     else:
+        for r in removed:
+            sys.stdout.write(f"job {r['handle']}: removed\n")
         sys.stdout.write(f"removed {len(removed)} finished job(s)\n")
     return 0
 

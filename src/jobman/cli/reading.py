@@ -2,7 +2,7 @@
 one of them runs)."""
 import sys
 
-from . import MAX_COUNT, duration, parser, print_json, text, whole
+from . import MAX_COUNT, add_selection, duration, parser, print_json, selection_of, text, whole
 
 
 def cmd_list(args: list[str]) -> int:
@@ -20,6 +20,8 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
                         "repeatable or comma-separated")
     p.add_argument("--group", metavar="NAME", type=text("--group"), help="only jobs of group NAME")
     p.add_argument("--name", metavar="GLOB", type=text("--name"), help="only jobs whose name matches GLOB (*, ?, [...])")
+    p.add_argument("--hide-restarted", action="store_true",
+                   help="leave out the jobs that have been restarted (their restart stands for them)")
     ns = p.parse_args(args)
     from ..commands import api
     from ..store import queries
@@ -29,7 +31,7 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
     if unknown:
         p.error(f"--state: unknown state {unknown[0]!r}; use one of {', '.join(queries.STATE_WORDS)}")
     result = api.list_jobs(active_only=ns.active, limit=ns.limit, everything=ns.all, states=states,
-                           group=ns.group, name=ns.name)
+                           group=ns.group, name=ns.name, hide_restarted=ns.hide_restarted)
     views = result["jobs"]
     if ns.json:
         print_json(views)
@@ -39,7 +41,7 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
         out = sys.stdout
         out.write(listing.job_table(views, listing.terminal_width(out), listing.use_colour(out)) + "\n")
     else:
-        sys.stdout.write("no jobs\n" if not (states or ns.group or ns.name) else "no jobs match\n")
+        sys.stdout.write("no jobs\n" if not (states or ns.group or ns.name or ns.hide_restarted) else "no jobs match\n")
     left_out = [f"{n} older {what}" for what, n in result["not_shown"].items() if n]
     if left_out:
         sys.stderr.write(f"jobman: {' and '.join(left_out)} job(s) not shown (jobman list --all)\n")
@@ -94,26 +96,26 @@ def cmd_logs(args: list[str]) -> int:
 
 
 def cmd_wait(args: list[str]) -> int:
-    p = parser("jobman wait", "Wait until every JOB has ended (with --all: every job unfinished now; with --group\n"
-               "G: every job of group G unfinished now). Exit status: 0 if all succeeded, else that of\n"
-               "the first job (in argument order, then submission order) that did not (see jobman --help).",
-               json=True)
+    p = parser("jobman wait", """\
+Wait until every JOB has ended, and every job the selectors match: --all, --state S, --group G,
+--name GLOB (as jobman list reads them; together they narrow each other). A selector covers every job
+of the home not yet pruned, finished ones included, so the answer is the same whenever it is asked:
+a failure counts until jobman prune removes it. Exit status: 0 if all succeeded, else that of the
+first job (in argument order, then submission order) that did not (see jobman --help); 2 if the
+selectors match no job.""", json=True)
     p.add_argument("jobs", nargs="*", metavar="JOB")
-    p.add_argument("--all", action="store_true", help="also every job unfinished now")
-    p.add_argument("--group", metavar="G", type=text("--group"), help="also every job of group G unfinished now")
+    add_selection(p, "job not yet pruned")
     p.add_argument("--timeout", type=duration("--timeout"), metavar="D",
                    help="give up after D (exit 120 with a message; the jobs go on)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     ns = p.parse_args(args)
+    selection = selection_of(p, ns, "wait")
     from ..commands import api
-    from ..core.errors import BadInput
 
-    if not ns.jobs and not ns.all and ns.group is None:
-        raise BadInput("jobman wait: name the jobs to wait for, or give --all or --group G (see jobman wait --help)")
     progress = None
     if not ns.quiet and sys.stderr.isatty():
         progress = _progress_line
-    result = api.wait(ns.jobs, timeout=ns.timeout, progress=progress, every=ns.all, group=ns.group)
+    result = api.wait(ns.jobs, timeout=ns.timeout, progress=progress, selection=selection)
     if progress:
         sys.stderr.write("\r\033[K")
     if ns.json:
@@ -124,10 +126,15 @@ def cmd_wait(args: list[str]) -> int:
         from runkit.core.outcomes import EXIT_WAIT_TIMED_OUT
 
         return EXIT_WAIT_TIMED_OUT
-    if not ns.json:
+    if not ns.json and len(result["jobs"]) > 1:
         for v in result["jobs"]:
-            if v["exit_status"] != 0 and len(result["jobs"]) > 1:
-                sys.stderr.write(f"{v['id']}: {v['outcome']}\n")
+            if v["exit_status"] != 0:
+                from runkit.core.printable import printable
+
+                named = f" ({printable(v['name'])})" if v["name"] else ""
+                why = f"; reason: {printable(v['cancel_reason'])}" if v["cancel_reason"] else ""
+                sys.stderr.write(f"jobman: job {v['handle']}{named}: {v['outcome']} (exit status {v['exit_status']}"
+                                 f"{why})\n")
     return result["exit_status"]
 
 

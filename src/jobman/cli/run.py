@@ -158,6 +158,8 @@ def parse(args: list[str], make_parser):
 
 def cmd_run(args: list[str]) -> int:
     ns, command = parse(args, parser)
+    if ns.from_file is not None and ns.from_file.lower().endswith(".toml"):  # (core.pipelines.is_pipeline)
+        return _run_pipeline(ns, command)
     if ns.array is not None or ns.from_file is not None:
         from ..handoff import spec
 
@@ -215,4 +217,29 @@ def _run_batch(ns, jobs: list) -> int:
     rest = f"; from {label(outcome['stopped_at'])} on, nothing was" if outcome["stopped_at"] is not None else ""
     printed = "ids" if ns.print_id else "handles"
     error(f"{why}: submitted {done} of {total} jobs (their {printed} are printed){rest}")
+    return 130 if outcome["interrupted"] else 1
+
+
+def _run_pipeline(ns, command) -> int:
+    """`jobman run --from FILE.toml`: the whole file in one transaction, then a handle (--print-id: id) per job in
+    file order; a job whose handoff failed is named on stderr (exit 1)."""
+    from ..commands import api
+    from ..core import pipelines
+
+    items, order = pipelines.pipeline_jobs(ns, command, os.environ)
+    handed: dict[str, dict] = {}
+    outcome = api.run_batch(items, lambda result: handed.__setitem__(result["id"], result), whole=True)
+    shown = [handed[job_id] for job_id in order if job_id in handed]
+    if ns.json:
+        deliver(json_text([{"id": r["id"], "handle": r["handle"], "name": r["name"], "supervisor_id": r["supervisor_id"],
+                            "index": items[r["index"]][0]["batch_index"]} for r in shown]))
+    else:
+        deliver("".join(f"{r['id'] if ns.print_id else r['handle']}\n" for r in shown))
+    for index, job_id, message in outcome["failures"]:
+        error(f"job {items[index][0]['name']} of {ns.from_file} ({job_id or 'not committed'}) was not submitted: "
+              f"{message}")
+    if outcome["submitted"] == len(items):
+        return 0
+    error(f"{'interrupted' if outcome['interrupted'] else 'stopped'}: submitted {outcome['submitted']} of "
+          f"{len(items)} jobs of {ns.from_file}")
     return 130 if outcome["interrupted"] else 1

@@ -69,6 +69,15 @@ class State:
             raise NotFound(f"no job matches {selector!r}: no job has been submitted yet")
         return selectors.resolve(self.conn, selector)
 
+    def choose(self, named: list[str], selection: selectors.Selection | None,
+               among: tuple[str, str] = ("1", "job")) -> list[str]:
+        """The jobs a command acts on (jobman.store.selectors.choose): the JOBs named, then those the selection
+        takes of the jobs the command can act on (`among`)."""
+        if self.conn is None:
+            what = repr(named[0]) if named else (selection.words() if selection else "")
+            raise NotFound(f"no job matches {what}: no job has been submitted yet")
+        return selectors.choose(self.conn, named, selection, among)
+
 
 def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, launch=None) -> dict:
     """Submit one job (jobman.handoff.submit). launch: its supervisor, started already (jobman.handoff.launch)."""
@@ -89,20 +98,21 @@ def run(spec: dict, dependencies: list[tuple[str, str]], environ=os.environ, lau
     return submit(st.conn, st.db_file, spec, dependencies, launch)
 
 
-def run_batch(jobs: list[tuple[dict, list]], emit, environ=os.environ) -> dict:
-    """Submit a batch (jobman.handoff.submit.submit_batch); emit(result) for each job handed over, in order."""
+def run_batch(jobs: list[tuple], emit, environ=os.environ, whole: bool = False) -> dict:
+    """Submit a batch (jobman.handoff.submit.submit_batch: items (spec, dependencies) or (spec, dependencies, id));
+    emit(result) for each job handed over, in order. whole: in one transaction (a pipeline)."""
     from ..handoff.submit import submit_batch
 
     st = State(environ, create=False, notify=lambda message: None)
     if st.conn is None:
-        spec, dependencies = jobs[0]
+        spec, dependencies = jobs[0][:2]
         if spec["group"] != database.DEFAULT_GROUP:
             raise transitions.no_such_group(spec["group"])
         for selector, _ in dependencies:
             st.resolve(selector)
     st.create()
     st.reconcile()
-    return submit_batch(st.conn, st.db_file, jobs, emit)
+    return submit_batch(st.conn, st.db_file, jobs, emit, whole)
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -139,6 +149,8 @@ def job_view(job) -> dict:
         "wait_until": job.wait_until,
         "held": job.held_at is not None and not finished,
         "detail": job.detail,
+        "cancel_reason": job.cancel_reason,
+        "restarted_as": [{"id": i, "handle": h} for i, h in json_loads(job.restarted_as or "[]")],
         "exit_status": exit_status(job.outcome, job.exit_code, job.exit_signal) if finished else None,
         **({"corrupt": corrupt} if corrupt else {}),
     }
@@ -156,12 +168,14 @@ def spec_of(job) -> tuple[dict, str | None]:
 
 
 def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | None = None,
-              everything: bool = False, states=(), group: str | None = None, name: str | None = None) -> dict:
+              everything: bool = False, states=(), group: str | None = None, name: str | None = None,
+              hide_restarted: bool = False) -> dict:
     """{"jobs": views newest first, "not_shown": {"waiting": n, "finished": n} older jobs left out, and "lost_note"
     when lost jobs wait for a restart (listing.lost_note)}. By
     default every unfinished job but waiting ones, the newest LIST_WAITING waiting ones and the newest
     LIST_FINISHED finished ones; `active_only`: every unfinished job; `limit`: the newest `limit` jobs;
-    `everything`: all of them. states / group / name (a glob): only the jobs that match."""
+    `everything`: all of them. states / group / name (a glob): only the jobs that match; hide_restarted: not the
+    jobs that have been restarted."""
     st = State(environ, create=False, reading=True)
     if st.conn is None:
         return {"jobs": [], "not_shown": {"waiting": 0, "finished": 0}}
@@ -170,21 +184,18 @@ def list_jobs(environ=os.environ, *, active_only: bool = False, limit: int | Non
 
     capped = not (limit or active_only or everything)
     return listing.read(st.conn, active_only=active_only, limit=limit, finished=None if everything else LIST_FINISHED,
-                        waiting=LIST_WAITING if capped else None, where=queries.list_filter(states, group, name),
+                        waiting=LIST_WAITING if capped else None, where=queries.list_filter(states, group, name, hide_restarted),
                         count_rest=capped)
 
 
 def wait(selector_list: list[str], environ=os.environ, timeout: float | None = None, progress=None,
-         every: bool = False, group: str | None = None) -> dict:
-    """Wait until every job is finished: the ones named, and with `every` every job unfinished now, with `group`
-    every one of that group unfinished now (in submission order after the named ones). Returns {"jobs": [views],
-    "exit_status": int, "timed_out": bool}. Each look reads only the jobs still unfinished."""
+         selection: selectors.Selection | None = None) -> dict:
+    """Wait until every job is finished: the ones named, and every job of the home the selection matches,
+    finished ones included (in submission order after the named ones), so that the answer is the same whenever
+    it is asked until the jobs are pruned. Returns {"jobs": [views], "exit_status": int, "timed_out": bool}.
+    Each look reads only the jobs still unfinished."""
     st = State(environ, create=False, reading=True)
-    ids = [st.resolve(s) for s in selector_list]
-    if (every or group is not None) and st.conn is not None:
-        if group is not None and not queries.group_exists(st.conn, group):
-            raise NotFound(f"no group {group!r}: see jobman group list")
-        ids += [i for i in queries.unfinished(st.conn, None if every else group) if i not in set(ids)]
+    ids = st.choose(selector_list, selection)
     give_up = None if timeout is None else time.time() + timeout
     delay = 0.02
     started = time.time()
@@ -217,15 +228,22 @@ def reconcile_now(environ=os.environ) -> list[dict]:
 
 # --- changing ------------------------------------------------------------------------------------
 
-def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | None = None) -> list[dict]:
+# What cancel takes of the jobs a selection matches: the unfinished ones, and the lost ones whose processes live on.
+CANCELLABLE = ("s.phase != 'finished' OR (s.outcome = 'lost' AND s.slot_held = 1)", "unfinished job")
+
+
+def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | None = None,
+           selection: selectors.Selection | None = None, reason: str | None = None) -> list[dict]:
+    """Cancel the JOBs named and the unfinished jobs the selection matches; `reason` is kept with each cancel.
+    [{"id", "handle", "outcome", "phase", "message", "done", "cancel_reason"}], one per job in order."""
     from ..core.model import JobState
 
     st = State(environ, create=False)
-    ids = [st.resolve(s) for s in selector_list]
+    ids = st.choose(selector_list, selection, CANCELLABLE)
     st.reconcile()
     results = []
     for job_id in ids:
-        what, state = transitions.request_cancel(st.conn, job_id, time.time())
+        what, state = transitions.request_cancel(st.conn, job_id, time.time(), reason)
         state = JobState.from_row(state)
         if what == "requested":
             doorbell.ring(st.home, job_id)
@@ -249,6 +267,10 @@ def cancel(selector_list: list[str], environ=os.environ, wait_seconds: float | N
             view["message"] = "cancelled" if state.outcome == "cancelled" else f"finished {state.outcome}"
         else:
             view["message"] = "cancel requested; its supervisor will stop it"
+        kept = queries.load_state(st.conn, job_id)["cancel_reason"]
+        if kept and r["result"] != "finished":
+            view["message"] += f" (reason: {kept})"
+        view["cancel_reason"], view["done"] = kept, True
         out.append(view)
     return out
 

@@ -35,19 +35,44 @@ def parse_signal(text: str) -> int:
                    f"from 1 to {MAX_SIGNAL}")
 
 
-def send_signal(selector: str, sig: int, environ=os.environ) -> dict:
-    from . import targets
+# What each command takes of the jobs a selection matches: those it can act on (store.selectors.choose).
+SIGNALLABLE = ("s.phase = 'running' OR (s.outcome = 'lost' AND s.slot_held = 1)", "running job")
+WAITING = ("s.phase IN ('submitting', 'starting', 'waiting')", "job that has not started")
+HOLDABLE = ("s.phase IN ('submitting', 'starting', 'waiting') AND s.held_at IS NULL", "unheld job that has not started")
+RELEASABLE = ("s.phase IN ('submitting', 'starting', 'waiting') AND s.held_at IS NOT NULL", "held job")
+
+
+def send_signal(selectors: list[str], sig: int, environ=os.environ, selection=None) -> list[dict]:
+    """Send sig to every process of each job's tree (the JOBs named, and the running jobs the selection matches).
+    A JOB named that runs nothing refuses the whole command before anything is sent."""
     from .api import State
 
     st = State(environ, create=False)
-    job_id = st.resolve(selector)
+    ids = st.choose(selectors, selection, SIGNALLABLE)
     st.reconcile()
-    state = queries.load_state(st.conn, job_id)
     name = proc.signal_name(sig) or str(sig)
-    if state["phase"] != "running" and not (state["outcome"] == "lost" and state["slot_held"]):
-        what = state["outcome"] or state["phase"]
-        raise BadInput(f"job {selector} is {what}: it has no running process to send {name} to"
-                       + (" (jobman cancel stops a waiting job)" if state["phase"] != "finished" else ""))
+    for selector in selectors:  # each JOB named is checked before anything changes
+        state = queries.load_state(st.conn, st.resolve(selector))
+        if not _signallable(state):
+            what = state["outcome"] or state["phase"]
+            raise BadInput(f"job {selector} is {what}: it has no running process to send {name} to"
+                           + (" (jobman cancel stops a waiting job)" if state["phase"] != "finished" else "")
+                           + "; nothing was sent")
+    return [_signal_one(st, job_id, sig, name) for job_id in ids]
+
+
+def _signallable(state) -> bool:
+    return state["phase"] == "running" or (state["outcome"] == "lost" and bool(state["slot_held"]))
+
+
+def _signal_one(st, job_id: str, sig: int, name: str) -> dict:
+    from . import targets
+
+    handle = queries.handle_of(st.conn, job_id)
+    state = queries.load_state(st.conn, job_id)
+    if not _signallable(state):  # it ended between the choice and now
+        return {"id": job_id, "handle": handle, "signal": name, "pids": [], "done": False,
+                "message": f"not sent: it is {state['outcome'] or state['phase']} now"}
     attempt = queries.last_attempt(st.conn, job_id)
     found = targets.processes(job_id, attempt)
     # The command's process group (it leads one, jobman.supervisor.attempt) in one delivery: signalled one by one, a shell
@@ -65,42 +90,50 @@ def send_signal(selector: str, sig: int, environ=os.environ) -> dict:
         message = f"no process of its tree was found to send {name} to (it may be ending)"
     else:
         message = f"sent {name} to {len(sent)} process(es): pid {', '.join(map(str, sent))}"
-    return {"id": job_id, "handle": queries.handle_of(st.conn, job_id), "signal": name, "pids": sent,
-            "message": message}
+    return {"id": job_id, "handle": handle, "signal": name, "pids": sent, "message": message, "done": True}
 
 
-def set_priority(selector: str, priority: int, environ=os.environ) -> dict:
-    """Move a job that has not started to another priority; it keeps its place by submission order within it.
-    The group's line is rung: as many of its front as there are free slots, and the job itself."""
+def set_priority(selectors: list[str], priority: int, environ=os.environ, selection=None) -> list[dict]:
+    """Move jobs that have not started to another priority; each keeps its place by submission order within it.
+    A JOB named that has started refuses the whole command before anything changes. Each group's line is rung:
+    as many of its front as there are free slots, and the jobs moved."""
     from .api import State
 
     st = State(environ, create=False)
-    job_id = st.resolve(selector)
+    ids = st.choose(selectors, selection, WAITING)
     st.reconcile()
-    what, state = transitions.set_priority(st.conn, job_id, priority, time.time())
-    if what == "not_waiting":
-        raise BadInput(f"cannot change the priority of job {selector}: it is {state['outcome'] or state['phase']}; "
-                       "only a job that has not started waits in line")
-    if what == "changed":
-        group = queries.group_of(st.conn, job_id)
-        doorbell.ring_all(st.home, [job_id, *queries.able_waiters(st.conn, group, queries.free_slots(st.conn, group),
+    for selector in selectors:  # each JOB named is checked before anything changes
+        state = queries.load_state(st.conn, st.resolve(selector))
+        if state["phase"] not in transitions.HOLDABLE:
+            raise BadInput(f"cannot change the priority of job {selector}: it is {state['outcome'] or state['phase']}; "
+                           "only a job that has not started waits in line; nothing was changed")
+    results: list[dict] = []
+    rung: dict[str, list[str]] = {}
+    for job_id in ids:
+        what, state = transitions.set_priority(st.conn, job_id, priority, time.time())
+        if what == "changed":
+            rung.setdefault(queries.group_of(st.conn, job_id), []).append(job_id)
+        message = {"changed": f"priority {priority}", "unchanged": f"priority {priority} already"}.get(
+            what, f"not changed: it is {state['outcome'] or state['phase']} now")
+        results.append({"id": job_id, "handle": queries.handle_of(st.conn, job_id), "priority": priority,
+                        "changed": what == "changed", "done": what != "not_waiting", "message": message})
+    for group, moved in rung.items():
+        doorbell.ring_all(st.home, [*moved, *queries.able_waiters(st.conn, group, queries.free_slots(st.conn, group),
                                                                   proc.verify)])
-    return {"id": job_id, "handle": queries.handle_of(st.conn, job_id), "priority": priority,
-            "changed": what == "changed",
-            "message": f"priority {priority}" + ("" if what == "changed" else " already")}
+    return results
 
 
-def set_held(selectors: list[str], held: bool, environ=os.environ) -> list[dict]:
-    """Hold (or release) each job. Every selector is resolved and every job checked first: a job that
-    has started already is an error that changes nothing."""
+def set_held(selectors: list[str], held: bool, environ=os.environ, selection=None) -> list[dict]:
+    """Hold (or release) each job: the JOBs named, and the jobs the selection matches that can be held (released).
+    Every JOB named is checked first: one that has started already is an error that changes nothing."""
     from .api import State
 
     st = State(environ, create=False)
-    ids = [st.resolve(s) for s in selectors]
+    ids = st.choose(selectors, selection, HOLDABLE if held else RELEASABLE)
     st.reconcile()
     verb = "hold" if held else "release"
-    for selector, job_id in zip(selectors, ids):
-        state = queries.load_state(st.conn, job_id)
+    for selector in selectors:  # each JOB named is checked before anything changes
+        state = queries.load_state(st.conn, st.resolve(selector))
         if state["phase"] not in transitions.HOLDABLE:
             phase = state["outcome"] or state["phase"]
             hint = " (jobman signal JOB STOP pauses a running one)" if held and phase == "running" else ""
@@ -117,5 +150,5 @@ def set_held(selectors: list[str], held: bool, environ=os.environ) -> list[dict]
                    else "released: it starts when it is eligible",
                    "unchanged": "already held" if held else "was not held"}.get(what, what)
         results.append({"id": job_id, "handle": queries.handle_of(st.conn, job_id), "held": held,
-                        "changed": what == "changed", "message": message})
+                        "changed": what == "changed", "done": what in ("changed", "unchanged"), "message": message})
     return results

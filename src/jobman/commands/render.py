@@ -52,7 +52,8 @@ def why_text(view: dict, now: float) -> str:
     if view["outcome"] == "lost" and view.get("wait_detail"):
         return view["wait_detail"]  # what is left of it now (its recorded detail is from when it was found)
     if view["phase"] == "finished" and view["outcome"] not in ("succeeded", "failed") and view["detail"]:
-        return view["detail"]
+        reason = view.get("cancel_reason") if view["outcome"] == "cancelled" else None
+        return view["detail"] + (f" (reason: {reason})" if reason else "")
     if view.get("wait_detail"):
         return view["wait_detail"]
     return ""
@@ -94,6 +95,12 @@ def _show_state(view: dict, add) -> None:
         add(f"waiting for: {view['waiting_for']}: {view['wait_detail']}")
     if view["detail"]:
         add(f"detail:      {view['detail']}")
+    if view.get("cancel_reason"):
+        add(f"cancelled:   {view['cancel_reason']}" if view["outcome"] == "cancelled" else
+            f"cancel asked: {view['cancel_reason']}")
+    if view.get("restarted_as"):
+        now = view["restarted_as"]
+        add("restarted as: " + ", ".join(f"job {r['handle']}" for r in now))
     if view.get("lost_note"):
         add(f"lost:        {view['lost_note']}")
     if view["phase"] == "finished":
@@ -164,5 +171,6 @@ def _show_history(view: dict, add) -> None:
 
 
 def groups(rows: list[dict]) -> str:
-    return table(["GROUP", "LIMIT", "RUNNING", "WAITING"],
-                 [[r["name"], str(r["limit"]), str(r["running"]), str(r["waiting"])] for r in rows])
+    return table(["GROUP", "LIMIT", "STATE", "RUNNING", "WAITING"],
+                 [[r["name"], str(r["limit"]), "paused" if r.get("paused") else "open", str(r["running"]),
+                   str(r["waiting"])] for r in rows])

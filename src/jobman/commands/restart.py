@@ -30,9 +30,12 @@ def restart(selector: str, with_dependents: bool = False, environ=os.environ) ->
     return done["jobs"]
 
 
-def restart_jobs(selectors: list[str], *, states=(), group: str | None = None, name: str | None = None,
-                 with_dependents: bool = False, include_started: bool = False, environ=os.environ,
-                 emit=None) -> dict:
+# What restart takes of the jobs a selection matches: the finished ones nobody has restarted yet.
+RESTARTABLE = (f"s.phase = 'finished' AND NOT {queries.RESTARTED}", "finished job not restarted yet")
+
+
+def restart_jobs(selectors: list[str], *, selection=None, with_dependents: bool = False,
+                 include_started: bool = False, environ=os.environ, emit=None) -> dict:
     """Submit the chosen jobs again (see the module). emit(result): each job as it is handed over, in order.
     Returns {"jobs": [{"restarts", "id", "handle", "name"}], "chosen": n, "left_out": lost jobs that had started,
     left out, "depend_on_lost": restarted jobs with an edge to a lost job that is not restarted, "failures",
@@ -53,12 +56,12 @@ def restart_jobs(selectors: list[str], *, states=(), group: str | None = None, n
                            f"first, or jobman wait for it)")
     chosen = dict.fromkeys(named)
     left_out = 0
-    if states or group is not None or name is not None:
-        for job_id, outcome, attempts in queries.restartable(st.conn, queries.list_filter(states, group, name)):
-            if outcome == "lost" and attempts and not include_started:
-                left_out += 1  # it may have done part of its work: only when asked
-                continue
-            chosen.setdefault(job_id)
+    for job_id in st.choose([], selection, RESTARTABLE) if selection else ():
+        state = queries.load_state(st.conn, job_id)
+        if state["outcome"] == "lost" and state["attempts"] and not include_started:
+            left_out += 1  # it may have done part of its work: only when asked
+            continue
+        chosen.setdefault(job_id)
     if with_dependents:
         for job_id in list(chosen):
             for dependent in failed_because_of(st.conn, job_id):

@@ -28,7 +28,7 @@ class JobState(Row):
 
     __slots__ = ("job_id", "phase", "outcome", "revision", "claim_deadline", "supervisor_id", "supervisor_pid",
                  "supervisor_start_time", "supervisor_boot_id", "lease_expires_at", "lease_cover", "lease_end", "waiting_for", "wait_detail",
-                 "wait_until", "slot_held", "attempts", "cancel_requested_at", "held_at", "exit_code", "exit_signal", "detail",
+                 "wait_until", "slot_held", "attempts", "cancel_requested_at", "cancel_reason", "held_at", "exit_code", "exit_signal", "detail",
                  "finished_at", "group_name", "priority", "submitted_at", "lease_duration", "renew_interval",
                  "poll_interval")
     if TYPE_CHECKING:  # the fields' types, as the columns are (a field its row lacks is None)
@@ -50,6 +50,7 @@ class JobState(Row):
         slot_held: int
         attempts: int
         cancel_requested_at: float | None
+        cancel_reason: str | None
         held_at: float | None
         exit_code: int | None
         exit_signal: int | None
@@ -70,12 +71,13 @@ class JobState(Row):
 class Job(JobState):
     """A job as commands list and show it: its state plus its display name and stored spec (JSON text)."""
 
-    __slots__ = ("name", "spec", "handle", "started_at")
+    __slots__ = ("name", "spec", "handle", "started_at", "restarted_as")
     if TYPE_CHECKING:  # the fields' types, as the columns are (a field its row lacks is None)
         name: str | None
         spec: str
         handle: int | None
         started_at: float | None
+        restarted_as: str | None  # JSON: [[id, handle], ...] of the jobs that restart it
 
     @classmethod
     def from_row(cls, row, **extra):
@@ -89,11 +91,12 @@ class Snapshot(JobState):
     """What a waiting supervisor reads to decide (store.queries.snapshot): its state, its dependencies
     as [(job_id, condition, phase, outcome, name)], and its group's slots."""
 
-    __slots__ = ("deps", "deps_stale", "slot_limit", "slots_held", "holders_stale", "round_holder", "round_until")
+    __slots__ = ("deps", "deps_stale", "slot_limit", "group_paused", "slots_held", "holders_stale", "round_holder", "round_until")
     if TYPE_CHECKING:  # the fields' types, as the columns are (a field its row lacks is None)
         deps: list
         deps_stale: int
-        slot_limit: int | None
+        slot_limit: int | None  # the slots its group lends now: 0 while the group is paused
+        group_paused: int | None
         slots_held: int
         holders_stale: int
         round_holder: str | None

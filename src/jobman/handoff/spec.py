@@ -264,7 +264,7 @@ def batch_from_options(ns, command: list[str], environ) -> list[tuple[dict, list
     else:
         if not command:
             raise BadInput("no command given: put the command after --, as in: jobman run --array 1-10 -- CMD {}")
-        commands = [(i, [word.replace("{}", str(i)) for word in command], {"JOBMAN_ARRAY_INDEX": str(i)})
+        commands = [(i, [fill_index(word, i) for word in command], {"JOBMAN_ARRAY_INDEX": str(i)})
                     for i in ns.array]
         where = lambda i: f"--array index {i}"  # noqa: E731
     name = ns.name
@@ -281,13 +281,19 @@ def batch_from_options(ns, command: list[str], environ) -> list[tuple[dict, list
                 found[key] = resolve_command(argv, base["cwd"], base["env"])
             job_name = None
             if name is not None:
-                job_name = name.replace("{}", str(n)) if "{}" in name else f"{name}-{n}"
+                job_name = fill_index(name, n) if "{}" in name.replace("{{}}", "") else f"{name}-{n}"
                 check_name(job_name)
         except BadInput as e:
             raise BadInput(f"{where(n)}: {e}") from None
         env = dict(base["env"], **extra) if extra else base["env"]
         jobs.append((dict(base, argv=list(argv), executable=found[key], name=job_name, env=env, batch_index=n), deps))
     return jobs
+
+
+def fill_index(word: str, index: int) -> str:
+    """A word of an --array command (or its --name) for one index: each {} becomes the index, and {{}} a literal {}
+    (as in format strings), so that `python -c 'd = {{}}'` keeps its braces."""
+    return "{}".join(part.replace("{}", str(index)) for part in word.split("{{}}"))
 
 
 def read_commands(path: str) -> list[list[str]]:

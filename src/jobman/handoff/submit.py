@@ -86,7 +86,7 @@ BATCH_CHUNK = 4
 BATCH_WINDOW = 8
 
 
-def submit_batch(conn, db_file: str, items: list[tuple], emit) -> dict:
+def submit_batch(conn, db_file: str, items: list[tuple], emit, whole: bool = False) -> dict:
     """Submit the jobs [(spec, dependencies)] in order, each with its own handoff (an item (spec, dependencies,
     job_id) brings its own id: a restart re-wires the edges among its jobs to ids it has chosen beforehand). emit(result) is called
     for every job handed over, in order (result as submit() returns it, plus "index", its place in
@@ -94,7 +94,8 @@ def submit_batch(conn, db_file: str, items: list[tuple], emit) -> dict:
     committed, the handoffs of the jobs committed already are finished (each ends owned, or
     submission_failed, as one job's would), and the rest is never submitted. Returns {"submitted": n,
     "failures": [(index, job_id, message)], "stopped_at": index of the first job never committed, or None,
-    "interrupted": bool}."""
+    "interrupted": bool}. whole: commit every job in one transaction (a pipeline: all of it or nothing), its
+    supervisors all launched at once."""
     from collections import deque
 
     stop: list[bool] = []
@@ -104,7 +105,7 @@ def submit_batch(conn, db_file: str, items: list[tuple], emit) -> dict:
     while True:
         room = BATCH_WINDOW - len(inflight)
         if next_item < len(items) and not stop and not failures and room > 0:
-            chunk = items[next_item:next_item + min(BATCH_CHUNK, room)]
+            chunk = items[next_item:] if whole else items[next_item:next_item + min(BATCH_CHUNK, room)]
             handed, refused = _commit_chunk(conn, chunk, next_item == 0, stop)
             if refused is not None:
                 failures.append((next_item, None, refused))

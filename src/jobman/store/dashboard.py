@@ -86,5 +86,5 @@ def fingerprint(conn) -> tuple:
     """Something that differs whenever a job, a group or a slot may look different: every change of a job appends
     an event (in the same transaction), prune removes jobs, and groups change only their own rows."""
     return conn.execute("SELECT (SELECT max(id) FROM events), (SELECT count(*) FROM jobs),"
-                        " (SELECT group_concat(name || '=' || slot_limit) FROM groups)").fetchone()[:]
+                        " (SELECT group_concat(name || '=' || slot_limit || coalesce('p' || paused_at, '')) FROM groups)").fetchone()[:]
 

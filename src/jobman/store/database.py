@@ -23,7 +23,7 @@ def default_group_limit() -> int:
     return os.cpu_count() or 1
 
 
-SCHEMA_VERSION = 8  # len(migrations.MIGRATIONS), loaded only to create or migrate (tests/jobman/test_schema.py)
+SCHEMA_VERSION = 9  # len(migrations.MIGRATIONS), loaded only to create or migrate (tests/jobman/test_schema.py)
 
 
 class DatabaseMissing(BadInput):

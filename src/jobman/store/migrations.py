@@ -224,4 +224,11 @@ MIGRATIONS = [
     ALTER TABLE lease_round ADD COLUMN term INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX job_state_covered ON job_state(job_id) WHERE lease_cover IS NOT NULL;
     """,
+    # 9: a group can be paused and resumed with its limit kept (paused_at: when jobman group pause was run; a
+    # paused group lends no slot, whatever its limit), and a cancel keeps the reason it was given (cancel_reason,
+    # written with cancel_requested_at, or with the outcome of a submission cancelled before its claim).
+    """
+    ALTER TABLE groups ADD COLUMN paused_at REAL;
+    ALTER TABLE job_state ADD COLUMN cancel_reason TEXT;
+    """,
 ]

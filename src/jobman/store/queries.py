@@ -36,6 +36,7 @@ _STALE = ("((%(t)s.phase = 'submitting' AND %(t)s.claim_deadline < :now) OR "
 # state, its dependencies (and whether one looks abandoned), its group's limit, the slots held in the
 # group (an index over holders only), whether a holder looks abandoned, and who holds the lease round. Its place in line is a
 # second query (front_of_line), asked only when it is ready for a slot.
+OPEN_LIMIT = "CASE WHEN paused_at IS NULL THEN slot_limit ELSE 0 END"  # the slots a group lends: none while paused
 SNAPSHOT = f"""
 SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_interval, j.poll_interval,
   {lease_end("s")} AS lease_end,
@@ -44,7 +45,8 @@ SELECT s.*, j.group_name, j.priority, j.submitted_at, j.lease_duration, j.renew_
     WHERE d.job_id = s.job_id) AS deps,
   (SELECT count(*) FROM dependencies d JOIN job_state ds ON ds.job_id = d.depends_on
     WHERE d.job_id = s.job_id AND {_STALE % {"t": "ds"}}) AS deps_stale,
-  (SELECT slot_limit FROM groups WHERE name = j.group_name) AS slot_limit,
+  (SELECT {OPEN_LIMIT} FROM groups WHERE name = j.group_name) AS slot_limit,
+  (SELECT paused_at IS NOT NULL FROM groups WHERE name = j.group_name) AS group_paused,
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1) AS slots_held,
   (SELECT count(*) FROM job_state h WHERE h.line_group = j.group_name AND h.slot_held = 1
       AND (h.phase = 'finished' OR {lease_end("h")} < :now)) AS holders_stale,
@@ -116,13 +118,6 @@ def dependents_to_wake(conn, job_id: str) -> list[str]:
         " WHERE d.depends_on = ? AND s.phase != 'finished'", (job_id,))]
 
 
-def unfinished(conn, group: str | None = None) -> list[str]:
-    """Every unfinished job (of `group`), in submission order."""
-    where, args = ("", ()) if group is None else (" AND j.group_name = ?", (group,))
-    return [r[0] for r in conn.execute("SELECT j.id FROM jobs j JOIN job_state s ON s.job_id = j.id"
-                                       f" WHERE s.phase != 'finished'{where} ORDER BY j.submitted_at, j.id", args)]
-
-
 def group_exists(conn, name: str) -> bool:
     return conn.execute("SELECT 1 FROM groups WHERE name = ?", (name,)).fetchone() is not None
 
@@ -136,12 +131,12 @@ def slots_held(conn, group: str) -> int:
 
 
 def slot_limit(conn, group: str) -> int | None:
-    row = conn.execute("SELECT slot_limit FROM groups WHERE name = ?", (group,)).fetchone()
+    row = conn.execute(f"SELECT {OPEN_LIMIT} FROM groups WHERE name = ?", (group,)).fetchone()
     return row[0] if row else None
 
 
 def free_slots(conn, group: str) -> int:
-    row = conn.execute("SELECT slot_limit FROM groups WHERE name = ?", (group,)).fetchone()
+    row = conn.execute(f"SELECT {OPEN_LIMIT} FROM groups WHERE name = ?", (group,)).fetchone()
     return max(0, row[0] - slots_held(conn, group)) if row else 0
 
 
@@ -171,16 +166,20 @@ def job(conn, job_id: str):
                         (job_id,)).fetchone()
 
 
-_FIRST_START = "(SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at"
+_FIRST_START = ("(SELECT a.started_at FROM attempts a WHERE a.job_id = j.id AND a.number = 1) AS started_at,"
+                " (SELECT json_group_array(json_array(r.id, r.handle)) FROM jobs r WHERE r.restart_of = j.id)"
+                " AS restarted_as")
 LIST_COLUMNS = "j.id, j.name, j.spec, j.group_name, j.priority, j.submitted_at, j.handle, s.*, " + _FIRST_START
 PHASES = ("submitting", "starting", "waiting", "running", "finished")
 STATE_WORDS = PHASES + OUTCOMES + ("held",)  # what `jobman list --state` accepts
 
 
-def list_filter(states=(), group: str | None = None, name_glob: str | None = None) -> tuple[str, list]:
+def list_filter(states=(), group: str | None = None, name_glob: str | None = None,
+                hide_restarted: bool = False) -> tuple[str, list]:
     """The SQL condition (" AND ...") and its arguments for `jobman list`'s filters: any of the state words
-    (a phase, an outcome, or held), a group, and a glob over names (SQLite's GLOB: *, ?, [...])."""
-    parts, args = [], []
+    (a phase, an outcome, or held), a group, a glob over names (SQLite's GLOB: *, ?, [...]); hide_restarted: not
+    the jobs that have been restarted."""
+    parts, args = [f"NOT {RESTARTED}"] if hide_restarted else [], []
     if states:
         ors = []
         for word in states:
@@ -258,9 +257,9 @@ def id_with_handle(conn, handle: int) -> str | None:
 # --- groups ----------------------------------------------------------------------------------------
 
 def groups(conn, only: str | None = None) -> list:
-    """(name, slot_limit, running, waiting) of every group (or of `only`), by name."""
+    """(name, slot_limit, paused_at, running, waiting) of every group (or of `only`), by name."""
     return conn.execute(
-        "SELECT g.name, g.slot_limit,"
+        "SELECT g.name, g.slot_limit, g.paused_at,"
         " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
         "   AND s.slot_held = 1) AS running,"
         " (SELECT count(*) FROM job_state s JOIN jobs j ON j.id = s.job_id WHERE j.group_name = g.name"
@@ -346,16 +345,7 @@ def failed_dependents(conn, job_id: str) -> list:
 
 
 # Whether a job has been restarted: a job names it as its restart_of (an index, migration 6).
-_RESTARTED = "EXISTS (SELECT 1 FROM jobs r WHERE r.restart_of = s.job_id)"
-
-
-def restartable(conn, where: tuple[str, list]) -> list:
-    """(job_id, outcome, attempts) of every finished job that matches `where` (list_filter) and has not been
-    restarted yet, in submission order."""
-    cond, args = where
-    return conn.execute(f"SELECT s.job_id, s.outcome, s.attempts FROM job_state s JOIN jobs j ON j.id = s.job_id"
-                        f" WHERE s.phase = 'finished' AND NOT {_RESTARTED}{cond} ORDER BY j.submitted_at, j.id",
-                        args).fetchall()
+RESTARTED = "EXISTS (SELECT 1 FROM jobs r WHERE r.restart_of = s.job_id)"
 
 
 def lost_not_restarted(conn, boot_id: str) -> tuple[int, int, int]:
@@ -363,7 +353,7 @@ def lost_not_restarted(conn, boot_id: str) -> tuple[int, int, int]:
     earlier boot), from the index of lost jobs."""
     row = conn.execute(f"SELECT count(*) FILTER (WHERE s.attempts = 0), count(*) FILTER (WHERE s.attempts > 0),"
                        f" count(*) FILTER (WHERE s.supervisor_boot_id IS NOT ?) FROM job_state s"
-                       f" WHERE s.outcome = 'lost' AND NOT {_RESTARTED}", (boot_id,)).fetchone()
+                       f" WHERE s.outcome = 'lost' AND NOT {RESTARTED}", (boot_id,)).fetchone()
     return row[0], row[1], row[2]
 
 

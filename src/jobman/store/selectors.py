@@ -61,3 +61,43 @@ def resolve(conn, text: str) -> str:
 def is_handle(text: str) -> bool:
     """Whether text has the form of a handle: ASCII digits, no leading zero, at most 18 of them."""
     return 0 < len(text) <= 18 and text.isascii() and text.isdigit() and text[0] != "0"
+
+
+class Selection:
+    """What a command acting on jobs was asked to take beside the JOBs named: every job (`everything`, --all), or
+    those in any of `states` (list's state words), of `group`, whose name matches `name` (a glob); the three
+    narrow each other. One meaning for every command; each command then takes, of the jobs it matches, only those
+    it can act on (choose's `among`)."""
+
+    __slots__ = ("states", "group", "name", "everything")
+
+    def __init__(self, states=(), group: str | None = None, name: str | None = None, everything: bool = False):
+        self.states, self.group, self.name, self.everything = tuple(states), group, name, everything
+
+    def __bool__(self) -> bool:
+        return bool(self.everything or self.states or self.group is not None or self.name is not None)
+
+    def words(self) -> str:
+        """The selection as it was typed (for a message)."""
+        out = (["--all"] if self.everything else []) + [f"--state {','.join(self.states)}"] * bool(self.states)
+        out += [f"--group {self.group}"] * (self.group is not None) + [f"--name {self.name!r}"] * (self.name is not None)
+        return " ".join(out)
+
+
+def choose(conn, named: list[str], selection: Selection | None, among: tuple[str, str] = ("1", "job")) -> list[str]:
+    """The jobs a command acts on: the JOBs named (resolved, in argument order), then the jobs the selection
+    matches that the command can act on (among: an SQL condition over job_state s and jobs j, and what such a job
+    is called), in submission order, each once. A selection that takes no job, with no JOB named, is NotFound."""
+    ids = list(dict.fromkeys(resolve(conn, s) for s in named))
+    if not selection:
+        return ids
+    if selection.group is not None and not queries.group_exists(conn, selection.group):
+        raise NotFound(f"no group {selection.group!r}: see jobman group list")
+    cond, args = queries.list_filter(selection.states, selection.group, selection.name)
+    taken = [r[0] for r in conn.execute(f"SELECT j.id FROM jobs j JOIN job_state s ON s.job_id = j.id"
+                                        f" WHERE ({among[0]}){cond} ORDER BY j.submitted_at, j.id", args)]
+    seen = set(ids)
+    ids += [i for i in taken if i not in seen]
+    if not ids:
+        raise NotFound(f"no {among[1]} matches {selection.words()} (see jobman list)")
+    return ids

@@ -219,7 +219,8 @@ def try_begin_attempt(conn, job_id: str, revision: int, number: int, log_path: s
 
     # Not synced on its own: after a power cut no target of this boot runs, and the job is lost anyway.
     with Transaction(conn, durable=False):
-        me = conn.execute("SELECT j.group_name, j.priority, j.submitted_at, g.slot_limit FROM jobs j"
+        me = conn.execute("SELECT j.group_name, j.priority, j.submitted_at,"
+                          " CASE WHEN g.paused_at IS NULL THEN g.slot_limit ELSE 0 END AS slot_limit FROM jobs j"
                           " JOIN groups g ON g.name = j.group_name WHERE j.id = ?", (job_id,)).fetchone()
         held = queries.slots_held(conn, me["group_name"])
         front = queries.front_of_line(conn, me["group_name"], max(0, me["slot_limit"] - held), passed)
@@ -309,9 +310,10 @@ def release_lost_slot(conn, job_id: str, revision: int, now: float) -> int:
     return rev
 
 
-def request_cancel(conn, job_id: str, now: float) -> tuple[str, sqlite3.Row]:
-    """Cancel what can be cancelled at once (an unclaimed submission); otherwise ask the supervisor.
-    Returns ("cancelled" | "requested" | "finished", state)."""
+def request_cancel(conn, job_id: str, now: float, reason: str | None = None) -> tuple[str, sqlite3.Row]:
+    """Cancel what can be cancelled at once (an unclaimed submission); otherwise ask the supervisor. `reason` is kept
+    with the cancel (cancel_reason, and in its event). Returns ("cancelled" | "requested" | "finished", state)."""
+    why = {"reason": reason} if reason else {}
     while True:
         state = load_state(conn, job_id)
         try:
@@ -322,13 +324,13 @@ def request_cancel(conn, job_id: str, now: float) -> tuple[str, sqlite3.Row]:
                     _update(conn, job_id, state["revision"], ("submitting",),
                             {"phase": "finished", "outcome": "cancelled", "credential_hash": None,
                              "claim_deadline": None, "detail": "cancelled before a supervisor claimed it",
-                             "finished_at": now})
-                    add_event(conn, job_id, "job_finished", now, outcome="cancelled")
+                             "finished_at": now, "cancel_reason": reason})
+                    add_event(conn, job_id, "job_finished", now, outcome="cancelled", **why)
                 return "cancelled", load_state(conn, job_id)
             if state["cancel_requested_at"] is None:
                 with Transaction(conn):
-                    _update(conn, job_id, state["revision"], ACTIVE, {"cancel_requested_at": now})
-                    add_event(conn, job_id, "cancel_requested", now)
+                    _update(conn, job_id, state["revision"], ACTIVE, {"cancel_requested_at": now, "cancel_reason": reason})
+                    add_event(conn, job_id, "cancel_requested", now, **why)
             return "requested", load_state(conn, job_id)
         except Conflict:
             continue

@@ -128,6 +128,8 @@ class WaitLoop:
 
     def _full(self, limit: int) -> str:
         group = self.ctx.group
+        if self.snap is not None and self.snap.group_paused:
+            return f"group {group} is paused (jobman group resume {group})"
         return f"group {group} is paused (limit 0)" if limit == 0 else f"group {group} is full (limit {limit})"
 
     def _blocked_by_the_dead(self, snap: Snapshot, front: list, me: tuple, now: float) -> bool:

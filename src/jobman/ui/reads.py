@@ -106,7 +106,8 @@ def groups(st: State) -> list[dict]:
     for h in holders:
         held.setdefault(h["group_name"], []).append({"id": h["id"], "handle": h["handle"], "name": h["name"],
                                                      "state": h["outcome"] or h["phase"]})
-    return [{"name": g["name"], "limit": g["slot_limit"], "running": g["running"], "waiting": g["waiting"],
+    return [{"name": g["name"], "limit": g["slot_limit"], "paused": g["paused_at"] is not None,
+             "running": g["running"], "waiting": g["waiting"],
              "holders": held.get(g["name"], [])} for g in rows]
 
 

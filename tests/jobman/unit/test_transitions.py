@@ -4,7 +4,7 @@ import pytest
 
 from jobman.core.errors import BadInput, Conflict, NotFound
 from jobman.core.model import JobState
-from jobman.store import pruning, queries, transitions
+from jobman.store import groups, pruning, queries, transitions
 from runkit.core.hashing import sha256
 
 from .conftest import WINDOWS, claim, submit
@@ -172,12 +172,24 @@ def test_request_cancel_by_phase(conn):
 def test_group_limit_and_prune(conn):
     transitions.set_group_limit(conn, "batch", 3)
     transitions.set_group_limit(conn, "batch", 0)
-    assert [tuple(r) for r in queries.groups(conn, "batch")] == [("batch", 0, 0, 0)]
+    assert [tuple(r) for r in queries.groups(conn, "batch")] == [("batch", 0, None, 0, 0)]
     done = submit(conn, name="done")
     transitions.fail_submission(conn, done, 1, 1001.0, "x")
     waiting = submit(conn, dependencies=[("done", "end")])
     old = submit(conn)
     transitions.fail_submission(conn, old, 1, 1001.0, "x")
     assert pruning.prune(conn, 1000.0) == ([], [])  # nothing finished that long ago
-    assert pruning.prune(conn, 1001.0) == ([old], [])  # `done` stays: an unfinished job depends on it
+    assert [r[0] for r in pruning.prune(conn, 1001.0)[0]] == [old]  # `done` stays: an unfinished job depends on it
     assert queries.job_exists(conn, done) and queries.job_exists(conn, waiting) and not queries.job_exists(conn, old)
+
+
+def test_a_paused_group_lends_no_slot_and_keeps_its_limit(conn):
+    transitions.set_group_limit(conn, "batch", 3)
+    assert groups.set_paused(conn, "batch", True, 50.0) is True
+    assert groups.set_paused(conn, "batch", True, 51.0) is False  # already paused: unchanged
+    assert groups.is_paused(conn, "batch") and queries.free_slots(conn, "batch") == 0
+    assert queries.slot_limit(conn, "batch") == 0 and [tuple(r) for r in queries.groups(conn, "batch")] == [
+        ("batch", 3, 50.0, 0, 0)]
+    assert groups.set_paused(conn, "batch", False, 52.0) is True
+    assert not groups.is_paused(conn, "batch") and queries.free_slots(conn, "batch") == 3
+    assert groups.set_paused(conn, "nosuch", True, 53.0) is None

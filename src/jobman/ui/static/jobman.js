@@ -234,7 +234,7 @@
   // --- groups ---------------------------------------------------------------------------------------------------
   function renderGroups() {
     const rows = groups.map((g) => el("tr", { class: "row", "data-group": g.name },
-      el("td", { text: g.name }), el("td", { text: g.limit === 0 ? "0 (paused)" : String(g.limit) }),
+      el("td", { text: g.name }), el("td", { text: g.paused ? `${g.limit} (paused)` : g.limit === 0 ? "0 (paused)" : String(g.limit) }),
       el("td", { text: String(g.running) }), el("td", { text: String(g.waiting) }),
       el("td", { class: "wrap" }, g.holders.length ? g.holders.map((h, i) => [i ? ", " : "",
         el("a", { href: `#/job/${h.id}`, text: `${h.handle} ${h.name || ""}`.trim() }), ` (${h.state})`]) : el("span", { class: "muted", text: "none" }))));
