@@ -158,7 +158,7 @@ def parse(args: list[str], make_parser):
 
 def cmd_run(args: list[str]) -> int:
     ns, command = parse(args, parser)
-    if ns.from_file is not None and ns.from_file.lower().endswith(".toml"):  # (core.pipelines.is_pipeline)
+    if ns.from_file is not None and ns.from_file.lower().endswith(".toml"):  # (handoff.pipelines.is_pipeline)
         return _run_pipeline(ns, command)
     if ns.array is not None or ns.from_file is not None:
         from ..handoff import spec
@@ -224,7 +224,7 @@ def _run_pipeline(ns, command) -> int:
     """`jobman run --from FILE.toml`: the whole file in one transaction, then a handle (--print-id: id) per job in
     file order; a job whose handoff failed is named on stderr (exit 1)."""
     from ..commands import api
-    from ..core import pipelines
+    from ..handoff import pipelines
 
     items, order = pipelines.pipeline_jobs(ns, command, os.environ)
     handed: dict[str, dict] = {}

@@ -8,7 +8,7 @@ as --after-success resolves JOB.
 """
 from runkit.core import pipeline
 
-from .errors import BadInput
+from ..core.errors import BadInput
 
 # The fields of a pipeline file jobman honours, and the `jobman run` option (its namespace's name) each one sets.
 OPTION_OF = {"retries": "retries", "retryable_exit_codes": "exit_codes", "retry_delay": "retry_delay",
