@@ -9,6 +9,7 @@ is measured both for the library call and for the `stado submit` command as a su
 `python -c pass` from the same venv is the peer it is compared with). Claim-to-start is read from the
 job records: started_at (the process spawned) minus claimed_at (the claim write).
 """
+from runkit.core.clock import SYSTEM
 import argparse
 import os
 import statistics
@@ -61,7 +62,7 @@ def measure(name: str, url: str, options: dict, env: dict, n: int) -> dict:
     submit_times = []
     for _ in range(n):
         t0 = time.perf_counter()
-        submission.submit(store, [Submission(JobSpec(command="true"))])
+        submission.submit(store, [Submission(JobSpec(command="true"))], clock=SYSTEM)
         submit_times.append(time.perf_counter() - t0)
     after_submit = dict(store.counts)
     agent = Agent(store, AgentConfig(work_root=str(tmp / "work"), stado_bin=str(BIN / "stado"), slots=1,

@@ -15,6 +15,7 @@ metered store, --slots S, polling every second, --until-idle). Per agent: reques
 process (not of its jobs), claims, and lost claim races (a claim create that another agent won, or an index
 entry whose job another agent had already taken when its ledger was read).
 """
+from runkit.core.clock import SYSTEM
 import argparse
 import multiprocessing
 import os
@@ -59,7 +60,7 @@ def submit_many(store, specs: list[JobSpec], threads: int = 8) -> float:
     chunks = [specs[i::threads] for i in range(threads)]
     t0 = time.perf_counter()
     workers = [threading.Thread(target=lambda c=c: [submission.submit(store, [submission.Submission(s)],
-                                                                      submitter="bench") for s in c])
+                                                                      submitter="bench", clock=SYSTEM) for s in c])
                for c in chunks]
     for w in workers:
         w.start()
@@ -114,7 +115,7 @@ def urgent_latency(backend: Backend, prefix: str, queued: int, tmp: Path, n: int
     to_start, claim_to_start = [], []
     for i in range(n):
         job = submission.submit(store, [submission.Submission(JobSpec(f"true # urgent {i}", priority=5))],
-                                submitter="bench")[0]["id"]
+                                submitter="bench", clock=SYSTEM)[0]["id"]
         deadline = time.monotonic() + 60
         while (found := cas.read(store, keys.terminal("completed", job), job)) is None:
             if time.monotonic() > deadline:

@@ -433,6 +433,34 @@ def test_value_objects_take_one_shape_per_path():
     assert loaded == "[]"
 
 
+# Time is an argument: a function that needs the time takes it (`now`) or a clock to read it on (`clock`: runkit's
+# Clock, or stado's StoreClock, which speaks the same wall()/monotonic()); none falls back to the host's clock when
+# the caller gives none.
+def _clock_fallbacks(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            positional = args.posonlyargs + args.args
+            defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+            defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+            for name in ("now", "clock"):
+                if name in defaults and isinstance(defaults[name], ast.Constant) and defaults[name].value is None:
+                    found.append(f"{node.lineno}: {node.name}({name}=None)")
+    return found
+
+
+def test_the_clock_check_sees_a_fallback(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f(a, *, now=None):\n    pass\ndef g(a, clock=None):\n    pass\ndef h(a, *, now):\n    pass\n")
+    assert _clock_fallbacks(sample) == ["1: f(now=None)", "3: g(clock=None)"]
+
+
+def test_no_function_falls_back_to_the_hosts_clock():
+    violations = [f"{path.relative_to(SRC)}:{where}" for path in sorted(SRC.rglob("*.py")) for where in _clock_fallbacks(path)]
+    assert violations == []
+
+
 # --- the repository stands alone --------------------------------------------------------------------------
 
 REPO = SRC.parent

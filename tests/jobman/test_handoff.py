@@ -192,7 +192,7 @@ def _submit_with_known_credential(jobman, credential: bytes) -> str:
         " kill_after=10.0, log_limit=0, separate_stderr=False, windows=s.windows_from_env(__import__('os').environ))\n"
         "job_id = uuid7()\n"
         "transitions.submit(st.conn, job_id=job_id, spec=spec, dependencies=[],"
-        f" credential_hash=bytes.fromhex('{hashlib.sha256(credential).hexdigest()}'), now=time.time())\n"
+        f" credential_hash=bytes.fromhex('{hashlib.sha256(credential).hexdigest()}'), clock=__import__('runkit.core.clock').core.clock.SYSTEM)\n"
         "print(job_id)\n")
     result = subprocess.run([sys.executable, "-c", code], env=jobman.env, capture_output=True, text=True, check=True)
     return result.stdout.strip()

@@ -5,6 +5,7 @@ supervisor that ends is uncovered before the round moves on, so its lease runs o
 the job is then found lost; a new holder never vouches for a job it does not watch; and where no pidfd can be
 had, the round falls back to renewing each lease. Here the round's own function runs on a virtual clock, with
 `sleep` processes standing in for the waiting supervisors."""
+from runkit.core.clock import ManualClock
 import os
 import resource
 import subprocess
@@ -56,7 +57,7 @@ def waiting_job(conn, supervisor: subprocess.Popen) -> str:
     spec = {"version": 1, "argv": ["true"], "executable": "/bin/true", "cwd": "/", "env": {}, "name": None,
             "group": database.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS)}
     transitions.submit(conn, job_id=job_id, spec=spec, dependencies=[], credential_hash=sha256(CREDENTIAL),
-                       now=T0 - 1)
+                       clock=ManualClock(T0 - 1, 0.0))
     ident = proc.identity(supervisor.pid)
     claimed = transitions.claim(conn, job_id, sha256(CREDENTIAL), uuid7(), ident.pid, ident.start_time,
                                 ident.boot_id, T0)

@@ -1,6 +1,7 @@
 """Schema migrations: a database made by an earlier release is brought up to date in place and keeps
 every job, and ends up with the same schema as a database made fresh. The old DDL is written out here
 as that release created it (never derived from store/migrations.py, which it checks)."""
+from runkit.core.clock import ManualClock
 import sqlite3
 
 import pytest
@@ -98,7 +99,7 @@ def test_a_version_1_database_migrates_and_keeps_its_jobs(tmp_path):
     transitions.submit(conn, job_id="01900000-0000-7000-8000-000000000005", dependencies=[("built", "success")],
                        spec={"name": None, "group": "default", "priority": 9, "argv": ["true"], "env": {},
                              "windows": {"claim": 10.0, "lease": 15.0, "renew": 5.0, "poll": 30.0}},
-                       credential_hash=b"h" * 32, now=200.0)
+                       credential_hash=b"h" * 32, clock=ManualClock(200.0, 0.0))
     assert queries.load_state(conn, "01900000-0000-7000-8000-000000000005")["line_priority"] == 9
     conn.close()
 

@@ -234,7 +234,7 @@ def _submitter(actor) -> None:
         for _ in range(2):
             try:
                 docs = submission.submit(sim.store, [submission.Submission(spec)], submitter="submit-1@sim",
-                                         now=sim.wall())
+                                         clock=sim)
             except (StoreError, Conflict, NotWritten, OutcomeUnknown) as e:
                 sim.trace.event(actor, f"submit failed: {type(e).__name__}; submitting again")
                 continue
@@ -256,7 +256,7 @@ def _canceller(actor) -> None:
         _await_moment(sim, job, sim.p.cancel_aim)
     for _ in range(3):
         try:
-            report = jobs.cancel(sim.store, job, by=f"{actor.name}@sim", now=sim.wall())
+            report = jobs.cancel(sim.store, job, by=f"{actor.name}@sim", clock=sim)
         except (StoreError, Conflict, NotWritten, OutcomeUnknown) as e:
             sim.trace.event(actor, f"cancel {sim.names[job]} failed: {type(e).__name__}; trying again")
             continue

@@ -1,5 +1,7 @@
 """Bugs the chaos soak found in stado, each driven here on purpose, step by step, against the real agent and a
 real local-directory store. Each failed before its fix (they were strict xfails until then) and guards it now."""
+from stado.store.storeclock import StoreClock
+from runkit.core.clock import SYSTEM
 import json
 import os
 import signal
@@ -25,14 +27,14 @@ from tests.stado.faulty import LostResponses
 
 def _produce(store, tmp_path, name: str, data: bytes) -> str:
     """A completed job that produced one artifact, written through the library."""
-    producer = submission.submit(store, [Submission(JobSpec("produce"))])[0]
+    producer = submission.submit(store, [Submission(JobSpec("produce"))], clock=SYSTEM)[0]
     queued = cas.read(store, keys.queued(producer["id"]), producer["id"])[0]
-    doc, version = jobs.claim(store, queued, agent_id="maker", instance_ref="local@h", lease_expires_at=0)
+    doc, version = jobs.claim(store, queued, agent_id="maker", instance_ref="local@h", lease_expires_at=0, now=time.time())
     area = tmp_path / "producer"
     (area / artifacts.STAGING).mkdir(parents=True)
     (area / artifacts.STAGING / name).write_bytes(data)
-    artifacts.upload_staged(store, producer["id"], str(area))
-    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    artifacts.upload_staged(store, producer["id"], str(area), now=time.time())
+    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time())
     return producer["id"]
 
 
@@ -81,7 +83,7 @@ def test_a_job_reaped_while_its_inputs_were_fetched_is_never_started(tmp_path):
     inner = open_store(f"file://{tmp_path}/store")
     producer = _produce(inner, tmp_path, "data.txt", b"payload")
     started = tmp_path / "started"
-    consumer = submission.submit(inner, [Submission(JobSpec(f"touch {started}"), ((producer, "data.txt"),))])[0]["id"]
+    consumer = submission.submit(inner, [Submission(JobSpec(f"touch {started}"), ((producer, "data.txt"),))], clock=SYSTEM)[0]["id"]
     store = StalledWorker(inner, producer)
     lines: list[str] = []
     agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.1,
@@ -94,8 +96,8 @@ def test_a_job_reaped_while_its_inputs_were_fetched_is_never_started(tmp_path):
             wait_for(store.held.is_set, message="the agent to fetch the consumer's input, and its loop to be held")
             promise = d.parse_iso(cas.read(inner, keys.running(consumer), consumer)[0]["lease_expires_at"])
             wait_for(lambda: time.time() > promise + 0.2, message="its promise to pass")
-            assert reaper.reap(inner, writer="another agent", margin=0.0).requeued == 1
-            jobs.cancel(inner, consumer, by="op")  # then an operator cancels the requeued job: it is terminal
+            assert reaper.reap(inner, writer="another agent", margin=0.0, now=time.time(), clock=StoreClock()).requeued == 1
+            jobs.cancel(inner, consumer, by="op", clock=SYSTEM)  # then an operator cancels the requeued job: it is terminal
             assert view(inner, consumer).terminal
             store.fetch_back.set()  # the worker resumes: its fetch ends first, then its loop ticks on
             wait_for(store.fetched.is_set, message="the fetch to end")
@@ -126,7 +128,7 @@ def test_an_agent_whose_probe_write_was_retried_after_it_landed_starts(tmp_path)
                 raise AlreadyExists(key)  # what the client's retry of a landed request reports
             return self.inner.get(key).version
 
-    ensure_safe(RetriedProbe(open_store(f"file://{tmp_path}/store"), times=1))
+    ensure_safe(RetriedProbe(open_store(f"file://{tmp_path}/store"), times=1), clock=SYSTEM)
 
 
 def test_the_process_a_killed_agent_left_is_stopped_once_its_job_runs_elsewhere(tmp_path):

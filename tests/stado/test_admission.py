@@ -156,7 +156,7 @@ def _agent(tmp_path, store, **config):
 
 
 def _submit(store, command, **spec):
-    return submission.submit(store, [submission.Submission(JobSpec(command, **spec))])[0]["id"]
+    return submission.submit(store, [submission.Submission(JobSpec(command, **spec))], clock=SYSTEM)[0]["id"]
 
 
 def test_a_claim_pass_admits_against_what_is_free_and_keeps_room_for_the_job_ahead(tmp_path):

@@ -49,7 +49,7 @@ def test_a_settle_whose_last_answer_was_lost_says_what_it_recorded(tmp_path):
     world.store = store = LosesDeleteAnswer(world.store)
     world.agent()
     job = submission.submit(store, [submission.Submission(JobSpec(command="run 1 exit 0"))],
-                            now=world.clock.wall())[0]["id"]
+                            clock=world.clock)[0]["id"]
     world.run_until(lambda: view(store, job).state == "completed" and not world.agents[0].slots)
     log = world.log()
     assert store.lost and "nothing recorded" not in log, log

@@ -9,7 +9,7 @@ from .inprocess import World
 
 def submit(world: World, command: str, **spec) -> str:
     return submission.submit(world.store, [submission.Submission(JobSpec(command=command, **spec))],
-                             now=world.clock.wall())[0]["id"]
+                             clock=world.clock)[0]["id"]
 
 
 def test_a_timeout_is_kept_to_the_millisecond_whatever_the_poll(tmp_path):

@@ -1,4 +1,6 @@
 """An agent (in this process) over a real local-directory store wrapped to fail for a moment."""
+import time
+from runkit.core.clock import SYSTEM
 from stado.queue import artifacts, lookup, submission
 from stado.store import cas
 from stado import jobs
@@ -16,14 +18,14 @@ from .faulty import FailingReads
 
 def _produce(store, tmp_path, name: str, data: bytes) -> str:
     """A completed job that produced one artifact, written through the library."""
-    producer = submission.submit(store, [Submission(JobSpec("produce"))])[0]
+    producer = submission.submit(store, [Submission(JobSpec("produce"))], clock=SYSTEM)[0]
     queued = cas.read(store, keys.queued(producer["id"]), producer["id"])[0]
-    doc, version = jobs.claim(store, queued, agent_id="maker", instance_ref="local@h", lease_expires_at=0)
+    doc, version = jobs.claim(store, queued, agent_id="maker", instance_ref="local@h", lease_expires_at=0, now=time.time())
     area = tmp_path / "producer"
     (area / artifacts.STAGING).mkdir(parents=True)
     (area / artifacts.STAGING / name).write_bytes(data)
-    artifacts.upload_staged(store, producer["id"], str(area))
-    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    artifacts.upload_staged(store, producer["id"], str(area), now=time.time())
+    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time())
     return producer["id"]
 
 
@@ -31,7 +33,7 @@ def test_a_store_failure_while_fetching_inputs_is_retried_and_the_agent_lives_on
     store = open_store(f"file://{tmp_path}/store")
     producer = _produce(store, tmp_path, "data.txt", b"payload")
     seen = tmp_path / "seen.txt"
-    consumer = submission.submit(store, [Submission(JobSpec(f"cat data.txt > {seen}"), ((producer, "data.txt"),))])[0]
+    consumer = submission.submit(store, [Submission(JobSpec(f"cat data.txt > {seen}"), ((producer, "data.txt"),))], clock=SYSTEM)[0]
     flaky = FailingReads(store, keys.status_prefix(producer), times=1)
     lines: list[str] = []
     agent = Agent(flaky, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.05,
@@ -50,7 +52,7 @@ def test_a_job_waiting_for_its_inputs_to_be_fetchable_can_be_cancelled(tmp_path)
     store = open_store(f"file://{tmp_path}/store")
     producer = _produce(store, tmp_path, "data.txt", b"payload")
     ran = tmp_path / "ran"
-    consumer = submission.submit(store, [Submission(JobSpec(f"touch {ran}"), ((producer, "data.txt"),))])[0]
+    consumer = submission.submit(store, [Submission(JobSpec(f"touch {ran}"), ((producer, "data.txt"),))], clock=SYSTEM)[0]
     flaky = FailingReads(store, keys.status_prefix(producer), times=10**9)  # the store stays away
     lines: list[str] = []
 
@@ -58,7 +60,7 @@ def test_a_job_waiting_for_its_inputs_to_be_fetchable_can_be_cancelled(tmp_path)
         lines.append(line)
         if line.endswith("retrying on the next tick") and len(lines) < 50:
             if lookup.view(store, consumer["id"]).state == "running":
-                jobs.cancel(store, consumer["id"], by="op")  # the operator gives up on it
+                jobs.cancel(store, consumer["id"], by="op", clock=SYSTEM)  # the operator gives up on it
 
     agent = Agent(flaky, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.05,
                                      host="h", until_idle=True), log=log)
@@ -85,17 +87,15 @@ def test_jobs_waiting_for_a_producer_cost_almost_nothing_per_poll(tmp_path):
     """20 jobs wait on a producer that runs elsewhere, for 10 s: each poll lists queue/ (and running/, since
     something waits) and reads nothing per waiting job. The bound: <= 0.2 requests per waiting job
     per poll (it was 4: its queue entry and the producer's three terminal records)."""
-    import time
-
     from stado.objectstore.metered import MeteredStore
 
     inner = open_store(f"file://{tmp_path}/store")
-    producer = submission.submit(inner, [Submission(JobSpec("produce"))])[0]
+    producer = submission.submit(inner, [Submission(JobSpec("produce"))], clock=SYSTEM)[0]
     queued = cas.read(inner, keys.queued(producer["id"]), producer["id"])
     jobs.claim(inner, queued[0], agent_id="elsewhere", instance_ref="local@far", lease_expires_at=time.time() + 3600,
-               queued_version=queued[1])  # runs elsewhere, its promise holding for the whole test
+               queued_version=queued[1], now=time.time())  # runs elsewhere, its promise holding for the whole test
     waiting = submission.submit(inner, [Submission(JobSpec("consume"), ((producer["id"], "data.txt"),))
-                                        for _ in range(20)])
+                                        for _ in range(20)], clock=SYSTEM)
     lines: list[str] = []
     poll = 0.5
     baseline = {}
@@ -129,9 +129,9 @@ def test_held_jobs_cost_an_agent_nothing_per_poll_and_are_not_claimed(tmp_path):
     from stado.objectstore.metered import MeteredStore
 
     inner = open_store(f"file://{tmp_path}/store")
-    held = submission.submit(inner, [Submission(JobSpec("true")) for _ in range(20)])
+    held = submission.submit(inner, [Submission(JobSpec("true")) for _ in range(20)], clock=SYSTEM)
     for job in held:
-        hold(inner, job["id"], by="op")
+        hold(inner, job["id"], by="op", now=time.time())
     lines: list[str] = []
     baseline = {}
 
@@ -153,7 +153,7 @@ def test_held_jobs_cost_an_agent_nothing_per_poll_and_are_not_claimed(tmp_path):
     assert others <= polls, (others, store.counts, lines[-10:])  # its record's refreshes, never a read per held job
     assert all(lookup.view(inner, job["id"]).state == "queued" for job in held)
     assert sum("held by op: not claimed" in line for line in lines) == 20  # said once each
-    release(inner, held[0]["id"], by="op")
+    release(inner, held[0]["id"], by="op", now=time.time())
     again = Agent(inner, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.1,
                                      until_idle=True, schedules=False, host="h"), log=lines.append)
     assert again.run() == 0
@@ -190,8 +190,8 @@ def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_p
         return Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", schedules=False,
                                         host="h", **settings), log=lines.append)
 
-    pause.pause(inner, by="op@host", reason="disk swap")
-    queued = submission.submit(inner, [Submission(JobSpec("true")) for _ in range(3)])
+    pause.pause(inner, by="op@host", reason="disk swap", now=time.time())
+    queued = submission.submit(inner, [Submission(JobSpec("true")) for _ in range(3)], clock=SYSTEM)
     store = Counting(inner)
     assert run_for(agent(store, poll_seconds=0.1), 2.0) == 0
     polls = store.by_prefix[("LIST", "ready")]
@@ -210,7 +210,7 @@ def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_p
     legacy = {"paused": True, "by": "old@host", "at": "2026-11-30T12:00:00.000Z", "reason": "old", "generation": 1,
               "nonce": "n" * 24}
     inner.put(keys.LEGACY_QUEUE_PAUSE, json.dumps(legacy).encode())  # as a stado before the move wrote it
-    later = submission.submit(inner, [Submission(JobSpec("true"))])[0]
+    later = submission.submit(inner, [Submission(JobSpec("true"))], clock=SYSTEM)[0]
     assert pause.pause_record(inner)["by"] == "old@host"
     assert agent(inner, poll_seconds=0.1, until_idle=True).run() == 0
     assert lookup.view(inner, later["id"]).state == "queued"
@@ -226,15 +226,13 @@ def test_a_paused_queue_is_seen_in_the_index_listing_at_no_cost_of_its_own(tmp_p
 def test_an_agent_starting_reads_a_foreign_running_record_once_across_its_start_and_reaper_passes(tmp_path):
     """The restart check at start reads every running record; the reaper's first passes take what it read (the
     LIST shows the same version), so a record nobody rewrites costs one GET, not one more for the first pass."""
-    import time
-
     from stado.objectstore.metered import MeteredStore
 
     inner = open_store(f"file://{tmp_path}/store")
-    job = submission.submit(inner, [Submission(JobSpec("elsewhere"))])[0]
+    job = submission.submit(inner, [Submission(JobSpec("elsewhere"))], clock=SYSTEM)[0]
     queued = cas.read(inner, keys.queued(job["id"]), job["id"])
     jobs.claim(inner, queued[0], agent_id="elsewhere", instance_ref="local@far", lease_expires_at=time.time() + 3600,
-               queued_version=queued[1])  # runs on another host, its promise holding for the whole test
+               queued_version=queued[1], now=time.time())  # runs on another host, its promise holding for the whole test
     store = MeteredStore(inner)
     lines: list[str] = []
     agent = Agent(store, AgentConfig(work_root=str(tmp_path / "work"), stado_bin="/bin/false", poll_seconds=0.2,

@@ -32,7 +32,7 @@ def world(tmp_path):
 
 def submit(world: World, command: str = "run 1", **spec) -> str:
     return submission.submit(world.store, [submission.Submission(JobSpec(command=command, **spec))],
-                             now=world.clock.wall())[0]["id"]
+                             clock=world.clock)[0]["id"]
 
 
 def state(world: World, job_id: str) -> str:
@@ -84,7 +84,7 @@ def test_a_cancel_of_a_running_job_stops_it_at_the_next_renewal(world):
     agent = world.agent()
     job = submit(world, "run 3600")
     world.run_until(lambda: job in agent.slots and agent.slots[job].phase == Phase.RUNNING)
-    report = jobs.cancel(world.store, job, by="op", now=world.clock.wall())
+    report = jobs.cancel(world.store, job, by="op", clock=world.clock)
     assert report.kind == "cancelled_running"
     asked = world.clock.now
     world.run_until(lambda: view(world.store, job).terminal)
@@ -183,7 +183,7 @@ def test_problems_are_values_said_once_however_many_passes_meet_them(world):
     agent = world.agent(settle_seconds=1.0)
     bad = "01a22e00-0000-7000-8000-0000000000bd"
     world.store.put(keys.running(bad), b"{torn")
-    summary = reap(world.store, writer="test", clock=agent.clock)
+    summary = reap(world.store, writer="test", clock=agent.clock, now=time.time())
     assert summary.problems == [Problem(CORRUPT, bad, summary.problems[0].text)] and not summary.lines
     world.run_until(lambda: world.clock.now > 1_000 + 30)  # thirty reaper passes
     assert world.log().count(f"{keys.running(bad)}: corrupt document") == 1
@@ -196,11 +196,11 @@ def test_the_agents_memory_is_bounded_however_many_jobs_it_has_seen(world):
     for round_ in range(3):
         ids = [j["id"] for j in submission.submit(
             world.store, [submission.Submission(JobSpec("run 1", capabilities=("gpu",))) for _ in range(300)],
-            now=world.clock.wall())]
+            clock=world.clock)]
         world.step()
         assert len(agent.queue._skip) == 300  # not for this agent: skipped until the entry changes
         for job_id in ids:
-            jobs.cancel(world.store, job_id, by="op", now=world.clock.wall())
+            jobs.cancel(world.store, job_id, by="op", clock=world.clock)
         world.step()
         world.clock.advance(2.0)
         world.step()
@@ -241,7 +241,7 @@ def test_a_slot_goes_through_its_phases(world):
         return view(world.store, job).terminal
 
     world.run_until(lambda: phases() or (job in agent.slots and world.clock.now > 1_005))
-    jobs.cancel(world.store, job, by="op", now=world.clock.wall())
+    jobs.cancel(world.store, job, by="op", clock=world.clock)
     world.run_until(phases)
     assert seen == [Phase.RUNNING, Phase.STOPPING] and agent.host.of_job(job)[0].signals == [15, 9]
     assert view(world.store, job).state == "cancelled" and job not in agent.slots

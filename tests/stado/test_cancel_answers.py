@@ -2,6 +2,8 @@
 sends it back to read the job again and decide from that (its own cancel known by its cancel id); only a store
 that stays unreadable ends it, saying whether its write may have landed (exit 7) or nothing was written (exit 4).
 Each window is opened by a wrapper around a real store (the local directory, SeaweedFS)."""
+import time
+from runkit.core.clock import SYSTEM
 import pytest
 
 from stado import jobs
@@ -24,7 +26,7 @@ def real(request, tmp_path):
 
 
 def cancel(store, job):
-    return jobs.cancel(store, job, by="op@host", settle_seconds=SETTLE)
+    return jobs.cancel(store, job, by="op@host", settle_seconds=SETTLE, clock=SYSTEM)
 
 
 def test_a_queued_job_s_cancel_whose_answer_was_lost_says_cancelled(real):
@@ -95,7 +97,7 @@ def test_a_cancel_whose_write_failed_while_the_job_ended_says_it_had_ended(real)
     job = submit(real, retries=0)
     doc, version = claim(real, job, "agent-a")
     store = Scripted(real).on("put_if_match", keys.RUNNING, fail=1)
-    store.on("get", keys.terminal("completed", job), before=lambda key: jobs.finish(real, doc, version, OK))
+    store.on("get", keys.terminal("completed", job), before=lambda key: jobs.finish(real, doc, version, OK, now=time.time()))
     report = cancel(store, job)
     assert (report.kind, report.honoured) == ("already_terminal", False)
     assert lookup.view(real, job).state == "completed"
@@ -109,7 +111,7 @@ def test_a_tombstone_that_landed_after_the_job_ended_is_taken_back(real):
 
     def completes(key):
         doc, version = claim(real, job, "agent-a")
-        jobs.finish(real, doc, version, OK)
+        jobs.finish(real, doc, version, OK, now=time.time())
 
     store = Scripted(real)
     store.on("put_if_absent", keys.RUNNING, before=completes, lose=1, after=lambda: store.down(calls=3))

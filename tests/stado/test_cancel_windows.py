@@ -2,6 +2,8 @@
 caller between two requests, as in test_races.py): a cancel landing while a retry or a requeue is being
 written, a stale worker waking after its job was claimed elsewhere and cancelled there, a worker whose clock
 runs an hour ahead dying with its job, and the smaller items found on the way."""
+from stado.store.storeclock import StoreClock
+from runkit.core.clock import SYSTEM
 import json
 import os
 import subprocess
@@ -54,9 +56,9 @@ def test_a_cancel_while_a_retry_is_being_written_stops_the_job(store, window):
     doc, version = claim(store, job, "owner")
     parked = (store.hold("owner", "put_if_match", keys.running(job)) if window == "decided"
               else store.hold("owner", "put_if_absent", keys.queued(job)))
-    owner, box = in_thread("owner", lambda: jobs.finish(store, doc, version, FAIL))
+    owner, box = in_thread("owner", lambda: jobs.finish(store, doc, version, FAIL, now=time.time()))
     parked.wait_reached()
-    report = jobs.cancel(store, job, by="op")
+    report = jobs.cancel(store, job, by="op", clock=SYSTEM)
     assert (report.kind, report.honoured) == ("cancelled_finishing", True), report.message
     assert "attempt 1 had ended" in report.message and "will not run again" in report.message
     parked.release()
@@ -77,9 +79,9 @@ def test_a_cancel_while_the_reaper_requeues_stops_the_job(store):
     jobs.claim(store, queued[0], agent_id="gone", instance_ref="local@gone", now=now, lease_expires_at=now,
                queued_version=queued[1])  # lease 0: its promise passes at once
     parked = store.hold("reaper", "put_if_absent", keys.queued(job))
-    thread, box = in_thread("reaper", lambda: reaper.reap(store, writer="reaper", now=time.time() + LATER))
+    thread, box = in_thread("reaper", lambda: reaper.reap(store, writer="reaper", now=time.time() + LATER, clock=StoreClock()))
     parked.wait_reached()
-    report = jobs.cancel(store, job, by="op")
+    report = jobs.cancel(store, job, by="op", clock=SYSTEM)
     assert (report.kind, report.honoured) == ("cancelled_finishing", True), report.message
     assert "judged lost" in report.message
     parked.release()
@@ -94,9 +96,9 @@ def test_a_cancel_of_a_job_whose_terminal_record_is_being_written_says_it_cannot
     job = submit(store, retries=0)
     doc, version = claim(store, job, "owner")
     parked = store.hold("owner", "put_if_match", keys.running(job))
-    owner, _ = in_thread("owner", lambda: jobs.finish(store, doc, version, FAIL))
+    owner, _ = in_thread("owner", lambda: jobs.finish(store, doc, version, FAIL, now=time.time()))
     parked.wait_reached()
-    report = jobs.cancel(store, job, by="op")
+    report = jobs.cancel(store, job, by="op", clock=SYSTEM)
     assert (report.kind, report.honoured) == ("finishing", False)
     assert "already finished (failed)" in report.message
     parked.release()
@@ -115,13 +117,13 @@ def test_a_cancel_whose_tombstone_another_writer_settled_reports_its_own_cancel(
     def lost_answer(key, data):
         version = original(key, data)
         if key == keys.running(job):
-            jobs.settle_leftovers(inner, writer="an agent")   # settled before the canceller hears back
+            jobs.settle_leftovers(inner, writer="an agent", now=time.time())   # settled before the canceller hears back
             raise cas.AlreadyExists(key)  # the client's retry of the create that landed
         return version
 
     inner.put_if_absent = lost_answer
     try:
-        report = jobs.cancel(store, job, by="op")
+        report = jobs.cancel(store, job, by="op", clock=SYSTEM)
     finally:
         del inner.put_if_absent
     assert (report.kind, report.message) == ("cancelled_queued", f"{job}: cancelled before it started")
@@ -133,8 +135,8 @@ def test_a_cancel_of_a_job_waiting_for_its_retry_says_it_ran(store):
     started'."""
     job = submit(store, retries=1)
     doc, version = claim(store, job, "owner")
-    assert jobs.finish(store, doc, version, FAIL)["state"] == "queued"
-    report = jobs.cancel(store, job, by="op")
+    assert jobs.finish(store, doc, version, FAIL, now=time.time())["state"] == "queued"
+    report = jobs.cancel(store, job, by="op", clock=SYSTEM)
     assert report.kind == "cancelled_queued" and "before it started" not in report.message
     assert "attempt 1 ran on local@owner" in report.message and "exited with status 1" in report.message
     never_runs_again(store, job)
@@ -146,7 +148,7 @@ def test_a_settle_meeting_a_corrupt_leftover_in_the_queue_still_records_the_outc
     job = submit(store)
     doc, version = claim(store, job, "owner")
     store.put(keys.queued(job), b"{not json")
-    assert jobs.finish(store, doc, version, OK)["state"] == "completed"
+    assert jobs.finish(store, doc, version, OK, now=time.time())["state"] == "completed"
     assert cas.read(store, keys.running(job), job) is None
     assert lookup.view(store, job).state == "completed"
 
@@ -187,18 +189,18 @@ def test_a_stale_worker_never_settles_another_workers_cancel(store, tmp_path):
     job stays `cancelling` (not terminal) until C has stopped its process, and C settles it."""
     a_lines, c_lines = [], []
     a, c = _agent(store, tmp_path, "a", a_lines), _agent(store, tmp_path, "c", c_lines)
-    job = submission.submit(store, [submission.Submission(JobSpec("sleep 30"))])[0]["id"]
+    job = submission.submit(store, [submission.Submission(JobSpec("sleep 30"))], clock=SYSTEM)[0]["id"]
     try:
         a.claim()
         slot_a = a.slots[job]
         assert slot_a.process is not None
         # A is stopped (SIGSTOP, a laptop asleep): it renews nothing; the reaper, by the store's time, requeues J.
-        summary = reaper.reap(store, writer="reaper", now=time.time() + LATER)
+        summary = reaper.reap(store, writer="reaper", now=time.time() + LATER, clock=StoreClock())
         assert summary.requeued == 1, summary.lines
         c.claim()
         slot_c = c.slots[job]
         assert slot_c.process is not None and slot_c.doc["claim"] != slot_a.doc["claim"]
-        assert jobs.cancel(store, job, by="op").kind == "cancelled_running"
+        assert jobs.cancel(store, job, by="op", clock=SYSTEM).kind == "cancelled_running"
         slot_a.renew_due = 0  # A wakes: its renewal is overdue; it stops its stale copy and lets the slot go
         _tick_until_dropped(a, slot_a, a_lines)
         assert not _alive(slot_a.pgid)
@@ -235,7 +237,7 @@ def test_a_dead_worker_whose_clock_ran_an_hour_ahead_is_reaped_after_its_lease(s
     deadline = time.monotonic() + 10
     while True:
         clock = measured(store, "control/clock/test")
-        summary = reaper.reap(store, writer="reaper", clock=clock, margin=0.5)
+        summary = reaper.reap(store, writer="reaper", clock=clock, margin=0.5, now=time.time())
         if summary.requeued:
             break
         assert summary.alive["promise"] == 1, summary.as_json()

@@ -25,7 +25,7 @@ def interleaved_world(tmp_path) -> World:
 
 def submit(world: World, command: str = "run 1", priority: int = 0) -> str:
     spec = JobSpec(command=command, priority=priority)
-    return submission.submit(world.store, [submission.Submission(spec)], now=world.clock.wall())[0]["id"]
+    return submission.submit(world.store, [submission.Submission(spec)], clock=world.clock)[0]["id"]
 
 
 def claim_order(world: World) -> list[str]:
@@ -41,7 +41,7 @@ def know_each_other(world: World, agents) -> None:
     until = world.clock.now + refresh_seconds(agents[0].cfg.poll_seconds) + 0.5
     world.run_until(lambda: world.clock.now >= until, agents=agents)
     for agent in agents:
-        agent.fleet.refresh(agent.store, agent.clock.now(), agent.clock.monotonic())
+        agent.fleet.refresh(agent.store, agent.clock.wall(), agent.clock.monotonic())
 
 
 def agents_listed(world: World) -> int:

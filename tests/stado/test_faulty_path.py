@@ -2,6 +2,8 @@
 rates: what each call returned is held to the durable state, read straight from the server. A call that returned
 success landed; a call that raised left one of the states its transition documents (docs/stado.md, "Transitions"),
 never a lie, and the next pass finishes it."""
+import time
+from runkit.core.clock import SYSTEM
 import pytest
 
 from stado.store import cas
@@ -40,7 +42,7 @@ def direct(target):
 
 
 def queued_job(store, command="true"):
-    [doc] = submission.submit(store, [Submission(JobSpec(command))])
+    [doc] = submission.submit(store, [Submission(JobSpec(command))], clock=SYSTEM)
     return cas.read(store, keys.queued(doc.id), doc.id)
 
 
@@ -92,7 +94,7 @@ def test_a_claim_whose_queue_delete_answer_was_lost_is_genuine_and_runs_once(tar
     doc, version = queued_job(direct)
     proxy.add(Rule("commit_then_lose", kinds=("delete_if_match",), prefix="queue/", answers=("503",), limit=1))
     claimed = jobs.claim(store, doc, agent_id="a1", instance_ref="local@h", lease_expires_at=LEASE,
-                         queued_version=version)
+                         queued_version=version, now=time.time())
     assert claimed is not None
     running = cas.read(direct, keys.running(doc.id), doc.id)
     assert running[0].claim == claimed[0].claim and running[1] == claimed[1]
@@ -136,7 +138,7 @@ class Checker:
 def submitted(store, direct, command):
     """Submit through the faulty path; (queue doc, version) as it stands, or None where nothing was queued."""
     before = {e.key for e in direct.list(keys.QUEUE)}
-    docs, error = attempt(submission.submit, store, [Submission(JobSpec(command))])
+    docs, error = attempt(submission.submit, store, [Submission(JobSpec(command))], clock=SYSTEM)
     if error is None:
         [doc] = docs
         found = Checker(direct, doc.id).queued()
@@ -155,13 +157,13 @@ def claimed(store, direct, doc, version):
     check = Checker(direct, doc.id)
     for _ in range(20):
         got, error = attempt(jobs.claim, store, doc, agent_id="a1", instance_ref="local@h", lease_expires_at=LEASE,
-                             queued_version=version)
+                             queued_version=version, now=time.time())
         if isinstance(error, jobs.Unverified):
             running = check.running()
             assert running is None or (running[0].claim == error.doc.claim and running[0].running_phase)
             for _ in range(20):
                 got, again = attempt(jobs.verify_claim, store, error.doc, error.version, error.queued,
-                                     error.queued_version, writer="a1")
+                                     error.queued_version, writer="a1", now=time.time())
                 if again is None:
                     break
             else:
@@ -182,7 +184,7 @@ def claimed(store, direct, doc, version):
 
 def renewed(store, direct, doc, version):
     check = Checker(direct, doc.id)
-    got, error = attempt(jobs.renew, store, doc, version, lease_expires_at=LEASE)
+    got, error = attempt(jobs.renew, store, doc, version, lease_expires_at=LEASE, now=time.time())
     running = check.running()
     assert running is not None and running[0].claim == doc.claim and running[0].running_phase
     if error is not None:
@@ -196,7 +198,7 @@ def finished(store, direct, doc, version):
     """Finish as the owner does: again at its next tick while its decision has not landed."""
     check = Checker(direct, doc.id)
     for _ in range(20):
-        got, error = attempt(jobs.finish, store, doc, version, OK)
+        got, error = attempt(jobs.finish, store, doc, version, OK, now=time.time())
         terminal = check.terminal()
         assert set(terminal) <= {"completed"}
         if error is None:
@@ -237,7 +239,7 @@ def test_submit_claim_renew_finish_at_high_fault_rates_say_what_landed(target, d
         lost = {e.kind for e in proxy.lost()}
         assert {"create", "cas"} <= lost, lost  # the faults were real: writes of each kind landed unseen
         proxy.clear()
-        jobs.settle_leftovers(store, writer="checker")  # the next pass finishes what a raised call left
+        jobs.settle_leftovers(store, writer="checker", now=time.time())  # the next pass finishes what a raised call left
     for job_id in ids:
         check = Checker(direct, job_id)
         assert list(check.terminal()) == ["completed"] and check.running() is None and check.queued() is None
@@ -248,7 +250,7 @@ def test_a_schedule_added_and_removed_through_lost_answers_is_added_and_removed(
 
     store = through(target, proxy).open()
     proxy.add(Rule("commit_then_lose", kinds=("create",), prefix="schedules/", answers=("503",), limit=1))
-    added = schedules.add(store, "nightly", "0 3 * * *", JobSpec("true").to_json(), by="op")  # not "already exists"
+    added = schedules.add(store, "nightly", "0 3 * * *", JobSpec("true").to_json(), by="op", now=time.time())  # not "already exists"
     assert schedules.get(direct, "nightly")[0]["nonce"] == added["nonce"]
     proxy.set_rules([Rule("commit_then_lose", kinds=("delete_if_match",), prefix="schedules/", answers=("503",),
                           limit=1)])

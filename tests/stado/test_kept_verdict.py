@@ -2,6 +2,7 @@
 (standin.lapse_kept): a record at any write its own agent is known to have made is its agent's, also one whose
 answer was lost (its nonce named in the promise file), and only a move by someone else (a cancel, a reaper, an agent
 that took the job over) is theirs. On a real local-directory store."""
+from runkit.core.clock import SYSTEM
 import time
 
 from stado.store import cas
@@ -16,10 +17,10 @@ from stado.agent.standin import lapse_kept
 
 def _running(tmp_path):
     store = FileStore(str(tmp_path / "store"))
-    job = submission.submit(store, [submission.Submission(JobSpec("sleep 60"))])[0]["id"]
+    job = submission.submit(store, [submission.Submission(JobSpec("sleep 60"))], clock=SYSTEM)[0]["id"]
     queued = cas.read(store, keys.queued(job), job)
     doc, version = jobs.claim(store, queued[0], agent_id="a1", instance_ref="local@h1",
-                              lease_expires_at=time.time() + 60, queued_version=queued[1])
+                              lease_expires_at=time.time() + 60, queued_version=queued[1], now=time.time())
     return store, job, doc, version
 
 
@@ -32,7 +33,7 @@ def test_a_renewal_whose_answer_was_lost_is_still_its_agents_write(tmp_path):
     store, job, doc, version = _running(tmp_path)
     attempted = []
     jobs.renew(store, doc, version, lease_expires_at=time.time() + 60,
-               on_attempt=lambda new, base: attempted.append((new.nonce, list(base))))
+               on_attempt=lambda new, base: attempted.append((new.nonce, list(base))), now=time.time())
     [(nonce, base)] = attempted
     # What its agent had told the keeper: the claim's version, and the renewal as unanswered (its answer an error).
     promise = {"version": list(version), "unanswered": [nonce]}
@@ -45,7 +46,7 @@ def test_a_renewal_in_flight_the_keeper_was_told_of_is_its_agents_write(tmp_path
     store, job, doc, version = _running(tmp_path)
     attempted = []
     jobs.renew(store, doc, version, lease_expires_at=time.time() + 60,
-               on_attempt=lambda new, base: attempted.append(new.nonce))
+               on_attempt=lambda new, base: attempted.append(new.nonce), now=time.time())
     promise = {"version": list(version), "trying": {"nonce": attempted[0], "base": list(version)}}
     assert _lapse(store, job, doc, promise).startswith("requeued")
 

@@ -2,6 +2,8 @@
 is failing, not the worker), a newer checkpoint (a big upload starves the renewal), or neither (reaped:
 requeued once, failed on the second expiry). A real agent runs a real job; a store wrapper with the same
 interface makes its renewals, and then its pulses, fail; the reaper is the real one."""
+from stado.store.storeclock import StoreClock
+from runkit.core.clock import SYSTEM
 import signal
 import sys
 import threading
@@ -121,7 +123,7 @@ def _checkpointing_job(inner, tmp_path):
     gate, beat = tmp_path / "gate", tmp_path / "checkpointing"
     job = submission.submit(inner, [submission.Submission(JobSpec(
         f"n=0; while [ ! -e {gate} ]; do n=$((n+1)); if [ -e {beat} ]; then echo $n > c; "
-        f"$STADO_BIN checkpoint put c --name step-$n > /dev/null; fi; sleep 0.1; done"))])[0]["id"]
+        f"$STADO_BIN checkpoint put c --name step-$n > /dev/null; fi; sleep 0.1; done"))], clock=SYSTEM)[0]["id"]
     return job, gate, beat
 
 
@@ -135,7 +137,7 @@ def test_a_failing_renewal_with_fresh_pulses_is_not_reaped(target, tmp_path):
         store.silence()                                                  # the renewal fails, the worker lives
         promise = _promise(inner, job)
         wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
-        verdict = reap(inner, writer="reaper", margin=0.5)
+        verdict = reap(inner, writer="reaper", margin=0.5, now=time.time(), clock=StoreClock())
         assert verdict.alive["pulse"] == 1 and verdict.reaped == 0, str(verdict.as_json())
 
     _drive(store, tmp_path, script, gate)
@@ -156,7 +158,7 @@ def test_failing_renewals_and_pulses_with_fresh_checkpoints_are_not_reaped(targe
         wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
         wait_for(lambda: any(e.modified > promise for e in inner.list(keys.checkpoint_prefix(job))), timeout=20,
                  message="a checkpoint after the promise")
-        verdict = reap(inner, writer="reaper", margin=0.5)
+        verdict = reap(inner, writer="reaper", margin=0.5, now=time.time(), clock=StoreClock())
         assert verdict.alive["checkpoint"] == 1 and verdict.reaped == 0, str(verdict.as_json())
 
     _drive(store, tmp_path, script, gate)
@@ -168,14 +170,14 @@ def test_neither_pulse_nor_checkpoint_requeues_once_then_fails(target, tmp_path)
     inner = target.open()
     store = Muted(inner)
     gate = tmp_path / "gate"
-    job = submission.submit(inner, [submission.Submission(JobSpec(f"while [ ! -e {gate} ]; do sleep 0.1; done"))]
+    job = submission.submit(inner, [submission.Submission(JobSpec(f"while [ ! -e {gate} ]; do sleep 0.1; done"))], clock=SYSTEM
                             )[0]["id"]
 
     def expire_and_reap():
         store.silence(pulses=True)
         promise = _promise(inner, job)
         wait_for(lambda: time.time() > promise + 1.0, message="the promise to pass")
-        return reap(inner, writer="reaper", margin=0.5)
+        return reap(inner, writer="reaper", margin=0.5, now=time.time(), clock=StoreClock())
 
     def script(agent, lines):
         wait_for(lambda: lookup.view(inner, job).doc.get("process"), message="the job running")

@@ -1,6 +1,8 @@
 """Three races found by driving the library's steps by hand, driven here the same way on every
 backend (the Interleave wrapper parks one caller between two requests). Each must end with exactly one
 run of each attempt and one terminal record, and no job lost."""
+import time
+from runkit.core.clock import SYSTEM
 import threading
 
 import pytest
@@ -44,7 +46,7 @@ def store(request, tmp_path):
 
 
 def submit(store, retries=1) -> str:
-    return submission.submit(store, [submission.Submission(JobSpec(command="work", retries=retries))])[0]["id"]
+    return submission.submit(store, [submission.Submission(JobSpec(command="work", retries=retries))], clock=SYSTEM)[0]["id"]
 
 
 def claim(store, job_id, agent):
@@ -53,7 +55,7 @@ def claim(store, job_id, agent):
     if found is None:
         return None
     return jobs.claim(store, found[0], agent_id=agent, instance_ref=f"local@{agent}", lease_expires_at=1e12,
-                      queued_version=found[1])
+                      queued_version=found[1], now=time.time())
 
 
 def in_thread(name, fn):
@@ -83,10 +85,10 @@ def test_a_stale_settle_never_runs_a_retry_twice(store):
     doc, version = claim(store, job, "owner")
     running = keys.running(job)
     decided = store.hold("owner", "put_if_match", running)          # the owner parks after its fenced decision
-    owner, owner_box = in_thread("owner", lambda: jobs.finish(store, doc, version, FAIL))
+    owner, owner_box = in_thread("owner", lambda: jobs.finish(store, doc, version, FAIL, now=time.time()))
     decided.wait_reached()
     read = store.hold("leftovers", "get", running)                 # the stale pass parks once it has read it
-    leftovers, left_box = in_thread("leftovers", lambda: jobs.settle_leftovers(store, writer="stale"))
+    leftovers, left_box = in_thread("leftovers", lambda: jobs.settle_leftovers(store, writer="stale", now=time.time()))
     read.wait_reached()
     decided.release()
     owner.join()
@@ -99,11 +101,11 @@ def test_a_stale_settle_never_runs_a_retry_twice(store):
     assert left_box["result"] == []                                # overtaken: it wrote nothing
     held = cas.read(store, running, job)
     assert held[0]["owner"] == "third" and held[0]["claim"] == retry[0]["claim"]
-    renewed = jobs.renew(store, *retry, lease_expires_at=2e12)
+    renewed = jobs.renew(store, *retry, lease_expires_at=2e12, now=time.time())
     assert not isinstance(renewed, jobs.Overtaken), renewed            # the new owner is not fenced
     assert state_keys(store, job) == [running]                     # nothing requeued a second time
     assert claim(store, job, "fourth") is None
-    assert jobs.finish(store, *renewed, OK)["state"] == "completed"
+    assert jobs.finish(store, *renewed, OK, now=time.time())["state"] == "completed"
     assert state_keys(store, job) == [keys.terminal("completed", job)]
 
 
@@ -123,16 +125,16 @@ def test_a_leftover_queue_entry_cleanup_never_deletes_a_newer_entry(store):
     about_to_delete = store.hold("cleaner", "delete_if_match", queue, when="before")
     cleaner, clean_box = in_thread("cleaner", lambda: jobs.claim(
         store, leftover[0], agent_id="cleaner", instance_ref="local@cleaner", lease_expires_at=1e12,
-        queued_version=leftover[1]))
+        queued_version=leftover[1], now=time.time()))
     about_to_delete.wait_reached()
-    assert jobs.finish(store, doc, version, FAIL)["state"] == "queued"   # the owner's retry rewrites queue/
+    assert jobs.finish(store, doc, version, FAIL, now=time.time())["state"] == "queued"   # the owner's retry rewrites queue/
     about_to_delete.release()
     cleaner.join()
     assert clean_box == {"result": None}
     assert state_keys(store, job) == [queue]                       # the job is still there, queued
     again = claim(store, job, "next")
     assert again is not None and again[0]["failures"] == 1
-    assert jobs.finish(store, *again, OK)["state"] == "completed"
+    assert jobs.finish(store, *again, OK, now=time.time())["state"] == "completed"
     assert state_keys(store, job) == [keys.terminal("completed", job)]
 
 
@@ -143,13 +145,13 @@ def test_a_cancel_landing_on_a_stale_claim_never_runs_the_cancelled_job(store):
     job = submit(store)
     stale_read = cas.read(store, keys.queued(job), job)
     doc, version = claim(store, job, "first")
-    assert jobs.finish(store, doc, version, FAIL)["state"] == "queued"
+    assert jobs.finish(store, doc, version, FAIL, now=time.time())["state"] == "queued"
     created = store.hold("stale", "put_if_absent", keys.running(job))
     stale, stale_box = in_thread("stale", lambda: jobs.claim(
         store, stale_read[0], agent_id="stale", instance_ref="local@stale", lease_expires_at=1e12,
-        queued_version=stale_read[1]))
+        queued_version=stale_read[1], now=time.time()))
     created.wait_reached()
-    report = jobs.cancel(store, job, by="op")
+    report = jobs.cancel(store, job, by="op", clock=SYSTEM)
     assert report.kind == "cancelled_running"
     created.release()
     stale.join()
@@ -164,7 +166,7 @@ def test_a_claim_pass_never_starts_a_job_that_has_a_terminal_record(store):
     """Whatever left a queue entry beside a terminal record, a claim starts nothing and removes the leftover."""
     job = submit(store)
     doc, version = claim(store, job, "first")
-    assert jobs.finish(store, doc, version, OK)["state"] == "completed"
+    assert jobs.finish(store, doc, version, OK, now=time.time())["state"] == "completed"
     leftover = d.queued_doc(job, doc["spec"], now=0, submitter="test", nonce=cas.new_nonce())
     cas.create(store, keys.queued(job), leftover)  # (its own write, told by its nonce, under lost answers)
     assert claim(store, job, "second") is None
@@ -176,7 +178,7 @@ def test_a_claim_pass_never_starts_a_job_that_has_a_terminal_record(store):
 def _hold(store, job):
     from stado.jobs.hold import hold
 
-    return hold(store, job, by="op")
+    return hold(store, job, by="op", now=time.time())
 
 
 def test_a_hold_while_a_claim_holds_running_is_refused_and_the_claim_runs(store):
@@ -204,7 +206,7 @@ def test_a_hold_between_a_claim_s_check_and_its_delete_wins(store):
     about_to_delete = store.hold("claimant", "delete_if_match", keys.queued(job), when="before")
     claimant, box = in_thread("claimant", lambda: jobs.claim(store, queued, agent_id="claimant",
                                                              instance_ref="local@claimant", lease_expires_at=1e12,
-                                                             queued_version=version))
+                                                             queued_version=version, now=time.time()))
     about_to_delete.wait_reached()
     held = d.held_doc(queued, by="op", now=1e9, nonce=cas.new_nonce())
     assert cas.replace(store, keys.queued(job), held, version)[0] is not None
@@ -226,13 +228,13 @@ def test_a_hold_after_a_claim_s_read_makes_the_claim_stale_and_a_claim_first_ref
     stale = cas.read(store, keys.queued(job), job)
     assert _hold(store, job).changed
     assert jobs.claim(store, stale[0], agent_id="stale", instance_ref="local@stale", lease_expires_at=1e12,
-                      queued_version=stale[1]) is None
+                      queued_version=stale[1], now=time.time()) is None
     assert state_keys(store, job) == [keys.queued(job)]
-    assert release(store, job, by="op").changed
+    assert release(store, job, by="op", now=time.time()).changed
     doc, version = claim(store, job, "owner")
     with pytest.raises(NotQueued, match="is running on local@owner"):
         _hold(store, job)
-    assert jobs.finish(store, doc, version, OK)["state"] == "completed"
+    assert jobs.finish(store, doc, version, OK, now=time.time())["state"] == "completed"
     with pytest.raises(NotQueued, match=r"has ended \(completed\)"):
         _hold(store, job)
     assert state_keys(store, job) == [keys.terminal("completed", job)]

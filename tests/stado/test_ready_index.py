@@ -1,4 +1,5 @@
 """The claim-order index (ready/): priority first, then creation time; kept in step with the queue."""
+import time
 from runkit.core.clock import SYSTEM
 
 from stado.store import cas
@@ -14,7 +15,7 @@ FAIL = d.classify_exit(1, None, timed_out=False, timeout=None)
 
 
 def submit(store, command, priority=0, retries=0):
-    return submission.submit(store, [submission.Submission(JobSpec(command, priority=priority, retries=retries))])[0]
+    return submission.submit(store, [submission.Submission(JobSpec(command, priority=priority, retries=retries))], clock=SYSTEM)[0]
 
 
 def order(store):
@@ -35,13 +36,13 @@ def test_claims_requeues_and_cancels_keep_the_index_in_step():
     other = submit(store, "other")
     queued = cas.read(store, keys.queued(flaky["id"]))
     doc, version = jobs.claim(store, queued[0], agent_id="a", instance_ref="local@h", lease_expires_at=0,
-                              queued_version=queued[1])
+                              queued_version=queued[1], now=time.time())
     assert order(store) == ["other"]                                      # claimed: off the index
-    jobs.finish(store, doc, version, FAIL)
+    jobs.finish(store, doc, version, FAIL, now=time.time())
     assert sorted(order(store)) == ["flaky", "other"]                     # its retry is indexed again
     entry = cas.read(store, keys.ready(0, flaky["id"]))[0]
     assert entry["failures"] == 1 and entry == cas.read(store, keys.queued(flaky["id"]))[0]
-    jobs.cancel(store, other["id"], by="op")
+    jobs.cancel(store, other["id"], by="op", clock=SYSTEM)
     assert order(store) == ["flaky"]
 
 
@@ -68,7 +69,7 @@ def test_a_high_priority_job_behind_ten_thousand_low_ones_starts_next(tmp_path):
     from .inprocess import FakeHost, FakeIO, FakeWorkspace
 
     inner = MemoryStore()
-    submission.submit(inner, [submission.Submission(JobSpec(f"sleep {n}", priority=-1)) for n in range(10_000)])
+    submission.submit(inner, [submission.Submission(JobSpec(f"sleep {n}", priority=-1)) for n in range(10_000)], clock=SYSTEM)
     urgent = submit(inner, "urgent", priority=5)
     store = MeteredStore(inner)
     started = []
@@ -90,7 +91,7 @@ def test_a_window_full_of_jobs_this_agent_cannot_run_is_looked_past(tmp_path):
 
     store = MemoryStore()
     submission.submit(store, [submission.Submission(JobSpec("on a gpu", capabilities=("gpu",), priority=9))
-                              for _ in range(30)])
+                              for _ in range(30)], clock=SYSTEM)
     cpu = submit(store, "on a cpu")
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h", window=10),
                   log=lambda _: None, host=FakeHost(SYSTEM), workspace=FakeWorkspace(), new_io=lambda *a, **k: FakeIO())

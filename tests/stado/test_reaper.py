@@ -1,4 +1,6 @@
 """The reaper's verdict (pure, time as an argument) and its moves, on the in-memory store."""
+from stado.store.storeclock import StoreClock
+from runkit.core.clock import SYSTEM
 import threading
 import time
 
@@ -17,13 +19,13 @@ from .interleave import Interleave
 
 
 def submit(store, command="train") -> str:
-    return submission.submit(store, [submission.Submission(JobSpec(command))])[0]["id"]
+    return submission.submit(store, [submission.Submission(JobSpec(command))], clock=SYSTEM)[0]["id"]
 
 
 def claim(store, job_id, agent="a1", promise=None, host="h1"):
     queued = cas.read(store, keys.queued(job_id), job_id)
     return jobs.claim(store, queued[0], agent_id=agent, instance_ref=f"local@{host}",
-                      lease_expires_at=time.time() + 60 if promise is None else promise, queued_version=queued[1])
+                      lease_expires_at=time.time() + 60 if promise is None else promise, queued_version=queued[1], now=time.time())
 
 
 def iso(t):
@@ -59,14 +61,14 @@ def test_a_job_whose_worker_stopped_speaking_is_requeued_once_then_failed():
     job = submit(store)
     now = time.time()
     claim(store, job, promise=now - 30)
-    first = reap(store, writer="reaper", now=now + LATER)
+    first = reap(store, writer="reaper", now=now + LATER, clock=StoreClock())
     assert (first.requeued, first.failed, first.reaped) == (1, 0, 1), first.lines
     queued = lookup.view(store, job)
     assert (queued.state, queued.doc["requeues"], queued.doc["failures"]) == ("queued", 1, 0)
     assert queued.doc["last_result"]["error"] == {"class": "worker_lease_expired", "message": LEASE_EXPIRED}
     assert queued.doc["requeue_reason"] == LEASE_EXPIRED
     claim(store, job, agent="a2", promise=now - 30)
-    second = reap(store, writer="reaper", now=now + LATER)
+    second = reap(store, writer="reaper", now=now + LATER, clock=StoreClock())
     assert (second.requeued, second.failed) == (0, 1)
     failed = lookup.view(store, job)
     assert (failed.state, failed.terminal, failed.doc["error"]["class"]) == ("failed", True, "worker_lease_expired")
@@ -80,9 +82,9 @@ def test_a_newer_pulse_or_checkpoint_keeps_a_job_whose_promise_passed():
     for job in (by_pulse, by_checkpoint, dead):
         doc, _ = claim(store, job, promise=past)
     claim(store, promised)
-    jobs.pulse(store, cas.read(store, keys.running(by_pulse))[0], renewed=False)   # renewal failing, worker alive
+    jobs.pulse(store, cas.read(store, keys.running(by_pulse))[0], renewed=False, now=time.time())   # renewal failing, worker alive
     store.put(keys.checkpoint_prefix(by_checkpoint) + "step-100.pt", b"weights")
-    summary = reap(store, writer="reaper", now=time.time() + 20)  # within a pulse's 30 s
+    summary = reap(store, writer="reaper", now=time.time() + 20, clock=StoreClock())  # within a pulse's 30 s
     assert summary.alive["pulse"] == 1 and summary.alive["checkpoint"] == 1 and summary.alive["promise"] == 1
     assert summary.requeued == 1 and f"{dead}: requeued (worker lease expired" in summary.lines[0]
     assert [lookup.view(store, j).state for j in (by_pulse, by_checkpoint, dead, promised)] == [
@@ -100,21 +102,21 @@ def test_a_reaper_whose_clock_runs_ahead_waits_until_it_has_watched_the_promised
     doc, _ = claim(store, job, promise=now + 0.3)
     assert doc["lease_seconds"] == pytest.approx(0.3, abs=0.05)
     ahead, watch = now + 60.0, Watch()
-    first = reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch)
+    first = reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch, clock=StoreClock())
     assert first.reaped == 0 and first.alive["watch"] == 1, first.as_json()
     assert first.as_json()["alive_by_watch"] == 1 and "watched for less than a lease 1" in first.line()
-    renewed, _ = jobs.renew(store, *cas.read(store, keys.running(job)), lease_expires_at=time.time() + 0.3)
+    renewed, _ = jobs.renew(store, *cas.read(store, keys.running(job)), lease_expires_at=time.time() + 0.3, now=time.time())
     time.sleep(0.3)
-    second = reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch)
+    second = reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch, clock=StoreClock())
     assert second.reaped == 0 and second.alive["watch"] == 1, "a renewal is a new version: the watch starts again"
     deadline = time.monotonic() + 5
-    while (third := reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch)).reaped == 0:
+    while (third := reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch, clock=StoreClock())).reaped == 0:
         assert time.monotonic() < deadline, third.as_json()
         time.sleep(0.05)
     assert third.requeued == 1 and lookup.view(store, job).state == "queued"
     # One-shot (`stado reap`, no watch): the wall clocks alone decide, as before.
     claim(store, job, promise=time.time() + 0.3)
-    assert reap(store, writer="reaper", now=ahead, margin=0.2).failed == 1
+    assert reap(store, writer="reaper", now=ahead, margin=0.2, clock=StoreClock()).failed == 1
 
 
 def test_a_reaper_reads_a_record_it_watches_once_while_the_listing_shows_it_unchanged():
@@ -134,12 +136,12 @@ def test_a_reaper_reads_a_record_it_watches_once_while_the_listing_shows_it_unch
 
     store.reset()
     for _ in range(3):
-        assert reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch).alive["watch"] == 1
+        assert reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch, clock=StoreClock()).alive["watch"] == 1
     assert gets_of_running() == 1
-    jobs.renew(store, *cas.read(store, keys.running(job)), lease_expires_at=time.time() + 0.3)
+    jobs.renew(store, *cas.read(store, keys.running(job)), lease_expires_at=time.time() + 0.3, now=time.time())
     store.reset()
     deadline = time.monotonic() + 5
-    while (passed := reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch)).reaped == 0:
+    while (passed := reap(store, writer="reaper", now=ahead, margin=0.2, watch=watch, clock=StoreClock())).reaped == 0:
         assert time.monotonic() < deadline, passed.as_json()
         time.sleep(0.05)
     assert gets_of_running() == 1  # the renewal's version, read once; the reaper's own take needs no read
@@ -152,7 +154,7 @@ def test_a_job_without_a_promise_is_kept_and_counted():
     doc, version = claim(store, job)
     old = dict(doc, lease_expires_at=None, generation=doc["generation"] + 1, nonce=cas.new_nonce())
     store.put_if_match(keys.running(job), d.encode(old), version)
-    summary = reap(store, writer="reaper", now=time.time() + 1e6)
+    summary = reap(store, writer="reaper", now=time.time() + 1e6, clock=StoreClock())
     assert summary.alive["unpromised"] == 1 and summary.reaped == 0
     assert "unpromised 1" in summary.line()
 
@@ -163,11 +165,11 @@ def test_a_renewal_that_lands_first_wins_and_the_reaper_writes_nothing():
     doc, version = claim(store, job, promise=time.time() - 30)
     gate = store.hold("reaper", "get", keys.running(job))
     box = {}
-    thread = threading.Thread(target=lambda: box.update(s=reap(store, writer="reaper", now=time.time() + LATER)),
+    thread = threading.Thread(target=lambda: box.update(s=reap(store, writer="reaper", now=time.time() + LATER, clock=StoreClock())),
                               name="reaper")
     thread.start()
     gate.wait_reached()
-    renewed = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60)
+    renewed = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60, now=time.time())
     assert not isinstance(renewed, jobs.Overtaken)
     gate.release()
     thread.join()
@@ -179,10 +181,10 @@ def test_a_cancel_whose_agent_is_dead_is_settled_by_the_reaper():
     store = MemoryStore()
     job = submit(store)
     claim(store, job, promise=time.time() - 30)
-    jobs.cancel(store, job, by="op")
+    jobs.cancel(store, job, by="op", clock=SYSTEM)
     view = lookup.view(store, job)
     assert (view.state, view.terminal) == ("cancelled", False)        # waiting for an agent that is gone
-    summary = reap(store, writer="reaper", now=time.time() + LATER)
+    summary = reap(store, writer="reaper", now=time.time() + LATER, clock=StoreClock())
     assert summary.cancelled == 1
     view = lookup.view(store, job)
     assert (view.state, view.terminal, view.also) == ("cancelled", True, [])
@@ -206,15 +208,15 @@ def test_a_dead_owners_cancel_a_reaper_took_and_did_not_finish_is_finished_by_th
     store = DeleteFails()
     job = submit(store)
     claim(store, job, promise=time.time() - 30)
-    jobs.cancel(store, job, by="op")
+    jobs.cancel(store, job, by="op", clock=SYSTEM)
     with pytest.raises(StoreUnavailable):  # it stops short: the agent logs the pass's store error and goes on
-        reap(store, writer="reaper", now=time.time() + LATER)
+        reap(store, writer="reaper", now=time.time() + LATER, clock=StoreClock())
     assert store.fail == 0
     left = cas.read(store, keys.running(job))[0]
     assert left.cancelling and left.settled_by == "reaper" and d.decided(left)
     view = lookup.view(store, job)
     assert (view.state, view.terminal) == ("cancelled", True)  # no process is said to be stopping
-    assert jobs.settle_leftovers(store, writer="another agent") == [f"{job}: finished an interrupted move to cancelled"]
+    assert jobs.settle_leftovers(store, writer="another agent", now=time.time()) == [f"{job}: finished an interrupted move to cancelled"]
     assert [e.key for e in store.list("") if not e.key.startswith("status/")] == [keys.terminal("cancelled", job)]
 
 
@@ -226,7 +228,7 @@ class FakeProvider:
         self.store, self.instances, self.deleted = store, set(instances), []
 
     def clean_up(self, instance_ref, now=None):
-        ok, keeping = instance_may_be_deleted(self.store, instance_ref, now=now)
+        ok, keeping = instance_may_be_deleted(self.store, instance_ref, now=now, clock=StoreClock())
         if ok:
             self.instances.discard(instance_ref)
             self.deleted.append(instance_ref)
@@ -265,7 +267,7 @@ def test_the_reaper_finishes_decided_moves_on_its_way(phase):
         queued = cas.read(store, keys.queued(job))[0]
         store.put_if_absent(keys.running(job), d.encode(d.cancel_tombstone(queued, by="op", reason=None,
                                                                             now=time.time(), nonce="tomb")))
-    summary = reap(store, writer="reaper")
+    summary = reap(store, writer="reaper", now=time.time(), clock=StoreClock())
     assert summary.settled == 1
     assert lookup.view(store, job).state == ("completed" if phase == "finishing" else "cancelled")
 
@@ -276,7 +278,7 @@ def test_a_record_the_callers_host_settles_is_counted_and_said():
     claim(store, job, promise=time.time() + 0.3)
     asked = []
     summary = reap(store, writer="reaper", now=time.time() + 60.0, margin=0.2,
-                   here=lambda doc, version: asked.append(doc.id) or True)
+                   here=lambda doc, version: asked.append(doc.id) or True, clock=StoreClock())
     assert asked == [job] and (summary.here, summary.reaped) == (1, 0), summary.as_json()
     assert summary.as_json()["settled_here"] == 1 and "settled on this host 1" in summary.line()
     assert cas.read(store, keys.running(job), job) is not None  # the caller settles it, not the reaper

@@ -1,5 +1,6 @@
 """Cron schedules: each fire time produces exactly one job however many agents fire it (time passed as an
 argument), a fire time already dealt with is never submitted again, missed fire times are skipped."""
+import time
 import multiprocessing
 from datetime import datetime, UTC
 
@@ -71,10 +72,10 @@ def test_every_fire_time_within_grace_is_fired_in_order_after_a_stall():
 def test_a_paused_schedule_does_not_fire():
     store = MemoryStore()
     schedules.add(store, "tick", "* * * * *", SPEC, by="op", now=at("2026-11-30 10:00:30"))
-    schedules.set_paused(store, "tick", True, by="op")
+    schedules.set_paused(store, "tick", True, by="op", now=time.time())
     known = schedules.ScheduleKnowledge(store, submitter="agent")
     assert known.tick(at("2026-11-30 10:01:00")) == [] and queued_ids(store) == []
-    schedules.set_paused(store, "tick", False, by="op")
+    schedules.set_paused(store, "tick", False, by="op", now=time.time())
     known = schedules.ScheduleKnowledge(store, submitter="agent")
     assert "fired" in known.tick(at("2026-11-30 10:02:00"))[0]
 

@@ -1,4 +1,6 @@
 """The pure core and the transitions, on the in-memory store (no mocks: a real store implementation)."""
+import time
+from runkit.core.clock import SYSTEM
 import json
 import threading
 
@@ -22,7 +24,7 @@ AGENT = "agent-a"
 
 
 def submit(store, command="true", **spec):
-    return submission.submit(store, [Submission(JobSpec(command=command, **spec))])[0]
+    return submission.submit(store, [Submission(JobSpec(command=command, **spec))], clock=SYSTEM)[0]
 
 
 def snapshot(store):
@@ -64,7 +66,7 @@ def test_bad_specs_write_nothing():
         with pytest.raises(BadInput):
             submit(store, **bad)
     with pytest.raises(JobNotFound):
-        submission.submit(store, [Submission(JobSpec("x"), (("missing-job", "a.txt"),))])
+        submission.submit(store, [Submission(JobSpec("x"), (("missing-job", "a.txt"),))], clock=SYSTEM)
     assert snapshot(store) == {}
 
 
@@ -72,8 +74,8 @@ def test_claim_has_one_winner_and_moves_the_job():
     store = MemoryStore()
     job = submit(store)
     queued = cas.read(store, keys.queued(job["id"]))[0]
-    won = jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=5)
-    lost = jobs.claim(store, queued, agent_id="b", instance_ref="local@h", lease_expires_at=5)
+    won = jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=5, now=time.time())
+    lost = jobs.claim(store, queued, agent_id="b", instance_ref="local@h", lease_expires_at=5, now=time.time())
     assert won is not None and lost is None
     doc = won[0]
     assert doc["owner"] == "a" and doc["generation"] == 2 and doc["claimed_from"] == queued["nonce"]
@@ -92,7 +94,7 @@ def test_claim_race_between_threads_has_no_double_winner():
         barrier.wait()
         for job_id in ids:
             found = cas.read(store, keys.queued(job_id), job_id)
-            if found and jobs.claim(store, found[0], agent_id=name, instance_ref="local@h", lease_expires_at=1):
+            if found and jobs.claim(store, found[0], agent_id=name, instance_ref="local@h", lease_expires_at=1, now=time.time()):
                 wins[job_id].append(name)
 
     threads = [threading.Thread(target=racer, args=(f"r{n}",)) for n in range(16)]
@@ -220,9 +222,9 @@ def test_cancel_of_a_queued_job_takes_the_claim_slot_so_it_never_starts():
     store = MemoryStore()
     job = submit(store)
     queued = cas.read(store, keys.queued(job["id"]))[0]
-    report = jobs.cancel(store, job["id"], by="op", reason="wrong input")
+    report = jobs.cancel(store, job["id"], by="op", reason="wrong input", clock=SYSTEM)
     assert report.kind == "cancelled_queued"
-    assert jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=1) is None
+    assert jobs.claim(store, queued, agent_id="a", instance_ref="local@h", lease_expires_at=1, now=time.time()) is None
     assert [e.key for e in store.list("")] == [keys.terminal("cancelled", job["id"])]
     term = lookup.view(store, job["id"]).doc
     assert term["cancelled_by"] == "op" and term["cancel_reason"] == "wrong input" and term["outcome"] == "cancelled"
@@ -232,12 +234,12 @@ def test_cancel_of_a_running_job_fences_its_finish():
     store = MemoryStore()
     job = submit(store)
     doc, version = claim(store, job["id"])
-    report = jobs.cancel(store, job["id"], by="op")
+    report = jobs.cancel(store, job["id"], by="op", clock=SYSTEM)
     assert report.kind == "cancelled_running"
     assert lookup.view(store, job["id"]).state == "cancelled"  # readers: terminal first
-    got = jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    got = jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time())
     assert isinstance(got, Overtaken) and got.current["phase"] == "cancelling"
-    jobs.settle(store, *cas.read(store, keys.running(job["id"])), writer=AGENT)
+    jobs.settle(store, *cas.read(store, keys.running(job["id"])), writer=AGENT, now=time.time())
     assert [e.key for e in store.list("")] == [keys.terminal("cancelled", job["id"])]
 
 
@@ -245,9 +247,9 @@ def test_cancel_of_a_finished_job_writes_nothing():
     store = MemoryStore()
     job = submit(store)
     doc, version = claim(store, job["id"])
-    jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None))
+    jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None), now=time.time())
     before = snapshot(store)
-    report = jobs.cancel(store, job["id"])
+    report = jobs.cancel(store, job["id"], clock=SYSTEM)
     assert report.kind == "already_terminal" and "already failed" in report.message
     assert snapshot(store) == before
 
@@ -260,11 +262,11 @@ def test_cancel_of_a_queue_entry_restored_beside_its_terminal_record_writes_noth
     job = submit(store)
     backup = {e.key: store.get(e.key).data for e in store.list("")}
     doc, version = claim(store, job["id"])
-    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time())
     for key, data in backup.items():
         store.put(key, data)
     before = snapshot(store)
-    report = jobs.cancel(store, job["id"], by="op")
+    report = jobs.cancel(store, job["id"], by="op", clock=SYSTEM)
     assert report.kind == "already_terminal" and "already completed" in report.message and not report.honoured
     assert snapshot(store) == before
 
@@ -278,7 +280,7 @@ def test_a_queued_cancel_reads_each_record_once_and_its_reader_the_cancelled_rec
     store = MeteredStore(MemoryStore())
     job = submit(store)
     store.reset()
-    assert jobs.cancel(store, job["id"], by="op").kind == "cancelled_queued"
+    assert jobs.cancel(store, job["id"], by="op", clock=SYSTEM).kind == "cancelled_queued"
     assert (store.by_prefix.get(("GET", "queue")), store.by_prefix.get(("GET", "running"))) == (2, None)
     assert [store.by_prefix.get(("GET", state)) for state in ("completed", "failed", "cancelled")] == [1, 1, 1]
     assert store.counts["GET"] == 6 and store.counts["PUT"] == 2 and store.counts["DELETE"] == 3
@@ -302,7 +304,7 @@ def test_the_owner_settles_a_cancel_of_its_running_attempt_on_what_its_refused_r
     doc, version = jobs.verify_claim(store, doc, version, queued, queued_version, writer=AGENT, now=1000.0,
                                      recheck=False)
     doc, version = jobs.renew(store, doc, version, lease_expires_at=1010.0, now=1001.0)  # writes ledger_cleared
-    assert jobs.cancel(store, job["id"], by="op").kind == "cancelled_running"
+    assert jobs.cancel(store, job["id"], by="op", clock=SYSTEM).kind == "cancelled_running"
     store.reset()
     got = jobs.renew(store, doc, version, lease_expires_at=1015.0, now=1002.0)
     assert isinstance(got, Overtaken) and got.current.cancelling and got.version is not None
@@ -323,8 +325,8 @@ def test_settle_finishes_an_interrupted_terminal_move_once():
     fin = d.finishing_doc(doc, d.classify_exit(0, None, timed_out=False, timeout=None), now=5, nonce="f")
     store.put_if_match(keys.running(job["id"]), d.encode(fin), version)
     assert lookup.view(store, job["id"]).phase == "finishing"
-    assert jobs.settle_leftovers(store, writer="b") == [f"{job['id']}: finished an interrupted move to completed"]
-    assert jobs.settle_leftovers(store, writer="c") == []
+    assert jobs.settle_leftovers(store, writer="b", now=time.time()) == [f"{job['id']}: finished an interrupted move to completed"]
+    assert jobs.settle_leftovers(store, writer="c", now=time.time()) == []
     assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
 
 
@@ -332,17 +334,17 @@ def test_retries_count_failed_attempts_apart_from_requeues():
     store = MemoryStore()
     job = submit(store, "false", retries=1)
     doc, version = claim(store, job["id"])
-    again = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None))
+    again = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None), now=time.time())
     assert again["state"] == "queued" and again["failures"] == 1 and again["requeues"] == 0
     doc, version = claim(store, job["id"])
-    term = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None))
+    term = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None), now=time.time())
     assert term["state"] == "failed" and term["failures"] == 1 and term["requeues"] == 0
 
 
 def test_rerun_resubmits_the_exact_spec_under_a_new_id():
     store = MemoryStore()
     job = submit(store, "make test", name="ci", cores=3, priority=7, capabilities=("gpu",), timeout=90.0)
-    original, new = submission.rerun(store, "ci", beside=True)
+    original, new = submission.rerun(store, "ci", beside=True, clock=SYSTEM)
     assert new["id"] != job["id"] and new["rerun_of"] == job["id"]
     assert new["spec"] == original["spec"]
 
@@ -351,7 +353,7 @@ def test_pause_records_who_when_why_and_resume_lifts_it():
     store = MemoryStore()
     record, already = pausing.pause(store, by="ops@host", reason="maintenance", now=0)
     assert not already and record["by"] == "ops@host" and record["reason"] == "maintenance"
-    assert pausing.pause(store, by="other")[1] is True
+    assert pausing.pause(store, by="other", now=time.time())[1] is True
     submit(store)  # submissions are still accepted
     assert pausing.resume(store)["reason"] == "maintenance"
     assert pausing.pause_record(store) is None and pausing.resume(store) is None
@@ -366,9 +368,9 @@ def test_corrupt_documents_are_reported_by_name():
 
 
 def test_lease_promise_adds_the_longest_lateness_capped_and_the_last_write():
-    from stado.agent.lease import LeaseClock
+    from stado.agent.lease import LeasePromise
 
-    clock = LeaseClock(poll_seconds=5, late_cap=10)
+    clock = LeasePromise(poll_seconds=5, late_cap=10)
     assert clock.promise(100) == 105
     clock.observed(due=100, began=102, ended=102.5)
     assert clock.promise(200) == 200 + 5 + 2 + 0.5
@@ -381,8 +383,8 @@ def test_a_stale_queue_read_cannot_claim_a_job_that_already_ran():
     job = submit(store)
     stale = cas.read(store, keys.queued(job["id"]))[0]  # agent A reads, then stalls
     doc, version = claim(store, job["id"], agent="b")
-    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
-    assert jobs.claim(store, stale, agent_id="a", instance_ref="local@h", lease_expires_at=1) is None
+    jobs.finish(store, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time())
+    assert jobs.claim(store, stale, agent_id="a", instance_ref="local@h", lease_expires_at=1, now=time.time()) is None
     assert [e.key for e in store.list("")] == [keys.terminal("completed", job["id"])]
 
 
@@ -393,7 +395,7 @@ def test_an_idle_poll_is_one_list_of_the_index_and_never_lists_terminal_prefixes
     store = MeteredStore(MemoryStore())
     done = submit(store.inner, "true")
     doc, version = claim(store.inner, done["id"])
-    jobs.finish(store.inner, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None))
+    jobs.finish(store.inner, doc, version, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time())
     agent = Agent(store, AgentConfig(work_root=str(tmp_path), stado_bin="/bin/false", host="h"), log=lambda _: None)
     for _ in range(5):
         assert agent.claim() == 0
@@ -416,7 +418,7 @@ def test_a_claim_whose_create_never_landed_leaves_the_job_queued_for_the_next_pa
         claim(DroppedCreates(inner, landed=False), job["id"])
     u = unsure.value
     assert u.version is None
-    assert jobs.verify_claim(inner, u.doc, u.version, u.queued, u.queued_version, writer=AGENT) is None
+    assert jobs.verify_claim(inner, u.doc, u.version, u.queued, u.queued_version, writer=AGENT, now=time.time()) is None
     assert lookup.view(inner, job["id"]).state == "queued"
     assert claim(inner, job["id"]) is not None
 
@@ -447,7 +449,7 @@ def test_a_claim_of_a_retry_entry_starts_nothing_beside_an_unreadable_terminal_r
     store = MemoryStore()
     job = submit(store, "false", retries=1)
     doc, version = claim(store, job["id"])
-    again = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None))
+    again = jobs.finish(store, doc, version, d.classify_exit(1, None, timed_out=False, timeout=None), now=time.time())
     assert again["state"] == "queued" and again["generation"] > 1
     store.put(keys.terminal("completed", job["id"]), b"garbage")
     with pytest.raises(CorruptDocument):

@@ -1,5 +1,6 @@
 """An agent at start waits out a store that is briefly unwell (guarantees.ensure_safe's `wait`), through the fault
 proxy in front of the real SeaweedFS; what is not unwell but wrong is refused at once, as before."""
+from runkit.core.clock import SYSTEM
 import re
 import time
 
@@ -45,7 +46,7 @@ def test_a_storm_longer_than_the_wait_is_refused_after_it(target, proxy):
     lines = []
     started = time.monotonic()
     with pytest.raises(StoreUnwell) as caught:
-        ensure_safe(store, log=lines.append, wait=3)
+        ensure_safe(store, log=lines.append, wait=3, clock=SYSTEM)
     took = time.monotonic() - started
     assert 3 <= took < 15
     waited = re.search(r"; waited (\d+) s for it at the agent's start$", str(caught.value))
@@ -58,7 +59,7 @@ def test_a_reset_during_the_probe_is_waited_for_not_fatal(target, proxy):
     store = through(target, proxy).open()
     proxy.add(Rule("fail_before", kinds=("create",), answers=("reset",), limit=1))
     lines = []
-    ensure_safe(store, log=lines.append)
+    ensure_safe(store, log=lines.append, clock=SYSTEM)
     assert [e.told for e in proxy.exchanges(kind="create")][:2] == ["reset", "passed"]
     assert lines == [f"store {store.where} honours create-if-absent, compare-and-swap and conditional delete"]
 
@@ -68,7 +69,7 @@ def test_credentials_refused_and_an_unsafe_store_are_refused_at_once(target, pro
     wrong.env = {**wrong.env, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
     started = time.monotonic()
     with pytest.raises(AccessDenied):
-        ensure_safe(wrong.open(), wait=60)
+        ensure_safe(wrong.open(), wait=60, clock=SYSTEM)
     with pytest.raises(UnsafeStore):
-        ensure_safe(IgnoresConditions(through(target, proxy).open()), wait=60)
+        ensure_safe(IgnoresConditions(through(target, proxy).open()), wait=60, clock=SYSTEM)
     assert time.monotonic() - started < 10

@@ -1,5 +1,7 @@
 """A store that ignores conditions is refused before anything is claimed; `stado doctor` checks a store;
 `stado repair` clears corrupt records without losing the job; a cancel says who will stop the process."""
+import time
+from runkit.core.clock import SYSTEM, ManualClock
 import json
 
 import pytest
@@ -29,7 +31,7 @@ def agent(store, tmp_path, lines):
 def test_an_agent_refuses_a_store_that_ignores_a_condition(tmp_path, ignore):
     inner = open_store(f"file://{tmp_path}/store")
     ran = tmp_path / "ran"
-    job = submission.submit(inner, [Submission(JobSpec(f"touch {ran}"))])[0]
+    job = submission.submit(inner, [Submission(JobSpec(f"touch {ran}"))], clock=SYSTEM)[0]
     lines = []
     with pytest.raises(UnsafeStore) as refused:
         agent(IgnoresConditions(inner, ignore), tmp_path, lines).run()
@@ -49,10 +51,10 @@ def test_an_agent_behind_a_path_that_drops_conditions_refuses_whatever_verdict_a
     proxy that drops every condition started on that verdict, and 2 of 150 jobs ran twice. Each agent probes its
     own path at every start: the second one refuses, claims nothing, and the verdict it read changes nothing."""
     inner = store_target.open()
-    ensure_safe(inner)                                                   # the honest agent's start
+    ensure_safe(inner, clock=SYSTEM)                                                   # the honest agent's start
     assert json.loads(inner.get(VERDICT_KEY).data)["safe"] is True
     ran = tmp_path / "ran"
-    job = submission.submit(inner, [Submission(JobSpec(f"touch {ran}"))])[0]
+    job = submission.submit(inner, [Submission(JobSpec(f"touch {ran}"))], clock=SYSTEM)[0]
     metered = MeteredStore(IgnoresConditions(inner))
     with pytest.raises(UnsafeStore):
         agent(metered, tmp_path, []).run()
@@ -64,7 +66,7 @@ def test_an_agent_behind_a_path_that_drops_conditions_refuses_whatever_verdict_a
 def test_the_verdict_names_what_was_probed(tmp_path, monkeypatch):
     monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.example:3128")
     store = open_store(f"file://{tmp_path}/store")
-    ensure_safe(store, now=1000.0)
+    ensure_safe(store, clock=ManualClock(1000.0, 0.0))
     record = json.loads(store.get(VERDICT_KEY).data)
     assert record["store"] == store.url and record["path"]["where"] == store.url
     assert record["path"]["https_proxy"] == "proxy.example:3128"         # never the proxy's credentials
@@ -102,7 +104,7 @@ def test_repair_records_a_job_whose_only_record_is_corrupt_as_failed(stado_env, 
     job = submit(stado_env, "true")
     queued = cas.read(store, keys.queued(job), job)
     jobs.claim(store, queued[0], agent_id="gone", instance_ref="local@x", lease_expires_at=0,
-               queued_version=queued[1])
+               queued_version=queued[1], now=time.time())
     store.put(keys.running(job), b"{not json")
     assert f"`stado repair {job}` clears it" in stado(stado_env, "status").stdout
     done = stado(stado_env, "repair", job)
@@ -125,11 +127,11 @@ def test_repair_removes_a_corrupt_record_beside_a_readable_one(stado_env, store_
 
 def test_cancel_of_a_job_whose_agent_is_silent_says_what_will_happen():
     store = MemoryStore()
-    job = submission.submit(store, [Submission(JobSpec("sleep 100"))])[0]["id"]
+    job = submission.submit(store, [Submission(JobSpec("sleep 100"))], clock=SYSTEM)[0]["id"]
     queued = cas.read(store, keys.queued(job), job)
     jobs.claim(store, queued[0], agent_id="a-dead-agent", instance_ref="local@far", lease_expires_at=0,
-               queued_version=queued[1])
-    report = jobs.cancel(store, job, by="op")
+               queued_version=queued[1], now=time.time())
+    report = jobs.cancel(store, job, by="op", clock=SYSTEM)
     assert report.kind == "cancelled_running"
     assert "next tick" not in report.message
     assert "a-dead-agent on local@far has no live record" in report.message and "reaper" in report.message

@@ -3,6 +3,8 @@ when the claim-order index entry or the read-back failed), one that provably did
 and one it cannot tell about is reported unknown, with its id. A retried write never makes a second job, and a
 key (`--key`) makes running the same submit again return the same job. Each window is opened by a wrapper around a
 real store (the local directory, SeaweedFS): tests/stado/scripted_faults.py."""
+import time
+from runkit.core.clock import SYSTEM
 import socket
 import threading
 
@@ -42,7 +44,7 @@ def records(store, prefix=""):
 
 
 def queue(store, *items, **kw):
-    return queue_jobs(store, list(items) or [Submission(JobSpec("true"))], settle_seconds=SETTLE, **kw)
+    return queue_jobs(store, list(items) or [Submission(JobSpec("true"))], settle_seconds=SETTLE, **{"clock": SYSTEM, **kw})
 
 
 def lifecycle_keys(store):
@@ -212,18 +214,18 @@ def test_a_key_is_checked_before_anything_is_written(real):
 def test_a_keyed_job_that_ran_is_returned_not_run_again(real):
     [doc] = queue(real, keyed()).docs
     running, version = claim(real, doc.id, "agent-a")
-    jobs.finish(real, running, version, {"outcome": "succeeded", "exit_code": 0, "signal": None, "error": None})
+    jobs.finish(real, running, version, {"outcome": "succeeded", "exit_code": 0, "signal": None, "error": None}, now=time.time())
     again = queue(real, keyed())
     assert [d.id for d in again.docs] == [doc.id] and again.existing == [doc.id]
     assert lifecycle_keys(real) == [keys.terminal("completed", doc.id)]
 
 
 def test_rerun_takes_a_key_too(real):
-    [doc] = submission.submit(real, [Submission(JobSpec("true"))])
+    [doc] = submission.submit(real, [Submission(JobSpec("true"))], clock=SYSTEM)
     running, version = claim(real, doc.id, "agent-a")
-    jobs.finish(real, running, version, {"outcome": "succeeded", "exit_code": 0, "signal": None, "error": None})
-    _, first = submission.rerun(real, doc.id, key="again-1")
-    _, second = submission.rerun(real, doc.id, key="again-1")
+    jobs.finish(real, running, version, {"outcome": "succeeded", "exit_code": 0, "signal": None, "error": None}, now=time.time())
+    _, first = submission.rerun(real, doc.id, key="again-1", clock=SYSTEM)
+    _, second = submission.rerun(real, doc.id, key="again-1", clock=SYSTEM)
     assert first.id == second.id != doc.id
 
 

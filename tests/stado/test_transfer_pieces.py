@@ -2,6 +2,7 @@
 import hashlib
 import json
 import os
+import time
 import threading
 
 import pytest
@@ -131,7 +132,7 @@ def _uploaded(store, job="j"):
 
 
 def _drain(uploader, final=True):
-    while uploader.step(final=final):
+    while uploader.step(final=final, now=time.monotonic()):
         pass
 
 
@@ -143,7 +144,7 @@ def test_the_cap_keeps_the_end_and_marks_what_it_dropped(tmp_path):
         for i in range(0, len(lines), 500):  # written in bursts, pumped between them
             f.write(b"".join(lines[i:i + 500]))
             f.flush()
-            up.step()
+            up.step(now=time.monotonic())
     _drain(up)
     kept = _uploaded(store)
     total = sum(map(len, lines))

@@ -1,6 +1,7 @@
 """What the dashboards read, without a browser: jobman.ui.reads' pages (server-side filters, search, paging, the
 graph and timeline of a page) on a real home, and stado.ui.reads' claim order, unschedulable reasons, search and
 paging on a real local-directory store, with the order checked against the agents' own claim order."""
+from runkit.core.clock import SYSTEM
 import json
 import time
 
@@ -73,31 +74,31 @@ def test_stado_queue_in_claim_order_with_reasons_search_and_paging(tmp_path):
                  JobSpec("true", name="urgent", priority=9)]
         ids = {}
         for spec in specs:
-            ids[spec.name] = submission.submit(store, [submission.Submission(spec)])[0]["id"]
+            ids[spec.name] = submission.submit(store, [submission.Submission(spec)], clock=SYSTEM)[0]["id"]
         # an agent's record, as a live agent writes it: no gpu
         store.put(keys.agent("a1"), json.dumps({"agent": "a1", "instance_ref": "local@h1", "slots": 1, "cores": 2,
                                                 "capabilities": [], "last_seen": _iso(time.time()),
                                                 "live_for": 30}).encode())
         # a queue entry the claim-order index lacks (a submit that crashed between its two writes) keeps its place
         store.delete(keys.ready(5, ids["high"]))
-        b = stado_board.board(store)
+        b = stado_board.board(store, now=time.time())
         order = [r["name"] for r in b["queue"]["jobs"]]
         assert order == ["urgent", "high", "low-old", "low-new", "gpu-job"]
         assert [r["place"] for r in b["queue"]["jobs"]] == [0, 1, 2, 3, 4]
         reasons = {r["name"]: r["unschedulable"] for r in b["queue"]["jobs"]}
         assert reasons["gpu-job"] == "local@h1: needs capabilities gpu" and reasons["low-old"] is None
-        page = stado_board.board(store, offset=1, limit=2)
+        page = stado_board.board(store, offset=1, limit=2, now=time.time())
         assert [r["name"] for r in page["queue"]["jobs"]] == ["high", "low-old"] and page["queue"]["total"] == 5
-        assert [r["name"] for r in stado_board.board(store, search="LOW")["queue"]["jobs"]] == ["low-old", "low-new"]
-        assert [r["name"] for r in stado_board.board(store, search=ids["urgent"][:30])["queue"]["jobs"]] == ["urgent"]
+        assert [r["name"] for r in stado_board.board(store, search="LOW", now=time.time())["queue"]["jobs"]] == ["low-old", "low-new"]
+        assert [r["name"] for r in stado_board.board(store, search=ids["urgent"][:30], now=time.time())["queue"]["jobs"]] == ["urgent"]
         with pytest.raises(StadoBadInput):
-            stado_board.board(store, limit=501)
+            stado_board.board(store, limit=501, now=time.time())
         before = stado_board.fingerprint(store)
         from stado.queue import pause
 
-        pause.pause(store, reason="maintenance")
+        pause.pause(store, reason="maintenance", now=time.time())
         assert stado_board.fingerprint(store) != before
-        assert stado_board.board(store)["paused"]["reason"] == "maintenance"
+        assert stado_board.board(store, now=time.time())["paused"]["reason"] == "maintenance"
     finally:
         store.close()
 

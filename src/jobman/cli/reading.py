@@ -1,5 +1,6 @@
 """The reading commands (list, show, logs, wait): parse, call, render, with jobman.cli's helpers (imported when
 one of them runs)."""
+import time
 import sys
 
 from . import MAX_COUNT, add_selection, duration, parser, print_json, selection_of, text, whole
@@ -39,7 +40,7 @@ terminal (not with NO_COLOR). # is the job's handle, which any command takes as 
         from ..commands import listing
 
         out = sys.stdout
-        out.write(listing.job_table(views, listing.terminal_width(out), listing.use_colour(out)) + "\n")
+        out.write(listing.job_table(views, listing.terminal_width(out), listing.use_colour(out), now=time.time()) + "\n")
     else:
         sys.stdout.write("no jobs\n" if not (states or ns.group or ns.name or ns.hide_restarted) else "no jobs match\n")
     left_out = [f"{n} older {what}" for what, n in result["not_shown"].items() if n]

@@ -171,9 +171,8 @@ def _state_word(view: dict) -> str:
     return state_text(view)
 
 
-def job_table(views: list[dict], width: int | None = None, colour: bool = False, now: float | None = None) -> str:
+def job_table(views: list[dict], width: int | None = None, colour: bool = False, *, now: float) -> str:
     """One line per job, never wider than `width`: the command (then why the job waits) is what gets cut."""
-    now = time.time() if now is None else now
     tries = any((v["attempts"] or 0) > 1 for v in views)
     groups = any(v["group"] != "default" for v in views)
     headers = ["#", "NAME", "STATE"] + (["TRIES"] if tries else []) + (["GROUP"] if groups else []) + \

@@ -15,6 +15,7 @@ import os
 import select
 import time
 
+from runkit.core.clock import SYSTEM
 from runkit.core.hashing import sha256
 from runkit.core.ids import uuid7
 
@@ -58,7 +59,8 @@ def submit(conn, db_file: str, spec: dict, dependencies: list[tuple[str, str]], 
         with TroubleCaught(conn, "cannot submit", "nothing was submitted"):
             # The submission's time (and so its claim deadline) is read once the write lock is held.
             spec = transitions.submit(conn, job_id=job_id, spec=spec, dependencies=dependencies,
-                                      credential_hash=sha256(credential), before_commit=_ignore_interrupts)
+                                      credential_hash=sha256(credential), clock=SYSTEM,
+                                      before_commit=_ignore_interrupts)
     except BaseException:
         launch.abandon()
         raise
@@ -140,7 +142,7 @@ def _commit_chunk(conn, chunk: list[tuple], first_chunk: bool, stop: list) -> tu
     try:
         with TroubleCaught(conn, *first) as caught:
             stored = transitions.submit_many(  # (timed once the write lock is held, as submit())
-                conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs],
+                conn, [(job_id, spec, deps, sha256(cred)) for job_id, cred, spec, deps in jobs], SYSTEM,
                 before_commit=(lambda: _catch_interrupts(stop)) if first_chunk else None)
     except Exception as e:
         if first_chunk:

@@ -6,6 +6,7 @@ appended in the same transaction as the change they record.
 """
 from .sqlite import sqlite3
 
+from runkit.core.clock import Clock
 from runkit.core.jsonfast import dumps
 
 from ..core.errors import BadInput, Conflict
@@ -53,29 +54,26 @@ def _update(conn, job_id: str, revision: int, phases: tuple, sets: dict, extra_w
 # --- submission (CLI) -------------------------------------------------------------------------
 
 def submit(conn, *, job_id: str, spec: dict, dependencies: list[tuple[str, str]], credential_hash: bytes,
-           now: float | None = None, before_commit=None) -> dict:
+           clock: Clock, before_commit=None) -> dict:
     """One transaction: job + runtime state + dependency edges + job_submitted.
 
     Dependency selectors are resolved to canonical ids here, inside the transaction. before_commit
     runs just before COMMIT (the CLI ignores interrupts from there on). Returns the stored spec, with
-    the job's handle (its short number), its submission time and its claim deadline added. now: the
-    submission time (None: the clock once the write lock is held).
+    the job's handle (its short number), its submission time and its claim deadline added. The submission
+    time is the clock's wall time once the write lock is held.
     """
-    return submit_many(conn, [(job_id, spec, dependencies, credential_hash)], now, before_commit)[0]
+    return submit_many(conn, [(job_id, spec, dependencies, credential_hash)], clock, before_commit)[0]
 
 
-def submit_many(conn, jobs: list[tuple[str, dict, list, bytes]], now: float | None = None,
+def submit_many(conn, jobs: list[tuple[str, dict, list, bytes]], clock: Clock,
                 before_commit=None) -> list[dict]:
     """submit() for several jobs [(job_id, spec, dependencies, credential_hash)] in one transaction (one
     synced commit: a batch's jobs are committed a few at a time). All of them or none."""
     conn.execute("BEGIN IMMEDIATE")
-    if now is None:
-        # A job is submitted when it is committed: BEGIN IMMEDIATE may have waited for the write lock (a backup,
-        # `sqlite3` in a shell) longer than the claim window, and a deadline read before that wait would have
-        # closed before the supervisor could claim. From here to COMMIT nothing waits.
-        import time
-
-        now = time.time()
+    # A job is submitted when it is committed: BEGIN IMMEDIATE may have waited for the write lock (a backup,
+    # `sqlite3` in a shell) longer than the claim window, and a deadline read before that wait would have
+    # closed before the supervisor could claim. From here to COMMIT nothing waits.
+    now = clock.wall()
     try:
         stored = [_insert_job(conn, *job, now) for job in jobs]
     except BaseException:

@@ -123,12 +123,8 @@ class PatientDatabase:
     """A connection whose calls wait out storage trouble. fn(conn, *args) is the unit of work: one
     statement or one transaction, which SQLite rolled back if it failed."""
 
-    def __init__(self, conn, path: str, log, clock: "Clock | None" = None):
-        """clock: the supervisor's (runkit.core.clock.SYSTEM if none is given)."""
-        if clock is None:
-            from runkit.core.clock import SYSTEM  # (not on the path of the commands that only translate trouble)
-
-            clock = SYSTEM
+    def __init__(self, conn, path: str, log, clock: "Clock"):
+        """clock: the supervisor's."""
         self.conn, self.path, self.log = conn, path, log
         self.clock: Clock = clock
         self.identity = file_identity(path)

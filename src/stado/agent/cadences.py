@@ -30,7 +30,7 @@ def agent_record(ctx: AgentContext, free: Room, running: list[str], *, stopping:
             "accelerator_devices": list(offer.devices), "provider": offer.provider, "spot": offer.spot,
             "price_per_hour": offer.price_per_hour,
             "free": {"cores": free.cores, "memory": free.memory, "accelerators": free.accelerators},
-            "last_seen": d.iso(ctx.clock.now()), "stopping": stopping, "poll_seconds": cfg.poll_seconds,
+            "last_seen": d.iso(ctx.clock.wall()), "stopping": stopping, "poll_seconds": cfg.poll_seconds,
             "refresh_seconds": refresh, "live_for": live_for(refresh), "generation": generation,
             "nonce": new_nonce()}
 
@@ -55,7 +55,8 @@ def settle_pass(ctx: AgentContext, runner, running: frozenset, watch, record, gu
     is given to `record`); then the orphans of gone agents are stopped. `guard` is the agent's: a store that fails
     for a moment stops neither half."""
     summary = guard(reap, ctx.store, writer=ctx.agent_id, margin=ctx.cfg.reap_margin, skip=running, watch=watch,
-                    clock=ctx.clock, here=lambda doc, version: settle_here(ctx, runner, doc, version, record))
+                    clock=ctx.clock, now=ctx.clock.wall(),
+                    here=lambda doc, version: settle_here(ctx, runner, doc, version, record))
     guard(stop_orphans, ctx, set(running))
     if summary is None:
         return
@@ -92,7 +93,7 @@ def fire_schedules(ctx: AgentContext, schedules: "ScheduleKnowledge") -> float:
                                     min(ctx.cfg.poll_seconds, schedules.refresh))
     ctx.log_once.forget("schedules")
     # Fire times go by the store's clock, and never before it (less what the measurement cannot tell).
-    now = clock.now() - clock.uncertainty
+    now = clock.wall() - clock.uncertainty
     for line in schedules.tick(now):
         ctx.log(line)
     return clock.monotonic() + max(0.05, min(schedules.due_at(now) - now, schedules.refresh))

@@ -103,7 +103,7 @@ class ClaimPass:
                 if ledger is None:
                     continue
                 seen += 1
-                now, mono = ctx.clock.now(), ctx.clock.monotonic()
+                now, mono = ctx.clock.wall(), ctx.clock.monotonic()
                 got = jobs.claim(ctx.store, ledger[0], agent_id=ctx.agent_id, instance_ref=ctx.instance_ref,
                                  lease_expires_at=ctx.lease.promise(now), now=now, queued_version=ledger[1],
                                  index_version=entry.version, recheck=False, owner_process=ctx.identity)

@@ -5,7 +5,7 @@ from ..core.admission import Holdings, Offer
 from ..objectstore.base import ObjectStore
 from ..store.storeclock import StoreClock
 from .config import AgentConfig
-from .lease import LeaseClock
+from .lease import LeasePromise
 from .logonce import LogOnce
 
 
@@ -13,7 +13,7 @@ class AgentContext:
     __slots__ = ("agent_id", "cfg", "clock", "holdings", "host", "identity", "instance_ref", "job_env", "lease", "log",
                  "log_once", "new_io", "notify", "offer", "store", "workspace")
 
-    def __init__(self, *, store: ObjectStore, agent_id: str, cfg: AgentConfig, clock: StoreClock, lease: LeaseClock,
+    def __init__(self, *, store: ObjectStore, agent_id: str, cfg: AgentConfig, clock: StoreClock, lease: LeasePromise,
                  log, host, workspace, new_io, notify, holdings: Holdings, job_env: dict[str, str]):
         self.store, self.agent_id, self.cfg = store, agent_id, cfg
         self.instance_ref = f"local@{cfg.host}"

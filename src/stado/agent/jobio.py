@@ -131,7 +131,7 @@ class JobIO:
     def _close(self, upload_artifacts: bool) -> None:
         self.checkpoints.finish()
         if upload_artifacts:
-            manifest = artifacts.upload_staged(self.store, self.job_id, self.job_dir, first_attempt=self.attempt == 1)
+            manifest = artifacts.upload_staged(self.store, self.job_id, self.job_dir, first_attempt=self.attempt == 1, now=time.time())
             for entry in manifest.get("refused", ()):
                 self.tell(f"artifact {entry['name']!r} not uploaded: {entry['reason']}")
         self.out.finish()

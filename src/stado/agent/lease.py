@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 
 @dataclass
-class LeaseClock:
+class LeasePromise:
     poll_seconds: float
     late_cap: float = 60.0
     longest_late: float = 0.0

@@ -22,12 +22,13 @@ hands back to the queue the jobs it claimed but has not started. A second SIGTER
 their groups, SIGKILL after --kill-after), records them cancelled by the shutdown, and exits. SIGKILL abandons them:
 the agent that next starts on the host, or the reaper, settles them.
 """
+from runkit.core.clock import SYSTEM
 import os
 import signal
 import sys
 
 from runkit.system import proc
-from runkit.core.clock import SYSTEM, Clock
+from runkit.core.clock import Clock
 from runkit.core.ids import uuid7
 from runkit.core.redact import secret_values
 
@@ -45,7 +46,7 @@ from .config import AgentConfig
 from .context import AgentContext
 from .fleet import Fleet
 from .jobio import JobIO
-from .lease import LeaseClock
+from .lease import LeasePromise
 from .processhost import ProcessHost
 from .queue_knowledge import QueueKnowledge
 from .renewals import Renewals
@@ -78,7 +79,7 @@ class Agent:
         self._log = log or _stderr_line  # its log names other people's text (a pause's reason, who held a job)
         self.host = host or ProcessHost()
         self.ctx = AgentContext(store=store, agent_id=self.id, cfg=config, clock=self.clock,
-                                lease=LeaseClock(config.poll_seconds, config.late_cap), log=self.log, host=self.host,
+                                lease=LeasePromise(config.poll_seconds, config.late_cap), log=self.log, host=self.host,
                                 workspace=workspace or Workspace(config, self.id, clock), new_io=new_io or self._new_io,
                                 notify=self.notify, holdings=self.holdings, job_env=self.job_env)
         self.runner = SlotRunner(self.ctx)
@@ -109,7 +110,7 @@ class Agent:
         return self.ctx.instance_ref
 
     def log(self, message: str) -> None:
-        self._log(f"{d.iso(self.clock.now())} agent {self.id[-12:]}: {message}")
+        self._log(f"{d.iso(self.clock.wall())} agent {self.id[-12:]}: {message}")
 
     def log_once(self, key: str, value, message: str) -> None:
         self.ctx.log_once(key, value, message)
@@ -128,7 +129,7 @@ class Agent:
             name.release()
             raise
         try:
-            ensure_safe(self.store, log=self.log, wait=self.cfg.store_wait)  # never claim where two agents could win
+            ensure_safe(self.store, log=self.log, wait=self.cfg.store_wait, clock=self.clock)  # never claim where two agents could win
         except BaseException:
             lock.release()
             name.release()
@@ -228,7 +229,7 @@ class Agent:
         mono = self.clock.monotonic()
         listed = self.fleet.listed_at
         if listed is None or mono - listed >= min(self.cfg.busy_poll_seconds, self.cfg.poll_seconds):
-            self.guard(self.fleet.refresh, self.store, self.clock.now(), mono)
+            self.guard(self.fleet.refresh, self.store, self.clock.wall(), mono)
 
     def next_poll(self, claimed: bool) -> float:
         """Seconds to the next claim pass: --busy-poll-seconds after a pass that claimed (work is arriving: on a
@@ -371,7 +372,7 @@ class Agent:
         # while its passes see work to claim: an idle agent's rank spreads nothing, and it stays at one LIST a poll (a
         # pass that then meets work and loses a race, or finds an entry gone, lists them at once: _learn_fleet).
         if self._saw_work:
-            self.guard(self.fleet.refresh, self.store, self.clock.now(), self.clock.monotonic())
+            self.guard(self.fleet.refresh, self.store, self.clock.wall(), self.clock.monotonic())
 
     def _settle_pass(self) -> None:
         self._settle_due = self.clock.monotonic() + self.cfg.settle_seconds

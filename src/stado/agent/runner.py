@@ -42,7 +42,7 @@ class SlotRunner(SlotRenewal):
         ctx = self.ctx
         job_id = doc.id
         slot = Slot(doc, version, ctx.workspace.prepare(job_id, doc.started_at), verify=verify)
-        slot.started_at = attempt_start(doc, ctx.clock.now())
+        slot.started_at = attempt_start(doc, ctx.clock.wall())
         slot.started_mono = ctx.clock.monotonic()
         slot.renew_due = slot.started_mono + ctx.cfg.poll_seconds
         slot.promised_until = promised_until(doc, slot.started_mono if claimed_mono is None else claimed_mono)
@@ -74,7 +74,7 @@ class SlotRunner(SlotRenewal):
             slot.exit_watch = ctx.host.watch_exit(slot.process)
         else:
             slot.ended(ended)
-        now, mono = ctx.clock.now(), ctx.clock.monotonic()
+        now, mono = ctx.clock.wall(), ctx.clock.monotonic()
         slot.started_at = attempt_start(doc, now)
         slot.started_mono = mono - max(0.0, now - slot.started_at)
         slot.renew_due = mono + ctx.cfg.poll_seconds
@@ -124,7 +124,7 @@ class SlotRunner(SlotRenewal):
         except OSError as e:
             return self.fail_before_start(slot, "spawn_error", f"could not start /bin/sh: {e}")
         slot.started_mono = ctx.clock.monotonic()
-        slot.process["started_at"] = d.iso(ctx.clock.now())  # the claim's started_at stays the attempt's start
+        slot.process["started_at"] = d.iso(ctx.clock.wall())  # the claim's started_at stays the attempt's start
         keeper_link.start(self.ctx, slot)
         faults.point("spawned")
         ctx.log(f"{job_id}: started as process group {slot.pgid}")
@@ -192,7 +192,7 @@ class SlotRunner(SlotRenewal):
         assert slot.verify is not None
         try:
             genuine = jobs.verify_claim(ctx.store, slot.doc, slot.version, *slot.verify, writer=ctx.agent_id,
-                                        now=ctx.clock.now())
+                                        now=ctx.clock.wall())
         except StoreError as e:
             slot.launch_due = ctx.clock.monotonic() + ctx.cfg.poll_seconds
             ctx.log(f"{slot.job_id}: still cannot tell whether its claim is genuine ({type(e).__name__}: "

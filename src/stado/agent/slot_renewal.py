@@ -61,7 +61,7 @@ class SlotRenewal:
         (a renewal that found its own earlier write landed writes on top of that one, not on `held`)."""
         ctx = self.ctx
         doc, version = held
-        due, began, now = slot.renew_due, ctx.clock.monotonic(), ctx.clock.now()
+        due, began, now = slot.renew_due, ctx.clock.monotonic(), ctx.clock.wall()
         bases, nonces = [version], []
 
         def attempting(new: d.Job, base) -> None:
@@ -120,7 +120,7 @@ class SlotRenewal:
     def _pulse(self, slot: Slot, doc: d.Job, *, renewed: bool) -> None:
         began = self.ctx.clock.monotonic()
         try:
-            jobs.pulse(self.ctx.store, doc, renewed=renewed, now=self.ctx.clock.now())
+            jobs.pulse(self.ctx.store, doc, renewed=renewed, now=self.ctx.clock.wall())
             if not renewed:  # a pulse after a failed renewal is what may keep the job alive: its keeper hears of it
                 slot.pulsed = began
                 keeper_link.tell(self.ctx, slot)
@@ -155,7 +155,7 @@ class SlotRenewal:
     def _readopt(self, slot: Slot) -> None:
         """Re-adoption: a job requeued while this worker still runs its process is not started a second time."""
         ctx = self.ctx
-        began, now = ctx.clock.monotonic(), ctx.clock.now()
+        began, now = ctx.clock.monotonic(), ctx.clock.wall()
         try:
             got = jobs.readopt(ctx.store, slot.doc, agent_id=ctx.agent_id, instance_ref=ctx.instance_ref,
                                lease_expires_at=ctx.lease.promise(now), now=now, owner_process=ctx.identity,

@@ -34,12 +34,12 @@ def _settle_kept(ctx: AgentContext, slot: Slot) -> None:
     from .standin import KEPT
 
     try:
-        new = lapse(ctx.store, slot.doc, slot.version, writer=ctx.agent_id, reason=KEPT, now=ctx.clock.now())
+        new = lapse(ctx.store, slot.doc, slot.version, writer=ctx.agent_id, reason=KEPT, now=ctx.clock.wall())
         found = None
         if new is None:  # a renewal of ours may have landed though its answer was lost: decide on top of it
             found = read(ctx.store, keys.running(slot.job_id), slot.job_id)
             if found is not None and jobs.own_write(slot.doc, found[0]):
-                new = lapse(ctx.store, found[0], found[1], writer=ctx.agent_id, reason=KEPT, now=ctx.clock.now())
+                new = lapse(ctx.store, found[0], found[1], writer=ctx.agent_id, reason=KEPT, now=ctx.clock.wall())
                 found = None
     except CorruptDocument as e:
         ctx.log(f"{slot.job_id}: {slot.stopped_words} by its keeper; its verdict could not be recorded: {e}")
@@ -51,7 +51,7 @@ def _settle_kept(ctx: AgentContext, slot: Slot) -> None:
         # The keeper's verdict (or a reaper's), decided and not yet finished: any writer may finish it, and this
         # agent does before it may call itself idle, so that the job is back in the queue when it next looks.
         try:
-            done = jobs.settle(ctx.store, found[0], found[1], writer=ctx.agent_id, now=ctx.clock.now())
+            done = jobs.settle(ctx.store, found[0], found[1], writer=ctx.agent_id, now=ctx.clock.wall())
         except CorruptDocument as e:
             ctx.log(f"{slot.job_id}: {slot.stopped_words} by its keeper; the verdict decided first cannot be "
                     f"finished: {e}")
@@ -93,7 +93,7 @@ def _done(slot: Slot) -> None:
 def _settle(ctx: AgentContext, slot: Slot, res: dict) -> None:
     doc = slot.doc if slot.process is None else slot.doc.with_(process=slot.process)
     try:
-        got = jobs.finish(ctx.store, doc, slot.version, res, now=ctx.clock.now())
+        got = jobs.finish(ctx.store, doc, slot.version, res, now=ctx.clock.wall())
     except CorruptDocument as e:
         ctx.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
                 f"(`stado repair {slot.job_id}`)")
@@ -121,7 +121,7 @@ def _settle_overtaken(ctx: AgentContext, slot: Slot, doc: d.Job, current: d.Job 
         try:
             found = read(ctx.store, keys.running(slot.job_id), slot.job_id)
             ours = found is not None and found[0].claim == doc.claim
-            got = jobs.settle(ctx.store, *found, writer=ctx.agent_id, now=ctx.clock.now()) if found and ours else None
+            got = jobs.settle(ctx.store, *found, writer=ctx.agent_id, now=ctx.clock.wall()) if found and ours else None
         except CorruptDocument as e:
             ctx.log(f"{slot.job_id}: ended, but its outcome could not be recorded: {e}; left for an operator "
                     f"(`stado repair {slot.job_id}`)")
@@ -163,7 +163,7 @@ def _recorded_here(ctx: AgentContext, doc: d.Job) -> str | None:
 def _took_back(ctx: AgentContext, slot: Slot) -> str:
     """jobs.readopt of a slot whose command ended here: 'taken' when the job is this attempt's again, 'unsure' when
     that is still to be checked (the slot holds the claim, checked on its next tick), 'lost' otherwise."""
-    now = ctx.clock.now()
+    now = ctx.clock.wall()
     try:
         got = jobs.readopt(ctx.store, slot.doc, agent_id=ctx.agent_id, instance_ref=ctx.instance_ref,
                            lease_expires_at=ctx.lease.promise(now), now=now, owner_process=ctx.identity, ended=True)
@@ -186,12 +186,12 @@ def _settle_shutdown(ctx: AgentContext, slot: Slot) -> None:
     """Its agent was told to stop twice: the job is recorded cancelled, by this shutdown."""
     moved = d.cancelling_doc(slot.doc, by=f"shutdown of agent {ctx.agent_id} on {ctx.instance_ref}",
                              reason="its agent was told to stop twice (a second SIGTERM or SIGINT)",
-                             now=ctx.clock.now(), nonce=new_nonce())
+                             now=ctx.clock.wall(), nonce=new_nonce())
     version, current = replace(ctx.store, keys.running(slot.job_id), moved, slot.version)
     if version is None:
         return _settle_overtaken(ctx, slot, slot.doc, current)
     slot.doc, slot.version = moved, version
-    jobs.settle(ctx.store, moved, version, writer=ctx.agent_id, taken=True, now=ctx.clock.now())
+    jobs.settle(ctx.store, moved, version, writer=ctx.agent_id, taken=True, now=ctx.clock.wall())
     ctx.log(f"{slot.job_id}: {slot.stopped_words}; job cancelled (by this agent's shutdown)")
     _done(slot)
 
@@ -201,7 +201,7 @@ def _hand_back(ctx: AgentContext, slot: Slot) -> None:
     that reached it first is settled instead)."""
     try:
         jobs.give_back(ctx.store, slot.doc, slot.version, writer=ctx.agent_id, restore=True, handed_back=True,
-                       now=ctx.clock.now())
+                       now=ctx.clock.wall())
     except CorruptDocument as e:
         ctx.log(f"{slot.job_id}: could not be handed back: {e}; its claim lapses to the reaper")
         return _done(slot)
@@ -211,7 +211,7 @@ def _hand_back(ctx: AgentContext, slot: Slot) -> None:
 
 def _settle_cancel(ctx: AgentContext, slot: Slot) -> None:
     try:
-        jobs.settle_own_cancel(ctx.store, slot.job_id, slot.doc.claim, writer=ctx.agent_id, now=ctx.clock.now(),
+        jobs.settle_own_cancel(ctx.store, slot.job_id, slot.doc.claim, writer=ctx.agent_id, now=ctx.clock.wall(),
                                seen=slot.cancel_seen)
     except CorruptDocument as e:
         ctx.log(f"{slot.job_id}: {slot.stopped_words}; the cancel could not be settled: {e}; left for "

@@ -180,7 +180,7 @@ def _settle_one(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, voic
         ctx.log(f"{voice.prefix}: {job_id}: left by {voice.left_by}; its command no longer runs, but its keeper "
                 "does: taken over, to record what the keeper saw")
         return take_over(ctx, runner, doc, version, directory, voice, ended=None)
-    now = ctx.clock.now()
+    now = ctx.clock.wall()
     reason = KEPT if kept else voice.reason
     new = lapse(ctx.store, doc, version, writer=ctx.agent_id, reason=reason, now=now)
     if new is None:
@@ -203,7 +203,7 @@ def take_over(ctx: AgentContext, runner: SlotRunner, doc: d.Job, version, direct
         doc = doc.with_(process=dict(doc.process, work_dir=os.path.join(directory, "work")))
     got = None
     for _ in range(3):
-        now = ctx.clock.now()
+        now = ctx.clock.wall()
         got = jobs.take_over(ctx.store, doc, version, agent_id=ctx.agent_id, lease_expires_at=ctx.lease.promise(now),
                              now=now, owner_process=ctx.identity)
         if got is not None:

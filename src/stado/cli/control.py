@@ -1,11 +1,13 @@
 """stado's commands that change a job or the queue: cancel, job hold and release, queue pause and resume."""
+import time
+from runkit.core.clock import SYSTEM
 from .common import open_store, out, print_json
 
 
 def cmd_cancel(args) -> int:
     from .. import jobs
 
-    report = jobs.cancel(open_store(), args.id, reason=args.reason)
+    report = jobs.cancel(open_store(), args.id, reason=args.reason, clock=SYSTEM)
     if args.json:
         print_json({"id": report.job_id, "result": report.kind, "honoured": report.honoured, "message": report.message,
                "state_before": report.view.state})
@@ -18,7 +20,7 @@ def cmd_hold(args) -> int:
     from ..jobs.hold import hold, release
     from ..queue.submission import whoami
 
-    report = (hold if args.job_command == "hold" else release)(open_store(), args.id, by=whoami())
+    report = (hold if args.job_command == "hold" else release)(open_store(), args.id, by=whoami(), now=time.time())
     if args.json:
         print_json({"id": report.job_id, "held": report.doc.held, "changed": report.changed, "message": report.message})
     else:
@@ -29,7 +31,7 @@ def cmd_hold(args) -> int:
 def cmd_pause(args) -> int:
     from ..queue import pause
 
-    record, already = pause.pause(open_store(), reason=args.reason)
+    record, already = pause.pause(open_store(), reason=args.reason, now=time.time())
     if args.json:
         print_json({"paused": True, "already": already, "record": record})
     else:

@@ -1,4 +1,5 @@
 """stado's fleet commands: reap, machine may-delete, repair, doctor and ui."""
+import time
 import sys
 
 from ..core.errors import BadInput
@@ -17,10 +18,9 @@ def cmd_reap(args) -> int:
     store, writer = open_store(), f"reaper {whoami()}"
     clock = _store_clock(store)
     if not args.watch:
-        _print_reap(reap(store, writer=writer, margin=args.margin, clock=clock), args.json)
+        _print_reap(reap(store, writer=writer, margin=args.margin, clock=clock, now=clock.wall()), args.json)
         return 0
     import signal
-    import time
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop between passes as Ctrl-C does
     watch, done = Watch(), 0
@@ -28,7 +28,7 @@ def cmd_reap(args) -> int:
         while True:
             if clock.due():
                 clock = _store_clock(store)
-            _print_reap(reap(store, writer=writer, margin=args.margin, watch=watch, clock=clock), args.json)
+            _print_reap(reap(store, writer=writer, margin=args.margin, watch=watch, clock=clock, now=clock.wall()), args.json)
             done += 1
             if args.passes is not None and done >= args.passes:
                 return 0
@@ -45,7 +45,8 @@ def cmd_may_delete(args) -> int:
     if not ref.strip() or not ref.isprintable():
         raise BadInput(f"bad instance ref {ref!r}: give it as jobs record it, e.g. local@HOST (see `stado status`)")
     store = open_store()
-    alive = alive_on(store, ref, margin=args.margin, clock=_store_clock(store))
+    clock = _store_clock(store)
+    alive = alive_on(store, ref, margin=args.margin, clock=clock, now=clock.wall())
     if args.json:
         print_json({"instance_ref": ref, "may_delete": not alive, "alive": [{"id": job_id, "by": why} for job_id, why in alive]})
     elif not alive:
@@ -83,7 +84,7 @@ def cmd_repair(args) -> int:
     from ..commands.repair import repair
     from ..queue.submission import whoami
 
-    lines = repair(open_store(), args.id, by=whoami())
+    lines = repair(open_store(), args.id, by=whoami(), now=time.time())
     print_json({"actions": lines}) if args.json else out("\n".join(lines))
     return 0
 

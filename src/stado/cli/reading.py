@@ -1,4 +1,5 @@
 """stado's reading commands: status, machine status, job watch, logs, wait and results."""
+import time
 import sys
 
 from ..core.errors import BadInput
@@ -16,8 +17,6 @@ def cmd_status(args) -> int:
         v = view(store, find(store, args.id))
         data = dict(status_json(v), spec=v.doc.spec.raw)
         if v.state == "queued":
-            import time
-
             from ..commands.overview import waiting_now
 
             data["waiting"] = waiting_now(store, v.doc.spec, time.time())
@@ -25,7 +24,7 @@ def cmd_status(args) -> int:
         return 0
     from ..commands.overview import overview
 
-    ov = overview(store, finished_limit=None if args.all else 20)
+    ov = overview(store, finished_limit=None if args.all else 20, now=time.time())
     print_json(render.overview_json(ov)) if args.json else out(render.overview_table(ov))
     return 0
 
@@ -41,7 +40,6 @@ def cmd_machine_status(args) -> int:
 
 def cmd_watch(args) -> int:
     import json
-    import time
 
     from runkit.core.printable import printable
 

@@ -1,4 +1,5 @@
 """`stado schedule`: add, list, rm, pause and resume."""
+import time
 from ..core.errors import BadInput
 from .common import open_store, out, print_json
 
@@ -19,7 +20,7 @@ def cmd_schedule_add(args) -> int:
     store = open_store()
     schedules.refuse_taken(store, args.sched_name)
     spec = stored_spec(store, submission_from_args(args, command=" ".join(words))).to_json()
-    doc = schedules.add(store, args.sched_name, args.cron, spec, tz=args.tz, by=whoami())
+    doc = schedules.add(store, args.sched_name, args.cron, spec, tz=args.tz, by=whoami(), now=time.time())
     if args.json:
         print_json(doc)
     else:
@@ -33,7 +34,7 @@ def cmd_schedule_list(args) -> int:
     from ..queue.schedules import list_schedules
 
     problems: list[str] = []
-    found = list_schedules(open_store(), problems=problems)
+    found = list_schedules(open_store(), problems=problems, now=time.time())
     if args.json:
         print_json({"schedules": found, "problems": problems})
         return 0
@@ -62,7 +63,7 @@ def cmd_schedule_change(args) -> int:
         message = (f"schedule {args.sched_name} removed; jobs it fired are kept" if doc is not None else
                    f"corrupt schedule document {args.sched_name} removed; jobs it fired are kept")
     else:
-        doc, changed = schedules.set_paused(store, args.sched_name, args.schedule_command == "pause", by=whoami())
+        doc, changed = schedules.set_paused(store, args.sched_name, args.schedule_command == "pause", by=whoami(), now=time.time())
         verb = "paused" if args.schedule_command == "pause" else "resumed"
         message = f"schedule {args.sched_name} {verb}" if changed else f"schedule {args.sched_name} was already {verb}"
     print_json({"schedule": doc, "changed": changed}) if args.json else out(message)
@@ -70,8 +71,6 @@ def cmd_schedule_change(args) -> int:
 
 
 def time_now() -> float:
-    import time
-
     return time.time()
 
 

@@ -1,4 +1,5 @@
 """stado's submitting commands: submit and job rerun."""
+from runkit.core.clock import SYSTEM
 import sys
 
 from ..core.errors import BadInput
@@ -17,7 +18,7 @@ def cmd_submit(args) -> int:
         if args.cmd is None:
             raise BadInput("missing command: stado submit \"CMD\" (or --batch FILE)")
         items = [submission_from_args(args, command=args.cmd)]
-    done = submission.queue_jobs(open_store(), items)
+    done = submission.queue_jobs(open_store(), items, clock=SYSTEM)
     # Every job that may exist is printed, the one whose queueing could not be told too (stderr says which), so
     # that a script holds an id for each; the error that stopped a batch comes last, on stderr, with its code.
     shown = done.docs + ([done.unknown] if done.unknown is not None else [])
@@ -42,7 +43,7 @@ def cmd_rerun(args) -> int:
 
     try:
         original, new = submission.rerun(open_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside,
-                                         key=args.key)
+                                         key=args.key, clock=SYSTEM)
     except OutcomeUnknown as unknown:
         out(str(unknown.job_id))  # as a submit does: the id of the job that may be queued
         raise

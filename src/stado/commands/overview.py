@@ -30,12 +30,10 @@ class Overview:
     no_agent: bool = False  # jobs are queued and no live agent serves the queue
 
 
-def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float | None = None) -> Overview:
+def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float) -> Overview:
     """One LIST per prefix, then one GET per job shown (the record that states its truth). `now` judges
     whether agents' records are recent enough to count them live."""
-    import time
 
-    now = time.time() if now is None else now
     out = Overview()
     present, by_state = listed(store, out)
     # Finished jobs beyond the limit are counted from the listing (they are not read); every other job is

@@ -4,7 +4,6 @@ version read: a record rewritten meanwhile is left alone); a corrupt record that
 becomes a failed/ record that keeps its first bytes as evidence, so the job ends with a record that says
 what happened instead of vanishing. Then any move the corrupt record held up is finished."""
 import base64
-import time
 
 from ..core import documents as d
 from ..core import keys
@@ -16,9 +15,9 @@ from ..objectstore.base import NotFound, ObjectStore, PreconditionFailed
 EVIDENCE_BYTES = 2048
 
 
-def repair(store: ObjectStore, selector: str, *, by: str, now: float | None = None) -> list[str]:
+def repair(store: ObjectStore, selector: str, *, by: str, now: float) -> list[str]:
     """Lines saying what was done (one line when there was nothing to do)."""
-    t = time.time() if now is None else now
+    t = now
     job_id = find(store, selector)
     lines = _clear_tombstones(store, job_id)
     raw, readable = {}, {}

@@ -9,6 +9,7 @@ ended otherwise: `honoured` is False, and `stado cancel` exits 1). A store error
 cancel reads the job again and decides from what it holds (its own cancel, landed though its answer was lost, is
 known by its cancel id); only a store that stays unreadable for the bound ends it, and then it says whether a
 write of its own may have landed (OutcomeUnknown, exit 7) or none was sent (NotWritten, exit 4)."""
+from runkit.core.clock import Clock
 from runkit.core.records import record
 
 from ..core import documents as d
@@ -18,7 +19,7 @@ from ..core.errors import Conflict, JobNotFound
 from ..queue.lookup import LIFECYCLE, find, records
 from ..objectstore.base import ObjectStore, StoreError, Version
 from .claiming import give_back, stale_claim
-from .common import CONFLICT_RETRIES, stamp
+from .common import CONFLICT_RETRIES
 from .moves import settle
 
 
@@ -36,7 +37,7 @@ class CancelReport(record("CancelReport", "job_id kind view message")):
 
 
 def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: str | None = None,
-           now: float | None = None, settle_seconds: float | None = None) -> CancelReport:
+           clock: Clock, settle_seconds: float | None = None) -> CancelReport:
     """Cancel the job, deciding from what the store holds. A store error on the way (a lost answer to any of its
     writes or reads) sends it back to read the job again, after a backoff, for `settle_seconds` from the first
     error (submission.SETTLE_SECONDS by default): a cancel of ours that landed is known by its cancel id, and the
@@ -54,7 +55,7 @@ def cancel(store: ObjectStore, selector: str, *, by: str | None = None, reason: 
         try:
             if job_id is None:
                 job_id = find(store, selector)
-            t = stamp(now)
+            t = clock.wall()
             recs = _first_look(store, job_id) if tries == 0 else records(store, job_id)
             tries += 1
             if not recs:

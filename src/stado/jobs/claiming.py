@@ -10,12 +10,12 @@ from ..core.errors import Conflict, CorruptDocument
 from ..queue.lookup import terminal_records
 from ..objectstore.base import ObjectStore, StoreError, StoreUnavailable, Version
 from ..queue.readyindex import index, unindex
-from .common import CONFLICT_RETRIES, stamp
+from .common import CONFLICT_RETRIES
 from .moves import settle, settle_own_cancel
 
 
 def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
-          now: float | None = None, queued_version: Version | None = None, index_version: Version | None = None,
+          now: float, queued_version: Version | None = None, index_version: Version | None = None,
           recheck: bool = True, owner_process: dict | None = None) -> tuple[d.Job, Version] | None:
     """Queued -> running: create-if-absent of running/<id>.json, one winner. None when the job is not ours
     to start: another claim or a cancel holds running/ (if it was claimed from this very queue entry, the
@@ -26,7 +26,7 @@ def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str
     as listed (it is removed at that version, with no read). `recheck=False`: running/ is not read again after
     the claim (see verify_claim: the caller starts the job only while the claim's own promise holds).
     `owner_process`: the claiming agent's identity on its host (documents.claim_doc)."""
-    t = stamp(now)
+    t = now
     job_id = queued.id
     if queued_version is None:
         found = read(store, keys.queued(job_id), job_id)
@@ -67,7 +67,7 @@ class Unverified(Exception):
 
 
 def verify_claim(store: ObjectStore, doc: d.Job, version: Version | None, queued: d.Job, queued_version: Version, *,
-                 writer: str, now: float | None = None, index_version: Version | None = None,
+                 writer: str, now: float, index_version: Version | None = None,
                  recheck: bool = True) -> tuple[d.Job, Version] | None:
     """After a claim's create won: (doc, version) if the claim is genuine (then the queue entry it came from
     is removed), None if it came from a stale read (then it is given back). A `version` of None: whether
@@ -153,14 +153,14 @@ def stale_claim(store: ObjectStore, queued: d.Job) -> str | None:
     return None
 
 
-def give_back(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None = None,
+def give_back(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float,
               restore: bool = False, handed_back: bool = False) -> None:
     """Undo a claim (or cancel tombstone) whose process never started: delete running/ at our version.
     With `restore`, a queue entry that is gone meanwhile (a competitor that saw our claim removed it as a
     leftover) is written back first, while we still hold running/, so the job stays queued. If a cancel
     moved running/ first, settle that cancel: nothing ran, so nothing needs stopping."""
     if restore:
-        _return_to_queue(store, doc, writer=writer, now=stamp(now), handed_back=handed_back)
+        _return_to_queue(store, doc, writer=writer, now=now, handed_back=handed_back)
     for _ in range(CONFLICT_RETRIES):
         if remove(store, keys.running(doc.id), version):
             return
@@ -221,7 +221,7 @@ class Readopted(record("Readopted", "doc version why cancelled")):
 
 
 def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: str, lease_expires_at: float,
-            now: float | None = None, owner_process: dict | None = None, ended: bool = False) -> Readopted:
+            now: float, owner_process: dict | None = None, ended: bool = False) -> Readopted:
     """Re-adoption: a job requeued while the worker that claimed it still runs its process. Move the queued
     record back to running/ as the attempt already under way (the same started_at and process, a fresh
     lease), with the claim's one-winner create; if another worker or a cancellation took it first, say so.
@@ -230,7 +230,7 @@ def readopt(store: ObjectStore, prior: d.Job, *, agent_id: str, instance_ref: st
     a lost worker (the reaper's; never from the retry its own settle wrote, nor a claim given back), and only once
     the claim is known genuine (Unverified when that cannot be read), so that the outcome it records is the job's
     only one."""
-    t = stamp(now)
+    t = now
     job_id = prior.id
     found = read(store, keys.queued(job_id), job_id)
     if found is None or found[0].requeued_from != prior.claim:
@@ -286,10 +286,10 @@ def _taken_first(store: ObjectStore, job_id: str) -> Readopted:
 
 
 def take_over(store: ObjectStore, doc: d.Job, version: Version, *, agent_id: str, lease_expires_at: float,
-              now: float | None = None, owner_process: dict | None = None) -> tuple[d.Job, Version] | None:
+              now: float, owner_process: dict | None = None) -> tuple[d.Job, Version] | None:
     """An agent restarting on a host becomes the owner of a job the worker it replaced left running there
     (a compare-and-swap, so a reaper or a cancel that moved first wins). None if it lost."""
-    t = stamp(now)
+    t = now
     new = d.renewed_doc(doc.with_(owner=agent_id, owner_process=owner_process), now=t, lease_expires_at=lease_expires_at,
                         nonce=new_nonce())
     if doc.owner != agent_id:  # again after its own take-over's answer was lost: the first one's account stands

@@ -1,5 +1,4 @@
 """What the transitions share."""
-import time
 
 from runkit.core.records import record
 
@@ -16,11 +15,6 @@ class Overtaken(record("Overtaken", "current version", defaults=(None,))):
     exception of its supervisor's; this is a value the caller decides on.)"""
 
     __slots__ = ()
-
-
-def stamp(now: float | None) -> float:
-    """The time a move is stamped with: the caller's `now`, else this host's clock."""
-    return time.time() if now is None else now
 
 
 def running_records(store, skip: frozenset = frozenset(), known: dict | None = None):

@@ -18,7 +18,7 @@ from ..core.errors import StadoError
 from ..queue.lookup import find, view
 from ..objectstore.base import ObjectStore
 from ..queue.readyindex import index
-from .common import CONFLICT_RETRIES, stamp
+from .common import CONFLICT_RETRIES
 
 
 class NotQueued(StadoError):
@@ -33,15 +33,15 @@ class HoldReport(record("HoldReport", "job_id changed doc message")):
     __slots__ = ()
 
 
-def hold(store: ObjectStore, selector: str, *, by: str, now: float | None = None) -> HoldReport:
+def hold(store: ObjectStore, selector: str, *, by: str, now: float) -> HoldReport:
     return _set(store, selector, held=True, by=by, now=now)
 
 
-def release(store: ObjectStore, selector: str, *, by: str, now: float | None = None) -> HoldReport:
+def release(store: ObjectStore, selector: str, *, by: str, now: float) -> HoldReport:
     return _set(store, selector, held=False, by=by, now=now)
 
 
-def _set(store: ObjectStore, selector: str, *, held: bool, by: str, now: float | None) -> HoldReport:
+def _set(store: ObjectStore, selector: str, *, held: bool, by: str, now: float) -> HoldReport:
     job_id = find(store, selector)
     verb = "hold" if held else "release"
     for _ in range(CONFLICT_RETRIES):
@@ -55,7 +55,7 @@ def _set(store: ObjectStore, selector: str, *, held: bool, by: str, now: float |
             said = (f"job {job_id} was already held by {was.get('by')} at {was.get('at')}" if held
                     else f"job {job_id} was not held; nothing changed")
             return HoldReport(job_id, False, queued, said)
-        t = stamp(now)
+        t = now
         new = (d.held_doc if held else d.released_doc)(queued, by=by, now=t, nonce=new_nonce())
         written, _ = replace(store, keys.queued(job_id), new, version)
         if written is None:

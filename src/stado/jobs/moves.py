@@ -7,17 +7,17 @@ from ..core.errors import Conflict, CorruptDocument
 from ..queue.lookup import terminal_records
 from ..objectstore.base import ObjectStore, Version
 from ..queue.readyindex import index, unindex
-from .common import CONFLICT_RETRIES, Overtaken, stamp, running_records
+from .common import CONFLICT_RETRIES, Overtaken, running_records
 
 
-def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at: float, now: float | None = None,
+def renew(store: ObjectStore, doc: d.Job, version: Version, *, lease_expires_at: float, now: float,
           started_at: float | None = None, process: dict | None = None,
           on_attempt=None) -> tuple[d.Job, Version] | Overtaken:
     """Renew the lease: a compare-and-swap on the running document, so a writer that moved it first
     (cancel, reaper) wins and this worker learns it. `on_attempt(doc, version)`: told each renewal before it is
     sent, with the version it is written on (the job's keeper learns of a renewal whose answer may come late)."""
     for _ in range(CONFLICT_RETRIES):  # our own renewals (another thread of this agent) may move it meanwhile
-        new = d.renewed_doc(doc, now=stamp(now), lease_expires_at=lease_expires_at, nonce=new_nonce(),
+        new = d.renewed_doc(doc, now=now, lease_expires_at=lease_expires_at, nonce=new_nonce(),
                             started_at=started_at, process=process)
         if on_attempt is not None:
             on_attempt(new, version)
@@ -41,19 +41,19 @@ def own_write(mine: d.Job, current: d.Job) -> bool:
             and current.written_by == mine.owner and current.running_phase)
 
 
-def pulse(store: ObjectStore, doc: d.Job, *, renewed: bool, now: float | None = None) -> None:
+def pulse(store: ObjectStore, doc: d.Job, *, renewed: bool, now: float) -> None:
     """The per-job heartbeat, written after every renewal attempt, successful or not."""
-    body = {"job": doc.id, "agent": doc.owner, "at": d.iso(stamp(now)), "renewed": renewed,
+    body = {"job": doc.id, "agent": doc.owner, "at": d.iso(now), "renewed": renewed,
             "generation": doc.generation, "nonce": new_nonce()}
     store.put(keys.heartbeat(doc.id), d.encode(body))
 
 
 def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
-           now: float | None = None) -> d.Job | Overtaken | None:
+           now: float) -> d.Job | Overtaken | None:
     """Running -> terminal (or back to the queue for a retry). First the fenced decision (put-if-match
     of phase 'finishing' with the outcome: it is also this writer's take), then settle() writes the new
     record and deletes the old."""
-    t = stamp(now)
+    t = now
     for _ in range(CONFLICT_RETRIES):  # our own renewals (another thread of this agent) may move it meanwhile
         fin = d.finishing_doc(doc, res, now=t, nonce=new_nonce())
         new_version, seen = replace_seen(store, keys.running(doc.id), fin, version)
@@ -69,7 +69,7 @@ def finish(store: ObjectStore, doc: d.Job, version: Version, res: dict, *,
     return Overtaken(*seen) if seen else Overtaken(None)
 
 
-def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None = None,
+def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float,
            taken: bool = False, terminal_checked: bool = False,
            queue_entry: tuple[d.Job, Version] | None = None) -> d.Job | None:
     """Finish the move of a running document whose phase already decided it ('finishing', or 'cancelling'
@@ -91,11 +91,11 @@ def settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now
                    queue_entry=queue_entry)[0]
 
 
-def _settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float | None,
+def _settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, now: float,
             taken: bool, terminal_checked: bool,
             queue_entry: tuple[d.Job, Version] | None = None) -> tuple[d.Job | None, bool]:
     """settle(), and whether its delete of running/ landed."""
-    t = stamp(now)
+    t = now
     job_id = doc.id
     if not (doc.finishing or doc.cancelling):
         return None, False  # nothing decided: a running attempt is its owner's (or the reaper's) to move
@@ -123,7 +123,7 @@ def _settle(store: ObjectStore, doc: d.Job, version: Version, *, writer: str, no
 
 
 def settle_own_cancel(store: ObjectStore, job_id: str, claim: str | None, *, writer: str,
-                      now: float | None = None, seen: tuple[d.Job, Version] | None = None) -> d.Job | None:
+                      now: float, seen: tuple[d.Job, Version] | None = None) -> d.Job | None:
     """A cancel of an attempt whose process never started or is gone, settled by that attempt's own agent. If
     another settler took the record first (a reaper settling the cancel of an owner it judged silent) and
     stopped short (it crashed between its take and its delete), the record is taken again: that settler's delete
@@ -265,7 +265,7 @@ def _terminate(store: ObjectStore, doc: d.Job, *, writer: str, now: float, termi
     return term
 
 
-def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
+def settle_leftovers(store: ObjectStore, *, writer: str, now: float) -> list[str]:
     """One pass over running/: finish moves whose outcome is already decided (documents.decided: phase
     'finishing', or a cancel no process can outlive). Running jobs, and cancels that wait for their owner to
     stop a process, are left alone (they belong to their agent, or to the reaper). Returns lines to log."""
@@ -279,7 +279,7 @@ def settle_leftovers(store: ObjectStore, *, writer: str) -> list[str]:
         doc, version = found
         if d.decided(doc):
             try:
-                term = settle(store, doc, version, writer=writer)
+                term = settle(store, doc, version, writer=writer, now=now)
             except CorruptDocument as e:
                 lines.append(f"{job_id}: cannot finish its move: {e}; its outcome stays in {keys.running(job_id)} "
                              f"until that key is repaired (`stado repair {job_id}`)")

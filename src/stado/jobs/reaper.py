@@ -184,22 +184,17 @@ class ReapSummary:
                 f"promise holds {self.alive['promise']}" + (f"; settled on this host {self.here}" if self.here else ""))
 
 
-def reap(store: ObjectStore, *, writer: str, now: float | None = None, margin: float = DEFAULT_MARGIN,
-         skip: frozenset = frozenset(), watch: Watch | None = None, clock: StoreClock | None = None,
+def reap(store: ObjectStore, *, writer: str, now: float, margin: float = DEFAULT_MARGIN,
+         skip: frozenset = frozenset(), watch: Watch | None = None, clock: StoreClock,
          here=None) -> ReapSummary:
     """One pass over running/: finish decided moves, reap jobs whose worker is gone. `clock`: the store's clock as
     the caller measured it (its uncertainty widens the margin; the watch is timed on its host's monotonic clock);
-    `now` overrides its reading (the store's time). `skip`: job ids the caller itself runs (an agent never reaps
+    `now`: the store's time the pass judges by, read on `clock`. `skip`: job ids the caller itself runs (an agent never reaps
     its own slots: its renewal speaks for them). `watch`: kept by a caller that reaps again and again (an agent),
     so that no clock alone ever decides (Watch). `here(doc, version)`: an agent's own host judged by what it can see
     on the machine (takeover.settle_here): called for a record whose promise has passed, before it is lapsed; True
     when the agent settled it itself (the restart check), False to lapse it by the promise."""
-    if clock is None:
-        clock = StoreClock()  # not measured: this host's clocks
-    else:
-        margin += clock.uncertainty
-    if now is None:
-        now = clock.now()
+    margin += clock.uncertainty  # (an unmeasured clock: none)
     out = ReapSummary()
     listed = []
     # Its own slots' records are not even read (their renewals speak for them), nor a record it read at the version listed.
@@ -276,19 +271,14 @@ def _one(store, doc, version, *, out: ReapSummary, writer: str, now: float, marg
                          f"{doc.owner} on {doc.instance_ref})")
 
 
-def alive_on(store: ObjectStore, instance_ref: str, *, now: float | None = None, margin: float = DEFAULT_MARGIN,
-             clock: StoreClock | None = None) -> list[tuple[str, str]]:
+def alive_on(store: ObjectStore, instance_ref: str, *, now: float, margin: float = DEFAULT_MARGIN,
+             clock: StoreClock) -> list[tuple[str, str]]:
     """(job id, why) of every job alive on an instance by the reaper's rule, by the store's clock (`clock`, or
     `now`, the store's time): its promise holds ("promise"), a newer pulse or checkpoint ("pulse",
     "checkpoint"), or no promise at all ("unpromised"). A job being cancelled counts until it is settled; a
     running record that cannot be read counts too ("corrupt": its instance cannot be told). One LIST of
     running/, a GET per record, more only where a promise has passed."""
-    if clock is None:
-        clock = StoreClock()
-    else:
-        margin += clock.uncertainty
-    if now is None:
-        now = clock.now()
+    margin += clock.uncertainty
     keeping = []
     for job_id, found, corrupt, entry in running_records(store):
         if corrupt is not None:
@@ -303,8 +293,8 @@ def alive_on(store: ObjectStore, instance_ref: str, *, now: float | None = None,
     return keeping
 
 
-def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float | None = None,
-                            margin: float = DEFAULT_MARGIN, clock: StoreClock | None = None) -> tuple[bool, list[str]]:
+def instance_may_be_deleted(store: ObjectStore, instance_ref: str, *, now: float,
+                            margin: float = DEFAULT_MARGIN, clock: StoreClock) -> tuple[bool, list[str]]:
     """The verdict a cloud provider's instance clean-up must ask before deleting a VM (`stado machine
     may-delete`): False while any job on it is alive (alive_on), with the jobs that keep it."""
     keeping = [f"{job_id} ({'its running record is corrupt: cannot tell' if why == 'corrupt' else f'alive by {why}'})"

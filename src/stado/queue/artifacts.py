@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import stat
-import time
 
 from ..core import keys
 from ..store import transfer
@@ -89,7 +88,7 @@ def stage(paths: list[str], env: dict[str, str], name: str | None = None, *, wha
 
 # -- the agent, after the job's process ended ---------------------------------------------------------
 
-def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | None = None,
+def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float,
                   first_attempt: bool = False) -> dict:
     """Upload every staged regular file whose name `results` accepts (any such name, dot-files included:
     copies in progress live elsewhere), then the manifest (written last: a manifest names only uploaded
@@ -110,7 +109,7 @@ def upload_staged(store: ObjectStore, job_id: str, area: str, *, now: float | No
         path = os.path.join(staging, artifact)
         size, sha256, mode = transfer.upload_file(store, keys.artifact(job_id, artifact), path)
         entries.append({"name": artifact, "size": size, "sha256": sha256, "mode": mode})
-    manifest = {"job": job_id, "written_at": iso(time.time() if now is None else now), "artifacts": entries,
+    manifest = {"job": job_id, "written_at": iso(now), "artifacts": entries,
                 "generation": 1, "nonce": os.urandom(12).hex()}
     if refused:
         manifest["refused"] = refused

@@ -48,11 +48,10 @@ class OutputUploader:
         self._skipped = 0       # bytes skipped since the last marker
         self._held_since: float | None = None
 
-    def step(self, final: bool = False, now: float | None = None) -> bool:
+    def step(self, final: bool = False, *, now: float) -> bool:
         """One bounded piece of work: send what failed before, or read up to CHUNK_LIMIT new bytes, redact
         them and upload one chunk (after a marker, if output was skipped). True when more is waiting.
         With `final`, the unterminated last line goes too. A StoreError leaves the chunk for next time."""
-        now = time.monotonic() if now is None else now
         if self._unsent:
             self._flush_unsent()
             return True
@@ -166,7 +165,7 @@ class OutputPump:
         while True:
             final = self._final
             try:
-                more = self.uploader.step(final=final)
+                more = self.uploader.step(final=final, now=time.monotonic())
                 failing_since = None
             except StoreError as e:
                 more = False

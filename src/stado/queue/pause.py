@@ -1,5 +1,4 @@
 """The queue pause (`stado queue pause|resume`): only claiming stops; submissions go on."""
-import time
 
 from ..core import documents as d
 from ..core import keys
@@ -9,9 +8,9 @@ from .submission import whoami
 
 
 def pause(store: ObjectStore, *, by: str | None = None, reason: str | None = None,
-          now: float | None = None) -> tuple[dict, bool]:
+          now: float) -> tuple[dict, bool]:
     """(the pause record, whether it was already paused)."""
-    t = time.time() if now is None else now
+    t = now
     record = {"paused": True, "by": by or whoami(), "at": d.iso(t), "reason": reason, "generation": 1,
               "nonce": new_nonce()}
     try:

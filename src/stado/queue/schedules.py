@@ -19,7 +19,6 @@ fire times by the store's clock (storeclock.py), never their own: one whose cloc
 and move `last_fired` past the times the others were about to fire.
 The firing step takes the time as an argument (tests drive it across minute boundaries).
 """
-import time
 from datetime import datetime, timedelta, UTC
 
 from runkit.core.ids import uuid7_derived
@@ -91,8 +90,8 @@ def fire_job_id(doc: dict, fire_time: float) -> str:
 # -- managing schedules ---------------------------------------------------------------------------------
 
 def add(store: ObjectStore, name: str, cron: str, spec: dict, *, tz: str = "UTC", by: str,
-        now: float | None = None) -> dict:
-    t = time.time() if now is None else now
+        now: float) -> dict:
+    t = now
     check_name(name)
     parse_cron(cron, tz)
     doc = {"schema": 1, "name": name, "cron": cron, "tz": tz, "spec": spec, "paused": False, "uid": new_nonce(),
@@ -168,9 +167,9 @@ def remove_schedule(store: ObjectStore, name: str) -> dict | None:
     raise Conflict(f"schedule {name!r} kept changing while removing it; run the command again")
 
 
-def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: float | None = None) -> tuple[dict, bool]:
+def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: float) -> tuple[dict, bool]:
     """(the schedule, whether it changed)."""
-    t = time.time() if now is None else now
+    t = now
     for _ in range(8):
         doc, version = get(store, name)
         if bool(doc.get("paused")) == paused:
@@ -182,10 +181,10 @@ def set_paused(store: ObjectStore, name: str, paused: bool, *, by: str, now: flo
     raise Conflict(f"schedule {name!r} kept changing; run the command again")
 
 
-def list_schedules(store: ObjectStore, *, now: float | None = None, problems: list[str] | None = None) -> list[dict]:
+def list_schedules(store: ObjectStore, *, now: float, problems: list[str] | None = None) -> list[dict]:
     """Every schedule with its next fire time. A corrupt one is left out and described in `problems` (with how to
     remove it), so the healthy ones are still listed; without a `problems` list, CorruptDocument is raised."""
-    t = time.time() if now is None else now
+    t = now
     out = []
     for entry in store.list(keys.SCHEDULES):
         try:

@@ -12,8 +12,8 @@ with that job's first record and a hash of the request, and is written before th
 again returns that job, finishing its submission first if a run stopped between the two writes.
 """
 import os
-import time
 
+from runkit.core.clock import Clock
 from runkit.core.ids import is_uuid, uuid7
 from runkit.core.records import record
 
@@ -111,10 +111,10 @@ def _check_produced(store: ObjectStore, selector: str, producer: str, name: str)
 
 
 def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,
-           rerun_of: str | None = None, rerun_inputs: str | None = None, now: float | None = None,
+           rerun_of: str | None = None, rerun_inputs: str | None = None, clock: Clock,
            settle_seconds: float = SETTLE_SECONDS) -> list[d.Job]:
     """queue_jobs(), for a caller that wants the jobs or the error that stopped them."""
-    done = queue_jobs(store, items, submitter=submitter, rerun_of=rerun_of, rerun_inputs=rerun_inputs, now=now,
+    done = queue_jobs(store, items, submitter=submitter, rerun_of=rerun_of, rerun_inputs=rerun_inputs, clock=clock,
                       settle_seconds=settle_seconds)
     if done.stopped is not None:
         raise done.stopped
@@ -122,7 +122,7 @@ def submit(store: ObjectStore, items: list[Submission], *, submitter: str | None
 
 
 def queue_jobs(store: ObjectStore, items: list[Submission], *, submitter: str | None = None,
-               rerun_of: str | None = None, rerun_inputs: str | None = None, now: float | None = None,
+               rerun_of: str | None = None, rerun_inputs: str | None = None, clock: Clock,
                settle_seconds: float = SETTLE_SECONDS) -> Queued:
     """Queue jobs, all or nothing as far as validation goes: every spec, every input and every key is checked
     (inputs resolved to ids, uploads checked, keys read) before the first write. Inputs may name a job earlier in
@@ -142,7 +142,7 @@ def queue_jobs(store: ObjectStore, items: list[Submission], *, submitter: str | 
     for n, plan in enumerate(plans):
         first = plan.found
         if first is None:
-            t = time.time() if now is None else now
+            t = clock.wall()
             first = d.queued_doc(plan.job_id, plan.spec.to_json(), now=t, submitter=submitter, nonce=new_nonce(),
                                  rerun_of=rerun_of, rerun_inputs=rerun_inputs)
         try:
@@ -319,7 +319,7 @@ def _send_uploads(store: ObjectStore, plans: list) -> list:
 
 
 def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fresh_inputs: bool = False,
-          beside: bool = False, key: str | None = None) -> tuple[d.Job, d.Job]:
+          beside: bool = False, key: str | None = None, clock: Clock) -> tuple[d.Job, d.Job]:
     """Resubmit a job's exact spec under a new id (`stado job rerun`): its inputs are the very producers the original
     read. With fresh_inputs, an input given by a name is resolved by that name again (the newest job that has
     it: a fixed and re-run producer is used); one given by id, and an upload, stay as they were. The new
@@ -338,5 +338,5 @@ def rerun(store: ObjectStore, selector: str, *, submitter: str | None = None, fr
     spec = spec_from_json(original.spec.raw)
     inputs = tuple((ref.given or ref.job, ref.name) if fresh_inputs and not ref.upload else ref for ref in spec.inputs)
     new = submit(store, [Submission(with_inputs(spec, ()), inputs, (), key)], submitter=submitter, rerun_of=job_id,
-                 rerun_inputs="fresh" if fresh_inputs else "original")[0]
+                 rerun_inputs="fresh" if fresh_inputs else "original", clock=clock)[0]
     return original, new

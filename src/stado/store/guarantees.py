@@ -18,8 +18,12 @@ import json
 import os
 import time
 
+from runkit.core.clock import Clock
+
+
 from ..core import documents as d
 from ..core.errors import StadoError
+from .storeclock import StoreClock
 from ..objectstore.base import AlreadyExists, NotFound, ObjectStore, PreconditionFailed, StoreError, StoreUnwell
 
 VERDICT_KEY = "control/store-check.json"
@@ -86,7 +90,7 @@ def _probe_body(n: int) -> bytes:
     return json.dumps({"probe": n, "nonce": os.urandom(8).hex()}).encode()  # unique bytes: no MD5 ETag repeats
 
 
-def ensure_safe(store: ObjectStore, *, now: float | None = None, log=None, wait: float = WAIT) -> None:
+def ensure_safe(store: ObjectStore, *, clock: "Clock | StoreClock", log=None, wait: float = WAIT) -> None:
     """Refuse (UnsafeStore, one line) a store that, along this process's own path to it, ignores a condition.
 
     A probe that fails with StoreUnwell (the store answered 5xx/429/408, dropped or did not answer a request, or
@@ -95,7 +99,7 @@ def ensure_safe(store: ObjectStore, *, now: float | None = None, log=None, wait:
     how long at most) and once that the store answered. Past `wait` the last StoreUnwell is raised (exit 4). Any
     other failure (AccessDenied, a ConfigError, a bucket that does not exist) and an unsafe verdict end it at once."""
     missing = _probe_waiting(store, log, wait)
-    t = time.time() if now is None else now
+    t = clock.wall()
     if missing:
         raise UnsafeStore(f"the store {_where(store)} does not honour {'; nor '.join(missing)}: two agents could run "
                           "one job; use a server (and a path to it: no proxy that drops headers) that enforces "

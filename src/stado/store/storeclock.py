@@ -76,7 +76,7 @@ class StoreClock:
         if self._bounds is None and lo <= hi:
             self._bounds, self._due = (lo, hi), float("-inf")
 
-    def now(self) -> float:
+    def wall(self) -> float:
         """The store's time now (the middle of what the measurements allow); this host's wall clock until the
         first measurement."""
         if self._bounds is None:
@@ -88,7 +88,7 @@ class StoreClock:
         first measurement. Read now, so a wall-clock jump since the measurement shows at once."""
         if self._bounds is None:
             return None
-        return self.now() - self.host.wall()
+        return self.wall() - self.host.wall()
 
 
 def skew_words(skew: float) -> str:

@@ -55,8 +55,8 @@ class Progress:
         self.done += n
         self.moved_at = time.monotonic()
 
-    def idle_for(self, now: float | None = None) -> float:
-        return (time.monotonic() if now is None else now) - self.moved_at
+    def idle_for(self, now: float) -> float:
+        return now - self.moved_at
 
     def check(self) -> None:
         if self.cancelled.is_set():
@@ -64,7 +64,7 @@ class Progress:
 
     def stalled_for(self) -> float | None:
         """Seconds without a byte moved, once that is long enough to call the transfer stalled; else None."""
-        idle = self.idle_for()
+        idle = self.idle_for(time.monotonic())
         return idle if idle >= STALLED_AFTER else None
 
     def describe(self) -> str:
@@ -113,7 +113,7 @@ class Worker:
             if self.error is None:
                 return "done"
             return "stalled" if isinstance(self.error, (TransferStalled, Cancelled)) else "failed"
-        if self.stall_seconds is not None and self.progress.idle_for() > self.stall_seconds:
+        if self.stall_seconds is not None and self.progress.idle_for(time.monotonic()) > self.stall_seconds:
             self.cancel()
             self.error = TransferStalled(f"no bytes moved for {self.stall_seconds:g} s after "
                                          f"{human(self.progress.done)} of {human(self.progress.total)}")
@@ -177,7 +177,7 @@ def download(store: ObjectStore, key: str, partial: str, *, size: int, sha256: s
         except PERMANENT:
             raise
         except StoreError as e:
-            if stall_seconds is not None and progress.idle_for() > stall_seconds:
+            if stall_seconds is not None and progress.idle_for(time.monotonic()) > stall_seconds:
                 from ..core.brief import brief
 
                 raise TransferStalled(f"no bytes moved for {stall_seconds:g} s after {human(offset)} of "

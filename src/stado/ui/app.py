@@ -2,6 +2,8 @@
 order, running jobs, agents, schedules, recent terminal jobs, costs), a job's page (stado.ui.reads.job) and its
 stored output, tailed while it runs. Changing: cancel, rerun, pause and resume, each the library call of its
 command, so each keeps its guarantees and its one-line errors."""
+import time
+from runkit.core.clock import SYSTEM
 from pathlib import Path
 
 from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
@@ -26,7 +28,7 @@ def create(launch: Launch, store):
     def main(request):
         q = request.query_params
         return JSONResponse(reads.board(store, offset=whole(q.get("offset"), 0, "offset"),
-                                        limit=whole(q.get("limit"), 100, "limit"), search=q.get("q", "")))
+                                        limit=whole(q.get("limit"), 100, "limit"), search=q.get("q", ""), now=time.time()))
 
     def job(request):
         return JSONResponse(reads.job(store, request.path_params["job"]))
@@ -71,11 +73,11 @@ def _act(store, action: str, selected: list[str]) -> dict:
     for selector in selected:
         try:
             if action == "cancel":
-                report = jobs.cancel(store, selector)
+                report = jobs.cancel(store, selector, clock=SYSTEM)
                 results.append({"id": report.job_id, "message": report.message,
                                 **({} if report.honoured else {"error": report.message})})
             else:
-                original, new = submission.rerun(store, selector)
+                original, new = submission.rerun(store, selector, clock=SYSTEM)
                 results.append({"id": original["id"], "message": f"rerun as {new['id']}"})
         except StadoError as e:
             results.append({"id": selector, "error": str(e)})
@@ -86,7 +88,7 @@ def _queue(store, action: str, reason: str | None) -> dict:
     from ..queue import pause
 
     if action == "pause":
-        record, already = pause.pause(store, reason=reason)
+        record, already = pause.pause(store, reason=reason, now=time.time())
         return {"paused": True, "record": record,
                 "message": f"queue {'was already' if already else 'is now'} paused by {record.get('by')}"}
     resumed = pause.resume(store)

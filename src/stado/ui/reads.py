@@ -6,7 +6,6 @@ that state each shown job's truth, resolved by documents.resolve), without writi
 A page costs one LIST per prefix and a GET per job shown: with 10,000 jobs queued, the queue's order comes from
 the claim-order index's key names (`ready/<rank>-<id>`, no bodies read), and only the page's records are read.
 """
-import time
 
 from ..core import documents as d
 from ..core import keys
@@ -74,14 +73,13 @@ def _row(v, now: float, agents: dict) -> dict:
 
 
 def board(store: ObjectStore, *, offset: int = 0, limit: int = 100, search: str = "", recent: int = RECENT,
-          now: float | None = None) -> dict:
+          now: float) -> dict:
     """Everything the dashboard's main page shows, in one pass: {"paused", "counts", "queue": {"total",
     "offset", "limit", "jobs"}, "running", "recent", "agents", "stale_agents", "schedules", "costs", "problems"}.
     Queue rows carry their place in claim order and, when no live agent can run them, why; running rows their
     promise, whether it has passed and their last pulse."""
     if not (0 <= offset and 1 <= limit <= PAGE_MAX):
         raise BadInput(f"a page starts at 0 or later and holds 1 to {PAGE_MAX} jobs")
-    now = time.time() if now is None else now
     out = Overview()
     present, by_state = listed(store, out)
     agent_records(store, out, now)

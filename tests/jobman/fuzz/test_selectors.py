@@ -1,6 +1,7 @@
 """Job selectors (jobman/store/selectors.py) against a real database of jobs with clashing names and ids that share
 long prefixes: whatever a user types resolves by the documented rule (an exact id; else the newest job with
 that display name; else a unique id prefix of at least 6 characters) or is a one-line NotFound."""
+from runkit.core.clock import ManualClock
 import time
 
 import pytest
@@ -27,7 +28,7 @@ def jobs_db(tmp_path_factory):
                            kill_after=10.0, log_limit=1 << 20, separate_stderr=False, windows=specs.windows_from_env({}))
         job_id = uuid7()
         transitions.submit(conn, job_id=job_id, spec=spec, dependencies=[], credential_hash=b"\0" * 32,
-                           now=time.time() + n * 0.001)
+                           clock=ManualClock(time.time() + n * 0.001, 0.0))
         made.append((job_id, spec["name"]))
     yield conn, made
     conn.close()

@@ -283,7 +283,7 @@ class World:
                           "on_timeout": False}, "log": {"limit": 0, "separate_stderr": False},
                 "group": database.DEFAULT_GROUP, "priority": 0, "windows": dict(WINDOWS), **spec}
         transitions.submit(self.conn, job_id=job_id, spec=full, dependencies=list(dependencies),
-                           credential_hash=sha256(CREDENTIAL), now=self.now())
+                           credential_hash=sha256(CREDENTIAL), clock=ManualClock(self.now(), 0.0))
         return job_id
 
     def store(self) -> PatientDatabase:

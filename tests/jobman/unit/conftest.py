@@ -1,5 +1,6 @@
 """The unit tier: jobman's store, selectors and acknowledgement in-process, on a real SQLite database
 in a temporary directory (no mocks, no subprocesses): fast enough to run on every change."""
+from runkit.core.clock import ManualClock
 import os
 
 import pytest
@@ -28,7 +29,7 @@ def spec(**overrides) -> dict:
 def submit(conn, now: float = 1000.0, dependencies=(), **overrides) -> str:
     job_id = uuid7()
     transitions.submit(conn, job_id=job_id, spec=spec(**overrides), dependencies=list(dependencies),
-                       credential_hash=sha256(CREDENTIAL), now=now)
+                       credential_hash=sha256(CREDENTIAL), clock=ManualClock(now, 0.0))
     return job_id
 
 

@@ -1,5 +1,6 @@
 """JOB selectors: an exact id, else the newest job with that display name, else a unique id prefix of 6+
 characters (hyphens optional); everything else is refused with the reason."""
+from runkit.core.clock import ManualClock
 import pytest
 
 from jobman.store import selectors
@@ -11,7 +12,7 @@ from .conftest import spec
 
 def add(conn, job_id: str, name=None, now=1000.0) -> str:
     transitions.submit(conn, job_id=job_id, spec=spec(name=name), dependencies=[], credential_hash=b"h" * 32,
-                       now=now)
+                       clock=ManualClock(now, 0.0))
     return job_id
 
 

@@ -1,5 +1,6 @@
 """16 processes race to claim the same jobs through stado's claim function, released together by a barrier,
 on every backend: every job has exactly one winner (the raw create-if-absent race is the contract suite's)."""
+from runkit.core.clock import SYSTEM
 import multiprocessing
 import time
 
@@ -30,7 +31,7 @@ def _racer(target, worker: int, ids: list[str], barrier, results) -> None:
 def _claim(store, queued: dict, agent: str) -> bool:
     for attempt in range(20):
         try:
-            return jobs.claim(store, queued, agent_id=agent, instance_ref="local@race", lease_expires_at=0) is not None
+            return jobs.claim(store, queued, agent_id=agent, instance_ref="local@race", lease_expires_at=0, now=time.time()) is not None
         except StoreUnavailable:
             # A loaded server dropped a connection after the claim's create settled (which it reads back):
             # what the key holds says whether this racer won; the next pass finishes the move.
@@ -53,7 +54,7 @@ SIZES = {"file": (16, 200), "s3": (16, 100), "azure": (16, 50)}
 @pytest.mark.parametrize("store_target", ["file", "s3", "azure"], indirect=True)
 def test_sixteen_processes_claim_each_job_once(store_target, store):
     racers, count = SIZES[store_target.backend]
-    ids = [doc["id"] for doc in submission.submit(store, [Submission(JobSpec(f"job {n}")) for n in range(count)])]
+    ids = [doc["id"] for doc in submission.submit(store, [Submission(JobSpec(f"job {n}")) for n in range(count)], clock=SYSTEM)]
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(racers), ctx.Queue()
     procs = [ctx.Process(target=_racer, args=(store_target, n, ids, barrier, results)) for n in range(racers)]
@@ -72,7 +73,7 @@ def test_sixteen_processes_claim_each_job_once(store_target, store):
     for entry in store.list(keys.QUEUE):  # a claim whose connection dropped mid-move: the next pass finishes it
         job_id = keys.job_id_of(entry.key, keys.QUEUE)
         leftover = cas.read(store, entry.key, job_id)[0]
-        assert jobs.claim(store, leftover, agent_id="next-pass", instance_ref="local@race", lease_expires_at=0) is None
+        assert jobs.claim(store, leftover, agent_id="next-pass", instance_ref="local@race", lease_expires_at=0, now=time.time()) is None
     assert list(store.list(keys.QUEUE)) == []
     holders = {cas.read(store, keys.running(i), i)[0]["owner"] for i in ids}
     assert holders <= {f"w{n}" for n in range(racers)}

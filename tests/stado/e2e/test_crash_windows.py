@@ -1,5 +1,6 @@
 """The two-write transitions' crash windows, each opened by a fault point (STADO_FAULT_POINT): readers
 show the right state, nothing runs twice, and the next pass finishes the move."""
+import time
 import pytest
 
 from tests.helpers import run_for
@@ -75,7 +76,6 @@ def test_cancel_written_but_queue_entry_not_deleted(stado_env, tmp_path, store):
 @pytest.mark.parametrize("store_target", ["file"], indirect=True)
 def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_env, tmp_path, store):
     """settle_leftovers runs at an agent's start and then every --settle-seconds while it runs."""
-    import time
 
     from stado.core import documents as d
     from stado.store import cas
@@ -90,7 +90,7 @@ def test_a_running_agent_finishes_interrupted_moves_on_its_slow_cadence(stado_en
         stado(stado_env, "queue", "pause")
         job = submit(stado_env, "true")
         queued = cas.read(store, keys.queued(job), job)[0]
-        doc, version = jobs.claim(store, queued, agent_id="dead", instance_ref="local@gone", lease_expires_at=0)
+        doc, version = jobs.claim(store, queued, agent_id="dead", instance_ref="local@gone", lease_expires_at=0, now=time.time())
         fin = d.finishing_doc(doc, d.classify_exit(0, None, timed_out=False, timeout=None), now=time.time(),
                               nonce=cas.new_nonce())
         store.put_if_match(keys.running(job), d.encode(fin), version)

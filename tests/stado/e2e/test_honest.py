@@ -1,5 +1,6 @@
 """Honest errors and a safe terminal in stado: corrupt schedules, endpoints that cannot work,
 other people's text escaped on the terminal."""
+import time
 import json
 import subprocess
 
@@ -88,7 +89,6 @@ def _no_control(text: str) -> None:
 @FILE_ONLY
 def test_other_people_s_text_is_escaped_on_the_terminal_and_exact_in_json_and_output(stado_env, store, tmp_path):
     from stado.core.documents import iso
-    import time
 
     from .support import run_until_idle, submit
 
@@ -183,7 +183,6 @@ def test_schedule_add_takes_every_submit_flag_and_its_fired_jobs_get_them(stado_
 @FILE_ONLY
 def test_stado_wait_has_jobman_wait_s_exit_table(stado_env, tmp_path):
     import signal
-    import time
 
     from .support import Agent, submit
 
@@ -236,7 +235,7 @@ def test_job_hold_and_release(stado_env, store, tmp_path):
     stado(stado_env, "job", "hold", "c")
     from stado.ui.reads import board
 
-    queue = {row["id"]: row for row in board(store)["queue"]["jobs"]}  # the dashboard's rows say it too
+    queue = {row["id"]: row for row in board(store, now=time.time())["queue"]["jobs"]}  # the dashboard's rows say it too
     assert queue[c]["held"]["by"] and queue[a]["held"] is None
     assert run_until_idle(stado_env, tmp_path).returncode == 0  # c is held: the agent is idle without it
     assert order.read_text() == "a\nb\n"

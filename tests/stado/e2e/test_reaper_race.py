@@ -23,7 +23,7 @@ def _side(target, role: str, ids: list[str], barrier, results) -> None:
         for job_id, (doc, version) in zip(ids, docs):
             barrier.wait(timeout=120)
             if role == "renewal":
-                got = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60)
+                got = jobs.renew(store, doc, version, lease_expires_at=time.time() + 60, now=time.time())
                 if not isinstance(got, jobs.Overtaken):
                     won.append(job_id)
             elif lapse(store, doc, version, writer="reaper", reason=LEASE_EXPIRED, now=time.time()) is not None:

@@ -1,6 +1,7 @@
 """`stado reap --watch`: a long-lived reaper keeps a watch across its passes, as an agent's reaper does, so a
 job is reaped only once this reaper has also seen its record unchanged for the lease its worker promised,
 on its own clock. A one-shot `stado reap` judges by the store's clock alone."""
+from runkit.core.clock import SYSTEM
 import json
 import signal
 import subprocess
@@ -17,10 +18,10 @@ from tests.stado.e2e.support import STADO, stado
 
 
 def _claimed_with_a_short_promise(store, lease: float = 0.5) -> str:
-    job_id = submission.submit(store, [submission.Submission(JobSpec("train"))])[0]["id"]
+    job_id = submission.submit(store, [submission.Submission(JobSpec("train"))], clock=SYSTEM)[0]["id"]
     queued = cas.read(store, keys.queued(job_id), job_id)
     jobs.claim(store, queued[0], agent_id="gone", instance_ref="local@nowhere",
-               lease_expires_at=time.time() + lease, queued_version=queued[1])
+               lease_expires_at=time.time() + lease, queued_version=queued[1], now=time.time())
     return job_id
 
 

@@ -2,6 +2,9 @@
 gives the reader's own clear error (CorruptDocument, ArtifactError, ... : a StadoError whose message names the
 key) or a value, never a crash; and the commands that meet it (status, machine status, cancel, repair, reap,
 results, schedule list) report it and go on, never losing the other jobs beside it."""
+from stado.store.storeclock import StoreClock
+import time
+from runkit.core.clock import SYSTEM
 import json
 import uuid
 
@@ -75,13 +78,13 @@ def test_readers_and_writers_of_a_job_with_damaged_records_report_it_and_go_on(c
     from stado.commands.overview import overview
 
     store = _damaged_job(*case)
-    assert GOOD in {v.id for v in overview(store, finished_limit=None).jobs}
+    assert GOOD in {v.id for v in overview(store, finished_limit=None, now=time.time()).jobs}
     try:
         json.dumps(status_json(view(store, JOB)))
     except StadoError as e:
         _one_line(e)
-    for act in (lambda: jobs.cancel(store, JOB, by="fuzz"), lambda: repair.repair(store, JOB, by="fuzz"),
-                lambda: reaper.reap(store, writer="fuzz")):
+    for act in (lambda: jobs.cancel(store, JOB, by="fuzz", clock=SYSTEM), lambda: repair.repair(store, JOB, by="fuzz", now=time.time()),
+                lambda: reaper.reap(store, writer="fuzz", now=time.time(), clock=StoreClock())):
         try:
             act()
         except StadoError as e:
@@ -116,7 +119,7 @@ def test_status_shows_a_job_with_damaged_records(case):
     # is what they must report.
     order = [keys.state_key(s, JOB) for s in keys.TERMINAL_STATES + ("running", "queued") if s in states]
     met = order[:next((i + 1 for i, k in enumerate(order) if k not in unreadable), len(order))]
-    ov = overview(store, finished_limit=None)
+    ov = overview(store, finished_limit=None, now=time.time())
     table, as_json = render.overview_table(ov), render.overview_json(ov)
     json.dumps(as_json)
     rows = [line.split()[0] for line in table.splitlines()]
@@ -182,10 +185,10 @@ def test_a_damaged_pause_record_still_pauses_and_every_reader_shows_it(data):
     store = _store(**{keys.QUEUE_PAUSE: data})
     record = pause.pause_record(store)
     assert isinstance(record, dict)
-    ov = overview(store, finished_limit=None)
+    ov = overview(store, finished_limit=None, now=time.time())
     render.overview_table(ov)
     json.dumps(render.overview_json(ov))
-    again, already = pause.pause(store, by="fuzz", reason="again")
+    again, already = pause.pause(store, by="fuzz", reason="again", now=time.time())
     assert already and isinstance(again, dict)
     assert pause.resume(store) is not None and pause.pause_record(store) is None
 
@@ -199,7 +202,7 @@ def test_a_damaged_agent_record_is_reported_and_status_goes_on(data):
 
     store = _store(**{keys.agent("01a22e00-0000-7000-8000-000000000001"): data,
                       keys.queued(JOB): json.dumps(c.queued(JOB, capabilities=["gpu"])).encode()})
-    ov = overview(store, finished_limit=None)
+    ov = overview(store, finished_limit=None, now=time.time())
     assert {v.id for v in ov.jobs} == {GOOD, JOB}
     render.overview_table(ov)
     json.dumps(render.overview_json(ov))
@@ -243,7 +246,7 @@ def test_a_damaged_schedule_is_skipped_by_every_agent_and_listed(data):
     assert ScheduleKnowledge(store, submitter="fuzz").tick(DUE) is not None
     assert {e.key for e in store.list(keys.QUEUE)} == set(queued), "fired twice"
     problems: list[str] = []
-    listed = list_schedules(store, problems=problems)  # one damaged schedule never hides the others
+    listed = list_schedules(store, problems=problems, now=time.time())  # one damaged schedule never hides the others
     sound = (doc is not None and doc.get("name") == "nightly" and isinstance(doc.get("cron"), str)
              and isinstance(doc.get("spec"), dict))
     assert (len(listed), len(problems)) == ((1, 0) if sound else (0, 1)), (listed, problems)
@@ -296,6 +299,6 @@ def test_a_damaged_store_check_verdict_is_checked_again(data):
     from stado.store.guarantees import VERDICT_KEY, ensure_safe
 
     store = _store(**{VERDICT_KEY: data})
-    ensure_safe(store)
+    ensure_safe(store, clock=SYSTEM)
     again = json.loads(store.get(VERDICT_KEY).data)
     assert again["safe"] is True and again["nonce"] != _json_object(data or b"null") and store.get(VERDICT_KEY).data != data
