@@ -22,6 +22,15 @@ Scenarios (each in a prefix of its own; agents poll every --poll-seconds, defaul
   idle            a warmed agent with nothing to do for --idle-seconds (what polls, records, reaper passes cost)
   batch           --jobs `true` jobs (one `stado submit --batch`), drained by one `stado agent --until-idle
                   --slots 4`: its whole life's requests amortised over the jobs, as `bench/stado_scale.py drain`
+  bill-running    `sleep 3600` under an agent at its default cadences, counted for --bill-seconds once it runs
+  bill-idle       an agent at its default cadences with nothing to do, for --bill-seconds
+
+The report ends with the bill (bench/bill.py): dollars per million jobs that run once, per running job-hour and
+per idle agent-month at S3, GCS and Azure list prices, then three lines for scripts, at S3's:
+
+    dollars once: $X per million jobs
+    dollars running: $Y per job-hour
+    dollars idle: $Z per agent-month
 
 A request is the job's when its key names the job (or, for a cron job, the schedule it fired from); the agent's
 other requests in the job's window are its background (polls, its agents/ record, reaper passes, schedules),
@@ -46,6 +55,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bill  # noqa: E402
 from s3wire import WireCounter, classify  # noqa: E402
 from stado.core import keys  # noqa: E402
 from stado.objectstore import NotFound, open_store  # noqa: E402
@@ -57,7 +67,7 @@ KINDS = ("PUT", "GET", "HEAD", "LIST", "DELETE", "POST")
 VERB_KIND = {"get": "GET", "get_range": "GET", "head": "HEAD", "put": "PUT", "put_if_absent": "PUT",
              "put_if_match": "PUT", "put_chunks": "PUT", "delete": "DELETE", "delete_if_match": "DELETE",
              "list": "LIST", "list_page": "LIST"}
-SCENARIOS = ("once", "cancel-queued", "cancel-running", "reaped", "cron", "idle", "batch")
+SCENARIOS = ("once", "cancel-queued", "cancel-running", "reaped", "cron", "idle", "batch", "bill-running", "bill-idle")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -110,10 +120,11 @@ class Scenario:
             raise BenchError(f"stado {' '.join(args)} ({role}) exited {done.returncode}: {done.stderr.strip()[-400:]}")
         return done.stdout
 
-    def start_agent(self, role: str, host: str, *extra: str) -> subprocess.Popen:
+    def start_agent(self, role: str, host: str, *extra: str, defaults: bool = False) -> subprocess.Popen:
+        """`defaults`: the agent's own cadences (what a user's agent costs), not the bench's --poll-seconds."""
         log = open(self.dir / f"{role}.log", "w")
         argv = [STADO, "agent", "--host", host, "--work-root", str(self.dir / f"work-{role}"),
-                "--poll-seconds", f"{self.lab.poll:g}", *extra]
+                *(() if defaults else ("--poll-seconds", f"{self.lab.poll:g}")), *extra]
         proc = subprocess.Popen(argv, env=self.env(role), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.agents[role] = proc
         return proc
@@ -283,6 +294,30 @@ def scenario_idle(s: Scenario, args) -> None:
     s.stop_agent("agent")
 
 
+def scenario_bill_running(s: Scenario, args) -> None:
+    """A job running under an agent with its default cadences: its steady cost (renewals, pulses), counted over
+    --bill-seconds once it runs, from its first renewal on."""
+    s.start_agent("agent", "host-a", defaults=True)
+    job = submit(s, "sleep 3600")
+    wait_for(lambda: (s.doc(keys.running(job)) or {}).get("process"), 120, f"{job} running")
+    s.t0 = time.monotonic()
+    time.sleep(args.bill_seconds)
+    s.t1 = time.monotonic()
+    s.run("cancel", "cancel", job)
+    wait_for(lambda: s.settled(job, "cancelled"), 120, f"{job} cancelled")
+    s.stop_agent("agent")
+
+
+def scenario_bill_idle(s: Scenario, args) -> None:
+    """An agent with its default cadences and nothing to do, for --bill-seconds after its start-up."""
+    s.start_agent("agent", "host-a", defaults=True)
+    s.warm("agent", polls=1)
+    s.t0 = time.monotonic()
+    time.sleep(args.bill_seconds)
+    s.t1 = time.monotonic()
+    s.stop_agent("agent")
+
+
 def scenario_batch(s: Scenario, args) -> None:
     batch = s.dir / "batch.txt"
     batch.write_text("".join(f"true # {n}\n" for n in range(args.jobs)))
@@ -300,7 +335,8 @@ def scenario_batch(s: Scenario, args) -> None:
 
 
 RUNNERS = {"once": scenario_once, "cancel-queued": scenario_cancel_queued, "cancel-running": scenario_cancel_running,
-           "reaped": scenario_reaped, "cron": scenario_cron, "idle": scenario_idle, "batch": scenario_batch}
+           "reaped": scenario_reaped, "cron": scenario_cron, "idle": scenario_idle, "batch": scenario_batch,
+           "bill-running": scenario_bill_running, "bill-idle": scenario_bill_idle}
 
 
 # -- pairing the wire with the code ----------------------------------------------------------------------------
@@ -616,7 +652,7 @@ def report(results: list[dict], args) -> str:
     by = {r["scenario"]: r for r in results}
     out = [f"SeaweedFS {args.weed_version}, agents polling every {args.poll_seconds:g} s; counted on the wire "
            "(a plain delete reaches S3 as a DeleteObjects POST: counted as a DELETE)."]
-    singles = [r for r in results if r["scenario"] not in ("idle", "batch")]
+    singles = [r for r in results if r["scenario"] not in ("idle", "batch") and not r["scenario"].startswith("bill-")]
     if singles:
         out += ["", "One job, submit to a reader seeing it terminal (the window); agents warmed up before it:", "",
                 md_table(SUMMARY_HEAD, [row for r in singles for row in summary_rows(r)])]
@@ -643,7 +679,33 @@ def report(results: list[dict], args) -> str:
     unknown = sum(1 for r in results for row in r["rows"] if row["stack"] is None)
     out += ["", f"Requests on the wire with no stado call paired: {unknown}; stado calls with no request on the "
             f"wire: {unpaired or 0}; connections the proxy could not parse: {args.unparsed}."]
+    rows = bill_rows(by)
+    if rows:
+        out += ["", f"The bill at list prices ({bill.PRICES_AS_OF}; bench/bill.py), the job's and the agent's own "
+                "requests, agents at their default cadences for the running job and the idle agent:", "",
+                md_table(("figure", "unit", *KINDS[:5], *bill.PROVIDERS), bill.table(rows, KINDS[:5])), "",
+                *bill.script_lines(rows)]
     return "\n".join(out)
+
+
+def _in_window(rows: list[dict], window: float) -> list[dict]:
+    return [r for r in rows if 0 <= r["at"] <= window]
+
+
+def bill_rows(by: dict) -> list[dict]:
+    """The bill's three figures from what the scenarios counted: one job (`once`: its requests, a reader's
+    included), a running job (its own requests in the window) and an idle agent (all of its requests in the
+    window)."""
+    once = counts(r for r in by["once"]["rows"] if r["whose"] == "job") if "once" in by else None
+    running = idle = None
+    if "bill-running" in by:
+        b = by["bill-running"]
+        running = (counts(r for r in _in_window(b["rows"], b["window_s"]) if r["whose"] == "job"), b["window_s"])
+    if "bill-idle" in by:
+        b = by["bill-idle"]
+        idle = (counts(r for r in _in_window(b["rows"], b["window_s"]) if r["role"].startswith("agent")),
+                b["window_s"])
+    return bill.bill(once, running, idle)
 
 
 def weed_version() -> str:
@@ -665,6 +727,8 @@ def main(argv=None) -> int:
                         help="reaped: agent B's --settle-seconds, its reaper's pass (default 1)")
     parser.add_argument("--run-seconds", type=float, default=2.5, help="cancel-running: how long it runs first")
     parser.add_argument("--idle-seconds", type=float, default=31.0, help="idle: how long (default 31: a reaper pass)")
+    parser.add_argument("--bill-seconds", type=float, default=120.0,
+                        help="bill-running, bill-idle: how long each is counted (default 120)")
     parser.add_argument("--cron", default="*/5 * * * * *", help="cron: the schedule (six fields: seconds first)")
     parser.add_argument("--json", metavar="FILE", help="also write every request and the tables as JSON")
     args = parser.parse_args(argv)
@@ -698,7 +762,8 @@ def main(argv=None) -> int:
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps({"weed": args.weed_version, "poll_seconds": args.poll_seconds,
-                                               "scenarios": results, "markdown": text}, indent=1))
+                                               "scenarios": results, "bill": bill_rows({r["scenario"]: r for r in results}),
+                                               "markdown": text}, indent=1))
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
