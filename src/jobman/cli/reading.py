@@ -101,7 +101,8 @@ def cmd_wait(args: list[str]) -> int:
 Wait until every JOB has ended, and every job the selectors match: --all, --state S, --group G,
 --name GLOB (as jobman list reads them; together they narrow each other). A selector covers every job
 of the home not yet pruned, finished ones included, so the answer is the same whenever it is asked:
-a failure counts until jobman prune removes it. Exit status: 0 if all succeeded, else that of the
+a failure counts until jobman prune removes it, or until it is restarted: a restarted job is answered
+by its restart. Exit status: 0 if all succeeded, else that of the
 first job (in argument order, then submission order) that did not (see jobman --help); 2 if the
 selectors match no job.""", json=True)
     p.add_argument("jobs", nargs="*", metavar="JOB")

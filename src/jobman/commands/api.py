@@ -192,10 +192,12 @@ def wait(selector_list: list[str], environ=os.environ, timeout: float | None = N
          selection: selectors.Selection | None = None) -> dict:
     """Wait until every job is finished: the ones named, and every job of the home the selection matches,
     finished ones included (in submission order after the named ones), so that the answer is the same whenever
-    it is asked until the jobs are pruned. Returns {"jobs": [views], "exit_status": int, "timed_out": bool}.
-    Each look reads only the jobs still unfinished."""
+    it is asked until the jobs are pruned. A job the selection matches that has been restarted is answered by its
+    restart (which the selection takes where it matches it), so a failure fixed and restarted no longer counts; a
+    job named counts as itself. Returns {"jobs": [views], "exit_status": int, "timed_out": bool}. Each look reads
+    only the jobs still unfinished."""
     st = State(environ, create=False, reading=True)
-    ids = st.choose(selector_list, selection)
+    ids = st.choose(selector_list, selection, (f"NOT {queries.RESTARTED}", "job that has not been restarted"))
     give_up = None if timeout is None else time.time() + timeout
     delay = 0.02
     started = time.time()
