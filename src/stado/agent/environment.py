@@ -1,7 +1,9 @@
 """The environment a job's shell is given (pure): cleared to the execution-runtime variables the agent
-has, plus the job's own (JOB_NAMES), and nothing else. CARGO_BUILD_JOBS is the cores reserved for the job;
-on an agent that declares accelerator devices, every accelerator variable names exactly the devices reserved
-for the job (empty when it reserved none), whatever the agent's own environment says."""
+has, plus the job's own (JOB_NAMES), the variables its spec sets (`stado submit --env`), and nothing else.
+CARGO_BUILD_JOBS and the thread-count variables (THREAD_NAMES) are the cores reserved for the job (a job's --env
+may set a thread count of its own); on an agent that declares accelerator devices, every accelerator variable
+names exactly the devices reserved for the job (empty when it reserved none), whatever the agent's own
+environment or the job's --env says."""
 
 RUNTIME_NAMES = (
     "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LANG",
@@ -11,8 +13,9 @@ RUNTIME_NAMES = (
 )
 RUNTIME_PREFIXES = ("LC_",)
 ACCELERATOR_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+THREAD_NAMES = ("CARGO_BUILD_JOBS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 JOB_NAMES = ("STADO_BIN", "WC_JOB_ID", "WC_JOB_STARTED_AT", "WC_ARTIFACT_INPUTS_JSON", "WC_ARTIFACT_INPUTS_FILE",
-             "CARGO_BUILD_JOBS", "GIT_TERMINAL_PROMPT", "CARGO_NET_GIT_FETCH_WITH_CLI")
+             "GIT_TERMINAL_PROMPT", "CARGO_NET_GIT_FETCH_WITH_CLI") + THREAD_NAMES
 
 
 SHIM_NAME = "stado"  # in the job's directory: what $STADO_BIN names when its agent serves a store of its own
@@ -43,17 +46,19 @@ def is_runtime_name(name: str) -> bool:
 
 
 def job_environment(agent_env: dict[str, str], *, stado_bin: str, job_id: str, started_at: str, inputs_json: str,
-                    inputs_file: str, cores: int, devices: tuple[str, ...] | None = None) -> dict[str, str]:
+                    inputs_file: str, cores: int, devices: tuple[str, ...] | None = None,
+                    spec_env: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     """devices: the accelerator devices reserved for the job, or None on an agent that manages none (then its
-    own accelerator variables, if any, pass through as runtime variables)."""
+    own accelerator variables, if any, pass through as runtime variables); spec_env: the job's --env pairs."""
     env = {k: v for k, v in agent_env.items() if is_runtime_name(k)}
+    env.update(dict.fromkeys(THREAD_NAMES, str(cores)))
+    env.update(spec_env)
     env.update({
         "STADO_BIN": stado_bin,
         "WC_JOB_ID": job_id,
         "WC_JOB_STARTED_AT": started_at,
         "WC_ARTIFACT_INPUTS_JSON": inputs_json,
         "WC_ARTIFACT_INPUTS_FILE": inputs_file,
-        "CARGO_BUILD_JOBS": str(cores),
         "GIT_TERMINAL_PROMPT": "false",
         "CARGO_NET_GIT_FETCH_WITH_CLI": "true",
     })

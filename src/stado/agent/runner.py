@@ -118,7 +118,8 @@ class SlotRunner(SlotRenewal):
         started_at = doc.started_at or d.iso(slot.started_at)
         env = job_environment(ctx.job_env, stado_bin=ctx.workspace.stado_bin(job_dir), job_id=job_id,
                               started_at=started_at, inputs_json=inputs_json, inputs_file=inputs_file,
-                              cores=held.cores, devices=held.devices if ctx.offer.devices else None)
+                              cores=held.cores, devices=held.devices if ctx.offer.devices else None,
+                              spec_env=doc.spec.env)
         try:
             slot.process = ctx.host.spawn(doc.spec.command, env, job_dir, work, slot.io.output_path)
         except OSError as e:

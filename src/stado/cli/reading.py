@@ -13,8 +13,11 @@ def cmd_status(args) -> int:
         from ..core.documents import status_json
         from ..queue.lookup import find, view
 
+        from ..core.spec import shown_spec
+
         v = view(store, find(store, args.id))
-        data = dict(status_json(v), spec=v.doc.spec.raw)
+        data = dict(status_json(v), spec=shown_spec(v.doc.spec.raw))
+        data["env"] = data["spec"].get("env")
         if v.state == "queued":
             import time
 
