@@ -35,11 +35,11 @@ COMMANDS = {
     ("schedule", "add"): ("schedules", "cmd_schedule_add"), ("schedule", "list"): ("schedules", "cmd_schedule_list"),
     ("schedule", "rm"): ("schedules", "cmd_schedule_change"), ("schedule", "pause"): ("schedules", "cmd_schedule_change"),
     ("schedule", "resume"): ("schedules", "cmd_schedule_change"),
-    ("agent",): ("agent", "cmd_agent"), ("reap",): ("fleet", "cmd_reap"), ("machine", "may-delete"): ("fleet", "cmd_may_delete"),
+    ("agent",): ("agent", "cmd_agent"), ("agent", "forget"): ("agent", "cmd_agent_forget"), ("reap",): ("fleet", "cmd_reap"), ("machine", "may-delete"): ("fleet", "cmd_may_delete"),
     ("repair",): ("fleet", "cmd_repair"), ("doctor",): ("fleet", "cmd_doctor"), ("ui",): ("fleet", "cmd_ui"),
     ("artifact", "put"): ("in_job", "cmd_artifact_put"), ("checkpoint", "put"): ("in_job", "cmd_checkpoint_put"),
 }
-WITH_SUBCOMMANDS = ("job", "queue", "machine", "artifact", "schedule", "checkpoint")
+WITH_SUBCOMMANDS = ("job", "queue", "machine", "artifact", "schedule", "checkpoint", "agent")
 
 
 def fast_submit(argv: list[str]):
@@ -108,7 +108,7 @@ def command(key: tuple):
 # upload's or an artifact's, is checked where it is made). Every other text argument is stored or compared as text.
 PATH_ARGS = frozenset(("dir", "work_root", "batch", "paths", "upload"))
 SHOWN_AS = {"cmd": "CMD", "id": "ID", "sched_name": "NAME", "cron": "CRON", "dir": "DIR", "paths": "PATH",
-            "instance_ref": "INSTANCE_REF", "ids": "JOB", "cmd_words": "the command after --"}
+            "instance_ref": "INSTANCE_REF", "ids": "JOB", "cmd_words": "the command after --", "agent_id": "ID"}
 
 
 def check_text(args) -> None:

@@ -1,11 +1,16 @@
 """stado's commands that change a job or the queue: cancel, job hold and release, queue pause and resume."""
-from .common import open_store, out, print_json
+from .common import filtered, open_store, out, print_json, print_outcomes
 
 
 def cmd_cancel(args) -> int:
+    if filtered(args):
+        from ..commands import bulk
+
+        ids, outcomes = bulk.cancel(open_store(), args.ids, state=args.state, name=args.name, reason=args.reason)
+        return print_outcomes(args, ids, outcomes, "not cancelled")
     from .. import jobs
 
-    report = jobs.cancel(open_store(), args.id, reason=args.reason)
+    report = jobs.cancel(open_store(), args.ids[0], reason=args.reason)
     if args.json:
         print_json({"id": report.job_id, "result": report.kind, "honoured": report.honoured, "message": report.message,
                "state_before": report.view.state})
@@ -15,10 +20,17 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_hold(args) -> int:
-    from ..jobs.hold import hold, release
     from ..queue.submission import whoami
 
-    report = (hold if args.job_command == "hold" else release)(open_store(), args.id, by=whoami())
+    if filtered(args):
+        from ..commands import bulk
+
+        held = args.job_command == "hold"
+        ids, outcomes = bulk.hold(open_store(), args.ids, state=args.state, name=args.name, held=held, by=whoami())
+        return print_outcomes(args, ids, outcomes, "not held" if held else "not released")
+    from ..jobs.hold import hold, release
+
+    report = (hold if args.job_command == "hold" else release)(open_store(), args.ids[0], by=whoami())
     if args.json:
         print_json({"id": report.job_id, "held": report.doc.held, "changed": report.changed, "message": report.message})
     else:
