@@ -21,20 +21,33 @@ JOB_NAMES = ("STADO_BIN", "WC_JOB_ID", "WC_JOB_STARTED_AT", "WC_ARTIFACT_INPUTS_
 SHIM_NAME = "stado"  # in the job's directory: what $STADO_BIN names when its agent serves a store of its own
 
 
-def shim_text(stado_bin: str, store_env: dict[str, str | None], job_id: str) -> str:
-    """A shell script that runs the agent's own program on the agent's store (`store_env`: the variables that
-    open it, None for one to unset), so that a job calling `$STADO_BIN` reaches the store its agent serves
-    while its own environment holds neither STADO_CONFIG nor the store's credentials."""
+def store_env_text(store_env: dict[str, str | None]) -> str:
+    """The lines that give a shell the variables that open the agent's store (`store_env`: None for one to
+    unset): what the work root's store file holds (hostfiles.store_env_file), sourced by each job's shim."""
     unset = sorted(k for k, v in store_env.items() if v is None)
     sets = sorted((k, v) for k, v in store_env.items() if v is not None)
-    lines = ["#!/bin/sh", f"# $STADO_BIN of job {job_id}: its agent's stado, on its agent's store (removed when the "
-             "job ends)"]
+    lines = ["# the variables that open this work root's agents' store (read by each job's $STADO_BIN)"]
     if unset:
         lines.append("unset " + " ".join(unset))
     if sets:
         lines.append("export " + " ".join(f"{k}={_quoted(v)}" for k, v in sets))
-    lines.append(f'exec {_quoted(stado_bin)} "$@"')
     return "\n".join(lines) + "\n"
+
+
+def shim_text(stado_bin: str, env_file: str, job_id: str) -> str:
+    """A shell script that runs the agent's own program on the agent's store, so that a job calling `$STADO_BIN`
+    reaches the store its agent serves while its own environment holds neither STADO_CONFIG nor the store's
+    credentials. It names the file that holds those (`env_file`, outside every job's directory, readable by this
+    user alone) and holds no credential itself: a job's directory never carries a secret."""
+    missing = (f"stado: the store settings of the agents of this work root are gone ({env_file}): start an agent "
+               "on this work root again")
+    return "\n".join([
+        "#!/bin/sh",
+        f"# $STADO_BIN of job {job_id}: its agent's stado, on its agent's store (removed when the job ends)",
+        f"[ -r {_quoted(env_file)} ] || {{ echo {_quoted(missing)} >&2; exit 4; }}",
+        f". {_quoted(env_file)}",
+        f'exec {_quoted(stado_bin)} "$@"',
+    ]) + "\n"
 
 
 def _quoted(value: str) -> str:
