@@ -108,3 +108,21 @@ def test_select_finds_every_job_given_first_and_filters_narrow(tmp_path):
         select(store, [a, "missing"])
     with pytest.raises(BadInput, match="bad --state"):
         select(store, [a], state="done")
+
+
+def test_a_batch_entrys_env_table_is_set_over_the_env_flags(tmp_path):
+    from types import SimpleNamespace
+
+    from stado.commands.batch import read_batch, submission_from_args
+
+    args = SimpleNamespace(name="b-{n}", priority=0, capabilities=[], cores=2, memory=None, accelerators=0,
+                           provider=[], spot="allow", cost_cap=None, timeout=None, retries=0, input=[], upload=[],
+                           key=None, batch=str(tmp_path / "b.toml"), env=["A=flag", "B=flag"])
+    (tmp_path / "b.toml").write_text('[[job]]\ncommand = "true"\nenv = {B = "entry", C = "entry"}\n\n'
+                                     '[[job]]\ncommand = "false"\nname = "own"\n')
+    first, second = read_batch(args.batch, defaults=submission_from_args(args, command="true"))
+    assert dict(first.spec.env) == {"A": "flag", "B": "entry", "C": "entry"} and first.spec.name == "b-1"
+    assert dict(second.spec.env) == {"A": "flag", "B": "flag"} and second.spec.name == "own"
+    (tmp_path / "b.toml").write_text('[[job]]\ncommand = "true"\nenv = {B = 1}\n')
+    with pytest.raises(BadInput, match="job 1: env must be a table"):
+        read_batch(args.batch, defaults=submission_from_args(args, command="true"))

@@ -16,7 +16,9 @@ doctor` says which), or a transfer stopped moving past a stall_timeout set in ST
 exits 4 only when its write did not land: nothing was submitted, or written); 5 artifacts failed verification;
 6 `results` of a job that has not finished; 7 a submit or a cancel could not tell whether its write landed (the
 store's answer was lost and it could not be read back in time: `stado status ID` tells; a submit prints the id).
-`stado job watch` exits with the job's own status (see docs/stado.md).
+A command over several jobs (cancel, job rerun/hold/release) exits 0 when it did every one, else with the code of
+the first it did not do; a selection that matches nothing is 3. `stado job watch` exits with the job's own status
+(see docs/stado.md).
 """
 import sys
 

@@ -68,6 +68,10 @@ def add_agent_parser(sub) -> None:
     a.add_argument("--drain", action="store_true",
                    help="run no agent: tell the agents running on this host (--work-root) to claim nothing new, hand "
                         "back what they have not started and finish what runs, and wait until they have exited")
+    _forget_parser(a)
+
+
+def _forget_parser(a) -> None:
     asub = a.add_subparsers(dest="agent_command", metavar="forget", parser_class=type(a))
     fg = asub.add_parser("forget", help="remove the record of an agent that is gone, so `stado status` stops listing "
                                         "it (refused for a live agent: exit 1)")
