@@ -132,7 +132,8 @@ def _jobs_table(ov: Overview) -> list[str]:
     counts = ", ".join(f"{ov.counts.get(s, 0)} {s}" for s in STATE_ORDER)
     if ov.corrupt:
         counts += f", {ov.corrupt} corrupt (see problems)"
-    lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden else ""))
+    lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden and not ov.selected
+                           else ""))
     if ov.selected:
         lines.append(f"{ov.matched} job(s) shown: those that match {ov.selected}")
     return lines
