@@ -114,7 +114,7 @@ def cmd_wait(args) -> int:
 
     labels = job_labels(result["jobs"])
     if result["timed_out"]:
-        pending = [labels[job["id"]] for job in result["jobs"] if not job["terminal"]]
+        pending = [job["id"] for job in result["jobs"] if not job["terminal"]]  # whole: a script may read them
         sys.stderr.write(f"{PROG}: wait timed out; still unfinished: {', '.join(pending)} (they go on)\n")
         return EXIT_WAIT_TIMED_OUT
     if not args.json and len(result["jobs"]) > 1:

@@ -86,18 +86,22 @@ def _agent_lines(ov: Overview) -> list[str]:
     from ..queue.selection import short_ids
 
     every = ov.agents + ov.stale_agents + ov.gone_agents
-    short = short_ids([str(a.get("agent")) for a in every])
+    short = short_ids([str(a.get("agent")) for a in every if a.get("agent")])
+
+    def named(a: dict) -> str:  # a record that names no agent id: `stado agent forget` takes its key's
+        return f"; agent {printable(short[str(a['agent'])])}" if a.get("agent") else ""
+
     lines = []
     if ov.agents:
         lines.append(f"{len(ov.agents)} agent(s):")
-        lines += [f"  {shown(a.get('instance_ref'))} {short[str(a.get('agent'))]} [{a.get('running_now', len(a.get('running') or []))}/"
-                  f"{shown(a.get('slots'))} slots busy] {offer_text(a)}; {_seen(a)}" for a in ov.agents]
+        lines += [f"  {shown(a.get('instance_ref'))} [{a.get('running_now', len(a.get('running') or []))}/"
+                  f"{shown(a.get('slots'))} slots busy] {offer_text(a)}; {_seen(a)}{named(a)}" for a in ov.agents]
     listed = ov.stale_agents + (ov.gone_agents if ov.show_gone else [])
     if listed:
         lines.append(f"{len(listed)} stale agent(s), silent longer than their liveness window (dead, or cut off from "
                      "the store; not counted as live; `stado agent forget ID` removes a record):")
-        lines += [f"  {shown(a.get('instance_ref'))} {short[str(a.get('agent'))]} last seen {shown(a.get('last_seen'))}"
-                  f"{_ago(a.get('silent_for'))}" for a in listed]
+        lines += [f"  {shown(a.get('instance_ref'))} last seen {shown(a.get('last_seen'))}{_ago(a.get('silent_for'))}"
+                  f"{named(a)}" for a in listed]
     if ov.gone_agents and not ov.show_gone:
         lines.append(f"{len(ov.gone_agents)} agent(s) silent longer than {_span(ov.agents_window)} not shown "
                      "(--all-agents)")

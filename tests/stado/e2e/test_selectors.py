@@ -175,7 +175,7 @@ def test_status_shows_agents_by_short_id_hides_long_gone_ones_and_forgets_a_dead
                  timeout=30, message="the killed agent's record to go stale")
         table = stado(stado_env, "status").stdout
         stale = next(line for line in table.splitlines() if line.startswith("  local@host-a "))
-        short = stale.split()[1]
+        short = stale.rsplit("; agent ", 1)[1]
         assert ids["local@host-a"].startswith(short) and short != ids["local@host-a"] and "last seen" in stale
         assert any(line.startswith("  local@host-b ") and "slots busy" in line for line in table.splitlines())
         hidden = stado(stado_env, "status", "--agents-window", "0s").stdout
