@@ -35,6 +35,10 @@ class JobIO:
         self._told = 0.0
         self._closing: Worker | None = None
 
+    def redact_also(self, secrets: list[str]) -> None:
+        """Values the job's output is redacted of besides its agent's (its own --env secrets)."""
+        self.out.uploader.redactor.add(secrets)
+
     def tell(self, message: str) -> None:
         """A line for the agent's log and for the job's output."""
         self.log(f"{self.job_id}: {message}")

@@ -105,7 +105,8 @@ def test_rerun_and_wait_over_several_jobs(stado_env, tmp_path):
 
 def test_env_is_set_by_the_agent_and_shown_masked(stado_env, tmp_path):
     dump = tmp_path / "env.json"
-    job = submit(stado_env, f"{sys.executable} -c 'import json, os; print(json.dumps(dict(os.environ)))' > {dump}",
+    job = submit(stado_env, f"{sys.executable} -c 'import json, os; print(json.dumps(dict(os.environ)))' > {dump}; "
+                            "echo token=$API_TOKEN mode=$MODE",
                  "--cores", "3", "--env", "MODE=fast", "--env", "EMPTY=", "--env", "API_TOKEN=s3cr3t-t0ken",
                  "--env", "EQ=a=b", "--name", "with-env")
     details = stado(stado_env, "status", "with-env").stdout
@@ -118,6 +119,7 @@ def test_env_is_set_by_the_agent_and_shown_masked(stado_env, tmp_path):
     assert (seen["MODE"], seen["EMPTY"], seen["EQ"], seen["API_TOKEN"]) == ("fast", "", "a=b", "s3cr3t-t0ken")
     assert [seen[k] for k in ("CARGO_BUILD_JOBS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")] \
         == ["3"] * 4
+    assert stado(stado_env, "logs", job).stdout == "token=[REDACTED] mode=fast\n"  # its own secret, as the agent's
     rerun = stado(stado_env, "job", "rerun", job).stdout.strip()  # the spec travels whole
     assert json.loads(stado(stado_env, "status", rerun, "--json").stdout)["env"]["MODE"] == "fast"
 
