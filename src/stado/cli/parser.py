@@ -139,7 +139,7 @@ def _control(sub, Parser) -> None:
                                       "landed, `stado status ID` tells); several jobs: a line each, exit 0 if all "
                                       "were cancelled, else the status of the first that was not")
     selection_flags(c, "cancel")
-    c.add_argument("--reason")
+    c.add_argument("--reason", help="why: kept with the cancel (`stado status ID`, --json and the dashboard show it)")
     json_flag(c)
 
     q = sub.add_parser("queue", help="pause or resume claiming")
