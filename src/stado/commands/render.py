@@ -94,8 +94,8 @@ def _agent_lines(ov: Overview) -> list[str]:
     lines = []
     if ov.agents:
         lines.append(f"{len(ov.agents)} agent(s):")
-        lines += [f"  {shown(a.get('instance_ref'))} [{a.get('running_now', len(a.get('running') or []))}/"
-                  f"{shown(a.get('slots'))} slots busy] {offer_text(a)}; {_seen(a)}{named(a)}" for a in ov.agents]
+        lines += [f"  {shown(a.get('instance_ref'))} [{_busy(a)}/{shown(a.get('slots'))} slots busy] {offer_text(a)}; "
+                  f"{_seen(a)}{named(a)}" for a in ov.agents]
     listed = ov.stale_agents + (ov.gone_agents if ov.show_gone else [])
     if listed:
         lines.append(f"{len(listed)} stale agent(s), silent longer than their liveness window (dead, or cut off from "
@@ -106,6 +106,14 @@ def _agent_lines(ov: Overview) -> list[str]:
         lines.append(f"{len(ov.gone_agents)} agent(s) silent longer than {_span(ov.agents_window)} not shown "
                      "(--all-agents)")
     return lines
+
+
+def _busy(record: dict) -> str:
+    """Slots busy: counted from the running records (overview's running_now), else as the record says."""
+    if "running_now" in record:
+        return shown(record["running_now"])
+    running = record.get("running")
+    return str(len(running)) if isinstance(running, list) else "?"
 
 
 def _ago(seconds) -> str:
