@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # stado's walk-through on the local directory store: one host, two agents, no server to install.
-# Run it from the repository's root after `make install`:   bash docs/fleet-walkthrough.sh
+# Run it from the repository's root after `make weed` (the tools; the SeaweedFS walk-through in docs/stado-guide.md
+# uses its weed too) or `make install`:   bash docs/fleet-walkthrough.sh
 # It works in a scratch directory of its own (its store, its agents' work roots) and removes it at the end;
 # your own default store (~/.local/share/stado/store) is not touched. tests/test_docs.py runs it.
 set -euo pipefail

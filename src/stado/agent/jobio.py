@@ -23,8 +23,9 @@ STALLED_EVERY = 60.0  # at most this long between lines while a fetch stays stal
 
 class JobIO:
     def __init__(self, store: ObjectStore, job_id: str, job_dir: str, secrets: list[str], *, poll_seconds: float,
-                 stall_seconds: float | None, log, notify, attempt: int = 1):
+                 stall_seconds: float | None, log, notify, clock, attempt: int = 1):
         self.store, self.job_id, self.job_dir, self.attempt = store, job_id, job_dir, attempt
+        self.clock = clock  # the agent's: the store's time, what the artifacts' manifest is stamped with
         self.stall_seconds, self.log, self.notify = stall_seconds, log, notify
         self.progress_every = min(PROGRESS_EVERY, max(0.5, 5 * poll_seconds))
         self.output_path = os.path.join(job_dir, "output.log")
@@ -34,6 +35,10 @@ class JobIO:
         self._fetch: Worker | None = None
         self._told = 0.0
         self._closing: Worker | None = None
+
+    def redact_also(self, secrets: list[str]) -> None:
+        """Values the job's output is redacted of besides its agent's (its own --env secrets)."""
+        self.out.uploader.redactor.add(secrets)
 
     def tell(self, message: str) -> None:
         """A line for the agent's log and for the job's output."""
@@ -131,7 +136,8 @@ class JobIO:
     def _close(self, upload_artifacts: bool) -> None:
         self.checkpoints.finish()
         if upload_artifacts:
-            manifest = artifacts.upload_staged(self.store, self.job_id, self.job_dir, first_attempt=self.attempt == 1, now=time.time())
+            manifest = artifacts.upload_staged(self.store, self.job_id, self.job_dir, first_attempt=self.attempt == 1,
+                                               now=self.clock.wall())
             for entry in manifest.get("refused", ()):
                 self.tell(f"artifact {entry['name']!r} not uploaded: {entry['reason']}")
         self.out.finish()

@@ -337,7 +337,8 @@ class Agent:
 
     def _new_io(self, job_id: str, directory: str, attempt: int = 1) -> JobIO:
         return JobIO(self.store, job_id, directory, self.secrets, poll_seconds=self.cfg.poll_seconds,
-                     stall_seconds=self.cfg.stall_seconds, log=self.log, notify=self.notify, attempt=attempt)
+                     stall_seconds=self.cfg.stall_seconds, log=self.log, notify=self.notify, clock=self.clock,
+                     attempt=attempt)
 
     def drop(self, slot: Slot) -> None:
         self.slots.pop(slot.job_id, None)

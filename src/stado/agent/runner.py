@@ -54,6 +54,7 @@ class SlotRunner(SlotRenewal):
         ctx = self.ctx
         ctx.log(f"{slot.job_id}: claimed ({brief(slot.doc.spec.command, 80)!r})")
         slot.io = ctx.new_io(slot.job_id, slot.job_dir, d.attempt_of(slot.doc))
+        redact_env(slot)
         if inputs_missing:
             return self.fail_before_start(slot, "input_unavailable", inputs_missing)
         if not slot.lock.acquire(blocking=False):
@@ -80,6 +81,7 @@ class SlotRunner(SlotRenewal):
         slot.renew_due = mono + ctx.cfg.poll_seconds
         slot.promised_until = promised_until(doc, mono)
         slot.io = ctx.new_io(doc.id, job_dir, d.attempt_of(doc))
+        redact_env(slot)
         if ended is None and slot.process is not None and not ctx.host.keeper_alive(job_dir):
             keeper_link.start(self.ctx, slot)  # its keeper went too (or there was none): this agent's renewals get one
         else:
@@ -118,7 +120,8 @@ class SlotRunner(SlotRenewal):
         started_at = doc.started_at or d.iso(slot.started_at)
         env = job_environment(ctx.job_env, stado_bin=ctx.workspace.stado_bin(job_dir), job_id=job_id,
                               started_at=started_at, inputs_json=inputs_json, inputs_file=inputs_file,
-                              cores=held.cores, devices=held.devices if ctx.offer.devices else None)
+                              cores=held.cores, devices=held.devices if ctx.offer.devices else None,
+                              spec_env=doc.spec.env)
         try:
             slot.process = ctx.host.spawn(doc.spec.command, env, job_dir, work, slot.io.output_path)
         except OSError as e:
@@ -358,3 +361,13 @@ class SlotRunner(SlotRenewal):
                 and self.ctx.host.alive(slot.process)):
             self.ctx.host.signal(slot.process, KILL)
             slot.kill_sent = True
+
+
+def redact_env(slot: Slot) -> None:
+    """The values of the job's own secret-looking --env variables are kept out of its uploaded output too, as its
+    agent's are."""
+    from runkit.core.redact import secret_values
+
+    values = secret_values(dict(slot.doc.spec.env)) if slot.doc.spec.env else []
+    if values:
+        slot.io.redact_also(values)

@@ -16,7 +16,8 @@ A job that was being cancelled has what is left of it stopped, and its cancel se
 
 And processes a gone agent left running for a job that is no longer its (requeued and run elsewhere,
 cancelled, ended) are stopped: at start and on every reaper pass (stop_orphans), so a job never runs on
-beside its successor.
+beside its successor; the directory of such an attempt, once nothing of it runs and its record no longer names
+it, is removed (tidy), as its agent would have removed it.
 """
 import os
 from collections.abc import Iterator
@@ -242,9 +243,10 @@ def stop_orphans(ctx: AgentContext, mine: set[str]) -> None:
     # too): never the job's next attempt on this host, nor an agent that happens to hold a file of that
     # directory open, this one included.
     running = processes_with("WC_JOB_ID", [job_id for job_id, _, _, _ in left])
-    for job_id, tag, _directory, owner in left:
+    for job_id, tag, directory, owner in left:
         pids = [st.pid for st in running.get(job_id, []) if of_attempt(st.pid, tag)]
         if not pids:
+            tidy(ctx, job_id, tag, directory, owner)
             continue
         try:
             found = read(ctx.store, keys.running(job_id), job_id)
@@ -257,6 +259,32 @@ def stop_orphans(ctx: AgentContext, mine: set[str]) -> None:
         ctx.log(f"{job_id}: pid(s) {', '.join(map(str, sorted(pids)))} left running by agent {owner}, which is gone, "
                 f"for a job {where}; stopping them")
         _stop_pids(pids, ctx.cfg.kill_after)
+
+
+def tidy(ctx: AgentContext, job_id: str, tag: str, directory: str, owner: str) -> None:
+    """Remove the directory a gone agent left for an attempt that is certainly over: no process of it runs (the
+    caller looked), nothing has the directory open, its keeper no longer runs, and the job's running record no
+    longer names that attempt (it was requeued, taken over elsewhere, or it ended). A running record that still
+    names it is left to the restart check or the reaper, which settle it first; a directory its agent kept
+    (--keep-work), or one whose record cannot be read this pass, is left alone."""
+    import shutil
+
+    from .hostfiles import KEEP_FILE, attempt_tag
+
+    if os.path.exists(os.path.join(directory, KEEP_FILE)) or ctx.host.keeper_alive(directory):
+        return
+    if ctx.host.users_of(directory):
+        return
+    try:
+        found = read(ctx.store, keys.running(job_id), job_id)
+    except (StoreError, CorruptDocument):
+        return
+    if found is not None and attempt_tag(found[0].started_at) == tag:
+        return  # this attempt is still the job's running one: its fate is not settled yet
+    shutil.rmtree(directory, ignore_errors=True)
+    if not os.path.exists(directory):
+        ctx.log(f"{job_id}: removed the directory its attempt of {tag} left on this host: its agent {owner} is "
+                "gone and that attempt has ended")
 
 
 def _stop_pids(pids: list[int], kill_after: float) -> None:

@@ -8,8 +8,9 @@ from runkit.core.clock import SYSTEM, Clock
 
 from ..queue import artifacts
 from .config import AgentConfig
-from .environment import SHIM_NAME, shim_text
-from .hostfiles import (KEPT_FILE, PROMISE_FILE, agent_lock, job_dir, owner_of, read_exit_status, read_json_file, write_owner, write_promise)
+from .environment import SHIM_NAME, shim_text, store_env_text
+from .hostfiles import (KEEP_FILE, KEPT_FILE, PROMISE_FILE, agent_lock, job_dir, owner_of, read_exit_status, read_json_file,
+                        store_env_file, write_marker, write_owner, write_promise)
 
 
 class Workspace:
@@ -24,11 +25,14 @@ class Workspace:
         with open(os.path.join(directory, artifacts.JOB_ID_FILE), "w") as f:
             f.write(job_id + "\n")
         write_owner(directory, self.agent_id)
+        if self.cfg.keep_work:
+            write_marker(directory, KEEP_FILE)  # kept by its agent's --keep-work: never tidied as a leftover
         if self.cfg.store_env is not None:
-            # It may name credentials: readable by this user alone, in a directory only this user can enter.
+            # The store's credentials stay in the work root's store file (0600): the shim only names it.
+            env_file = store_env_file(self.cfg.work_root, store_env_text(self.cfg.store_env))
             fd = os.open(os.path.join(directory, SHIM_NAME), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
             with os.fdopen(fd, "w") as f:
-                f.write(shim_text(self.cfg.stado_bin, self.cfg.store_env, job_id))
+                f.write(shim_text(self.cfg.stado_bin, env_file, job_id))
         return directory
 
     def stado_bin(self, directory: str) -> str:
@@ -107,6 +111,6 @@ class Workspace:
             shutil.rmtree(directory, ignore_errors=True)
         elif self.cfg.store_env is not None:
             try:
-                os.unlink(os.path.join(directory, SHIM_NAME))  # kept work keeps no credentials
+                os.unlink(os.path.join(directory, SHIM_NAME))  # kept work keeps no way into the store
             except OSError:
                 pass

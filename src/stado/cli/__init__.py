@@ -16,7 +16,9 @@ doctor` says which), or a transfer stopped moving past a stall_timeout set in ST
 exits 4 only when its write did not land: nothing was submitted, or written); 5 artifacts failed verification;
 6 `results` of a job that has not finished; 7 a submit or a cancel could not tell whether its write landed (the
 store's answer was lost and it could not be read back in time: `stado status ID` tells; a submit prints the id).
-`stado job watch` exits with the job's own status (see docs/stado.md).
+A command over several jobs (cancel, job rerun/hold/release) exits 0 when it did every one, else with the code of
+the first it did not do; a selection that matches nothing is 3. `stado job watch` exits with the job's own status
+(see docs/stado.md).
 """
 import sys
 
@@ -35,11 +37,11 @@ COMMANDS = {
     ("schedule", "add"): ("schedules", "cmd_schedule_add"), ("schedule", "list"): ("schedules", "cmd_schedule_list"),
     ("schedule", "rm"): ("schedules", "cmd_schedule_change"), ("schedule", "pause"): ("schedules", "cmd_schedule_change"),
     ("schedule", "resume"): ("schedules", "cmd_schedule_change"),
-    ("agent",): ("agent", "cmd_agent"), ("reap",): ("fleet", "cmd_reap"), ("machine", "may-delete"): ("fleet", "cmd_may_delete"),
+    ("agent",): ("agent", "cmd_agent"), ("agent", "forget"): ("agent", "cmd_agent_forget"), ("reap",): ("fleet", "cmd_reap"), ("machine", "may-delete"): ("fleet", "cmd_may_delete"),
     ("repair",): ("fleet", "cmd_repair"), ("doctor",): ("fleet", "cmd_doctor"), ("ui",): ("fleet", "cmd_ui"),
     ("artifact", "put"): ("in_job", "cmd_artifact_put"), ("checkpoint", "put"): ("in_job", "cmd_checkpoint_put"),
 }
-WITH_SUBCOMMANDS = ("job", "queue", "machine", "artifact", "schedule", "checkpoint")
+WITH_SUBCOMMANDS = ("job", "queue", "machine", "artifact", "schedule", "checkpoint", "agent")
 
 
 def fast_submit(argv: list[str]):
@@ -108,7 +110,7 @@ def command(key: tuple):
 # upload's or an artifact's, is checked where it is made). Every other text argument is stored or compared as text.
 PATH_ARGS = frozenset(("dir", "work_root", "batch", "paths", "upload"))
 SHOWN_AS = {"cmd": "CMD", "id": "ID", "sched_name": "NAME", "cron": "CRON", "dir": "DIR", "paths": "PATH",
-            "instance_ref": "INSTANCE_REF", "ids": "JOB", "cmd_words": "the command after --"}
+            "instance_ref": "INSTANCE_REF", "ids": "JOB", "cmd_words": "the command after --", "agent_id": "ID"}
 
 
 def check_text(args) -> None:

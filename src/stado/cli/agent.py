@@ -68,6 +68,15 @@ def add_agent_parser(sub) -> None:
     a.add_argument("--drain", action="store_true",
                    help="run no agent: tell the agents running on this host (--work-root) to claim nothing new, hand "
                         "back what they have not started and finish what runs, and wait until they have exited")
+    _forget_parser(a)
+
+
+def _forget_parser(a) -> None:
+    asub = a.add_subparsers(dest="agent_command", metavar="forget", parser_class=type(a))
+    fg = asub.add_parser("forget", help="remove the record of an agent that is gone, so `stado status` stops listing "
+                                        "it (refused for a live agent: exit 1)")
+    fg.add_argument("agent_id", metavar="ID", help="the agent's id, or a unique prefix of it (as `stado status` shows)")
+    fg.add_argument("--json", action="store_true", help="print JSON instead of text (for scripts)")
 
 
 def config_from_args(args):
@@ -91,6 +100,17 @@ def config_from_args(args):
         store_wait=args.store_wait, keeper_bridge=args.bridge_seconds,
         settle_seconds=args.settle_seconds, until_idle=args.until_idle, window=args.window, keep_work=args.keep_work,
         subreaper=True, **extra).check()
+
+
+def cmd_agent_forget(args) -> int:
+    import time
+
+    from ..commands.agents import forget
+    from .common import open_store, out, print_json
+
+    done = forget(open_store(), args.agent_id, now=time.time())
+    print_json({"agent": done.agent_id, "forgotten": True, "record": done.record}) if args.json else out(done.message)
+    return 0
 
 
 def cmd_agent(args) -> int:

@@ -56,3 +56,42 @@ def port(text: str) -> int:
 
 
 seconds = argparse_type(non_negative)  # an argparse type: a number of seconds, 0 or more
+
+
+def filtered(args) -> bool:
+    """Whether a command that takes several jobs was given more than one, or a filter (--state, --name): then it
+    reports one line per job; one job alone keeps its own command's answer and exit status."""
+    return len(args.ids) != 1 or args.state is not None or args.name is not None
+
+
+def print_outcomes(args, ids: list[str], outcomes, undone: str) -> int:
+    """Each job's line (or, with --json, one object with every job's), then, if some were not done, one line on
+    stderr naming them. Exit 0 if every job was done, else the status of the first that was not (the one its
+    command alone would exit with: its line says why)."""
+    results, failed = [], []
+    for outcome in outcomes:
+        results.append(outcome)
+        if outcome.code != 0:
+            failed.append(outcome)
+        if not args.json:
+            out(outcome.message)
+    status = failed[0].code if failed else 0
+    if args.json:
+        print_json({"jobs": [o.data for o in results], "exit_status": status, "not_done": [o.job_id for o in failed]})
+    if failed:
+        from runkit.core.printable import printable
+
+        sys.stderr.write(printable(f"{PROG}: {len(failed)} of {len(ids)} job(s) {undone}: "
+                                   f"{', '.join(o.job_id for o in failed)} (each one's line says why)") + "\n")
+    return status
+
+
+def selection_flags(parser, what: str):
+    """JOB... plus --state and --name: the jobs a command acts on."""
+    parser.add_argument("ids", nargs="*", metavar="JOB",
+                        help="ids, names, schedules' names or unique id prefixes (6+ characters)")
+    parser.add_argument("--state", metavar="STATE",
+                        help=f"{what} the jobs in STATE: queued, running, completed, failed or cancelled")
+    parser.add_argument("--name", metavar="GLOB", help=f"{what} the jobs whose name matches GLOB, e.g. 'sweep-*' "
+                                                       "(with --state: the jobs both choose)")
+    return parser

@@ -1,13 +1,19 @@
 """stado's commands that change a job or the queue: cancel, job hold and release, queue pause and resume."""
 import time
 from runkit.core.clock import SYSTEM
-from .common import open_store, out, print_json
+from .common import filtered, open_store, out, print_json, print_outcomes
 
 
 def cmd_cancel(args) -> int:
+    if filtered(args):
+        from ..commands import bulk
+
+        ids, outcomes = bulk.cancel(open_store(), args.ids, state=args.state, name=args.name, reason=args.reason,
+                                   clock=SYSTEM)
+        return print_outcomes(args, ids, outcomes, "not cancelled")
     from .. import jobs
 
-    report = jobs.cancel(open_store(), args.id, reason=args.reason, clock=SYSTEM)
+    report = jobs.cancel(open_store(), args.ids[0], reason=args.reason, clock=SYSTEM)
     if args.json:
         print_json({"id": report.job_id, "result": report.kind, "honoured": report.honoured, "message": report.message,
                "state_before": report.view.state})
@@ -17,10 +23,18 @@ def cmd_cancel(args) -> int:
 
 
 def cmd_hold(args) -> int:
-    from ..jobs.hold import hold, release
     from ..queue.submission import whoami
 
-    report = (hold if args.job_command == "hold" else release)(open_store(), args.id, by=whoami(), now=time.time())
+    if filtered(args):
+        from ..commands import bulk
+
+        held = args.job_command == "hold"
+        ids, outcomes = bulk.hold(open_store(), args.ids, state=args.state, name=args.name, held=held, by=whoami(),
+                                 clock=SYSTEM)
+        return print_outcomes(args, ids, outcomes, "not held" if held else "not released")
+    from ..jobs.hold import hold, release
+
+    report = (hold if args.job_command == "hold" else release)(open_store(), args.ids[0], by=whoami(), now=time.time())
     if args.json:
         print_json({"id": report.job_id, "held": report.doc.held, "changed": report.changed, "message": report.message})
     else:

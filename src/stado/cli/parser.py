@@ -6,7 +6,7 @@ from runkit.cli.cliargs import argparse_type, parser_class, whole
 from runkit.cli.fastargs import add_to_argparse
 
 from ..core.errors import BadInput
-from .common import PROG, duration, json_flag, port, positive, seconds
+from .common import PROG, duration, json_flag, port, positive, seconds, selection_flags
 from .options import SUBMIT_OPTIONS
 
 DESCRIPTION = ("Run jobs across a fleet through an object store (STADO_CONFIG selects it). Where a command takes a "
@@ -48,9 +48,16 @@ def _submit(sub) -> None:
 
 
 def _status(sub) -> None:
-    st = sub.add_parser("status", help="the queue by state, or one job")
-    st.add_argument("id", nargs="?", metavar="JOB", help="an id, a name, a schedule's name (its newest fire) or a unique id prefix (6+ characters)")
+    st = sub.add_parser("status", help="the queue by state, or one job (or several)",
+                        description="Without JOB: the queue by state, the agents and why queued jobs wait; --state and "
+                                    "--name keep the jobs that match (a filter that matches nothing says so, exit 0). "
+                                    "With JOB (or several): each job's details.")
+    selection_flags(st, "show")
     st.add_argument("--all", action="store_true", help="show every finished job, not only the latest 20")
+    st.add_argument("--all-agents", action="store_true",
+                    help="list every agent record, also those silent longer than --agents-window (gone)")
+    st.add_argument("--agents-window", type=argparse_type(duration), metavar="D", default=3600.0,
+                    help="agents silent longer than D (e.g. 30m, 2d; default 1h) are counted, not listed")
     json_flag(st)
 
 
@@ -62,7 +69,7 @@ def _job(sub, Parser) -> None:
     w.add_argument("--interval", type=seconds, default=1.0, help="seconds between looks (default 1)")
     json_flag(w, "one JSON event per line")
     r = jsub.add_parser("rerun", help="submit the job's exact spec again under a new id (the same input artifacts)")
-    r.add_argument("id", metavar="ID")
+    selection_flags(r, "rerun")
     inputs = r.add_mutually_exclusive_group()
     inputs.add_argument("--fresh-inputs", action="store_true",
                         help="resolve inputs given by a job name again (the newest job with it), instead of reading "
@@ -70,13 +77,14 @@ def _job(sub, Parser) -> None:
     inputs.add_argument("--same-inputs", action="store_true", help=SUPPRESS)  # the default now: accepted, changes nothing
     r.add_argument("--beside", action="store_true",
                    help="rerun a job that has not finished yet (both then run); refused without it")
-    r.add_argument("--key", help="an idempotency key, as `stado submit --key`: the same rerun again returns its job")
+    r.add_argument("--key", help="an idempotency key, as `stado submit --key`: the same rerun again returns its job "
+                                 "(one job only)")
     json_flag(r)
     for verb, what in (("hold", "keep a queued job from being claimed until it is released (exit 1 if it is not "
                                 "queued: running or ended; nothing is written)"),
                        ("release", "let a held job be claimed again, in its place in the queue")):
         hr = jsub.add_parser(verb, help=what)
-        hr.add_argument("id", metavar="ID|NAME")
+        selection_flags(hr, verb)
         json_flag(hr)
 
 
@@ -86,8 +94,9 @@ def _wait_and_logs(sub) -> None:
                                     "the first job (in argument order) that did not, through the table `jobman wait` "
                                     "uses (its exit code, 128+N for signal N, 124 timed out, 125 cancelled, 123 lost, "
                                     "127 never started, 119 cost cap); 120 if --timeout gave up first (the jobs go "
-                                    "on); 3 if a JOB names no job (nothing is waited for).")
-    wt.add_argument("ids", nargs="+", metavar="JOB", help="a job id or name")
+                                    "on); 3 if a JOB names no job, or --state/--name match none (nothing is waited "
+                                    "for).")
+    selection_flags(wt, "wait for")
     wt.add_argument("--timeout", type=argparse_type(duration), metavar="D",
                     help="give up after D, e.g. 90s or 2h (exit 120 with a message; the jobs go on)")
     wt.add_argument("--interval", type=seconds, default=1.0,
@@ -127,9 +136,10 @@ def _control(sub, Parser) -> None:
     c = sub.add_parser("cancel", help="cancel a queued or running job (exit 0: it will not run again; exit 1: it had "
                                       "already ended otherwise, and nothing was written; exit 4: the store could not "
                                       "be reached and nothing was written; exit 7: could not tell whether the cancel "
-                                      "landed, `stado status ID` tells)")
-    c.add_argument("id", metavar="ID|NAME")
-    c.add_argument("--reason")
+                                      "landed, `stado status ID` tells); several jobs: a line each, exit 0 if all "
+                                      "were cancelled, else the status of the first that was not")
+    selection_flags(c, "cancel")
+    c.add_argument("--reason", help="why: kept with the cancel (`stado status ID`, --json and the dashboard show it)")
     json_flag(c)
 
     q = sub.add_parser("queue", help="pause or resume claiming")

@@ -10,21 +10,19 @@ def cmd_status(args) -> int:
     from ..commands import render
 
     store = open_store()
-    if args.id:
-        from ..core.documents import status_json
-        from ..queue.lookup import find, view
+    if args.ids:
+        from ..commands.overview import job_statuses
 
-        v = view(store, find(store, args.id))
-        data = dict(status_json(v), spec=v.doc.spec.raw)
-        if v.state == "queued":
-            from ..commands.overview import waiting_now
-
-            data["waiting"] = waiting_now(store, v.doc.spec, time.time())
-        print_json(data) if args.json else out(render.job_details(data))
+        found = job_statuses(store, args.ids, state=args.state, name=args.name, now=time.time())
+        if args.json:
+            print_json(found[0] if len(found) == 1 and len(args.ids) == 1 else {"jobs": found})
+        else:
+            out("\n\n".join(render.job_details(data) for data in found))
         return 0
     from ..commands.overview import overview
 
-    ov = overview(store, finished_limit=None if args.all else 20, now=time.time())
+    ov = overview(store, finished_limit=None if args.all else 20, state=args.state, name=args.name,
+                  all_agents=args.all_agents, agents_window=args.agents_window, now=time.time())
     print_json(render.overview_json(ov)) if args.json else out(render.overview_table(ov))
     return 0
 
@@ -104,19 +102,23 @@ def cmd_wait(args) -> int:
 
     if args.interval <= 0:
         raise BadInput("--interval takes seconds above 0, e.g. --interval 0.5")
-    result = wait(open_store(), args.ids, timeout=args.timeout, interval=args.interval)
+    if not args.ids and args.state is None and args.name is None:
+        raise BadInput("give the jobs to wait for (ids or names), or choose them with --state or --name")
+    result = wait(open_store(), args.ids, timeout=args.timeout, interval=args.interval, state=args.state,
+                  name=args.name)
     if args.json:
         print_json(result)
+    from ..commands.render import job_labels, shown
+
+    labels = job_labels(result["jobs"])
     if result["timed_out"]:
-        pending = [job["id"] for job in result["jobs"] if not job["terminal"]]
+        pending = [job["id"] for job in result["jobs"] if not job["terminal"]]  # whole: a script may read them
         sys.stderr.write(f"{PROG}: wait timed out; still unfinished: {', '.join(pending)} (they go on)\n")
         return EXIT_WAIT_TIMED_OUT
     if not args.json and len(result["jobs"]) > 1:
-        from ..commands.render import shown
-
         for job in result["jobs"]:
             if job["exit_status"] != 0:
-                sys.stderr.write(f"{job['id']}: {shown(job['outcome'])} (exit {job['exit_status']})\n")
+                sys.stderr.write(f"{labels[job['id']]}: {shown(job['outcome'])} (exit {job['exit_status']})\n")
     return result["exit_status"]
 
 

@@ -3,7 +3,7 @@ from runkit.core.clock import SYSTEM
 import sys
 
 from ..core.errors import BadInput
-from .common import PROG, open_store, out, print_json
+from .common import PROG, filtered, open_store, out, print_json, print_outcomes
 
 
 def cmd_submit(args) -> int:
@@ -41,8 +41,16 @@ def cmd_rerun(args) -> int:
     from ..queue import submission
     from ..core.errors import OutcomeUnknown
 
+    if filtered(args):
+        from ..commands import bulk
+
+        if args.key is not None:
+            raise BadInput("--key names one rerun: give one job with it, or rerun several without --key")
+        ids, outcomes = bulk.rerun(open_store(), args.ids, state=args.state, name=args.name,
+                                   fresh_inputs=args.fresh_inputs, beside=args.beside, clock=SYSTEM)
+        return print_outcomes(args, ids, outcomes, "not rerun")
     try:
-        original, new = submission.rerun(open_store(), args.id, fresh_inputs=args.fresh_inputs, beside=args.beside,
+        original, new = submission.rerun(open_store(), args.ids[0], fresh_inputs=args.fresh_inputs, beside=args.beside,
                                          key=args.key, clock=SYSTEM)
     except OutcomeUnknown as unknown:
         out(str(unknown.job_id))  # as a submit does: the id of the job that may be queued

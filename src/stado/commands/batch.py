@@ -5,24 +5,30 @@ from ..core.brief import brief
 from ..core.errors import BadInput
 from ..queue.submission import Submission
 from ..queue.submitkeys import check_key
-from ..core.spec import JobSpec, check_name, parse_input, parse_list, parse_memory, parse_timeout, validate
+from ..core.spec import (JobSpec, check_name, env_pairs, parse_env, parse_input, parse_list, parse_memory, parse_timeout,
+                         validate)
 
 FIELDS = ("command", "name", "cores", "memory", "accelerators", "priority", "capabilities", "providers", "provider",
-          "spot", "cost_cap", "cost_cap_advisory", "timeout", "retries", "inputs", "key")
+          "spot", "cost_cap", "cost_cap_advisory", "timeout", "retries", "inputs", "key", "env")
+NUMBER = "{n}"  # in a batch's --name: each job's number in the file, from 1
 
 
 def submission_from_args(args, command: str) -> Submission:
+    template = args.name if getattr(args, "batch", None) is not None and NUMBER in (args.name or "") else None
     spec = JobSpec(
-        command=command, name=args.name, priority=args.priority,
+        command=command, name=None if template else args.name, priority=args.priority,
         capabilities=tuple(c for v in args.capabilities for c in parse_list(v)), cores=args.cores,
         memory=parse_memory(args.memory) if args.memory else None, accelerators=args.accelerators,
         providers=tuple(p for v in args.provider for p in parse_list(v)), spot=args.spot, cost_cap=args.cost_cap,
         timeout=parse_timeout(args.timeout) if args.timeout else None, retries=args.retries,
-        cost_cap_advisory=bool(getattr(args, "cost_cap_advisory", False)))
+        cost_cap_advisory=bool(getattr(args, "cost_cap_advisory", False)),
+        env=tuple(sorted(dict(parse_env(text) for text in getattr(args, "env", None) or ()).items())))
     if spec.name is not None:
         check_name(spec.name)
     inputs = tuple(parse_input(text) for text in args.input)
     validate(spec)
+    if template is not None:
+        spec = spec._replace(name=template)  # a batch's template: each job's name is checked once numbered
     key = getattr(args, "key", None)
     return Submission(spec, inputs, tuple(getattr(args, "upload", None) or ()), None if key is None else check_key(key))
 
@@ -54,19 +60,33 @@ def read_batch(path: str, defaults: Submission) -> list[Submission]:
         entries = _sniffed_entries(path, text)
     if not entries:
         raise BadInput(f"batch file {path} holds no jobs: one command per line, or a JSON/TOML list of jobs")
-    if defaults.spec.name is not None and len(entries) > 1:
-        raise BadInput(f"--name names one job, but batch file {path} holds {len(entries)}: give each job its name in "
-                       "a JSON or TOML batch (the name field) instead; nothing was submitted")
+    template = defaults.spec.name if defaults.spec.name is not None and NUMBER in defaults.spec.name else None
+    if template is None and defaults.spec.name is not None and len(entries) > 1:
+        raise BadInput(f"--name names one job, but batch file {path} holds {len(entries)}: give a template with "
+                       f"{NUMBER} (e.g. --name 'sweep-{NUMBER}'), or each job its name in a JSON or TOML batch (the "
+                       "name field); nothing was submitted")
     if defaults.key is not None and len(entries) > 1:
         raise BadInput(f"--key names one job, but batch file {path} holds {len(entries)}: give each job its key in "
                        "a JSON or TOML batch (the key field) instead; nothing was submitted")
     out = []
-    for where, entry in entries:
+    for n, (where, entry) in enumerate(entries, 1):
         try:
-            out.append(_entry(entry, defaults))
+            named = defaults if template is None else defaults._replace(
+                spec=defaults.spec._replace(name=name_template(template, n)))
+            out.append(_entry(entry, named))
         except BadInput as e:
             raise BadInput(f"batch file {path}, {where}: {e}; nothing was submitted") from None
     return out
+
+
+def name_template(template: str, n: int) -> str:
+    """A batch's --name for its n-th job: {n} replaced by n (every other character kept), checked as a name."""
+    name = template.replace(NUMBER, str(n))
+    try:
+        return check_name(name)
+    except BadInput:
+        raise BadInput(f"bad --name template {template!r}: it makes {name!r}, and a job name is 1-100 letters, "
+                       f"digits, '.', '_' or '-' ({NUMBER} is the job's number)") from None
 
 
 def _line_entries(text: str) -> list:
@@ -159,6 +179,8 @@ def _entry(entry, defaults: Submission) -> Submission:
     for key, field in (("capabilities", "capabilities"), ("providers", "providers"), ("provider", "providers")):
         if key in entry:
             changes[field] = _strings(entry[key], key)
+    if "env" in entry:  # over the --env flags: a name both set takes the entry's value
+        changes["env"] = tuple(sorted({**dict(defaults.spec.env), **dict(env_pairs(entry["env"]))}.items()))
     spec = validate(defaults.spec._replace(**changes))
     key = check_key(entry["key"]) if entry.get("key") is not None else defaults.key
     if "inputs" not in entry:

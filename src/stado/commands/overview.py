@@ -28,13 +28,32 @@ class Overview:
     unschedulable: dict[str, str] = field(default_factory=dict)  # queued job id -> why no live agent fits
     waiting: dict[str, str] = field(default_factory=dict)  # queued job id -> why it waits (agents full, none live)
     no_agent: bool = False  # jobs are queued and no live agent serves the queue
+    gone_agents: list[dict] = field(default_factory=list)  # records of agents silent longer than the agents window
+    agents_window: float | None = None  # seconds: agents silent longer are listed under gone_agents (None: never)
+    show_gone: bool = False  # whether `stado status` lists gone_agents (--all-agents) or only counts them
+    selected: str | None = None  # the filters (--state, --name) the jobs were chosen by, in words
+    matched: int = 0  # jobs the filters kept
 
 
-def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float) -> Overview:
+AGENTS_WINDOW = 3600.0  # seconds an agent silent that long stays listed (as stale) before it counts as gone
+
+
+def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float,
+             state: str | None = None, name: str | None = None, all_agents: bool = False,
+             agents_window: float | None = AGENTS_WINDOW) -> Overview:
     """One LIST per prefix, then one GET per job shown (the record that states its truth). `now` judges
-    whether agents' records are recent enough to count them live."""
+    whether agents' records are recent enough to count them live. `state` and `name` (a glob) keep the jobs that
+    match (queue.selection's filters; every finished job is read for them when they may choose one); agents silent
+    longer than `agents_window` are counted as gone (listed with `all_agents`)."""
 
-    out = Overview()
+    from ..queue.selection import check_filters, described
+
+    check_filters(state, name)
+    out = Overview(agents_window=agents_window, show_gone=all_agents)
+    if state in ("queued", "running"):
+        finished_limit = 0  # no finished job can match: counted from the listing, not read
+    elif state is not None or name is not None:
+        finished_limit = None
     present, by_state = listed(store, out)
     # Finished jobs beyond the limit are counted from the listing (they are not read); every other job is
     # counted once it resolved, so a job whose only record is corrupt is counted apart, not as queued.
@@ -67,7 +86,24 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float)
     out.paused = pause_record(store)
     agent_records(store, out, now)
     _notes(out, now)
+    if state is not None or name is not None:
+        _keep(out, state, name)
+        out.selected = described([], state, name)
     return out
+
+
+def _keep(out: Overview, state: str | None, name: str | None) -> None:
+    """Only the jobs the filters match (after the notes: why a job waits depends on every running job)."""
+    from fnmatch import fnmatchcase
+
+    out.jobs = [v for v in out.jobs if (state is None or v.state == state)
+                and (name is None or fnmatchcase(v.doc.spec.name or "", name))]
+    kept = {v.id for v in out.jobs}
+    for notes in (out.unschedulable, out.waiting, out.promise_passed):
+        for job_id in [j for j in notes if j not in kept]:
+            del notes[job_id]
+    out.no_agent = out.no_agent and any(v.state == "queued" for v in out.jobs)
+    out.matched = len(out.jobs)
 
 
 def listed(store: ObjectStore, out: Overview) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -154,7 +190,9 @@ def agent_records(store: ObjectStore, out: Overview, now: float) -> None:
                 out.agents.append(record)
             else:
                 silent = silent_for(record, now)
-                out.stale_agents.append(dict(record, silent_for=None if silent is None else round(silent, 1)))
+                stale = dict(record, silent_for=None if silent is None else round(silent, 1))
+                gone = out.agents_window is not None and (silent is None or silent > out.agents_window)
+                (out.gone_agents if gone else out.stale_agents).append(stale)
         except (ValueError, NotFound):  # an agent record is advisory: a bad one is reported, never fatal
             out.problems.append(f"{entry.key}: unreadable agent record")
 
@@ -209,6 +247,26 @@ def seen_ago(record: dict, running, now: float) -> float | None:
             if written is not None and (silent is None or now - written < silent):
                 silent = now - written
     return None if silent is None else max(0.0, silent)
+
+
+def job_statuses(store: ObjectStore, selectors: list[str], *, state: str | None, name: str | None,
+                 now: float) -> list[dict]:
+    """`stado status JOB...`: each chosen job's status_json, its spec (secret-looking env values masked), its env,
+    and, while it is queued, why it waits."""
+    from ..core.documents import status_json
+    from ..core.spec import shown_spec
+    from ..queue.lookup import view
+    from ..queue.selection import select
+
+    found = []
+    for job_id in select(store, selectors, state=state, name=name):
+        v = view(store, job_id)
+        data = dict(status_json(v), spec=shown_spec(v.doc.spec.raw))
+        data["env"] = data["spec"].get("env")
+        if v.state == "queued":
+            data["waiting"] = waiting_now(store, v.doc.spec, now)
+        found.append(data)
+    return found
 
 
 def waiting_now(store: ObjectStore, spec, now: float) -> str | None:

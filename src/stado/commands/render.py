@@ -43,10 +43,93 @@ def overview_json(ov: Overview) -> dict:
             "jobs": [dict(status_json(v), unschedulable=ov.unschedulable.get(v.id), waiting=ov.waiting.get(v.id),
                           promise_passed_seconds=_rounded(ov.promise_passed.get(v.id))) for v in ov.jobs],
             "problems": ov.problems, "agents": ov.agents, "stale_agents": ov.stale_agents,
-            "no_live_agent": ov.no_agent}
+            "gone_agents": ov.gone_agents, "agents_window_seconds": ov.agents_window,
+            "no_live_agent": ov.no_agent, "selected": ov.selected, "matched": ov.matched if ov.selected else None}
+
+
+WAITING_SHOWN = 3  # jobs named per waiting reason; the rest are counted
 
 
 def overview_table(ov: Overview) -> str:
+    if ov.selected and not ov.jobs:
+        return f"no job matches {ov.selected}"
+    lines = _jobs_table(ov)
+    lines += _agent_lines(ov)
+    if ov.no_agent:
+        from ..core.admission import NO_AGENT
+
+        lines.append(f"{ov.counts.get('queued', 0)} queued job(s) wait: {NO_AGENT}")
+    labels = job_labels([status_json(v) for v in ov.jobs if v.id in ov.unschedulable or v.id in ov.waiting])
+    for title, notes, words in (("unschedulable", ov.unschedulable, "no live agent can run {it}"),
+                                ("waiting", ov.waiting, None)):
+        by_reason: dict[str, list[str]] = {}
+        for job_id, reason in sorted(notes.items()):
+            by_reason.setdefault(reason, []).append(job_id)
+        # One line per reason, most jobs first: a job alone by its id, several counted and the first few named.
+        for reason, ids in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+            it = "it" if len(ids) == 1 else "them"
+            why = f"{words.format(it=it)} ({printable(reason)})" if words else printable(reason)
+            if len(ids) == 1:
+                lines.append(f"{title}: {ids[0]}: {why}")
+                continue
+            named = ", ".join(labels[i] for i in ids[:WAITING_SHOWN]) + (
+                f" and {len(ids) - WAITING_SHOWN} more" if len(ids) > WAITING_SHOWN else "")
+            lines.append(f"{title}: {len(ids)} jobs: {why}: {named}")
+    for problem in ov.problems:
+        lines.append(f"problem: {printable(problem)}")
+    return "\n".join(lines)
+
+
+def _agent_lines(ov: Overview) -> list[str]:
+    """Live agents, then stale ones (silent past their liveness window), each with its short id and when it was last
+    seen; those gone longer than the agents window are counted (listed with --all-agents)."""
+    from ..queue.selection import short_ids
+
+    every = ov.agents + ov.stale_agents + ov.gone_agents
+    short = short_ids([str(a.get("agent")) for a in every if a.get("agent")])
+
+    def named(a: dict) -> str:  # a record that names no agent id: `stado agent forget` takes its key's
+        return f"; agent {printable(short[str(a['agent'])])}" if a.get("agent") else ""
+
+    lines = []
+    if ov.agents:
+        lines.append(f"{len(ov.agents)} agent(s):")
+        lines += [f"  {shown(a.get('instance_ref'))} [{_busy(a)}/{shown(a.get('slots'))} slots busy] {offer_text(a)}; "
+                  f"{_seen(a)}{named(a)}" for a in ov.agents]
+    listed = ov.stale_agents + (ov.gone_agents if ov.show_gone else [])
+    if listed:
+        lines.append(f"{len(listed)} stale agent(s), silent longer than their liveness window (dead, or cut off from "
+                     "the store; not counted as live; `stado agent forget ID` removes a record):")
+        lines += [f"  {shown(a.get('instance_ref'))} last seen {shown(a.get('last_seen'))}{_ago(a.get('silent_for'))}"
+                  f"{named(a)}" for a in listed]
+    if ov.gone_agents and not ov.show_gone:
+        lines.append(f"{len(ov.gone_agents)} agent(s) silent longer than {_span(ov.agents_window)} not shown "
+                     "(--all-agents)")
+    return lines
+
+
+def _busy(record: dict) -> str:
+    """Slots busy: counted from the running records (overview's running_now), else as the record says."""
+    if "running_now" in record:
+        return shown(record["running_now"])
+    running = record.get("running")
+    return str(len(running)) if isinstance(running, list) else "?"
+
+
+def _ago(seconds) -> str:
+    return f" ({_span(seconds)} ago)" if isinstance(seconds, (int, float)) else ""
+
+
+def _span(seconds) -> str:
+    if not isinstance(seconds, (int, float)):
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _jobs_table(ov: Overview) -> list[str]:
     lines = []
     if ov.paused:
         lines.append(f"{pause_text(ov.paused, 'queue PAUSED')} (agents do not claim)")
@@ -61,26 +144,20 @@ def overview_table(ov: Overview) -> str:
     counts = ", ".join(f"{ov.counts.get(s, 0)} {s}" for s in STATE_ORDER)
     if ov.corrupt:
         counts += f", {ov.corrupt} corrupt (see problems)"
-    lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden else ""))
-    if ov.agents:
-        lines.append(f"{len(ov.agents)} agent(s):")
-        lines += [f"  {shown(a.get('instance_ref'))} [{a.get('running_now', len(a.get('running') or []))}/"
-                  f"{shown(a.get('slots'))} slots busy] {offer_text(a)}; {_seen(a)}" for a in ov.agents]
-    if ov.stale_agents:
-        lines.append(f"{len(ov.stale_agents)} stale agent(s), silent longer than their liveness window (dead, or "
-                     "cut off from the store; not counted as live): " + ", ".join(
-                         f"{shown(a.get('instance_ref'))} last seen {shown(a.get('last_seen'))}" for a in ov.stale_agents))
-    if ov.no_agent:
-        from ..core.admission import NO_AGENT
+    lines.append(counts + (f" ({ov.hidden} older finished jobs not shown: --all)" if ov.hidden and not ov.selected
+                           else ""))
+    if ov.selected:
+        lines.append(f"{ov.matched} job(s) shown: those that match {ov.selected}")
+    return lines
 
-        lines.append(f"{ov.counts.get('queued', 0)} queued job(s) wait: {NO_AGENT}")
-    for job_id, reason in sorted(ov.unschedulable.items()):
-        lines.append(f"unschedulable: {job_id}: no live agent can run it ({printable(reason)})")
-    for job_id, reason in sorted(ov.waiting.items()):
-        lines.append(f"waiting: {job_id}: {printable(reason)}")
-    for problem in ov.problems:
-        lines.append(f"problem: {printable(problem)}")
-    return "\n".join(lines)
+
+def job_labels(jobs: list[dict]) -> dict[str, str]:
+    """id -> 'name (short id)' (or the short id alone) of each job's status_json, escaped: short ids are the
+    shortest prefixes that tell these jobs apart (one finds its job while no other job shares it)."""
+    from ..queue.selection import job_label, short_ids
+
+    short = short_ids([job["id"] for job in jobs])
+    return {job["id"]: printable(job_label(job, short[job["id"]])) for job in jobs}
 
 
 def _seen(record: dict) -> str:
@@ -128,6 +205,7 @@ def job_details(data: dict) -> str:
     order = ("id", "name", "schedule", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
              "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
              "requeues", "failures", "handbacks", "waiting", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by",
+             "cancel_reason", "env",
              "moving", "held")
     lines = []
     for key in order:
@@ -138,6 +216,8 @@ def job_details(data: dict) -> str:
             value = f"{value['class']}: {value['message']}"
         if key == "schedule" and isinstance(value, dict):
             value = f"{value.get('name')} (fired for {value.get('fire_time')})"
+        if key == "env" and isinstance(value, dict):
+            value = " ".join(f"{name}={text}" for name, text in sorted(value.items()))
         if key == "held" and isinstance(value, dict):
             value = f"by {value.get('by')} at {value.get('at')} (`stado job release {data.get('id')}` lets it run)"
         lines.append(f"{key + ':':<18}{printable(str(value))}")

@@ -8,6 +8,7 @@ from runkit.core.records import record
 
 from ..core.documents import QUEUED, RUNNING_PHASE, status_json
 from ..queue.lookup import find, view
+from ..queue.selection import select
 from ..objectstore.base import ObjectStore
 from .overview import output_since, waiting_now
 
@@ -57,12 +58,14 @@ def events(store: ObjectStore, selector: str, *, interval: float = 1.0):
 
 
 def wait(store: ObjectStore, selectors: list[str], *, timeout: float | None = None, interval: float = 1.0,
-         now=time.monotonic, sleep=time.sleep) -> dict:
+         now=time.monotonic, sleep=time.sleep, state: str | None = None, name: str | None = None) -> dict:
     """`stado wait`: look until every named job is terminal, or `timeout` seconds have passed. Each look reads only
     the jobs still unfinished; looks start 0.1 s apart and slow to `interval`. Returns {"jobs": [status_json with
     its exit_status], "exit_status": 0 if all succeeded else the first (in argument order) that did not, None on a
-    timeout, "timed_out": bool}. Every selector is resolved first: an unknown one is JobNotFound, before any wait."""
-    ids = list(dict.fromkeys(find(store, s) for s in selectors))
+    timeout, "timed_out": bool}. Every selector is resolved first: an unknown one is JobNotFound, before any wait;
+    `state` and `name` choose the jobs as queue.selection does."""
+    ids = select(store, selectors, state=state, name=name) if state or name else list(
+        dict.fromkeys(find(store, s) for s in selectors))
     give_up = None if timeout is None else now() + timeout
     seen: dict[str, dict] = {}
     pending, delay = list(ids), min(0.1, interval)

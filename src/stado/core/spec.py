@@ -62,14 +62,15 @@ def input_from_json(data: dict) -> InputRef:
 
 
 class JobSpec(record("JobSpec", "command name priority capabilities cores memory accelerators providers spot "
-                                    "cost_cap timeout retries inputs cost_cap_advisory",
-                          defaults=(None, 0, (), 1, None, 0, (), "allow", None, None, 0, (), False))):
+                                    "cost_cap timeout retries inputs cost_cap_advisory env",
+                          defaults=(None, 0, (), 1, None, 0, (), "allow", None, None, 0, (), False, ()))):
     """What to run and what it needs. command: str; name: str | None; priority: int; capabilities:
     tuple[str]; cores: int; memory: bytes or None; accelerators: int; providers: tuple[str] (the
     provider fence: empty allows any); spot: allow | require | never; cost_cap: US dollars for the
     whole job or None; timeout: seconds or None; retries: more attempts after a failed one; inputs:
     tuple[InputRef]; cost_cap_advisory: an agent that declares no price may run it anyway (its cost is not
-    judged there; an agent with a price still stops it at its cap)."""
+    judged there; an agent with a price still stops it at its cap); env: tuple[(name, value)], sorted by name:
+    variables set in the job's environment (`--env K=V`)."""
 
     __slots__ = ()
 
@@ -78,7 +79,8 @@ class JobSpec(record("JobSpec", "command name priority capabilities cores memory
                 "capabilities": list(self.capabilities), "cores": self.cores, "memory": self.memory,
                 "accelerators": self.accelerators, "providers": list(self.providers), "spot": self.spot,
                 "cost_cap": self.cost_cap, "timeout": self.timeout, "retries": self.retries,
-                "inputs": [i.to_json() for i in self.inputs], "cost_cap_advisory": self.cost_cap_advisory}
+                "inputs": [i.to_json() for i in self.inputs], "cost_cap_advisory": self.cost_cap_advisory,
+                **({"env": dict(self.env)} if self.env else {})}  # absent when empty: older specs read the same
 
 
 def spec_from_json(data: dict) -> JobSpec:
@@ -94,7 +96,30 @@ def spec_from_json(data: dict) -> JobSpec:
         memory=data.get("memory"), accelerators=data.get("accelerators", 0),
         providers=tuple(data.get("providers") or ()), spot=data.get("spot", "allow"),
         cost_cap=data.get("cost_cap"), timeout=data.get("timeout"), retries=data.get("retries", 0),
-        inputs=tuple(input_from_json(i) for i in inputs), cost_cap_advisory=data.get("cost_cap_advisory", False)))
+        inputs=tuple(input_from_json(i) for i in inputs), cost_cap_advisory=data.get("cost_cap_advisory", False),
+        env=env_pairs(data.get("env") or {})))
+
+
+ENV_MASK = "***"
+
+
+def shown_spec(raw: dict) -> dict:
+    """A stored spec as readers show it: the values of secret-looking `env` names (TOKEN, SECRET, PASSWORD, KEY,
+    CREDENTIAL, ...) masked. The store keeps them, the agent sets them; no view prints them."""
+    env = raw.get("env") if isinstance(raw, dict) else None
+    if not isinstance(env, dict):
+        return raw
+    from runkit.core.redact import is_secret_name
+
+    return dict(raw, env={k: ENV_MASK if is_secret_name(k) and v else v for k, v in env.items()})
+
+
+def env_pairs(env) -> tuple[tuple[str, str], ...]:
+    """A spec's or a batch entry's `env` table -> its (name, value) pairs, sorted; BadInput unless it maps names
+    to text."""
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise BadInput("env must be a table of NAME = \"value\" (text values)")
+    return tuple(sorted(env.items()))
 
 
 def validate(spec: JobSpec) -> JobSpec:
@@ -131,6 +156,10 @@ def validate(spec: JobSpec) -> JobSpec:
         _number(spec.timeout, "timeout")
         if spec.timeout <= 0:
             raise BadInput("timeout must be greater than 0 (e.g. --timeout 30m)")
+    if not isinstance(spec.env, tuple):
+        raise BadInput("env must be a table of NAME = \"value\"")
+    for name, value in spec.env:
+        check_env(name, value)
     seen = set()
     for ref in spec.inputs:
         _check_input(ref)
@@ -190,6 +219,32 @@ def parse_input(text: str) -> tuple[str, str]:
         raise BadInput(f"bad input {text!r}: use --input JOB:NAME (a job id or name, and an artifact it produced)")
     check_artifact_name(name)
     return job, name
+
+
+# Set by the agent for every job: a job's own --env cannot replace them (the job's calls back to stado need them).
+AGENT_ONLY_ENV = ("STADO_BIN", "WC_JOB_ID", "WC_JOB_STARTED_AT", "WC_ARTIFACT_INPUTS_JSON", "WC_ARTIFACT_INPUTS_FILE")
+_ENV_FIRST = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+
+
+def parse_env(text: str) -> tuple[str, str]:
+    """'NAME=VALUE' (`--env`) -> (NAME, VALUE); the value may be empty, and may hold '='."""
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise BadInput(f"bad --env {text!r}: use --env NAME=VALUE (no '=' in it)")
+    check_env(name, value)
+    return name, value
+
+
+def check_env(name, value) -> None:
+    if not isinstance(name, str) or not name:
+        raise BadInput("bad --env: empty variable name; use --env NAME=VALUE")
+    if name[0] not in _ENV_FIRST or not all(c in _ENV_FIRST or c.isdigit() and c.isascii() for c in name) \
+            or len(name) > 255:
+        raise BadInput(f"bad --env name {name!r}: use letters, digits and '_' (not starting with a digit)")
+    if name in AGENT_ONLY_ENV:
+        raise BadInput(f"--env {name}: the agent sets {name} for every job; choose another name")
+    if not isinstance(value, str) or "\0" in value or not _utf8(value) or len(value.encode()) > MAX_COMMAND_BYTES:
+        raise BadInput(f"bad --env {name}: a value is UTF-8 text without NUL bytes, at most {MAX_COMMAND_BYTES} bytes")
 
 
 def parse_timeout(text: str) -> float:

@@ -11,6 +11,7 @@ from ..core import documents as d
 from ..core import keys
 from ..core.admission import cost_of, offer_of, unschedulable
 from ..core.errors import ArtifactError, BadInput
+from ..core.spec import shown_spec
 from ..queue.lookup import find, view
 from ..objectstore.base import NotFound, ObjectStore, StoreError
 from ..commands.overview import Overview, agent_records, job_records, listed, output_since
@@ -151,7 +152,7 @@ def job(store: ObjectStore, selector: str) -> dict:
     job_id = find(store, selector)
     v = view(store, job_id)
     doc = v.doc
-    data = dict(d.status_json(v), spec=doc.spec.raw)
+    data = dict(d.status_json(v), spec=shown_spec(doc.spec.raw))
     current = {"attempt": d.attempt_of(doc), "instance_ref": doc.instance_ref, "owner": doc.owner,
                "claimed_at": doc.claimed_at, "started_at": doc.started_at,
                "finished_at": doc.finished_at, "result": doc.result or (

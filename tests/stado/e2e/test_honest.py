@@ -206,7 +206,11 @@ def test_stado_wait_has_jobman_wait_s_exit_table(stado_env, tmp_path):
         gate.touch()
         out, err = waiting.communicate(timeout=30)
         assert waiting.returncode == 3, err  # the first, in argument order, that did not succeed
-        assert err.splitlines() == [f"{three}: failed (exit 3)", f"{gated}: failed (exit 143)"] and out == ""
+        # Named by name and short id (these jobs have no name: the short id alone), never the bare UUID.
+        lines = [line.rsplit(": ", 1) for line in err.splitlines()]
+        assert [said for _, said in lines] == ["failed (exit 3)", "failed (exit 143)"] and out == ""
+        assert [job.startswith(short) and len(short) < len(job) for (short, _), job in zip(lines, (three, gated))] \
+            == [True, True]
         got = json.loads(stado(stado_env, "wait", gated, ok, "--json", ok=False).stdout)
         assert got["exit_status"] == 143 and [j["exit_status"] for j in got["jobs"]] == [143, 0]
         queued = submit(stado_env, f"touch {tmp_path}/ran", "--capabilities", "none-here")

@@ -88,6 +88,12 @@ class Spec(Document):
         return self.raw.get("priority") or 0
 
     @property
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """The variables `stado submit --env` set for the job, as (name, value) pairs sorted by name."""
+        env = self.raw.get("env") or {}
+        return tuple(sorted((k, v) for k, v in env.items() if isinstance(k, str) and isinstance(v, str)))
+
+    @property
     def cores(self) -> int:
         return int(self.raw.get("cores") or 1)
 
@@ -234,7 +240,7 @@ _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "sub
            "held": _OBJ, "owner_process": _OBJ}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
-         "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,)}
+         "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,), "env": _OBJ}
 
 
 def _wrong_field(doc: dict) -> str | None:
@@ -245,6 +251,8 @@ def _wrong_field(doc: dict) -> str | None:
             if name in where and not isinstance(where[name], kinds):
                 return prefix + name
     spec = doc["spec"]
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in (spec.get("env") or {}).items()):
+        return "spec.env"
     for name in ("capabilities", "providers"):
         if not all(isinstance(x, str) for x in spec.get(name) or ()):
             return f"spec.{name}"

@@ -76,6 +76,7 @@ def status_json(view: JobView) -> dict:
     spec = d.get("spec", {})
     ended = view.state in TERMINAL_STATES
     res = d.raw if ended else (d.result or {}) if view.phase == FINISHING else {}
+    cancel = d.get("cancel") or {}  # a cancel under way (or its tombstone): who asked, and why
     return {
         "id": view.id, "name": spec.get("name"), "state": view.state, "terminal": view.terminal,
         "outcome": view.outcome, "phase": view.phase,
@@ -87,7 +88,8 @@ def status_json(view: JobView) -> dict:
         "requeues": d.get("requeues", 0), "failures": d.get("failures", 0), "handbacks": d.get("handbacks", 0),
         "generation": d.get("generation"), "rerun_of": d.get("rerun_of"), "rerun_inputs": d.get("rerun_inputs"),
         "command": spec.get("command"),
-        "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,
+        "cancelled_by": d.get("cancelled_by") or cancel.get("by"),
+        "cancel_reason": d.get("cancel_reason") or cancel.get("reason"), "cost_usd": res.get("cost_usd"), "moving": view.also,
         "held": d.get("held") if view.state == QUEUED else None,
         "problems": view.problems, "schedule": d.get("schedule"),
     }

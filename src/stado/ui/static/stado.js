@@ -153,7 +153,8 @@
 
   function recentPanel(b) {
     const rows = b.recent.map((r) => el("tr", { class: "row", "data-job-id": r.id, "data-testid": "recent-row" },
-      box(r), el("td", {}, jobLink(r)), el("td", { text: r.name || "-" }), el("td", {}, stateCell(r)), el("td", { text: r.outcome || "-" }),
+      box(r), el("td", {}, jobLink(r)), el("td", { text: r.name || "-" }), el("td", {}, stateCell(r)),
+      el("td", { text: (r.outcome || "-") + (r.cancel_reason ? `: ${r.cancel_reason}` : ""), title: r.cancel_reason || "" }),
       el("td", { class: r.error ? "bad" : "", text: r.error ? r.error.class : "-", title: r.error ? r.error.message : "" }),
       el("td", { text: r.exit_code ?? (r.signal ? `signal ${r.signal}` : "-") }), el("td", { text: whenIso(r.finished_at) }),
       el("td", { class: "command", title: r.command, text: r.command })));
@@ -193,7 +194,7 @@
       ["finished", whenIso(job.finished_at)], ["agent", job.instance_ref || null], ["promise", job.lease_expires_at ? whenIso(job.lease_expires_at) : null],
       ["last pulse", job.pulse_at ? whenIso(job.pulse_at) : null], ["counters", `requeues ${job.requeues}, failed attempts ${job.failures}, hand-backs ${job.handbacks}`],
       ["cost", job.cost_usd !== null && job.cost_usd !== undefined ? `$${job.cost_usd}` : null], ["rerun of", job.rerun_of || null],
-      ["cancelled by", job.cancelled_by || null]].filter(([, v]) => v !== null).map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v)]));
+      ["cancelled by", job.cancelled_by || null], ["cancel reason", job.cancel_reason || null]].filter(([, v]) => v !== null).map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v)]));
     const attempt = (title, x, result) => x ? el("tr", {}, el("td", { text: title }), el("td", { text: x.instance_ref || "-" }),
       el("td", { text: whenIso(x.started_at) }), el("td", { text: x.finished_at ? whenIso(x.finished_at) : "-" }),
       el("td", { class: "wrap", text: result ? `${result.outcome || ""}${result.error ? ` (${result.error.class}: ${result.error.message})` : ""}${result.exit_code !== null && result.exit_code !== undefined ? `, exit ${result.exit_code}` : ""}` : "-" })) : null;
