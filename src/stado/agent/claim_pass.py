@@ -23,9 +23,10 @@ from .context import AgentContext
 from .queue_knowledge import READY, WAIT, QueueKnowledge
 
 
-class Claim(record("Claim", "doc version inputs_missing claimed_mono")):
-    """A job claimed: the agent gives it a slot and starts it (or fails it at once: `inputs_missing`, why an input
-    can never be delivered). `claimed_mono`: when the claim's write began, on the agent's monotonic clock."""
+class Claim(record("Claim", "doc version inputs_missing claimed_mono dependency_failed", defaults=(None,))):
+    """A job claimed: the agent gives it a slot and starts it (or ends it at once: `inputs_missing`, why an input
+    can never be delivered; `dependency_failed`, the dependency whose condition can never hold, as
+    dependencies.judge says it). `claimed_mono`: when the claim's write began, on the agent's monotonic clock."""
 
     __slots__ = ()
 
@@ -128,16 +129,23 @@ class ClaimPass:
             room.take(spec)
             claimed += 1
             self.seen = seen
-            yield Claim(got[0], got[1], inputs if inputs != READY else None, mono)
+            failed = inputs if isinstance(inputs, dict) else None
+            yield Claim(got[0], got[1], inputs if isinstance(inputs, str) and inputs != READY else None, mono, failed)
         else:
             queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
         self.seen = seen
         return claimed
 
     def _inputs_unless_waiting(self, job_id: str, entry, hint):
-        """The job's inputs state, or None when it waits: for an input, or for room on this agent (then the room
-        is kept back for it: nothing behind it takes what it waits for)."""
-        inputs = self.queue.inputs_state(hint)
+        """The job's inputs state (or, when a dependency can never hold, what its dependency_failed record says:
+        a dict), or None when it waits: for its retry delay, a dependency, an input (none of them costs a request
+        per waiting job), or for room on this agent (then the room is kept back for it: nothing behind it takes
+        what it waits for)."""
+        if d.retry_waits(hint, self.ctx.clock.now()):
+            return None  # the retry delay, on the store's time (the owner decided the outcome on that time too)
+        inputs = self.queue.dependencies_state(hint)
+        if inputs == READY:
+            inputs = self.queue.inputs_state(hint)
         if inputs == WAIT:
             return None
         if not self.room.fits(hint.spec):

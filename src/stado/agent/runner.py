@@ -17,6 +17,7 @@ from ..core.brief import brief
 from ..core import documents as d, faults, keys
 from .. import jobs
 from ..core.admission import past_cap
+from ..core.dependencies import failed_message as dependency_message
 from ..store.cas import read
 from ..core.errors import CorruptDocument
 from ..objectstore.base import StoreError
@@ -48,12 +49,22 @@ class SlotRunner(SlotRenewal):
         slot.promised_until = promised_until(doc, slot.started_mono if claimed_mono is None else claimed_mono)
         return slot
 
-    def begin(self, slot: Slot, *, inputs_missing: str | None = None, draining: bool = False) -> None:
+    def begin(self, slot: Slot, *, inputs_missing: str | None = None, draining: bool = False,
+              dependency_failed: dict | None = None) -> None:
         """A slot just recorded: its inputs fetched and its process started, if it can be now (under the slot's lock:
-        its renewals may have begun on their thread; if they hold it, the next tick launches it)."""
+        its renewals may have begun on their thread; if they hold it, the next tick launches it). A job whose
+        dependency can never hold (`dependency_failed`) or whose input can never be delivered ends at once: its
+        claim (create-if-absent on running/) made this agent the one writer of that outcome."""
         ctx = self.ctx
         ctx.log(f"{slot.job_id}: claimed ({brief(slot.doc.spec.command, 80)!r})")
         slot.io = ctx.new_io(slot.job_id, slot.job_dir, d.attempt_of(slot.doc))
+        if dependency_failed:
+            message = dependency_message(dependency_failed)
+            slot.io.tell(f"not started: {message}")
+            slot.ended((None, None))
+            slot.result = dict(d.result("dependency_failed", error_class="dependency", message=message),
+                               dependency=dependency_failed)
+            return self.ctx.notify()
         if inputs_missing:
             return self.fail_before_start(slot, "input_unavailable", inputs_missing)
         if not slot.lock.acquire(blocking=False):
