@@ -18,9 +18,9 @@ def cmd_status(args) -> int:
         if v.state == "queued":
             import time
 
-            from ..commands.overview import waiting_now
+            from ..commands.overview import why_queued
 
-            data["waiting"] = waiting_now(store, v.doc.spec, time.time())
+            data["waiting"] = why_queued(store, v.doc, time.time())
         print_json(data) if args.json else out(render.job_details(data))
         return 0
     from ..commands.overview import overview

@@ -89,5 +89,6 @@ def status_json(view: JobView) -> dict:
         "command": spec.get("command"),
         "cancelled_by": d.get("cancelled_by"), "cost_usd": res.get("cost_usd"), "moving": view.also,
         "held": d.get("held") if view.state == QUEUED else None,
+        "retry_at": d.get("retry_at") if view.state == QUEUED else None, "dependency": res.get("dependency"),
         "problems": view.problems, "schedule": d.get("schedule"),
     }
