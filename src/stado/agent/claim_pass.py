@@ -31,6 +31,12 @@ class Claim(record("Claim", "doc version inputs_missing claimed_mono dependency_
     __slots__ = ()
 
 
+def _claim(got, inputs, mono: float) -> Claim:
+    """The Claim of a job just claimed, from what its inputs and dependencies were found to be."""
+    return Claim(got[0], got[1], inputs if isinstance(inputs, str) and inputs != READY else None, mono,
+                 inputs if isinstance(inputs, dict) else None)
+
+
 class Hold(record("Hold", "unsure claimed_mono")):
     """A claim that landed but could not be checked (jobs.Unverified): held in a slot, nothing started, checked again
     on the next tick. `claimed_mono`: as Claim's (its promise runs from the claim's write, not from the slot's)."""
@@ -129,8 +135,7 @@ class ClaimPass:
             room.take(spec)
             claimed += 1
             self.seen = seen
-            failed = inputs if isinstance(inputs, dict) else None
-            yield Claim(got[0], got[1], inputs if isinstance(inputs, str) and inputs != READY else None, mono, failed)
+            yield _claim(got, inputs, mono)
         else:
             queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
         self.seen = seen

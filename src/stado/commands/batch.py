@@ -22,15 +22,15 @@ def submission_from_args(args, command: str) -> Submission:
         providers=tuple(p for v in args.provider for p in parse_list(v)), spot=args.spot, cost_cap=args.cost_cap,
         timeout=parse_timeout(args.timeout) if args.timeout else None, retries=args.retries,
         cost_cap_advisory=bool(getattr(args, "cost_cap_advisory", False)),
-        retryable_exit_codes=tuple(args.retryable_exit_code),
-        retry_delay=parse_retry_delay(args.retry_delay) if args.retry_delay else None,
-        retry_backoff=parse_backoff(args.retry_backoff) if args.retry_backoff else None)
+        retryable_exit_codes=tuple(getattr(args, "retryable_exit_code", None) or ()),
+        retry_delay=parse_retry_delay(args.retry_delay) if getattr(args, "retry_delay", None) else None,
+        retry_backoff=parse_backoff(args.retry_backoff) if getattr(args, "retry_backoff", None) else None)
     if spec.name is not None:
         check_name(spec.name)
     inputs = tuple(parse_input(text) for text in args.input)
     validate(spec)
     key = getattr(args, "key", None)
-    after = tuple((condition, selector) for condition in CONDITIONS for selector in getattr(args, condition))
+    after = tuple((condition, selector) for condition in CONDITIONS for selector in getattr(args, condition, None) or ())
     return Submission(spec, inputs, tuple(getattr(args, "upload", None) or ()), None if key is None else check_key(key),
                       after)
 
