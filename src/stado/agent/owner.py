@@ -208,7 +208,7 @@ class Agent:
                 slot = self.runner.claimed(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version),
                                            claimed_mono=decision.claimed_mono)
                 self._record(slot)
-                self.runner.begin(slot, draining=self.draining)
+                self.runner.begin(slot, draining=self.draining, dependency_failed=decision.dependency_failed)
             elif isinstance(decision, Claim):
                 self.holdings.hold(decision.doc.id, decision.doc.spec)
                 slot = self.runner.claimed(decision.doc, decision.version, claimed_mono=decision.claimed_mono)

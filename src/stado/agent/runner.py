@@ -58,13 +58,9 @@ class SlotRunner(SlotRenewal):
         ctx = self.ctx
         ctx.log(f"{slot.job_id}: claimed ({brief(slot.doc.spec.command, 80)!r})")
         slot.io = ctx.new_io(slot.job_id, slot.job_dir, d.attempt_of(slot.doc))
-        if dependency_failed:
-            message = dependency_message(dependency_failed)
-            slot.io.tell(f"not started: {message}")
-            slot.ended((None, None))
-            slot.result = dict(d.result("dependency_failed", error_class="dependency", message=message),
-                               dependency=dependency_failed)
-            return self.ctx.notify()
+        slot.dependency_failed = dependency_failed
+        if dependency_failed and slot.verify is None:
+            return self.end_dependency_failed(slot)
         if inputs_missing:
             return self.fail_before_start(slot, "input_unavailable", inputs_missing)
         if not slot.lock.acquire(blocking=False):
@@ -104,6 +100,8 @@ class SlotRunner(SlotRenewal):
         ctx = self.ctx
         if slot.verify is not None and not self._verified(slot):
             return
+        if slot.dependency_failed:  # a claim held until it was checked: genuine, it ends as the pass decided
+            return self.end_dependency_failed(slot)
         if draining:
             return self.hand_back(slot)
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
@@ -222,6 +220,15 @@ class SlotRunner(SlotRenewal):
             return False
         slot.doc, slot.version = genuine
         return True
+
+    def end_dependency_failed(self, slot: Slot) -> None:
+        """End the claimed job, never started, dependency_failed (a record of which dependency ended how)."""
+        failed = slot.dependency_failed or {}
+        message = dependency_message(failed)
+        slot.io.tell(f"not started: {message}")
+        slot.ended((None, None))
+        slot.result = dict(d.result("dependency_failed", error_class="dependency", message=message), dependency=failed)
+        self.ctx.notify()
 
     def fail_before_start(self, slot: Slot, error_class: str, message: str) -> None:
         slot.io.tell(f"not started: {message}")
