@@ -37,9 +37,10 @@ def _claim(got, inputs, mono: float) -> Claim:
                  inputs if isinstance(inputs, dict) else None)
 
 
-class Hold(record("Hold", "unsure claimed_mono")):
+class Hold(record("Hold", "unsure claimed_mono dependency_failed", defaults=(None,))):
     """A claim that landed but could not be checked (jobs.Unverified): held in a slot, nothing started, checked again
-    on the next tick. `claimed_mono`: as Claim's (its promise runs from the claim's write, not from the slot's)."""
+    on the next tick. `claimed_mono`: as Claim's (its promise runs from the claim's write, not from the slot's);
+    `dependency_failed`: as Claim's (once the claim is found genuine, the job ends so)."""
 
     __slots__ = ()
 
@@ -118,7 +119,7 @@ class ClaimPass:
                 room.take(spec)
                 claimed += 1
                 self.seen = seen
-                yield Hold(unsure, mono)
+                yield Hold(unsure, mono, inputs if isinstance(inputs, dict) else None)
                 continue
             except CorruptDocument as e:
                 self._blocked(job_id, entry, e)
