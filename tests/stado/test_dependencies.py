@@ -263,3 +263,22 @@ def test_jobs_waiting_on_a_dependency_cost_almost_nothing_per_poll(tmp_path):
     per_job_per_poll = requests / (len(waiting) * polls)
     assert per_job_per_poll <= 0.2, (per_job_per_poll, store.counts, sorted(store.by_prefix.items()), lines[-20:])
     assert all(view(inner, job.id).state == "queued" for job in waiting)
+
+
+def test_a_held_claim_of_a_job_whose_dependency_failed_ends_it_once_checked(world):
+    """The claim of a job whose dependency failed lands, but its check cannot be read (a GET fails): the claim is
+    held, and once found genuine the job ends dependency_failed, never started (the simulator's dependency-early
+    found a held claim that ran it)."""
+    from .scripted_faults import Scripted
+
+    inner = world.store
+    world.store = store = Scripted(inner)
+    a = world.agent("a")  # the agent reaches the store through the script; the test reads it straight
+    world.store = inner
+    bad = submit(world, "run 1 exit 1")
+    world.run_until(lambda: ended(world, bad))
+    dependent = submit(world, "run 1", after=[("after_success", bad)])
+    store.on("get", f"completed/{dependent}", fail=1)  # the claim's check of the terminal records
+    world.run_until(lambda: ended(world, dependent))
+    assert "held, not started" in world.log("a")
+    assert view(inner, dependent).doc.outcome == "dependency_failed" and not started(a, dependent)
