@@ -225,6 +225,7 @@ class SlotRunner(SlotRenewal):
         """End the claimed job, never started, dependency_failed (a record of which dependency ended how)."""
         failed = slot.dependency_failed or {}
         message = dependency_message(failed)
+        self.ctx.log(f"{slot.job_id}: not started: {message}")
         slot.io.tell(f"not started: {message}")
         slot.ended((None, None))
         slot.result = dict(d.result("dependency_failed", error_class="dependency", message=message), dependency=failed)
