@@ -183,6 +183,8 @@ class ClaimPass:
         elif ledger[0].held:  # held since the index entry was read (its copy follows): not claimed
             self.queue.skip(entry)
             return None
+        elif d.retry_waits(ledger[0], self.ctx.clock.now()):
+            return None  # a retry queued since the index entry was read (a stalled pass): its delay holds too
         return ledger
 
     def _candidate(self, job_id: str, entry: Entry) -> d.Job | None:
