@@ -5,6 +5,7 @@ which starts with its restart check and leftovers pass).
 """
 from stado import jobs
 from stado.core import keys
+from stado.core.dependencies import CONDITIONS
 from stado.queue import schedules, submission
 from stado.core.errors import Conflict, JobNotFound, NotWritten, OutcomeUnknown
 from stado.objectstore.base import StoreError
@@ -230,15 +231,20 @@ def _submitter(actor) -> None:
     sim = actor.sim
     for n in range(sim.p.jobs):
         sim.sleep_until(sim.now + sim.ch.uniform_ms(0, SUBMIT_GAP))
-        spec = JobSpec(command=f"sim job {n + 1}", retries=sim.p.retries)
+        spec = JobSpec(command=f"sim job {n + 1}", retries=sim.p.retries,
+                       retry_delay=sim.p.retry_delay or None, retry_backoff=2.0 if sim.p.retry_delay else None)
+        after = ()
+        if sim.acked and sim.ch.chance(sim.p.deps):
+            after = ((sim.ch.pick(CONDITIONS), sim.ch.pick(sim.acked)),)
         for _ in range(2):
             try:
-                docs = submission.submit(sim.store, [submission.Submission(spec)], submitter="submit-1@sim",
-                                         clock=sim)
+                docs = submission.submit(sim.store, [submission.Submission(spec, after=after)],
+                                         submitter="submit-1@sim", clock=sim)
             except (StoreError, Conflict, NotWritten, OutcomeUnknown) as e:
                 sim.trace.event(actor, f"submit failed: {type(e).__name__}; submitting again")
                 continue
             sim.acked.append(docs[0]["id"])
+            sim.depends[docs[0]["id"]] = list(after)
             sim.trace.event(actor, f"submit acknowledged: {sim.names[docs[0]['id']]}")
             break
 

@@ -33,6 +33,14 @@ rules: a job is claimed by exactly one worker, and every writer is fenced by the
 - kept-untold: a keeper that stopped a job's processes leaves the verdict to another writer only when one wrote the
   record after the stop or took the attempt over: a renewal its own agent wrote before the stop says nothing of it,
   and a job left so is settled by the reaper as a lease that expired, a lease later (or never, with no other agent).
+- dependency-early: no process of a job starts before every job it depends on has a terminal record in which its
+  condition holds (after-success: completed; after-failure: anything else; after: any);
+- retry-early: an attempt after a failed one never starts before the retry_at of the queue entry it was claimed
+  from (--retry-delay), by the store's clock, less the claiming agent's own uncertainty about that clock;
+- dependency-outcome: once the run settles, a job whose dependencies all ended ran if their conditions held (it
+  never ends dependency_failed then), and ended dependency_failed, naming a dependency and the state it truly ended
+  in, if one can never hold (or was cancelled, or lost its worker twice before that was written); the dependencies
+  recorded are the ones submitted.
 - record-time: what an agent, its renewals or a job's keeper writes into a job's record carries the store's time
   (its `written_at`, from the same reading as the promise it writes), whatever that host's wall clock says: the
   reaper, the checker and every reader judge by that clock.
@@ -41,6 +49,7 @@ import traceback
 from collections import namedtuple
 
 from stado.core import keys
+from stado.core.dependencies import edges, holds
 
 from .store import job_of
 
@@ -104,6 +113,8 @@ def before_overwrite(sim, actor, key: str, verb: str) -> None:
 
 
 def record_written(sim, actor, key: str, job: str, data: bytes, version, created: bool) -> None:
+    if key.startswith(keys.QUEUE):
+        _retry_written(sim, job, sim.store.document(data, version))
     if not created:
         return
     if key.startswith(keys.QUEUE):
@@ -310,6 +321,8 @@ def process_starts(sim, proc, doc: dict) -> None:
                                         f"after `stado cancel` said at step {step} ({kind}) that it ends {expect}",
                   kind)
     _ended_rerun(sim, proc, doc)
+    _dependency_early(sim, proc, doc)
+    _retry_early(sim, proc, doc)
     attempt = (job, doc.get("failures", 0), doc.get("requeues", 0))
     if attempt in sim.attempts:
         violation(sim, "attempt-twice", f"{name} attempt (failures {attempt[1]}, requeues {attempt[2]}) starts a "
@@ -335,6 +348,64 @@ def _ended_rerun(sim, proc, doc: dict) -> None:
                                       f"{doc.get('failures', 0)} attempt(s) had failed, though {len(failed)} of its "
                                       f"processes had ended with a failure (the last, {failed[-1].pid} on "
                                       f"{failed[-1].agent.name}): an ended command's outcome was lost", "failed")
+
+
+def _retry_written(sim, job: str, doc: dict) -> None:
+    """A retry's queue entry: the time its attempt may be claimed from (retry-early)."""
+    from stado.core.documents import parse_iso
+
+    if isinstance(doc, dict) and isinstance(doc.get("retry_at"), str):
+        sim.retry_at[(job, doc.get("failures", 0), doc.get("requeues", 0))] = parse_iso(doc["retry_at"])
+
+
+def _retry_early(sim, proc, doc: dict) -> None:
+    """retry-early: an attempt after a failed one starts no sooner than its entry's retry_at, by the store's clock,
+    less what the claiming agent's own reading of that clock may be off by."""
+    at = sim.retry_at.get((proc.job, doc.get("failures", 0), doc.get("requeues", 0)))
+    if at is not None and sim.now < at - _uncertainty(proc.agent) - CLOCK_GRAIN:
+        violation(sim, "retry-early", f"{sim.names[proc.job]} attempt after {doc.get('failures', 0)} failure(s) "
+                                      f"starts on {proc.agent.name} {at - sim.now:.3f} s before its retry_at")
+
+
+def _terminal_state(sim, job: str) -> str | None:
+    return next((state for state in keys.TERMINAL_STATES if sim.backend.peek(keys.terminal(state, job)) is not None),
+                None)
+
+
+def _dependency_early(sim, proc, doc: dict) -> None:
+    from stado.core import documents as d
+
+    for condition, depended in edges(d.Job(doc).spec):
+        state = _terminal_state(sim, depended)
+        if state is None or not holds(condition, state):
+            ended = "has not ended" if state is None else f"ended {state}"
+            violation(sim, "dependency-early", f"{sim.names[proc.job]} starts on {proc.agent.name} while its "
+                                               f"dependency {sim.names.get(depended, depended)} ({condition}) {ended}",
+                      condition)
+
+
+def _dependency_outcome(sim, job: str, state: str) -> None:
+    """dependency-outcome, for a job settled in terminal `state` (its record read from the store)."""
+    from stado.core import documents as d
+
+    found = sim.backend.peek(keys.terminal(state, job))
+    doc = d.Job(sim.store.document(*found))
+    pairs, name = edges(doc.spec), sim.names[job]
+    if job in sim.depends and sorted(pairs) != sorted(sim.depends[job]):
+        violation(sim, "dependency-outcome", f"{name} records dependencies {pairs}, not those submitted "
+                                             f"{sim.depends[job]}", "recorded")
+    ended = {depended: _terminal_state(sim, depended) for _, depended in pairs}
+    if not pairs or None in ended.values():
+        return  # no dependency, or one not ended (`settles` says why)
+    never = [(c, j) for c, j in pairs if not holds(c, ended[j])]
+    if doc.outcome == "dependency_failed":
+        said = doc.get("dependency") or {}
+        if not never or (said.get("condition"), said.get("job")) not in never or said.get("state") != ended[said["job"]]:
+            violation(sim, "dependency-outcome", f"{name} ended dependency_failed ({said}) though its dependencies "
+                                                 f"ended {ended}", "wrongly")
+    elif never and doc.outcome != "cancelled" and (doc.error or {}).get("class") != "worker_lease_expired":
+        violation(sim, "dependency-outcome", f"{name} ended {doc.outcome}, though its dependency {never[0]} ended "
+                                             f"{ended[never[0][1]]}: it should have ended dependency_failed", "ran")
 
 
 def _silenced(sim, proc) -> bool:
@@ -421,6 +492,8 @@ def at_end(sim) -> None:
             step, kind, expect = sim.cancel_said[job]
             violation(sim, "cancel-untrue", f"{name} ends {states[0]}, but `stado cancel` said at step {step} ({kind}) "
                                             f"that it ends {expect}", kind)
+        else:
+            _dependency_outcome(sim, job, states[0])
 
 
 def _cancel_due(sim, doc: dict, agent) -> float | None:

@@ -39,6 +39,9 @@ class Params:
     own_roots: bool = False     # agents of one host each use a work root of their own (else they share the host's)
     p_stop: float = 0.0         # per step: the chosen agent is stopped whole (SIGSTOP: its loop and its renewals),
                                 # 20 ms up to stall_max; its host's keepers are not
+    deps: float = 0.0           # chance that a job after the first depends on an earlier acknowledged one
+                                # (--after-success, --after-failure or --after, drawn per job)
+    retry_delay: float = 0.0    # --retry-delay of every job (backoff 2), s
     main_steps: int = 300       # the main phase (faults on) lasts this many steps at most ...
     main_seconds: float = 6.0   # ... or until submitters and cancellers are done and this much time passed
     settle_steps: int = 3000    # the settling phase: faults off, agents drain the queue and exit once idle
@@ -85,5 +88,7 @@ def draw(ch: Choices, pinned: dict | None = None) -> Params:
         hosts=1 + ch.below(2),
         own_roots=ch.below(4) == 0,
         p_stop=ch.pick(_RATES[:3]),
+        deps=ch.pick((0.0, 0.0, 0.5, 1.0)),
+        retry_delay=ch.pick((0.0, 0.0, 0.3, 1.0, 3.0)),
     )
     return replace(drawn, **(pinned or {}))

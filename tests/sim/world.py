@@ -111,6 +111,8 @@ class Sim:
         # attempts started, and the version -> generation of every job document written.
         self.landed: list[str] = []
         self.acked: list[str] = []
+        self.depends: dict[str, list[tuple[str, str]]] = {}  # job -> its (condition, job id) dependencies, as submitted
+        self.retry_at: dict[tuple, float] = {}  # (job, failures, requeues) -> a retry entry's retry_at (store time)
         self.cancel_acked: dict[str, int] = {}
         self.claimed_at: dict[str, int] = {}            # claim nonce -> step its running/ record landed
         self.terminal_at: dict[str, tuple] = {}         # job -> (step, state) of its first terminal record

@@ -23,16 +23,24 @@ from .context import AgentContext
 from .queue_knowledge import READY, WAIT, QueueKnowledge
 
 
-class Claim(record("Claim", "doc version inputs_missing claimed_mono")):
-    """A job claimed: the agent gives it a slot and starts it (or fails it at once: `inputs_missing`, why an input
-    can never be delivered). `claimed_mono`: when the claim's write began, on the agent's monotonic clock."""
+class Claim(record("Claim", "doc version inputs_missing claimed_mono dependency_failed", defaults=(None,))):
+    """A job claimed: the agent gives it a slot and starts it (or ends it at once: `inputs_missing`, why an input
+    can never be delivered; `dependency_failed`, the dependency whose condition can never hold, as
+    dependencies.judge says it). `claimed_mono`: when the claim's write began, on the agent's monotonic clock."""
 
     __slots__ = ()
 
 
-class Hold(record("Hold", "unsure claimed_mono")):
+def _claim(got, inputs, mono: float) -> Claim:
+    """The Claim of a job just claimed, from what its inputs and dependencies were found to be."""
+    return Claim(got[0], got[1], inputs if isinstance(inputs, str) and inputs != READY else None, mono,
+                 inputs if isinstance(inputs, dict) else None)
+
+
+class Hold(record("Hold", "unsure claimed_mono dependency_failed", defaults=(None,))):
     """A claim that landed but could not be checked (jobs.Unverified): held in a slot, nothing started, checked again
-    on the next tick. `claimed_mono`: as Claim's (its promise runs from the claim's write, not from the slot's)."""
+    on the next tick. `claimed_mono`: as Claim's (its promise runs from the claim's write, not from the slot's);
+    `dependency_failed`: as Claim's (once the claim is found genuine, the job ends so)."""
 
     __slots__ = ()
 
@@ -111,7 +119,7 @@ class ClaimPass:
                 room.take(spec)
                 claimed += 1
                 self.seen = seen
-                yield Hold(unsure, mono)
+                yield Hold(unsure, mono, inputs if isinstance(inputs, dict) else None)
                 continue
             except CorruptDocument as e:
                 self._blocked(job_id, entry, e)
@@ -128,16 +136,22 @@ class ClaimPass:
             room.take(spec)
             claimed += 1
             self.seen = seen
-            yield Claim(got[0], got[1], inputs if inputs != READY else None, mono)
+            yield _claim(got, inputs, mono)
         else:
             queue.head_blocked(claimed == 0)  # nothing here could start: look further next time
         self.seen = seen
         return claimed
 
     def _inputs_unless_waiting(self, job_id: str, entry, hint):
-        """The job's inputs state, or None when it waits: for an input, or for room on this agent (then the room
-        is kept back for it: nothing behind it takes what it waits for)."""
-        inputs = self.queue.inputs_state(hint)
+        """The job's inputs state (or, when a dependency can never hold, what its dependency_failed record says:
+        a dict), or None when it waits: for its retry delay, a dependency, an input (none of them costs a request
+        per waiting job), or for room on this agent (then the room is kept back for it: nothing behind it takes
+        what it waits for)."""
+        if d.retry_waits(hint, self.ctx.clock.wall()):
+            return None  # the retry delay, on the store's time (the owner decided the outcome on that time too)
+        inputs = self.queue.dependencies_state(hint)
+        if inputs == READY:
+            inputs = self.queue.inputs_state(hint)
         if inputs == WAIT:
             return None
         if not self.room.fits(hint.spec):
@@ -169,6 +183,8 @@ class ClaimPass:
         elif ledger[0].held:  # held since the index entry was read (its copy follows): not claimed
             self.queue.skip(entry)
             return None
+        elif d.retry_waits(ledger[0], self.ctx.clock.wall()):
+            return None  # a retry queued since the index entry was read (a stalled pass): its delay holds too
         return ledger
 
     def _candidate(self, job_id: str, entry: Entry) -> d.Job | None:

@@ -209,12 +209,13 @@ class Agent:
                 slot = self.runner.claimed(unsure.doc, unsure.version, verify=(unsure.queued, unsure.queued_version),
                                            claimed_mono=decision.claimed_mono)
                 self._record(slot)
-                self.runner.begin(slot, draining=self.draining)
+                self.runner.begin(slot, draining=self.draining, dependency_failed=decision.dependency_failed)
             elif isinstance(decision, Claim):
                 self.holdings.hold(decision.doc.id, decision.doc.spec)
                 slot = self.runner.claimed(decision.doc, decision.version, claimed_mono=decision.claimed_mono)
                 self._record(slot)
-                self.runner.begin(slot, inputs_missing=decision.inputs_missing, draining=self.draining)
+                self.runner.begin(slot, inputs_missing=decision.inputs_missing, draining=self.draining,
+                                  dependency_failed=decision.dependency_failed)
         self._poll = self.next_poll(claimed)
         if backoff is not None:  # lost a race: the next pass comes `backoff` from now
             self._last_claim = self.clock.monotonic() + backoff - self._poll

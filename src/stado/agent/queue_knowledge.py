@@ -6,17 +6,19 @@ this agent; an entry known to be unreadable, not for this agent, or held up is s
 changes. A job waiting for another job's artifacts costs nothing per waiting job: producers are looked
 up once per poll whatever number of jobs wait on them, a producer still listed in queue/ or running/
 needs no read at all (running/ is listed at most once per poll, and only while something waits), and a
-producer's terminal record, final once written, is remembered for good.
+producer's terminal record, final once written, is remembered for good. A job's dependencies (`--after-success`
+and the others) are looked up the same way, through the same memory: the jobs depended on are producers too.
 """
 from runkit.core.ids import is_uuid
 
+from ..core import dependencies
 from ..core import documents as d
 from ..core import keys
 from ..store.cas import read, remove
 from ..objectstore.base import Entry, NotFound, ObjectStore, Version
 from ..queue.pause import read_record
 
-READY, WAIT = "ready", "wait"
+READY, WAIT = dependencies.READY, dependencies.WAIT
 
 
 class QueueKnowledge:
@@ -69,6 +71,7 @@ class QueueKnowledge:
         # A producer's terminal state is kept while a job still listed waits on it, not for good: an agent that runs
         # for months would otherwise remember every producer it ever looked up.
         wanted = {ref.get("job") for _, doc, _ in self._docs.values() for ref in doc.spec.inputs or ()}
+        wanted |= {job for _, doc, _ in self._docs.values() for _, job in dependencies.edges(doc.spec)}
         self._final = {producer: state for producer, state in self._final.items() if producer in wanted}
         self._queued_ids = seen
         self._fresh = set()
@@ -161,6 +164,11 @@ class QueueKnowledge:
             if state != "completed":
                 return f"input {ref['job']}:{ref['name']}: its job ended {state}"
         return READY
+
+    def dependencies_state(self, queued: d.Job) -> "str | dict":
+        """READY, WAIT (a job depended on has not ended) or, when a condition can never hold, what the dependent's
+        dependency_failed record says of it (dependencies.judge). CorruptDocument as inputs_state."""
+        return dependencies.judge(queued.spec, self._producer_state)
 
     def _producer_state(self, producer: str) -> str | None:
         """The producer's terminal state, or None while it has none."""

@@ -17,6 +17,7 @@ from ..core.brief import brief
 from ..core import documents as d, faults, keys
 from .. import jobs
 from ..core.admission import past_cap
+from ..core.dependencies import failed_message as dependency_message
 from ..store.cas import read
 from ..core.errors import CorruptDocument
 from ..objectstore.base import StoreError
@@ -48,13 +49,19 @@ class SlotRunner(SlotRenewal):
         slot.promised_until = promised_until(doc, slot.started_mono if claimed_mono is None else claimed_mono)
         return slot
 
-    def begin(self, slot: Slot, *, inputs_missing: str | None = None, draining: bool = False) -> None:
+    def begin(self, slot: Slot, *, inputs_missing: str | None = None, draining: bool = False,
+              dependency_failed: dict | None = None) -> None:
         """A slot just recorded: its inputs fetched and its process started, if it can be now (under the slot's lock:
-        its renewals may have begun on their thread; if they hold it, the next tick launches it)."""
+        its renewals may have begun on their thread; if they hold it, the next tick launches it). A job whose
+        dependency can never hold (`dependency_failed`) or whose input can never be delivered ends at once: its
+        claim (create-if-absent on running/) made this agent the one writer of that outcome."""
         ctx = self.ctx
         ctx.log(f"{slot.job_id}: claimed ({brief(slot.doc.spec.command, 80)!r})")
         slot.io = ctx.new_io(slot.job_id, slot.job_dir, d.attempt_of(slot.doc))
         redact_env(slot)
+        slot.dependency_failed = dependency_failed
+        if dependency_failed and slot.verify is None:
+            return self.end_dependency_failed(slot)
         if inputs_missing:
             return self.fail_before_start(slot, "input_unavailable", inputs_missing)
         if not slot.lock.acquire(blocking=False):
@@ -95,6 +102,8 @@ class SlotRunner(SlotRenewal):
         ctx = self.ctx
         if slot.verify is not None and not self._verified(slot):
             return
+        if slot.dependency_failed:  # a claim held until it was checked: genuine, it ends as the pass decided
+            return self.end_dependency_failed(slot)
         if draining:
             return self.hand_back(slot)
         doc, job_id, job_dir = slot.doc, slot.job_id, slot.job_dir
@@ -214,6 +223,16 @@ class SlotRunner(SlotRenewal):
             return False
         slot.doc, slot.version = genuine
         return True
+
+    def end_dependency_failed(self, slot: Slot) -> None:
+        """End the claimed job, never started, dependency_failed (a record of which dependency ended how)."""
+        failed = slot.dependency_failed or {}
+        message = dependency_message(failed)
+        self.ctx.log(f"{slot.job_id}: not started: {message}")
+        slot.io.tell(f"not started: {message}")
+        slot.ended((None, None))
+        slot.result = dict(d.result("dependency_failed", error_class="dependency", message=message), dependency=failed)
+        self.ctx.notify()
 
     def fail_before_start(self, slot: Slot, error_class: str, message: str) -> None:
         slot.io.tell(f"not started: {message}")

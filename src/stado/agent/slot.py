@@ -73,6 +73,7 @@ class Slot:
     cancel_seen: tuple | None = None    # (running doc, version): the cancel as the write it refused read it
     launch_due: float = 0.0             # when to try again to fetch its inputs and spawn it
     result: dict | None = None          # an outcome decided without a process (input unavailable, spawn error)
+    dependency_failed: dict | None = None  # a dependency that can never hold, as the claim pass found it
     delivered: list | None = None       # its inputs, once fetched and verified
     exit: tuple | None = None           # (exit code, signal) once the shell has exited; (None, None): unknown
     stop_sent: float = 0.0

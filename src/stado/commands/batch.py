@@ -5,11 +5,13 @@ from ..core.brief import brief
 from ..core.errors import BadInput
 from ..queue.submission import Submission
 from ..queue.submitkeys import check_key
-from ..core.spec import (JobSpec, check_name, env_pairs, parse_env, parse_input, parse_list, parse_memory, parse_timeout,
-                         validate)
+from ..core.dependencies import CONDITIONS, parse_backoff
+from ..core.spec import (JobSpec, check_name, env_pairs, parse_env, parse_input, parse_list, parse_memory,
+                         parse_retry_delay, parse_timeout, validate)
 
 FIELDS = ("command", "name", "cores", "memory", "accelerators", "priority", "capabilities", "providers", "provider",
-          "spot", "cost_cap", "cost_cap_advisory", "timeout", "retries", "inputs", "key", "env")
+          "spot", "cost_cap", "cost_cap_advisory", "timeout", "retries", "inputs", "key", "env", "retryable_exit_codes",
+          "retry_delay", "retry_backoff") + CONDITIONS
 NUMBER = "{n}"  # in a batch's --name: each job's number in the file, from 1
 
 
@@ -22,7 +24,10 @@ def submission_from_args(args, command: str) -> Submission:
         providers=tuple(p for v in args.provider for p in parse_list(v)), spot=args.spot, cost_cap=args.cost_cap,
         timeout=parse_timeout(args.timeout) if args.timeout else None, retries=args.retries,
         cost_cap_advisory=bool(getattr(args, "cost_cap_advisory", False)),
-        env=tuple(sorted(dict(parse_env(text) for text in getattr(args, "env", None) or ()).items())))
+        env=tuple(sorted(dict(parse_env(text) for text in getattr(args, "env", None) or ()).items())),
+        retryable_exit_codes=tuple(getattr(args, "retryable_exit_code", None) or ()),
+        retry_delay=parse_retry_delay(args.retry_delay) if getattr(args, "retry_delay", None) else None,
+        retry_backoff=parse_backoff(args.retry_backoff) if getattr(args, "retry_backoff", None) else None)
     if spec.name is not None:
         check_name(spec.name)
     inputs = tuple(parse_input(text) for text in args.input)
@@ -30,7 +35,9 @@ def submission_from_args(args, command: str) -> Submission:
     if template is not None:
         spec = spec._replace(name=template)  # a batch's template: each job's name is checked once numbered
     key = getattr(args, "key", None)
-    return Submission(spec, inputs, tuple(getattr(args, "upload", None) or ()), None if key is None else check_key(key))
+    after = tuple((condition, selector) for condition in CONDITIONS for selector in getattr(args, condition, None) or ())
+    return Submission(spec, inputs, tuple(getattr(args, "upload", None) or ()), None if key is None else check_key(key),
+                      after)
 
 
 def read_batch(path: str, defaults: Submission) -> list[Submission]:
@@ -155,7 +162,7 @@ def _number(value) -> bool:
 def _entry(entry, defaults: Submission) -> Submission:
     if isinstance(entry, str):
         return Submission(validate(defaults.spec._replace(command=entry)), defaults.inputs, defaults.uploads,
-                          defaults.key)
+                          defaults.key, defaults.after)
     if not isinstance(entry, dict):
         raise BadInput("each job is a command string or a table/object with a command")
     unknown = sorted(set(entry) - set(FIELDS))
@@ -176,6 +183,7 @@ def _entry(entry, defaults: Submission) -> Submission:
         changes["memory"] = parse_memory(entry["memory"]) if isinstance(entry["memory"], str) else entry["memory"]
     if "timeout" in entry:
         changes["timeout"] = parse_timeout(entry["timeout"]) if isinstance(entry["timeout"], str) else entry["timeout"]
+    changes.update(_retry_policy(entry))
     for key, field in (("capabilities", "capabilities"), ("providers", "providers"), ("provider", "providers")):
         if key in entry:
             changes[field] = _strings(entry[key], key)
@@ -183,9 +191,43 @@ def _entry(entry, defaults: Submission) -> Submission:
         changes["env"] = tuple(sorted({**dict(defaults.spec.env), **dict(env_pairs(entry["env"]))}.items()))
     spec = validate(defaults.spec._replace(**changes))
     key = check_key(entry["key"]) if entry.get("key") is not None else defaults.key
+    after = _after(entry, defaults.after)
     if "inputs" not in entry:
-        return Submission(spec, defaults.inputs, defaults.uploads, key)
+        return Submission(spec, defaults.inputs, defaults.uploads, key, after)
     inputs = entry["inputs"]
     if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
         raise BadInput(brief(f"inputs must be a list of \"JOB:NAME\" strings, not {inputs!r}", 200))
-    return Submission(spec, tuple(parse_input(i) for i in inputs), defaults.uploads, key)
+    return Submission(spec, tuple(parse_input(i) for i in inputs), defaults.uploads, key, after)
+
+
+def _after(entry: dict, defaults: tuple) -> tuple:
+    """The entry's dependencies, (condition, job selector) pairs: its own fields (a job name or id, or a list of
+    them: jobs earlier in the batch by name, or jobs already submitted) replace the flags' when it has any."""
+    if not any(condition in entry for condition in CONDITIONS):
+        return defaults
+    after = []
+    for condition in CONDITIONS:
+        for selector in _strings(entry.get(condition, []), condition):
+            after.append((condition, selector))
+    return tuple(after)
+
+
+def _retry_policy(entry: dict) -> dict:
+    changes: dict = {}
+    if "retryable_exit_codes" in entry:
+        codes = entry["retryable_exit_codes"]
+        codes = [codes] if isinstance(codes, int) and not isinstance(codes, bool) else codes
+        if not isinstance(codes, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in codes):
+            raise BadInput(brief(f"retryable_exit_codes must be a list of whole numbers, not {codes!r}", 200))
+        changes["retryable_exit_codes"] = tuple(codes)
+    if "retry_delay" in entry:
+        delay = entry["retry_delay"]
+        if delay is not None and not isinstance(delay, str) and not _number(delay):
+            raise BadInput(brief(f"retry_delay must be text such as \"30s\" or a number, not {delay!r}", 200))
+        changes["retry_delay"] = parse_retry_delay(delay) if isinstance(delay, str) else delay
+    if "retry_backoff" in entry:
+        factor = entry["retry_backoff"]
+        if factor is not None and not isinstance(factor, str) and not _number(factor):
+            raise BadInput(brief(f"retry_backoff must be a number or constant/exponential, not {factor!r}", 200))
+        changes["retry_backoff"] = parse_backoff(factor) if isinstance(factor, str) else factor
+    return changes

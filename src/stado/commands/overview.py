@@ -85,7 +85,7 @@ def overview(store: ObjectStore, *, finished_limit: int | None = 20, now: float,
     out.counts = counts
     out.paused = pause_record(store)
     agent_records(store, out, now)
-    _notes(out, now)
+    _notes(out, now, lambda job_id: present[job_id][0] if present.get(job_id) else None)
     if state is not None or name is not None:
         _keep(out, state, name)
         out.selected = described([], state, name)
@@ -197,8 +197,12 @@ def agent_records(store: ObjectStore, out: Overview, now: float) -> None:
             out.problems.append(f"{entry.key}: unreadable agent record")
 
 
-def _notes(out: Overview, now: float) -> None:
-    """What `stado status` says beside a job: a running one's passed promise, a queued one no agent can run."""
+def _notes(out: Overview, now: float, state_of) -> None:
+    """What `stado status` says beside a job: a running one's passed promise, a queued one no agent can run, or why
+    a queued one waits (its retry delay, a dependency or an input's producer, from the listing's states: no read;
+    the pause is said once, above the table)."""
+    from .waits import queued_reason
+
     for view in out.jobs:
         if view.state == "running" and d.process_may_run(view.doc):
             try:
@@ -214,7 +218,8 @@ def _notes(out: Overview, now: float) -> None:
             if reason:
                 out.unschedulable[view.id] = reason
                 continue
-            waits = waiting_reason(view.doc.spec, out.agents, held, now)
+            waits = queued_reason(view.doc, state_of, paused=None, now=now) or waiting_reason(
+                view.doc.spec, out.agents, held, now)
             if waits == NO_AGENT:
                 out.no_agent = True
             elif waits:
@@ -264,7 +269,7 @@ def job_statuses(store: ObjectStore, selectors: list[str], *, state: str | None,
         data = dict(status_json(v), spec=shown_spec(v.doc.spec.raw))
         data["env"] = data["spec"].get("env")
         if v.state == "queued":
-            data["waiting"] = waiting_now(store, v.doc.spec, now)
+            data["waiting"] = why_queued(store, v.doc, now)
         found.append(data)
     return found
 
@@ -285,6 +290,17 @@ def waiting_now(store: ObjectStore, spec, now: float) -> str | None:
         if found is not None:
             out.jobs.append(d.JobView(job_id, d.RUNNING, found[0]))
     return waiting_reason(spec, out.agents, held_by_agent(out.jobs), now)
+
+
+def why_queued(store: ObjectStore, doc: d.Job, now: float) -> str | None:
+    """Why a queued job waits, read for one job: the pause, its hold, its retry delay, its dependencies and inputs'
+    producers (waits.queued_reason: a read of the pause record and a view of each job it names), else the agents'
+    room (waiting_now). None: an agent has room for it now."""
+    from ..queue.pause import pause_record
+    from .waits import queued_reason, state_reader
+
+    return (queued_reason(doc, state_reader(store), paused=pause_record(store), now=now)
+            or waiting_now(store, doc.spec, now))
 
 
 def output_since(store: ObjectStore, job_id: str, after: tuple[int, int]) -> list[tuple[tuple[int, int], bytes]]:

@@ -202,10 +202,11 @@ def offer_text(record: dict) -> str:
 
 
 def job_details(data: dict) -> str:
-    order = ("id", "name", "schedule", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error", "command",
+    order = ("id", "name", "schedule", "state", "phase", "terminal", "outcome", "exit_code", "signal", "error",
+             "dependency", "command",
              "submitted_at", "claimed_at", "started_at", "finished_at", "lease_expires_at", "instance_ref", "owner",
-             "requeues", "failures", "handbacks", "waiting", "cost_usd", "rerun_of", "rerun_inputs", "cancelled_by",
-             "cancel_reason", "env",
+             "requeues", "failures", "handbacks", "retry_at", "waiting", "cost_usd", "rerun_of", "rerun_inputs",
+             "cancelled_by", "cancel_reason", "env",
              "moving", "held")
     lines = []
     for key in order:
@@ -218,6 +219,8 @@ def job_details(data: dict) -> str:
             value = f"{value.get('name')} (fired for {value.get('fire_time')})"
         if key == "env" and isinstance(value, dict):
             value = " ".join(f"{name}={text}" for name, text in sorted(value.items()))
+        if key == "dependency" and isinstance(value, dict):
+            value = f"{value.get('job')} ({value.get('condition')}) ended {value.get('state')}"
         if key == "held" and isinstance(value, dict):
             value = f"by {value.get('by')} at {value.get('at')} (`stado job release {data.get('id')}` lets it run)"
         lines.append(f"{key + ':':<18}{printable(str(value))}")

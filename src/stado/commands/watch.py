@@ -10,7 +10,7 @@ from ..core.documents import QUEUED, RUNNING_PHASE, status_json
 from ..queue.lookup import find, view
 from ..queue.selection import select
 from ..objectstore.base import ObjectStore
-from .overview import output_since, waiting_now
+from .overview import output_since, why_queued
 
 State = record("State", "data label")              # the job's status_json when its state/phase changed
 Output = record("Output", "attempt seq data header")  # header: this is the first chunk shown of an attempt
@@ -39,7 +39,7 @@ def events(store: ObjectStore, selector: str, *, interval: float = 1.0):
             yield State(data, label)
         if current.state == QUEUED and time.monotonic() >= reason_due:
             reason_due = time.monotonic() + max(interval, WAITING_EVERY)
-            now_reason = waiting_now(store, current.doc.spec, time.time())
+            now_reason = why_queued(store, current.doc, time.time())
             if now_reason != reason:
                 reason = now_reason
                 yield Waiting(job_id, reason)

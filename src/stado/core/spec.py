@@ -62,25 +62,42 @@ def input_from_json(data: dict) -> InputRef:
 
 
 class JobSpec(record("JobSpec", "command name priority capabilities cores memory accelerators providers spot "
-                                    "cost_cap timeout retries inputs cost_cap_advisory env",
-                          defaults=(None, 0, (), 1, None, 0, (), "allow", None, None, 0, (), False, ()))):
+                                    "cost_cap timeout retries inputs cost_cap_advisory env after_success "
+                                    "after_failure after retryable_exit_codes retry_delay retry_backoff",
+                          defaults=(None, 0, (), 1, None, 0, (), "allow", None, None, 0, (), False, (), (), (), (), (),
+                                    None, None))):
     """What to run and what it needs. command: str; name: str | None; priority: int; capabilities:
     tuple[str]; cores: int; memory: bytes or None; accelerators: int; providers: tuple[str] (the
     provider fence: empty allows any); spot: allow | require | never; cost_cap: US dollars for the
     whole job or None; timeout: seconds or None; retries: more attempts after a failed one; inputs:
     tuple[InputRef]; cost_cap_advisory: an agent that declares no price may run it anyway (its cost is not
     judged there; an agent with a price still stops it at its cap); env: tuple[(name, value)], sorted by name:
-    variables set in the job's environment (`--env K=V`)."""
+    variables set in the job's environment (`--env K=V`). after_success, after_failure, after: the ids of the jobs
+    it depends on (core/dependencies.py); retryable_exit_codes: the exit codes a retry is for (empty: any
+    failure); retry_delay: seconds before a retry may be claimed, or None; retry_backoff: the delay's factor for
+    each failed attempt before (None: 1)."""
 
     __slots__ = ()
 
     def to_json(self) -> dict:
-        return {"command": self.command, "name": self.name, "priority": self.priority,
-                "capabilities": list(self.capabilities), "cores": self.cores, "memory": self.memory,
-                "accelerators": self.accelerators, "providers": list(self.providers), "spot": self.spot,
-                "cost_cap": self.cost_cap, "timeout": self.timeout, "retries": self.retries,
-                "inputs": [i.to_json() for i in self.inputs], "cost_cap_advisory": self.cost_cap_advisory,
-                **({"env": dict(self.env)} if self.env else {})}  # absent when empty: older specs read the same
+        out = {"command": self.command, "name": self.name, "priority": self.priority,
+               "capabilities": list(self.capabilities), "cores": self.cores, "memory": self.memory,
+               "accelerators": self.accelerators, "providers": list(self.providers), "spot": self.spot,
+               "cost_cap": self.cost_cap, "timeout": self.timeout, "retries": self.retries,
+               "inputs": [i.to_json() for i in self.inputs], "cost_cap_advisory": self.cost_cap_advisory}
+        # Written only when given: a job without them keeps the very spec (and --key request) it had before.
+        if self.env:
+            out["env"] = dict(self.env)
+        for name in _LATER_LISTS:
+            if getattr(self, name):
+                out[name] = list(getattr(self, name))
+        for name in ("retry_delay", "retry_backoff"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+_LATER_LISTS = ("after_success", "after_failure", "after", "retryable_exit_codes")
 
 
 def spec_from_json(data: dict) -> JobSpec:
@@ -97,7 +114,9 @@ def spec_from_json(data: dict) -> JobSpec:
         providers=tuple(data.get("providers") or ()), spot=data.get("spot", "allow"),
         cost_cap=data.get("cost_cap"), timeout=data.get("timeout"), retries=data.get("retries", 0),
         inputs=tuple(input_from_json(i) for i in inputs), cost_cap_advisory=data.get("cost_cap_advisory", False),
-        env=env_pairs(data.get("env") or {})))
+        env=env_pairs(data.get("env") or {}),
+        **{name: tuple(data.get(name) or ()) for name in _LATER_LISTS},
+        retry_delay=data.get("retry_delay"), retry_backoff=data.get("retry_backoff")))
 
 
 ENV_MASK = "***"
@@ -160,6 +179,7 @@ def validate(spec: JobSpec) -> JobSpec:
         raise BadInput("env must be a table of NAME = \"value\"")
     for name, value in spec.env:
         check_env(name, value)
+    _check_policy(spec)
     seen = set()
     for ref in spec.inputs:
         _check_input(ref)
@@ -167,6 +187,23 @@ def validate(spec: JobSpec) -> JobSpec:
             raise BadInput(f"two inputs are named {ref.name!r}: they would land on the same file in the work directory")
         seen.add(ref.name)
     return spec
+
+
+def _check_policy(spec: JobSpec) -> None:
+    """Dependencies (job ids: names are resolved before a spec is built) and the retry policy."""
+    for flag, ids in (("--after-success", spec.after_success), ("--after-failure", spec.after_failure),
+                      ("--after", spec.after)):
+        for job in ids:
+            if not isinstance(job, str) or not _is_uuid_shape(job):
+                raise BadInput(f"{flag} {job!r}: the job depended on must be given by id or name")
+    for code in spec.retryable_exit_codes:
+        _int(code, "--retryable-exit-code", 1, 255, " (an exit status that is a failure)")
+    if spec.retry_delay is not None:
+        _number(spec.retry_delay, "--retry-delay", " (seconds, or e.g. 30s, 5m)")
+    if spec.retry_backoff is not None:
+        _number(spec.retry_backoff, "--retry-backoff")
+        if not 1 <= spec.retry_backoff <= 100:
+            raise BadInput(f"bad --retry-backoff {spec.retry_backoff!r}: give a factor from 1 to 100")
 
 
 def _check_input(ref: InputRef) -> None:
@@ -252,6 +289,13 @@ def parse_timeout(text: str) -> float:
         return parse_duration(text)
     except ValueError as e:
         raise BadInput(f"bad --timeout: {e}") from None
+
+
+def parse_retry_delay(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise BadInput(f"bad --retry-delay: {e}") from None
 
 
 def parse_memory(text: str) -> int:

@@ -33,8 +33,8 @@ def claim(store: ObjectStore, queued: d.Job, *, agent_id: str, instance_ref: str
         if found is None:
             return None
         queued, queued_version = found
-    if queued.held:
-        return None  # `stado job hold`: not claimed until released (agents skip it before they get here)
+    if queued.held or d.retry_waits(queued, t):
+        return None  # held, or a retry whose delay runs on `now`: not claimed yet (agents skip both before here)
     doc = d.claim_doc(queued, agent_id=agent_id, instance_ref=instance_ref, now=t,
                       lease_expires_at=lease_expires_at, nonce=new_nonce(), owner_process=owner_process)
     try:

@@ -49,11 +49,12 @@ def whoami() -> str:
     return who.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-class Submission(record("Submission", "spec inputs uploads key", defaults=((), (), None))):
+class Submission(record("Submission", "spec inputs uploads key after", defaults=((), (), None, ()))):
     """A validated JobSpec whose inputs, (job selector, artifact name) pairs, may still name jobs by
     selector (resolved before anything is written; an InputRef is taken as it is), the local files
-    to send as inputs (`--upload`), and its idempotency key (`--key`), if any. (runkit.core.records: typing costs a
-    submission ~7 ms.)"""
+    to send as inputs (`--upload`), its idempotency key (`--key`), if any, and its dependencies still named by
+    selector, (condition, job selector) pairs (`--after-success` and the others: resolved to ids with the inputs,
+    and added to the spec's own). (runkit.core.records: typing costs a submission ~7 ms.)"""
 
     __slots__ = ()
 
@@ -80,6 +81,20 @@ def _producer(store: ObjectStore, selector: str, name: str) -> str:
                           "submitted (see `stado status` for ids and names)")
     _check_produced(store, selector, producer, name)
     return producer
+
+
+def _depended_on(store: ObjectStore, condition: str, selector: str) -> str:
+    from .lookup import find, has_records
+    from ..core.dependencies import FLAGS
+
+    try:
+        job = find(store, selector)
+    except JobNotFound:
+        job = None
+    if job is None or not has_records(store, job):
+        raise JobNotFound(f"{FLAGS[condition]} {selector}: no job has the id or name {selector!r}; nothing was "
+                          "submitted (see `stado status` for ids and names)")
+    return job
 
 
 def _check_produced(store: ObjectStore, selector: str, producer: str, name: str) -> None:
@@ -282,7 +297,16 @@ def _plan(store: ObjectStore, item: Submission, batch_names: dict[str, str]) -> 
         selector, name = entry
         producer = batch_names.get(selector) or _producer(store, selector, name)
         refs.append(InputRef(producer, name, given=None if is_uuid(selector) else selector))
-    spec = validate(with_inputs(item.spec, tuple(refs)))
+    spec = with_inputs(item.spec, tuple(refs))
+    if item.after:
+        resolved: dict[str, list[str]] = {}
+        for condition, selector in item.after:
+            job = batch_names.get(selector) or _depended_on(store, condition, selector)
+            resolved.setdefault(condition, list(getattr(spec, condition)))
+            if job not in resolved[condition]:
+                resolved[condition].append(job)
+        spec = spec._replace(**{condition: tuple(ids) for condition, ids in resolved.items()})
+    spec = validate(spec)
     sends = []
     if item.uploads:
         from .uploads import check_names

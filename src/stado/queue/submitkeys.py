@@ -41,6 +41,8 @@ def request_hash(item: "Submission", rerun_of: str | None = None, rerun_inputs: 
     inputs = [entry.to_json() if isinstance(entry, InputRef) else list(entry) for entry in item.inputs]
     request = {"spec": item.spec.to_json(), "inputs": inputs, "uploads": [os.path.abspath(p) for p in item.uploads],
                "rerun_of": rerun_of, "rerun_inputs": rerun_inputs}
+    if item.after:  # (absent without dependencies: a key's request is the one it was before they existed)
+        request["after"] = [list(pair) for pair in item.after]
     return sha256(jsonfast.dumps(request, sort_keys=True).encode()).hex()
 
 

@@ -18,7 +18,7 @@ mapping of its stored fields (`job["phase"]`, `job.get(...)`): for tests and for
 form as it is; the library's own decisions use the properties.
 """
 from .records import (SCHEMA, QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED, STATES, RUNNING_PHASE, FINISHING, CANCELLING, PHASES, OUTCOMES, ERROR_CLASSES, MAX_ERROR_MESSAGE, iso, parse_iso, Document, Spec, Job, encode, decode, raw_of, next_doc)
-from .changes import (RERUN_INPUTS, queued_doc, same_submission, held_doc, released_doc, claim_doc, renewed_doc, taken_doc, reaped_cancel_doc, attempt_of, is_leftover_queue_entry, result, classify_exit, terminal_state_of, retry_earned, finishing_doc, cancelling_doc, cancel_tombstone, terminal_doc, reaped_doc, requeued_after_loss, returned_doc, requeued_after_failure, repaired_doc)
+from .changes import (RERUN_INPUTS, queued_doc, same_submission, held_doc, released_doc, claim_doc, renewed_doc, taken_doc, reaped_cancel_doc, attempt_of, is_leftover_queue_entry, result, classify_exit, terminal_state_of, retry_earned, retry_waits, finishing_doc, cancelling_doc, cancel_tombstone, terminal_doc, reaped_doc, requeued_after_loss, returned_doc, requeued_after_failure, repaired_doc)
 from .views import JobView, process_may_run, decided, goes_back_to_queue, resolve, status_json
 
 __all__ = ["CANCELLED", "CANCELLING", "COMPLETED", "ERROR_CLASSES", "FAILED", "FINISHING", "Job", "JobView",
@@ -27,5 +27,5 @@ __all__ = ["CANCELLED", "CANCELLING", "COMPLETED", "ERROR_CLASSES", "FAILED", "F
            "classify_exit", "decided", "decode", "encode", "finishing_doc", "goes_back_to_queue", "held_doc",
            "is_leftover_queue_entry", "iso", "next_doc", "parse_iso", "process_may_run", "queued_doc", "raw_of",
            "reaped_cancel_doc", "reaped_doc", "released_doc", "renewed_doc", "repaired_doc",
-           "requeued_after_failure", "requeued_after_loss", "resolve", "result", "retry_earned", "returned_doc",
+           "requeued_after_failure", "requeued_after_loss", "resolve", "result", "retry_earned", "retry_waits", "returned_doc",
            "same_submission", "status_json", "taken_doc", "terminal_doc", "terminal_state_of"]

@@ -1,6 +1,7 @@
 """The decisions about a job's documents: each write a move makes (queued, claimed, renewed, finishing,
 cancelled, reaped, requeued, repaired), built from the document it replaces; pure, time and nonces are arguments."""
-from .records import (CANCELLED, CANCELLING, ERROR_CLASSES, FAILED, FINISHING, Job, MAX_ERROR_MESSAGE, OUTCOMES, QUEUED, RUNNING, RUNNING_PHASE, SCHEMA, iso, next_doc)
+from ..dependencies import retry_delay, retryable
+from .records import (CANCELLED, CANCELLING, ERROR_CLASSES, FAILED, FINISHING, Job, MAX_ERROR_MESSAGE, OUTCOMES, QUEUED, RUNNING, RUNNING_PHASE, SCHEMA, iso, next_doc, parse_iso)
 
 
 # -- submission ---------------------------------------------------------------------------------------
@@ -50,7 +51,8 @@ def claim_doc(queued: Job, *, agent_id: str, instance_ref: str, now: float, leas
     is the queue document's nonce, which tells a leftover queue entry (already claimed) from a newer one.
     `owner_process`: who the claiming agent is on its host (pid, start time, boot id, pid namespace, machine id), so
     that an agent starting on that host later tells a live owner from a gone one whatever work root it uses."""
-    return next_doc(queued, state=RUNNING, now=now, nonce=nonce, writer=agent_id, phase=RUNNING_PHASE, drop=("held",),
+    return next_doc(queued, state=RUNNING, now=now, nonce=nonce, writer=agent_id, phase=RUNNING_PHASE,
+                 drop=("held", "retry_at"),
                  owner=agent_id, instance_ref=instance_ref, claim=nonce, claimed_from=queued.nonce,
                  claimed_at=iso(now), started_at=iso(now), lease_expires_at=iso(lease_expires_at),
                  lease_seconds=_lease_seconds(now, lease_expires_at), process=None, result=None, cancel=None,
@@ -132,11 +134,22 @@ def terminal_state_of(res: dict) -> str:
 
 
 def retry_earned(doc: Job, res: dict) -> bool:
-    """A failed attempt is retried while the spec's retry budget lasts. Timeouts and input or spawn
-    problems are not retried: running the same thing again would end the same way."""
+    """A failed attempt is retried while the spec's retry budget lasts, if its exit is one the spec retries
+    (--retryable-exit-code). Timeouts and input or spawn problems are not retried: running the same thing again
+    would end the same way."""
     if res["outcome"] != "failed" or (res["error"] or {}).get("class") not in ("exit_code", "signal"):
         return False
-    return doc.failures < doc.spec.retries
+    return doc.failures < doc.spec.retries and retryable(doc.spec, res.get("exit_code"))
+
+
+def retry_waits(queued: Job, now: float) -> float:
+    """Seconds a retry's queue entry still waits for its --retry-delay at `now` (the store's time), 0 once it may be
+    claimed. An unreadable `retry_at` waits for nothing: a job is never kept from running by a bad stamp."""
+    try:
+        at = parse_iso(queued.retry_at)
+    except (TypeError, ValueError):
+        at = None
+    return 0.0 if at is None else max(0.0, at - now)
 
 
 def finishing_doc(running: Job, res: dict, *, now: float, nonce: str) -> Job:
@@ -214,10 +227,18 @@ _ATTEMPT_FIELDS = ("phase", "owner", "owner_process", "instance_ref", "claim", "
 
 def requeued_after_failure(doc: Job, *, now: float, nonce: str, writer: str) -> Job:
     """Back to the queue for another attempt: the failed-attempts counter moves, the lost-worker
-    counter (requeues) does not."""
+    counter (requeues) does not. With a --retry-delay, `retry_at`: no claim before then, counted from the time the
+    owner decided the outcome (`finished_at`, on the store's time as the owner counts it), whoever settles the
+    move, so the delay holds whatever agent claims next and whichever writer finished the move."""
+    delay = retry_delay(doc.spec, doc.failures)
+    fields = {}
+    if delay > 0:
+        decided = parse_iso(doc.finished_at) if doc.finished_at else None
+        fields["retry_at"] = iso((now if decided is None else decided) + delay)
     return next_doc(doc, state=QUEUED, now=now, nonce=nonce, writer=writer, failures=doc.get("failures", 0) + 1,
                  last_result=doc.result, requeued_from=doc.claim, last_attempt=_last_attempt(doc),
-                 drop=_ATTEMPT_FIELDS + ("requeue", "reaped", "requeue_reason"))
+                 drop=_ATTEMPT_FIELDS + ("requeue", "reaped", "requeue_reason") + (() if fields else ("retry_at",)),
+                 **fields)
 
 
 def repaired_doc(job_id: str, key: str, *, why: str, size: int, evidence: str, by: str, now: float, nonce: str) -> Job:

@@ -14,8 +14,8 @@ STATES = (QUEUED, RUNNING) + TERMINAL_STATES
 RUNNING_PHASE, FINISHING, CANCELLING = "running", "finishing", "cancelling"
 PHASES = (RUNNING_PHASE, FINISHING, CANCELLING)
 # Outcomes, and the bounded set of error classes a failed record may carry.
-OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
-ERROR_CLASSES = ("exit_code", "signal", "timeout", "cost_cap", "spawn_error", "input_unavailable",
+OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "dependency_failed")
+ERROR_CLASSES = ("exit_code", "signal", "timeout", "cost_cap", "spawn_error", "input_unavailable", "dependency",
                  "worker_lease_expired", "internal")
 MAX_ERROR_MESSAGE = 300
 
@@ -113,6 +113,31 @@ class Spec(Document):
     def inputs(self) -> list[dict]:
         return self.raw.get("inputs") or []
 
+    # Dependencies (job ids, by condition) and the retry policy: absent from a job submitted without them.
+    @property
+    def after_success(self) -> list[str]:
+        return self.raw.get("after_success") or []
+
+    @property
+    def after_failure(self) -> list[str]:
+        return self.raw.get("after_failure") or []
+
+    @property
+    def after(self) -> list[str]:
+        return self.raw.get("after") or []
+
+    @property
+    def retryable_exit_codes(self) -> list[int]:
+        return self.raw.get("retryable_exit_codes") or []
+
+    @property
+    def retry_delay(self) -> float:
+        return self.raw.get("retry_delay") or 0.0
+
+    @property
+    def retry_backoff(self) -> float:
+        return self.raw.get("retry_backoff") or 1.0
+
 
 class Job(Document):
     """A job document: the record of one of its states (queue/, running/ or a terminal prefix)."""
@@ -156,6 +181,7 @@ class Job(Document):
     schedule: dict | None = _field("schedule")  # type: ignore[assignment]
     held: dict | None = _field("held")  # type: ignore[assignment]  # a queue entry's hold: who, when (stado job hold)
     owner_process: dict | None = _field("owner_process")  # type: ignore[assignment]  # the owner agent, on its host
+    retry_at: str | None = _field("retry_at")  # type: ignore[assignment]  # a retry's entry: not claimed before
 
     @property
     def spec(self) -> Spec:
@@ -237,10 +263,12 @@ _FIELDS = {"written_at": _TEXT, "written_by": _TEXT, "submitted_at": _TEXT, "sub
            "lease_seconds": _NUM, "process": _OBJ, "result": _OBJ, "cancel": _OBJ, "outcome": _TEXT,
            "last_attempt": _OBJ,
            "exit_code": (int, type(None)), "signal": (int, type(None)), "cost_usd": _NUM, "cancelled_by": _TEXT,
-           "held": _OBJ, "owner_process": _OBJ}
+           "held": _OBJ, "owner_process": _OBJ, "retry_at": _TEXT, "dependency": _OBJ}
 _SPEC = {"name": _TEXT, "priority": _INT, "capabilities": _LIST, "cores": _INT, "memory": (int, type(None)),
          "accelerators": _INT, "providers": _LIST, "spot": (str,), "cost_cap": _NUM, "timeout": _NUM,
-         "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,), "env": _OBJ}
+         "retries": _INT, "inputs": _LIST, "cost_cap_advisory": (bool,), "env": _OBJ, "after_success": _LIST,
+         "after_failure": _LIST, "after": _LIST, "retryable_exit_codes": _LIST, "retry_delay": _NUM,
+         "retry_backoff": _NUM}
 
 
 def _wrong_field(doc: dict) -> str | None:
@@ -253,9 +281,11 @@ def _wrong_field(doc: dict) -> str | None:
     spec = doc["spec"]
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in (spec.get("env") or {}).items()):
         return "spec.env"
-    for name in ("capabilities", "providers"):
+    for name in ("capabilities", "providers", "after_success", "after_failure", "after"):
         if not all(isinstance(x, str) for x in spec.get(name) or ()):
             return f"spec.{name}"
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in spec.get("retryable_exit_codes") or ()):
+        return "spec.retryable_exit_codes"
     if not all(isinstance(i, dict) and isinstance(i.get("job"), str) and isinstance(i.get("name"), str)
                for i in spec.get("inputs") or ()):
         return "spec.inputs"

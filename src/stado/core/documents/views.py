@@ -91,5 +91,6 @@ def status_json(view: JobView) -> dict:
         "cancelled_by": d.get("cancelled_by") or cancel.get("by"),
         "cancel_reason": d.get("cancel_reason") or cancel.get("reason"), "cost_usd": res.get("cost_usd"), "moving": view.also,
         "held": d.get("held") if view.state == QUEUED else None,
+        "retry_at": d.get("retry_at") if view.state == QUEUED else None, "dependency": res.get("dependency"),
         "problems": view.problems, "schedule": d.get("schedule"),
     }
