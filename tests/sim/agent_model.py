@@ -16,7 +16,6 @@ passed to the Agent as the real one is (the in-process tests, tests/stado/inproc
 - ids, nonces and the claim back-off's randomness are the simulator's while a run lasts (patches.py).
 """
 
-from runkit.core.clock import SYSTEM
 from runkit.core.clock import Clock
 
 from stado.agent import Agent, AgentConfig
@@ -206,7 +205,7 @@ class SimAgent(Agent):
         (its verdict on this agent's own path to the store), its renewals started (an actor of their own), then
         begin (the agents/ record, which measures the store's clock, and the restart check) and the loop."""
         self.sim.locks.setdefault(self.cfg.work_root, {})[self.id] = self.actor
-        ensure_safe(self.store, log=self.log, clock=SYSTEM)
+        ensure_safe(self.store, log=self.log, clock=self.clock)
         self.renew_inline = False
         from .actors import spawn_renewals
 

@@ -1,7 +1,8 @@
 """What makes the library deterministic in a run, patched from the test side for the run's duration only:
 ids (uuid7), nonces (new_nonce where jobs and submissions make them, the manifest's os.urandom), the clock (time.time
-and time.monotonic, per actor) of the modules that read it themselves (the submitter's and cancellers' library
-calls, and their back-off after a store error; an agent is given its clocks instead, agent_model.SimClock), the
+and time.monotonic, per actor) of the modules that still read it themselves (the back-off after a store error; the
+submitter's and cancellers' library calls are given the simulation's clock, an agent its own,
+agent_model.SimClock), the
 agent's back-off after a lost claim race,
 its pid, and its reading of the environment for secrets to redact (output is not simulated). No product code
 changes.
@@ -71,18 +72,18 @@ def _no_secrets(env) -> list[str]:
 def deterministic(sim):
     clock = _SimTime(sim)
     replacements = [
-        (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce), (submission, "time", clock),
+        (submission, "uuid7", sim.new_job_id), (submission, "new_nonce", sim.new_nonce),
         (landing, "time", clock),
         (job_claim, "new_nonce", sim.new_nonce), (job_moves, "new_nonce", sim.new_nonce),
-        (job_cancel, "new_nonce", sim.new_nonce), (job_common, "time", clock), (reaper, "new_nonce", sim.new_nonce),
+        (job_cancel, "new_nonce", sim.new_nonce), (reaper, "new_nonce", sim.new_nonce),
         (owner, "uuid7", sim.new_agent_id), (cadences, "new_nonce", sim.new_nonce), (submitkeys, "new_nonce", sim.new_nonce),
         (claim_pass, "random", _SimRandom(sim)),
         (owner, "secret_values", _no_secrets),  # output is not simulated; reading the environment costs 1 ms an agent
-        (artifacts, "time", clock), (artifacts, "os", _SimOs(sim)),
+        (artifacts, "os", _SimOs(sim)),
         (guarantees, "time", clock), (guarantees, "os", _SimOs(sim)), (owner, "os", _SimOs(sim)),
         (cadences, "os", _SimOs(sim)),  # the pid in its agents/ record
         (standin, "os", _SimOs(sim)),  # a stand-in's scratch key for its clock
-        (schedules, "time", clock), (schedules, "new_nonce", sim.new_nonce),
+        (schedules, "new_nonce", sim.new_nonce),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
     for module, name, value in replacements:
