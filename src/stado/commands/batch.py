@@ -140,6 +140,10 @@ def _toml_entries(path: str, text: str) -> list:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise BadInput(f"batch file {path} is not valid TOML ({e})") from None
+    from .pipelines import entries, is_pipeline
+
+    if is_pipeline(data):  # [jobs.NAME] tables: a pipeline file, the one jobman run --from reads
+        return entries(text, path)
     jobs = data.get("job", data.get("jobs"))
     if not isinstance(jobs, list):
         raise BadInput(f"batch file {path}: expected [[job]] tables (or jobs = [...])")
