@@ -33,7 +33,7 @@ def world(tmp_path):
 
 def submit(world: World, command: str = "run 1", *, after=(), **spec) -> str:
     return submission.submit(world.store, [Submission(JobSpec(command=command, **spec), after=tuple(after))],
-                             now=world.clock.wall(), clock=SYSTEM)[0]["id"]
+                             clock=world.clock)[0]["id"]
 
 
 def state(world: World, job_id: str) -> str:
@@ -73,7 +73,7 @@ def test_outcomes_of_each_condition_when_the_dependency_fails_succeeds_or_is_can
     }
     dependents = {case: submit(world, "run 1", after=[case]) for case in cases}
     world.run_until(lambda: started(agent, gone))
-    jobs.cancel(world.store, gone, by="test", now=world.clock.wall(), clock=SYSTEM)
+    jobs.cancel(world.store, gone, by="test", clock=world.clock)
     world.run_until(lambda: ended(world, *dependents.values()))
     for (condition, job), dependent in dependents.items():
         doc = view(world.store, dependent).doc
@@ -168,7 +168,7 @@ def test_why_a_queued_job_waits(world, tmp_path):
     world.run_until(lambda: started(agent, producer))
     behind = submit(world, "run 1", after=[("after_success", "producer")])
     consumer = submission.submit(store, [Submission(JobSpec("run 1"), (("producer", "data.txt"),))],
-                                 now=world.clock.wall(), clock=SYSTEM)[0]["id"]
+                                 clock=world.clock)[0]["id"]
     world.step()
     now = world.clock.wall()
     said = why_queued(store, view(store, behind).doc, now)
