@@ -88,3 +88,10 @@ def fingerprint(conn) -> tuple:
     return conn.execute("SELECT (SELECT max(id) FROM events), (SELECT count(*) FROM jobs),"
                         " (SELECT group_concat(name || '=' || slot_limit) FROM groups)").fetchone()[:]
 
+
+
+def dependents(conn, job_id: str) -> list:
+    """(job_id, handle, name, condition, phase, outcome) of every job that depends on `job_id`, oldest first."""
+    return conn.execute("SELECT d.job_id, j.handle, j.name, d.condition, s.phase, s.outcome FROM dependencies d"
+                        " JOIN jobs j ON j.id = d.job_id JOIN job_state s ON s.job_id = d.job_id"
+                        " WHERE d.depends_on = ? ORDER BY j.submitted_at, j.id", (job_id,)).fetchall()

@@ -4,16 +4,18 @@ the library call of its command (api.cancel, restart.restart, control.set_held),
 and its errors (a job that cannot be held is refused, nothing changed, the same one line)."""
 import os
 import threading
+import time
 from pathlib import Path
 
-from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
+from runkit.web.app import body_of, build, download, selection, shell, stream_response, tail, whole
 from runkit.web.server import Launch
 
 from . import reads
 from ..core.errors import BadInput, JobmanError, NotFound
 
 STATIC = Path(__file__).parent / "static"
-REFRESH = 0.5  # seconds between looks for a change while a page is open (three indexed queries, the reconcile pass)
+REFRESH = 0.5  # seconds between looks for a change while a page is open (a PRAGMA; three queries after a write)
+RECONCILE_EVERY = 5.0  # seconds between reconcile passes while a page is open (finds a supervisor that died)
 TAIL_EVERY = 0.25  # seconds between looks at a running job's log
 ACTIONS = ("cancel", "restart", "hold", "release")
 
@@ -37,6 +39,7 @@ def create(launch: Launch, environ=os.environ):
     from starlette.routing import Route
 
     home = Homes(environ)
+    watch = reads.Watch(RECONCILE_EVERY)
 
     def jobs(request):
         q = request.query_params
@@ -52,7 +55,15 @@ def create(launch: Launch, environ=os.environ):
     def job(request):
         from ..commands.showing import show
 
-        return JSONResponse(show(request.path_params["job"], environ))
+        view = show(request.path_params["job"], environ)
+        view["dependents"] = reads.dependents(home(), view["id"])
+        return JSONResponse(view)
+
+    def raw_log(request):
+        """The whole log as a file to save (the log pane's download link)."""
+        stderr = request.query_params.get("stderr") == "1"
+        job_id, data = reads.whole_log(home(), request.path_params["job"], stderr=stderr)
+        return download(data, f"jobman-{job_id}{'.stderr' if stderr else ''}.log")
 
     async def log(request):
         """The job's output from its start, then as it is written, until the job has finished (server-sent
@@ -72,12 +83,13 @@ def create(launch: Launch, environ=os.environ):
                                                     environ))
 
     routes = [Route("/api/jobs", jobs), Route("/api/groups", groups), Route("/api/job/{job}", job),
-              Route("/api/job/{job}/log", log), Route("/api/actions", act, methods=["POST"])]
-    page = shell("jobman", ["/static/vendor/dagre/dagre.min.js", "/app/jobman.js"], ["/app/jobman.css"],
+              Route("/api/job/{job}/log", log),
+              Route("/api/job/{job}/log.txt", raw_log), Route("/api/actions", act, methods=["POST"])]
+    page = shell("jobman", ["/static/vendor/dagre/dagre.min.js", "/static/log.js", "/app/jobman.js"], ["/app/jobman.css"],
                  [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),
                   ("#/groups", "groups", "Groups")])
     return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
-                 fingerprint=lambda: reads.fingerprint(home()),
+                 fingerprint=lambda: watch(home(), time.monotonic()),
                  interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
 
 

@@ -7,6 +7,7 @@ list), so the cost of an update does not grow with the number of pages open or j
 """
 import asyncio
 import json
+import time
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,14 @@ from typing import Any
 from .server import STATIC, Launch, Stopping
 
 KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies and browsers drop silent ones)
+SHARE = 0.01  # of a core, at most, that looking for changes may take: a look that takes longer waits longer
 
 
 class Changes:
     """The version of what the page shows: it moves on each time the fingerprint differs from the last one. Looked
-    for only while a page is open (an event stream is connected): an idle server costs nothing."""
+    for only while a page is open (an event stream is connected): an idle server costs nothing. Between two looks
+    it waits `interval`, or longer when a look is dear (a listing of 10,000 jobs): 1/SHARE times what the last
+    look took, so the watcher never takes more than SHARE of a core."""
 
     def __init__(self, fingerprint, interval: float):
         self.fingerprint, self.interval = fingerprint, interval
@@ -39,6 +43,7 @@ class Changes:
                 # A page that just connected is fetching what it shows: look after it, not beside it.
                 await _first(stopping.wait(), timeout=self.interval)
                 continue
+            began = time.monotonic()
             try:
                 print_ = await run_in_threadpool(self.fingerprint)
                 self.error = None
@@ -49,8 +54,9 @@ class Changes:
                 self.version += 1
                 moved, self._moved = self._moved, asyncio.Event()
                 moved.set()
+            took = time.monotonic() - began
             with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.interval)
+                await asyncio.wait_for(stopping.wait(), max(self.interval, took / SHARE))
 
     def watch(self) -> None:
         """A page opened its stream: look from now on (at once, if nobody was looking)."""
@@ -153,7 +159,11 @@ def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path
     async def no_icon(request):
         return Response(status_code=204)
 
-    routes = [Route("/", page), Route("/favicon.ico", no_icon), Route("/job/{rest:path}", page), Route("/api/events", events), *tool_routes,
+    async def ping(request):  # the page asks, after its stream was refused, whether its token still holds
+        return JSONResponse({"ok": True})
+
+    routes = [Route("/", page), Route("/favicon.ico", no_icon), Route("/job/{rest:path}", page), Route("/api/events", events),
+              Route("/api/ping", ping), *tool_routes,
               Mount("/static", StaticFiles(directory=STATIC)), Mount("/app", StaticFiles(directory=app_static))]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={cls: tool_error for cls in errors})
     app.state.stopping = stopping
@@ -216,6 +226,17 @@ def selection(body: dict, actions: tuple) -> "tuple[str, list[str]]":
     if not isinstance(selected, list) or not selected or not all(isinstance(j, str) and j for j in selected):
         raise ValueError("select at least one job")
     return str(action), selected
+
+
+def download(data: bytes, filename: str):
+    """Bytes as a file for the browser to save (a raw log, an artifact), never shown as a page."""
+    from urllib.parse import quote
+
+    from starlette.responses import Response
+
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)
+    return Response(data, media_type="application/octet-stream",
+                    headers={"content-disposition": f"attachment; filename=\"{safe}\"; filename*=UTF-8''{quote(safe)}"})
 
 
 def stream_response(generator):

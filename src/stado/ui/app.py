@@ -4,7 +4,7 @@ stored output, tailed while it runs. Changing: cancel, rerun, pause and resume, 
 command, so each keeps its guarantees and its one-line errors."""
 from pathlib import Path
 
-from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
+from runkit.web.app import body_of, build, download, selection, shell, stream_response, tail, whole
 from runkit.web.server import Launch
 
 from . import reads
@@ -38,6 +38,16 @@ def create(launch: Launch, store):
         return stream_response(tail(lambda after: reads.output(store, job_id, tuple(after)), (0, 0),
                                     request.app.state.stopping.event, TAIL_EVERY))
 
+    def raw_output(request):
+        """The whole stored output as a file to save (the output pane's download link)."""
+        job_id, data = reads.whole_output(store, request.path_params["job"])
+        return download(data, f"stado-{job_id}.log")
+
+    def artifact(request):
+        """One artifact the job's result manifest lists, as a file to save."""
+        job_id, name, data = reads.artifact(store, request.path_params["job"], request.path_params["name"])
+        return download(data, name)
+
     async def act(request):
         body = await body_of(request)
         action, selected = selection(body, ACTIONS)
@@ -53,8 +63,9 @@ def create(launch: Launch, store):
         return JSONResponse(await run_in_threadpool(_queue, store, action, reason))
 
     routes = [Route("/api/board", main), Route("/api/job/{job}", job), Route("/api/job/{job}/output", output),
+              Route("/api/job/{job}/output.txt", raw_output), Route("/api/job/{job}/artifact/{name:path}", artifact),
               Route("/api/actions", act, methods=["POST"]), Route("/api/queue", queue, methods=["POST"])]
-    page = shell("stado", ["/app/stado.js"], [], [("#/", "main", "Fleet")])
+    page = shell("stado", ["/static/log.js", "/app/stado.js"], [], [("#/", "main", "Fleet")])
     return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
                  fingerprint=lambda: reads.fingerprint(store),
                  interval=REFRESH, errors={BadInput: 400, JobNotFound: 404, StadoError: 409, ValueError: 400,

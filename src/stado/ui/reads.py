@@ -59,8 +59,9 @@ def _matching(store: ObjectStore, search: str):
 
 
 def _matches(job_id: str, wanted) -> bool:
-    """Whether a job is in the search's result: its name contains the text, or its id starts with it."""
-    return wanted is None or job_id in wanted[1] or job_id.startswith(wanted[0])
+    """Whether a job is in the search's result: its name contains the text, or its id does (a prefix as the CLI
+    shows it, or the tail the dashboard shows; dashes aside)."""
+    return wanted is None or job_id in wanted[1] or wanted[0].replace("-", "") in job_id.replace("-", "")
 
 
 def _row(v, now: float, agents: dict) -> dict:
@@ -199,3 +200,25 @@ def fingerprint(store: ObjectStore) -> tuple:
     except NotFound:
         paused = None
     return (digest.hexdigest(), str(paused))
+
+
+def whole_output(store: ObjectStore, selector: str) -> tuple[str, bytes]:
+    """(the job's id, every output chunk it stored, in order): the output pane's download."""
+    job_id = find(store, selector)
+    return job_id, b"".join(data for _, data in output_since(store, job_id, (0, 0)))
+
+
+def artifact(store: ObjectStore, selector: str, name: str) -> tuple[str, str, bytes]:
+    """(the job's id, the name, the bytes) of an artifact its result manifest lists; JobNotFound for a name the
+    manifest does not list (nothing else under the job's keys is served)."""
+    from ..core.errors import JobNotFound
+    from ..queue.artifacts import read_manifest
+
+    job_id = find(store, selector)
+    manifest = read_manifest(store, job_id) or {"artifacts": []}
+    if not any(entry.get("name") == name for entry in manifest["artifacts"]):
+        raise JobNotFound(f"job {job_id} has no artifact named {name!r}: its page lists those it has")
+    try:
+        return job_id, name, store.get(keys.artifact(job_id, name)).data
+    except NotFound:
+        raise JobNotFound(f"job {job_id}: artifact {name!r} is listed but missing from the store") from None
