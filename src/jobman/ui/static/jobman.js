@@ -321,14 +321,15 @@
     UI.patch(p.events, JSON.stringify(job.events), () => eventsTable(job));
   }
 
+  const separate = (job) => Boolean(job.spec.log && job.spec.log.separate_stderr);
   function buildJob(job) {
     if (logPane) logPane.close();
     const part = () => el("div");
     const p = jobParts = { id: job.id, title: part(), actions: part(), facts: part(), relations: part(), attempts: part(),
       processes: part(), events: part() };
     const id = encodeURIComponent(job.id);
-    const streams = [{ key: "stdout", label: job.spec.separate_stderr ? "stdout" : "output", url: `/api/job/${id}/log`, download: `/api/job/${id}/log.txt` }];
-    if (job.spec.separate_stderr) streams.push({ key: "stderr", label: "stderr", url: `/api/job/${id}/log?stderr=1`, download: `/api/job/${id}/log.txt?stderr=1` });
+    const streams = [{ key: "stdout", label: separate(job) ? "stdout" : "output", url: `/api/job/${id}/log`, download: `/api/job/${id}/log.txt` }];
+    if (separate(job)) streams.push({ key: "stderr", label: "stderr", url: `/api/job/${id}/log?stderr=1`, download: `/api/job/${id}/log.txt?stderr=1` });
     // A header before each attempt once the job has, or may have, more than one.
     const several = () => jobView && (jobView.attempts > 1 || (jobView.spec.retry && jobView.spec.retry.retries));
     logPane = LOG.pane(streams, (attempt) => several() || attempt > 1);

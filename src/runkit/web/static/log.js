@@ -88,10 +88,10 @@ const LOG = (() => {
     let active = null, follow = true, matches = [], current = -1;
     const tabs = el("div", { class: "log-tabs", role: "tablist" });
     const body = el("div", { class: "log-body" });
-    const search = el("input", { type: "search", placeholder: "search the log", size: 22, "data-testid": "log-search" });
-    const found = el("span", { class: "muted", "data-testid": "log-matches" });
-    const followBox = el("input", { type: "checkbox", checked: true, "data-testid": "log-follow" });
-    const download = el("a", { class: "button", "data-testid": "log-download", download: "" }, "download");
+    const search = el("input", { type: "search", placeholder: "search the log", size: 22, "data-testid": `${testid}-search` });
+    const found = el("span", { class: "muted", "data-testid": `${testid}-matches` });
+    const followBox = el("input", { type: "checkbox", checked: true, "data-testid": `${testid}-follow` });
+    const download = el("a", { class: "button", "data-testid": `${testid}-download`, download: "" }, "download");
     const state = new Map();
     for (const s of streams) {
       const pre = el("pre", { class: "log hidden", "data-testid": s.key === streams[0].key ? testid : `${testid}-${s.key}`, tabindex: 0 });
@@ -101,7 +101,7 @@ const LOG = (() => {
       });
       body.append(pre);
       state.set(s.key, { ...s, pre, source: null, tab: el("button", { class: "log-tab", role: "tab", "data-stream": s.key,
-        "data-testid": `log-tab-${s.key}`, onclick: () => show(s.key) }, s.label) });
+        "data-testid": `${testid}-tab-${s.key}`, onclick: () => show(s.key) }, s.label) });
       tabs.append(state.get(s.key).tab);
     }
     followBox.addEventListener("change", () => { follow = followBox.checked; if (follow) toEnd(); });
