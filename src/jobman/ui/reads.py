@@ -122,7 +122,7 @@ class Watch:
 
         self.reconcile_every = reconcile_every
         self.reconciled_at: float | None = None
-        self.seen: "weakref.WeakKeyDictionary[State, tuple]" = weakref.WeakKeyDictionary()  # per connection
+        self.seen: weakref.WeakKeyDictionary[State, tuple] = weakref.WeakKeyDictionary()  # per connection
 
     def __call__(self, st: State, now: float) -> tuple:
         """now: a monotonic clock's reading (when the last reconcile pass ran is measured by it)."""
