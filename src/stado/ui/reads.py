@@ -186,15 +186,19 @@ def output(store: ObjectStore, job_id: str, after: tuple[int, int]) -> dict:
 
 
 def fingerprint(store: ObjectStore) -> tuple:
-    """The keys and versions of every job record, agent record, schedule and the pause record: any move, renewal,
-    pulse of an agent, pause or schedule change gives another one. One LIST per prefix."""
+    """The keys and versions of every queued and terminal job record and schedule, the keys of running jobs and
+    agents, and the pause record: a move, a new job, an agent that comes or goes, a pause or a schedule change
+    gives another one. A lease's renewal and an agent's pulse (a write every poll) do not: what they move (a
+    promise, a last sight) ages on the page's slow timer instead of refetching the board at every poll. One LIST
+    per prefix."""
     import hashlib
 
     digest = hashlib.sha256()
     for prefix in (keys.QUEUE, keys.RUNNING, keys.COMPLETED, keys.FAILED, keys.CANCELLED, keys.AGENTS,
                    keys.SCHEDULES):
+        versioned = prefix not in (keys.RUNNING, keys.AGENTS)
         for entry in store.list(prefix):
-            digest.update(f"{entry.key}\0{entry.version}\n".encode())
+            digest.update(f"{entry.key}\0{entry.version if versioned else ''}\n".encode())
     try:
         paused = store.head(keys.QUEUE_PAUSE).version
     except NotFound:

@@ -6,7 +6,7 @@
   const { el, clear, get, post } = UI;
   const view = { offset: 0, limit: 100, q: "" };
   const selected = new Set();
-  let route = { tab: "main" }, outputPane = null, jobParts = null;
+  let route = { tab: "main" }, outputPane = null, jobParts = null, top = null;
   const main = () => document.getElementById("main");
   // Ids are time-ordered: a batch shares its head, so a job is shown by its name, or else by the shortest tail of
   // its id that differs from every other id the page shows (shorts is made again from each answer).
@@ -19,9 +19,22 @@
   const size = (n) => (n === null || n === undefined ? "-" : n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(1)}G` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)}M` : n >= 1024 ? `${(n / 1024).toFixed(1)}K` : `${n} B`);
   const whenIso = (text) => UI.when(UI.iso(text));
 
+  // The view in the hash: #/job/ID, or the board with its search and page in the query (#/?q=sweep&offset=100).
   function parseRoute() {
-    const hash = location.hash.replace(/^#\/?/, "");
-    return hash.startsWith("job/") ? { tab: "job", job: decodeURIComponent(hash.slice(4)) } : { tab: "main" };
+    const [path, query] = location.hash.replace(/^#\/?/, "").split("?", 2);
+    if (path.startsWith("job/")) return { tab: "job", job: decodeURIComponent(path.slice(4)) };
+    const p = new URLSearchParams(query || "");
+    view.q = p.get("q") || "";
+    view.offset = Math.max(0, Number(p.get("offset")) || 0);
+    if (top) top.search.value = view.q;
+    return { tab: "main" };
+  }
+  function hashOf() {
+    const p = new URLSearchParams();
+    if (view.q) p.set("q", view.q);
+    if (view.offset) p.set("offset", view.offset);
+    const query = p.toString();
+    return `#/${query ? `?${query}` : ""}`;
   }
   async function draw(to, first, current) {
     route = to;
@@ -32,7 +45,8 @@
     }
   }
   const leave = () => { if (outputPane) { outputPane.close(); outputPane = null; } jobParts = null; };
-  const { refresh } = UI.pages(parseRoute, leave, draw);
+  const nav = UI.pages(parseRoute, leave, draw, 10);
+  const refresh = nav.refresh, moved = () => nav.push(hashOf());
 
   // --- actions ---------------------------------------------------------------------------------------------------
   const KEEP = { cancel: "Keep it", rerun: "Don't rerun" };
@@ -72,12 +86,11 @@
   // --- the main page -----------------------------------------------------------------------------------------------
   // The inputs (search, a pause's reason) are built once and kept: a refresh never takes the focus or the text
   // being typed; what is around them is drawn again.
-  let top = null;
   function controls() {
     if (top) return top;
     const reason = el("input", { type: "text", placeholder: "why (optional)", size: 28, "data-testid": "pause-reason" });
     const search = el("input", { type: "search", placeholder: "search: name or id prefix", size: 30, value: view.q, "data-testid": "search" });
-    search.addEventListener("change", () => { view.q = search.value; view.offset = 0; refresh(); });
+    search.addEventListener("change", () => { view.q = search.value; view.offset = 0; moved(); });
     top = {
       reason, search, pause: el("button", { "data-action": "pause", onclick: () => queueAction("pause", reason.value) }, "Pause queue"),
       state: el("div"), counts: el("span", { "data-testid": "counts" }), actions: el("div", { class: "actions" }), rest: el("div"),
@@ -87,7 +100,11 @@
     return top;
   }
 
+  // Each part of the board is drawn again only when what it shows changed (its rows only when their job did): an
+  // answer that changes nothing changes nothing on the page.
+  let board = null;
   function renderMain(b) {
+    board = b;
     const all = [...b.queue.jobs, ...b.running, ...b.recent];
     const byId = new Map(all.map((r) => [r.id, r]));
     shorts = UI.shortIds(all.map((r) => r.id));
@@ -95,24 +112,49 @@
     const ids = [...selected];
     const c = controls();
     if (!main().contains(c.node)) clear(main(), c.node);
-    clear(c.state, b.paused
+    UI.patch(c.state, JSON.stringify(b.paused), () => b.paused
       ? el("div", { class: "banner paused", "data-testid": "paused" },
         el("strong", { text: "Queue paused" }), ` by ${b.paused.by || "?"} at ${b.paused.at || "?"}${b.paused.reason ? `: ${b.paused.reason}` : ""} (agents do not claim; submissions are accepted) `,
         el("button", { "data-action": "resume", onclick: () => queueAction("resume") }, "Resume"))
       : el("div", { class: "muted", "data-testid": "not-paused", text: "Queue is claiming." }));
     c.pause.disabled = Boolean(b.paused);
-    c.counts.textContent = ["queued", "running", "completed", "failed", "cancelled"].map((s) => `${b.counts[s] || 0} ${s}`).join(", ");
-    clear(c.actions, el("span", { class: "muted", text: `${ids.length} selected` }),
-      el("button", { disabled: !ids.length, "data-action": "cancel", onclick: () => act("cancel", "Cancel", ids, describe) }, "Cancel"),
-      el("button", { disabled: !ids.length, "data-action": "rerun", onclick: () => act("rerun", "Rerun", ids, describe) }, "Rerun"));
-    clear(c.rest, queuePanel(b), runningPanel(b), el("div", { class: "grid2" }, agentsPanel(b), schedulesPanel(b)),
-      recentPanel(b), costPanel(b), problemsPanel(b));
+    const counts = ["queued", "running", "completed", "failed", "cancelled"].map((s) => `${b.counts[s] || 0} ${s}`).join(", ");
+    if (c.counts.textContent !== counts) c.counts.textContent = counts;
+    const can = (action) => ids.some((id) => !byId.has(id) || APPLIES[action](byId.get(id)));
+    UI.patch(c.actions, JSON.stringify([ids, ids.map((id) => (byId.get(id) || {}).state)]), () => [el("span", { class: "muted", text: `${ids.length} selected` }),
+      el("button", { disabled: !can("cancel"), "data-action": "cancel", onclick: () => act("cancel", "Cancel", ids, describe) }, "Cancel"),
+      el("button", { disabled: !can("rerun"), "data-action": "rerun", onclick: () => act("rerun", "Rerun", ids, describe) }, "Rerun")]);
+    if (!c.slots) {
+      c.slots = { queue: el("div"), running: el("div"), agents: el("div"), schedules: el("div"), recent: el("div"), costs: el("div"), problems: el("div") };
+      clear(c.rest, c.slots.queue, c.slots.running, el("div", { class: "grid2" }, c.slots.agents, c.slots.schedules), c.slots.recent, c.slots.costs, c.slots.problems);
+    }
+    const mine = (rows) => JSON.stringify([rows, rows.map((r) => [selected.has(r.id), short(r.id)])]);
+    UI.patch(c.slots.queue, mine(b.queue.jobs) + JSON.stringify([b.queue.total, b.queue.offset]), () => queuePanel(b));
+    UI.patch(c.slots.running, mine(b.running), () => runningPanel(b));
+    UI.patch(c.slots.agents, JSON.stringify([b.agents, b.stale_agents]), () => agentsPanel(b));
+    UI.patch(c.slots.schedules, JSON.stringify(b.schedules), () => schedulesPanel(b));
+    UI.patch(c.slots.recent, mine(b.recent), () => recentPanel(b));
+    UI.patch(c.slots.costs, JSON.stringify(b.costs), () => costPanel(b));
+    UI.patch(c.slots.problems, JSON.stringify(b.problems), () => problemsPanel(b));
   }
 
   function box(row) {
-    const input = el("input", { type: "checkbox", checked: selected.has(row.id) });
-    input.addEventListener("change", () => { input.checked ? selected.add(row.id) : selected.delete(row.id); refresh(); });
+    const input = el("input", { type: "checkbox", checked: selected.has(row.id), "aria-label": `select ${named(row)}` });
+    input.addEventListener("change", () => { input.checked ? selected.add(row.id) : selected.delete(row.id); if (board) renderMain(board); });
     return el("td", {}, input);
+  }
+  // A table of jobs kept from one answer to the next: its rows keyed by job id, one built again only when its job
+  // (or whether it is selected, or its short id) changed.
+  const tables = new Map();
+  function keyed(testid, headers, items, build, empty) {
+    let t = tables.get(testid);
+    if (!t) {
+      t = el("table", { "data-testid": testid }, el("thead", {}, el("tr", {}, headers.map((h) => el("th", { text: h })))), el("tbody"));
+      tables.set(testid, t);
+    }
+    UI.rows(t.tBodies[0], items, (r) => r.id, (r) => JSON.stringify([r, selected.has(r.id), short(r.id)]), build,
+      el("tr", {}, el("td", { colspan: headers.length, class: "muted", text: empty })));
+    return t;
   }
   const resources = (r) => [`${r.cores || 1} cores`, r.memory ? size(r.memory) : null, r.accelerators ? `${r.accelerators} acc.` : null,
     r.capabilities.length ? `caps ${r.capabilities.join(",")}` : null].filter(Boolean).join(", ");
@@ -124,27 +166,27 @@
     const q = b.queue;
     const from = q.total ? q.offset + 1 : 0, to = q.offset + q.jobs.length;
     const pager = el("div", { class: "pager" }, el("span", { "data-testid": "page-range", text: `${from}-${to} of ${q.total}` }),
-      el("button", { disabled: q.offset === 0, onclick: () => { view.offset = Math.max(0, view.offset - view.limit); refresh(); } }, "‹ earlier"),
-      el("button", { disabled: to >= q.total, onclick: () => { view.offset += view.limit; refresh(); } }, "later ›"));
-    const rows = q.jobs.map((r) => el("tr", { class: "row", "data-job-id": r.id, "data-testid": "queue-row" },
+      el("button", { disabled: q.offset === 0, onclick: () => { view.offset = Math.max(0, view.offset - view.limit); moved(); } }, "‹ earlier"),
+      el("button", { disabled: to >= q.total, onclick: () => { view.offset += view.limit; moved(); } }, "later ›"));
+    const row = (r) => el("tr", { class: "row", "data-job-id": r.id, "data-testid": "queue-row" },
       box(r), el("td", { text: String(r.place + 1) }), el("td", {}, jobLink(r)), el("td", { text: r.name || "-" }),
       el("td", { text: String(r.priority) }), el("td", { text: resources(r) }), el("td", { text: whenIso(r.submitted_at) }),
       el("td", { class: "command", title: r.command, text: r.command }),
       el("td", { class: "wrap" + (r.unschedulable ? " bad" : ""), "data-testid": "unschedulable",
-        text: r.unschedulable ? `unschedulable: ${r.unschedulable}` : r.state !== "queued" ? `now ${r.state}` : "" })));
+        text: r.unschedulable ? `unschedulable: ${r.unschedulable}` : r.state !== "queued" ? `now ${r.state}` : "" }));
     return el("section", { class: "panel" }, el("div", { class: "actions" }, el("h2", { text: "Queue, in claim order (priority, then submission)" }), pager),
-      table("queue", ["", "#", "id", "name", "priority", "needs", "submitted", "command", "why it waits"], rows, "nothing queued"));
+      keyed("queue", ["", "#", "id", "name", "priority", "needs", "submitted", "command", "why it waits"], q.jobs, row, "nothing queued"));
   }
 
   function runningPanel(b) {
-    const rows = b.running.map((r) => el("tr", { class: "row" + (r.promise_passed_seconds ? " late" : ""), "data-job-id": r.id, "data-testid": "running-row" },
+    const row = (r) => el("tr", { class: "row" + (r.promise_passed_seconds ? " late" : ""), "data-job-id": r.id, "data-testid": "running-row" },
       box(r), el("td", {}, jobLink(r)), el("td", { text: r.name || "-" }), el("td", {}, stateCell(r)),
       el("td", { text: r.instance_ref || "-", title: r.owner || "" }), el("td", { text: whenIso(r.started_at) }),
       el("td", { class: r.promise_passed_seconds ? "bad" : "", "data-testid": "promise",
         text: r.promise_passed_seconds ? `${whenIso(r.lease_expires_at)} — passed ${Math.round(r.promise_passed_seconds)} s ago` : whenIso(r.lease_expires_at) }),
-      el("td", { text: whenIso(r.pulse_at) }), el("td", { class: "command", title: r.command, text: r.command })));
+      el("td", { text: whenIso(r.pulse_at) }), el("td", { class: "command", title: r.command, text: r.command }));
     return el("section", { class: "panel" }, el("h2", { text: `Running (${b.running.length})` }),
-      table("running", ["", "id", "name", "state", "agent", "started", "promise", "last pulse", "command"], rows, "nothing running"));
+      keyed("running", ["", "id", "name", "state", "agent", "started", "promise", "last pulse", "command"], b.running, row, "nothing running"));
   }
 
   function agentsPanel(b) {
@@ -169,13 +211,13 @@
   }
 
   function recentPanel(b) {
-    const rows = b.recent.map((r) => el("tr", { class: "row", "data-job-id": r.id, "data-testid": "recent-row" },
+    const row = (r) => el("tr", { class: "row", "data-job-id": r.id, "data-testid": "recent-row" },
       box(r), el("td", {}, jobLink(r)), el("td", { text: r.name || "-" }), el("td", {}, stateCell(r)), el("td", { text: r.outcome || "-" }),
       el("td", { class: r.error ? "bad" : "", text: r.error ? r.error.class : "-", title: r.error ? r.error.message : "" }),
       el("td", { text: r.exit_code ?? (r.signal ? `signal ${r.signal}` : "-") }), el("td", { text: whenIso(r.finished_at) }),
-      el("td", { class: "command", title: r.command, text: r.command })));
+      el("td", { class: "command", title: r.command, text: r.command }));
     return el("section", { class: "panel" }, el("h2", { text: "Recent terminal jobs" }),
-      table("recent", ["", "id", "name", "state", "outcome", "error class", "exit", "finished", "command"], rows, "none yet"));
+      keyed("recent", ["", "id", "name", "state", "outcome", "error class", "exit", "finished", "command"], b.recent, row, "none yet"));
   }
 
   function costPanel(b) {
