@@ -95,13 +95,14 @@ def _browser_pids() -> list[int]:
 
 def idle_share(dash: Dashboard, seconds: float) -> dict:
     """The share of a core the server and the browser's processes took over `seconds` of nothing happening."""
-    browser = _browser_pids()
-    before = _ticks(dash.proc.pid), sum(_ticks(p) for p in browser)
+    browser = {pid: _ticks(pid) for pid in _browser_pids()}
+    server = _ticks(dash.proc.pid)
     time.sleep(seconds)
-    after = _ticks(dash.proc.pid), sum(_ticks(p) for p in browser)
+    server = _ticks(dash.proc.pid) - server
+    spent = sum(max(0, _ticks(pid) - ticks) for pid, ticks in browser.items() if _ticks(pid))  # those still there
+    spent += sum(_ticks(pid) for pid in _browser_pids() if pid not in browser)  # and any started meanwhile
     hz = os.sysconf("SC_CLK_TCK")
-    return {"server_pct": round(100 * (after[0] - before[0]) / hz / seconds, 2),
-            "browser_pct": round(100 * (after[1] - before[1]) / hz / seconds, 2)}
+    return {"server_pct": round(100 * server / hz / seconds, 2), "browser_pct": round(100 * spent / hz / seconds, 2)}
 
 
 def _idle(browser, dash: Dashboard, rows: str, seconds: float) -> dict:
@@ -200,6 +201,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of each idle measurement")
+    parser.add_argument("--only", choices=("jobman", "stado"), help="one dashboard (no report file written)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -207,15 +209,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ui-bench-") as tmp, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            print("... jobman", file=sys.stderr, flush=True)
-            report["jobman"] = bench_jobman(browser, Path(tmp) / "jobman", args.jobs, args.rounds, args.idle)
-            print(json.dumps(report["jobman"]), file=sys.stderr, flush=True)
-            print("... stado", file=sys.stderr, flush=True)
-            (Path(tmp) / "stado").mkdir()
-            report["stado"] = bench_stado(browser, Path(tmp) / "stado", args.jobs, args.rounds, args.idle)
-            print(json.dumps(report["stado"]), file=sys.stderr, flush=True)
+            if args.only in (None, "jobman"):
+                print("... jobman", file=sys.stderr, flush=True)
+                report["jobman"] = bench_jobman(browser, Path(tmp) / "jobman", args.jobs, args.rounds, args.idle)
+                print(json.dumps(report["jobman"]), file=sys.stderr, flush=True)
+            if args.only in (None, "stado"):
+                print("... stado", file=sys.stderr, flush=True)
+                (Path(tmp) / "stado").mkdir()
+                report["stado"] = bench_stado(browser, Path(tmp) / "stado", args.jobs, args.rounds, args.idle)
+                print(json.dumps(report["stado"]), file=sys.stderr, flush=True)
         finally:
             browser.close()
+    if args.only:
+        return 0
     report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)

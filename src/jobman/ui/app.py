@@ -52,6 +52,34 @@ def create(launch: Launch, environ=os.environ):
     def groups(request):
         return JSONResponse(reads.groups(home()))
 
+    async def act(request):
+        body = await body_of(request)
+        action, selected = selection(body, ACTIONS)
+        return JSONResponse(await run_in_threadpool(_act, action, selected, bool(body.get("with_dependents")),
+                                                    environ))
+
+    routes = [Route("/api/jobs", jobs), Route("/api/groups", groups), *_job_routes(home, environ),
+              Route("/api/actions", act, methods=["POST"])]
+    page = shell("jobman", ["/static/vendor/dagre/dagre.min.js", "/static/log.js", "/app/jobman.js"], ["/app/jobman.css"],
+                 [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),
+                  ("#/groups", "groups", "Groups")])
+    return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
+                 fingerprint=lambda: watch(home(), time.monotonic()),
+                 interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
+
+
+def _job_routes(home, environ) -> list:
+    """The routes of one job: its page's data, its log (live, and whole to save) and its pipeline's graph."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    def graph(request):
+        from . import graphs
+
+        q = request.query_params
+        return JSONResponse(graphs.graph(home(), job=q.get("job") or None, group=q.get("group") or None))
+
     def job(request):
         from ..commands.showing import show
 
@@ -76,21 +104,8 @@ def create(launch: Launch, environ=os.environ):
 
         return stream_response(tail(since, (0, 0), request.app.state.stopping.event, TAIL_EVERY))
 
-    async def act(request):
-        body = await body_of(request)
-        action, selected = selection(body, ACTIONS)
-        return JSONResponse(await run_in_threadpool(_act, action, selected, bool(body.get("with_dependents")),
-                                                    environ))
-
-    routes = [Route("/api/jobs", jobs), Route("/api/groups", groups), Route("/api/job/{job}", job),
-              Route("/api/job/{job}/log", log),
-              Route("/api/job/{job}/log.txt", raw_log), Route("/api/actions", act, methods=["POST"])]
-    page = shell("jobman", ["/static/vendor/dagre/dagre.min.js", "/static/log.js", "/app/jobman.js"], ["/app/jobman.css"],
-                 [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),
-                  ("#/groups", "groups", "Groups")])
-    return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
-                 fingerprint=lambda: watch(home(), time.monotonic()),
-                 interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
+    return [Route("/api/graph", graph), Route("/api/job/{job}", job), Route("/api/job/{job}/log", log),
+            Route("/api/job/{job}/log.txt", raw_log)]
 
 
 def _act(action: str, selected: list[str], with_dependents: bool, environ) -> dict:

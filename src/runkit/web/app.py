@@ -15,14 +15,14 @@ from typing import Any
 from .server import STATIC, Launch, Stopping
 
 KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies and browsers drop silent ones)
-SHARE = 0.01  # of a core, at most, that looking for changes may take: a look that takes longer waits longer
+SHARE = 0.006  # of a core, at most, that looking for changes may take: a look that takes longer waits longer
 
 
 class Changes:
     """The version of what the page shows: it moves on each time the fingerprint differs from the last one. Looked
     for only while a page is open (an event stream is connected): an idle server costs nothing. Between two looks
-    it waits `interval`, or longer when a look is dear (a listing of 10,000 jobs): 1/SHARE times what the last
-    look took, so the watcher never takes more than SHARE of a core."""
+    it waits `interval`, or longer when a look is dear (a listing of 10,000 jobs): 1/SHARE times the CPU time the
+    last look took, so the watcher never takes more than SHARE of a core (a change is then seen later)."""
 
     def __init__(self, fingerprint, interval: float):
         self.fingerprint, self.interval = fingerprint, interval
@@ -43,18 +43,16 @@ class Changes:
                 # A page that just connected is fetching what it shows: look after it, not beside it.
                 await _first(stopping.wait(), timeout=self.interval)
                 continue
-            began = time.monotonic()
             try:
-                print_ = await run_in_threadpool(self.fingerprint)
+                print_, took = await run_in_threadpool(_timed, self.fingerprint)
                 self.error = None
             except Exception as e:  # the page says so and keeps what it had; the next look may work
-                print_, self.error = ("error", str(e)), str(e)
+                print_, self.error, took = ("error", str(e)), str(e), 0.0
             if print_ != self._last:
                 self._last = print_
                 self.version += 1
                 moved, self._moved = self._moved, asyncio.Event()
                 moved.set()
-            took = time.monotonic() - began
             with suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stopping.wait(), max(self.interval, took / SHARE))
 
@@ -72,6 +70,13 @@ class Changes:
         if self.version != seen or self._moved is None:
             return
         await _first(self._moved.wait(), stopping.wait(), timeout=timeout)
+
+
+def _timed(function):
+    """(function(), the CPU time its thread spent on it)."""
+    began = time.thread_time()
+    result = function()
+    return result, time.thread_time() - began
 
 
 async def _first(*waits, timeout: float | None = None) -> None:

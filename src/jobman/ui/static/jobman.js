@@ -34,6 +34,7 @@
     filter.offset = Math.max(0, Number(p.get("offset")) || 0);
     filter.limit = [50, 100, 200, 500].includes(Number(p.get("limit"))) ? Number(p.get("limit")) : 100;
     if (bar) { bar.search.value = filter.q; bar.group.value = filter.group; bar.name.value = filter.name; }
+    if (path === "graph" && (p.get("job") || p.get("of-group"))) return { tab: "graph", of: { job: p.get("job"), group: p.get("of-group") } };
     return { tab: ["graph", "timeline", "groups"].includes(path) ? path : "jobs" };
   }
   function hashOf(tab) {
@@ -55,7 +56,10 @@
     route = to;
     tabLinks();
     if (route.tab === "job") await showJob(first, current);
-    else if (route.tab === "groups") {
+    else if (route.of) {
+      const got = await get("/api/graph", { job: route.of.job, group: route.of.group });
+      if (current()) pipeline(got);
+    } else if (route.tab === "groups") {
       const got = await get("/api/groups");
       if (current()) { groups = got; renderGroups(); }
     } else {
@@ -190,14 +194,14 @@
       const all = el("input", { type: "checkbox", title: "select every job of this page", "data-testid": "select-page" });
       all.addEventListener("change", () => { for (const j of data.jobs) all.checked ? selected.add(j.id) : selected.delete(j.id); renderJobs(); });
       table = el("table", { "data-testid": "jobs", class: "jobs" },
-        el("thead", {}, el("tr", {}, el("th", {}, all), ["#", "name", "state", "group", "tries", "submitted", "time", "command", "why"].map((h) => el("th", { text: h })))),
+        el("thead", {}, el("tr", {}, el("th", {}, all), ["#", "name", "", "state", "group", "tries", "submitted", "time", "command", "why"].map((h) => el("th", { text: h })))),
         el("tbody", {}));
       clear(list.body, table);
     }
     table.querySelector("[data-testid=select-page]").checked = data.jobs.length > 0 && data.jobs.every((j) => selected.has(j.id));
     const took = (job) => UI.duration(job.started_at ? (job.finished_at || Date.now() / 1000) - job.started_at : null);
     UI.rows(table.tBodies[0], data.jobs, (job) => job.id, (job) => JSON.stringify([job, selected.has(job.id), took(job)]),
-      (job) => jobRow(job, took(job)), el("tr", {}, el("td", { colspan: 10, class: "muted", text: "no jobs match" })));
+      (job) => jobRow(job, took(job)), el("tr", {}, el("td", { colspan: 11, class: "muted", text: "no jobs match" })));
   }
   function jobRow(job, took) {
     const box = el("input", { type: "checkbox", checked: selected.has(job.id), "aria-label": `select ${label(job)}` });
@@ -207,6 +211,7 @@
       el("td", {}, box),
       el("td", {}, el("a", { href: `#/job/${job.id}`, text: String(job.handle ?? "-") })),
       el("td", { class: "name-cell" }, el("a", { href: `#/job/${job.id}`, class: "name", title: UI.plain(job.name || ""), text: UI.plain(job.name || "-") })),
+      el("td", {}, el("a", { href: `#/graph?job=${encodeURIComponent(job.id)}`, class: "graph-link", "data-testid": "graph-link", title: "the graph of its pipeline" }, "graph")),
       el("td", {}, stateCell(job)),
       el("td", { class: "clip", title: UI.plain(job.group), text: UI.plain(job.group) }),
       el("td", { text: String(job.attempts || 0) }),
@@ -216,40 +221,83 @@
       el("td", { class: "wrap why", text: why }));
   }
 
+  // The Graph tab without a job: the page's jobs (and those at the other end of their edges), as the list shows.
   function graphPanel() {
-    const { nodes, edges } = data.graph;
+    return el("div", {}, el("p", { class: "muted", text: "the jobs of this page; a job's own pipeline: its row's graph link" }), drawGraph(data.graph));
+  }
+  // The pipeline of one job (or of a group's newest jobs), walked on the server, sweeps folded.
+  function pipeline(got) {
+    const title = got.cut ? `the first ${got.total} jobs of a bigger pipeline` : `${got.total} jobs`;
+    const key = JSON.stringify(got);
+    if (main().drawnKey === key && main().childElementCount) return;
+    main().drawnKey = key;
+    clear(main(), el("section", { class: "panel" }, el("h2", { "data-testid": "pipeline-title", text: `Pipeline: ${title}` }), drawGraph(got, route.of.job)));
+  }
+
+  // A graph laid out left to right (dagre), in a frame with zoom (wheel, + and −), pan (drag) and fit.
+  function drawGraph({ nodes, edges }, focus) {
     const wrap = el("div", { class: "graph-wrap", "data-testid": "graph" });
     if (!nodes.length) return clear(wrap, el("p", { class: "muted", text: "no jobs in view" }));
     const g = new dagre.graphlib.Graph({ multigraph: true });
     g.setGraph({ rankdir: "LR", nodesep: 18, ranksep: 60, marginx: 12, marginy: 12 });
     g.setDefaultEdgeLabel(() => ({}));
-    for (const n of nodes) g.setNode(n.id, { width: Math.min(220, 24 + 7 * Math.max(label(n).length, stateWord(n).length)), height: 38, node: n });
+    const text = (n) => (n.sweep ? `${n.count} × ${UI.plain(n.name || "jobs")}` : label(n));
+    const sub = (n) => (n.sweep ? Object.entries(n.states).map(([k, v]) => `${v} ${k}`).join(", ") : stateWord(n));
+    for (const n of nodes) g.setNode(n.id, { width: Math.min(240, 24 + 7 * Math.max(text(n).length, sub(n).length)), height: n.sweep ? 46 : 38, node: n });
     edges.forEach((e, i) => g.setEdge(e.from, e.to, { label: CONDITIONS[e.condition] || e.condition, width: 80, height: 14, labelpos: "c", edge: e }, `e${i}`));
     dagre.layout(g);
     const size = g.graph();
-    const svg = el("svg:svg", { width: size.width, height: size.height, viewBox: `0 0 ${size.width} ${size.height}` });
-    svg.append(el("svg:defs", {}, el("svg:marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" },
-      el("svg:path", { d: "M0,0 L10,5 L0,10 z", fill: "#7b8494" }))));
+    const view = el("svg:g", { class: "view" });
+    const svg = el("svg:svg", { width: "100%", height: "100%", "data-width": size.width, "data-height": size.height }, el("svg:defs", {},
+      el("svg:marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" },
+        el("svg:path", { d: "M0,0 L10,5 L0,10 z", fill: "#7b8494" }))), view);
     for (const key of g.edges()) {
       const e = g.edge(key);
       const d = e.points.map((p, i) => `${i ? "L" : "M"}${p.x},${p.y}`).join(" ");
-      svg.append(el("svg:g", { class: "edge", "data-condition": e.edge.condition },
+      view.append(el("svg:g", { class: "edge", "data-condition": e.edge.condition },
         el("svg:path", { d, fill: "none", stroke: "#7b8494", "stroke-width": 1.3, "marker-end": "url(#arrow)" }),
-        el("svg:text", { x: e.x, y: e.y + 4, "text-anchor": "middle", fill: "#555d6b", text: e.label })));
+        el("svg:text", { x: e.x, y: e.y + 4, "text-anchor": "middle", fill: "#555d6b", class: "edge-label", text: e.label })));
     }
     for (const id of g.nodes()) {
       const { x, y, width, height, node } = g.node(id);
-      const word = stateWord(node);
-      const group = el("svg:g", { class: "node", "data-job-id": id, "data-state": word, cursor: "pointer",
-        onclick: () => { location.hash = `#/job/${id}`; } },
-        el("svg:title", { text: `${label(node)}: ${word}` }),
+      const word = node.sweep ? Object.keys(node.states).sort((a, b) => node.states[b] - node.states[a])[0] : stateWord(node);
+      const open = node.sweep ? `#/?q=${encodeURIComponent((node.name || "").replace(/\*$/, ""))}` : `#/job/${id}`;
+      view.append(el("svg:g", { class: node.sweep ? "node sweep" : "node", "data-job-id": node.sweep ? null : id, "data-sweep": node.sweep ? node.count : null,
+        "data-state": word, cursor: "pointer", onclick: () => { location.hash = open; } },
+        el("svg:title", { text: node.sweep ? `${text(node)}: ${sub(node)}` : `${label(node)}: ${word}` }),
         el("svg:rect", { x: x - width / 2, y: y - height / 2, width, height, rx: 5, fill: COLOURS[word] || "#a0a7b4",
-          "fill-opacity": node.in_view ? 0.95 : 0.35, stroke: node.in_view ? "#1d2330" : "#8a94a6", "stroke-dasharray": node.in_view ? "" : "4 3" }),
-        el("svg:text", { x, y: y - 2, "text-anchor": "middle", fill: "#fff", "font-weight": 600, text: clip(label(node), width) }),
-        el("svg:text", { x, y: y + 12, "text-anchor": "middle", fill: "#fff", text: word }));
-      svg.append(group);
+          "fill-opacity": node.in_view ? 0.95 : 0.35, stroke: id === focus ? "#f0c36d" : node.in_view ? "#1d2330" : "#8a94a6",
+          "stroke-width": id === focus ? 3 : 1, "stroke-dasharray": node.in_view ? "" : "4 3" }),
+        node.sweep ? el("svg:rect", { x: x - width / 2 + 4, y: y - height / 2 - 4, width, height, rx: 5, fill: "none", stroke: "#1d2330", "stroke-opacity": 0.4 }) : null,
+        el("svg:text", { x, y: y - 2, "text-anchor": "middle", fill: "#fff", "font-weight": 600, text: clip(text(node), width) }),
+        el("svg:text", { x, y: y + 12, "text-anchor": "middle", fill: "#fff", text: clip(sub(node), width) })));
     }
-    return clear(wrap, svg);
+    return el("div", {}, zoomBar(svg, view, size), clear(wrap, svg));
+  }
+
+  function zoomBar(svg, view, size) {
+    let k = 1, tx = 0, ty = 0;
+    const apply = () => view.setAttribute("transform", `translate(${tx},${ty}) scale(${k})`);
+    const fit = () => {
+      const box = svg.getBoundingClientRect();
+      if (!box.width) return;
+      k = Math.min(box.width / size.width, box.height / size.height, 1.5);
+      tx = (box.width - size.width * k) / 2; ty = (box.height - size.height * k) / 2;
+      apply();
+    };
+    const zoom = (by, cx, cy) => { const nk = Math.min(4, Math.max(0.05, k * by)); tx = cx - (cx - tx) * (nk / k); ty = cy - (cy - ty) * (nk / k); k = nk; apply(); };
+    svg.addEventListener("wheel", (e) => { e.preventDefault(); const b = svg.getBoundingClientRect(); zoom(e.deltaY < 0 ? 1.15 : 1 / 1.15, e.clientX - b.left, e.clientY - b.top); }, { passive: false });
+    let drag = null;
+    svg.addEventListener("pointerdown", (e) => { drag = { x: e.clientX - tx, y: e.clientY - ty, moved: false }; });
+    svg.addEventListener("pointermove", (e) => { if (drag && e.buttons) { tx = e.clientX - drag.x; ty = e.clientY - drag.y; drag.moved = true; apply(); } });
+    svg.addEventListener("pointerup", () => { drag = null; });
+    requestAnimationFrame(fit);
+    const centre = () => { const b = svg.getBoundingClientRect(); return [b.width / 2, b.height / 2]; };
+    return el("div", { class: "actions zoom" },
+      el("button", { "data-testid": "graph-fit", onclick: fit }, "fit"),
+      el("button", { "data-testid": "graph-zoom-in", onclick: () => zoom(1.25, ...centre()) }, "+"),
+      el("button", { "data-testid": "graph-zoom-out", onclick: () => zoom(0.8, ...centre()) }, "−"),
+      el("span", { class: "muted", text: "wheel to zoom, drag to pan" }));
   }
   const clip = (text, width) => { const most = Math.floor((width - 10) / 7); return text.length > most ? text.slice(0, most - 1) + "…" : text; };
 
@@ -334,7 +382,8 @@
     const several = () => jobView && (jobView.attempts > 1 || (jobView.spec.retry && jobView.spec.retry.retries));
     logPane = LOG.pane(streams, (attempt) => several() || attempt > 1);
     p.node = el("div", { class: "job-page" },
-      el("section", { class: "panel" }, el("div", { class: "job-head" }, p.title, p.actions), p.facts),
+      el("section", { class: "panel" }, el("div", { class: "job-head" }, p.title, p.actions,
+        el("a", { href: `#/graph?job=${id}`, class: "button", "data-testid": "job-graph" }, "graph of its pipeline")), p.facts),
       p.processes,
       el("div", { class: "grid2" },
         el("section", { class: "panel" }, el("h2", { text: "Dependencies" }), p.relations),
