@@ -58,7 +58,20 @@ def create(launch: Launch, environ=os.environ):
         return JSONResponse(await run_in_threadpool(_act, action, selected, bool(body.get("with_dependents")),
                                                     environ))
 
-    routes = [Route("/api/jobs", jobs), Route("/api/groups", groups), *_job_routes(home, environ),
+    async def group_limit(request):
+        """A group's limit, as `jobman group set NAME --limit N` sets it (0 pauses the group)."""
+        from ..commands.admin import group_set
+
+        body = await body_of(request)
+        name, limit = body.get("group"), body.get("limit")
+        if not isinstance(name, str) or not name:
+            raise BadInput("name the group to set")
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise BadInput(f"a group's limit is a whole number (0 pauses it), not {limit!r}")
+        return JSONResponse(await run_in_threadpool(group_set, name, limit, environ))
+
+    routes = [Route("/api/jobs", jobs), Route("/api/groups", groups),
+              Route("/api/groups/limit", group_limit, methods=["POST"]), *_job_routes(home, environ),
               Route("/api/actions", act, methods=["POST"])]
     page = shell("jobman", ["/static/vendor/dagre/dagre.min.js", "/static/log.js", "/app/jobman.js"], ["/app/jobman.css"],
                  [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),

@@ -196,7 +196,7 @@
       table = el("table", { "data-testid": "jobs", class: "jobs" },
         el("thead", {}, el("tr", {}, el("th", {}, all), ["#", "name", "", "state", "group", "tries", "submitted", "time", "command", "why"].map((h) => el("th", { text: h })))),
         el("tbody", {}));
-      clear(list.body, table);
+      clear(list.body, el("div", { class: "table-wrap" }, table));
     }
     table.querySelector("[data-testid=select-page]").checked = data.jobs.length > 0 && data.jobs.every((j) => selected.has(j.id));
     const took = (job) => UI.duration(job.started_at ? (job.finished_at || Date.now() / 1000) - job.started_at : null);
@@ -341,15 +341,32 @@
   }
 
   // --- groups ---------------------------------------------------------------------------------------------------
+  // Each group with its limit, set from the page as `jobman group set NAME --limit N` sets it (0 pauses it); the
+  // slot holders as links to their jobs. Rows keyed by group: typing a limit survives a refresh.
   function renderGroups() {
-    const rows = groups.map((g) => el("tr", { class: "row", "data-group": g.name },
-      el("td", { text: g.name }), el("td", { text: g.limit === 0 ? "0 (paused)" : String(g.limit) }),
+    let table = main().querySelector("table[data-testid=groups]");
+    if (!table) {
+      table = el("table", { "data-testid": "groups" }, el("thead", {}, el("tr", {}, ["group", "limit", "holding a slot", "waiting for one", "holders", "set the limit"].map((h) => el("th", { text: h })))), el("tbody"));
+      clear(main(), el("section", { class: "panel" }, el("h2", { text: "Groups" }), table));
+    }
+    UI.rows(table.tBodies[0], groups, (g) => g.name, (g) => JSON.stringify(g), groupRow);
+  }
+  function groupRow(g) {
+    const input = el("input", { type: "number", min: 0, value: g.limit, size: 5, "aria-label": `limit of ${UI.plain(g.name)}`, "data-testid": "group-limit" });
+    const set = async (limit) => {
+      try {
+        const got = await post("/api/groups/limit", { group: g.name, limit });
+        UI.notice(`group ${UI.plain(g.name)}: limit ${got.limit}${got.limit === 0 ? " (paused)" : ""}`);
+      } catch (e) { UI.notice(e.message, "error"); }
+      refresh();
+    };
+    input.addEventListener("keydown", (e) => { if (e.key === "Enter") set(Number(input.value)); });
+    return el("tr", { class: "row", "data-group": g.name },
+      el("td", { class: "clip", title: UI.plain(g.name), text: UI.plain(g.name) }), el("td", { text: g.limit === 0 ? "0 (paused)" : String(g.limit) }),
       el("td", { text: String(g.running) }), el("td", { text: String(g.waiting) }),
       el("td", { class: "wrap" }, g.holders.length ? g.holders.map((h, i) => [i ? ", " : "",
-        el("a", { href: `#/job/${h.id}`, text: `${h.handle} ${h.name || ""}`.trim() }), ` (${h.state})`]) : el("span", { class: "muted", text: "none" }))));
-    clear(main(), el("section", { class: "panel" }, el("h2", { text: "Groups" }),
-      el("table", { "data-testid": "groups" }, el("thead", {}, el("tr", {}, ["group", "limit", "holding a slot", "waiting for one", "holders"].map((h) => el("th", { text: h })))),
-        el("tbody", {}, rows))));
+        el("a", { href: `#/job/${h.id}`, "data-testid": "holder", text: UI.plain(`${h.handle} ${h.name || ""}`.trim()) }), ` (${h.state})`]) : el("span", { class: "muted", text: "none" })),
+      el("td", {}, input, " ", el("button", { "data-action": "set-limit", onclick: () => set(Number(input.value)) }, "Set")));
   }
 
   // --- one job: drawn once when opened, then patched part by part (the log pane is never drawn again) -----------
