@@ -85,6 +85,10 @@ def test_a_groups_limit_is_set_from_the_page_and_its_holders_are_links(jobman, j
     row.get_by_test_id("group-limit").press("Enter")
     expect(page.get_by_test_id("notice").last).to_contain_text("bad limit -1", timeout=WAIT_MS)
     screenshot(page, "jobman-groups-limit")
+    row.get_by_test_id("group-graph").click()  # the pipelines of the group's jobs: two lone jobs here
+    expect(page.get_by_test_id("pipeline-title")).to_have_text("Group gpu: 2 jobs", timeout=WAIT_MS)
+    expect(page.locator("g.node")).to_have_count(2)
+    page.go_back()
     expect(row.get_by_test_id("holder")).to_have_text("1 holder", timeout=WAIT_MS)  # the other one ended
     row.get_by_test_id("holder").click()
     expect(page.get_by_test_id("job-title")).to_have_text("job 1 holder", timeout=WAIT_MS)

@@ -231,7 +231,8 @@
     const key = JSON.stringify(got);
     if (main().drawnKey === key && main().childElementCount) return;
     main().drawnKey = key;
-    clear(main(), el("section", { class: "panel" }, el("h2", { "data-testid": "pipeline-title", text: `Pipeline: ${title}` }), drawGraph(got, route.of.job)));
+    const what = route.of.job ? "Pipeline" : `Group ${UI.plain(route.of.group)}`;
+    clear(main(), el("section", { class: "panel" }, el("h2", { "data-testid": "pipeline-title", text: `${what}: ${title}` }), drawGraph(got, route.of.job)));
   }
 
   // A graph laid out left to right (dagre), in a frame with zoom (wheel, + and −), pan (drag) and fit.
@@ -346,7 +347,7 @@
   function renderGroups() {
     let table = main().querySelector("table[data-testid=groups]");
     if (!table) {
-      table = el("table", { "data-testid": "groups" }, el("thead", {}, el("tr", {}, ["group", "limit", "holding a slot", "waiting for one", "holders", "set the limit"].map((h) => el("th", { text: h })))), el("tbody"));
+      table = el("table", { "data-testid": "groups" }, el("thead", {}, el("tr", {}, ["group", "limit", "holding a slot", "waiting for one", "holders", "set the limit", ""].map((h) => el("th", { text: h })))), el("tbody"));
       clear(main(), el("section", { class: "panel" }, el("h2", { text: "Groups" }), table));
     }
     UI.rows(table.tBodies[0], groups, (g) => g.name, (g) => JSON.stringify(g), groupRow);
@@ -366,7 +367,8 @@
       el("td", { text: String(g.running) }), el("td", { text: String(g.waiting) }),
       el("td", { class: "wrap" }, g.holders.length ? g.holders.map((h, i) => [i ? ", " : "",
         el("a", { href: `#/job/${h.id}`, "data-testid": "holder", text: UI.plain(`${h.handle} ${h.name || ""}`.trim()) }), ` (${h.state})`]) : el("span", { class: "muted", text: "none" })),
-      el("td", {}, input, " ", el("button", { "data-action": "set-limit", onclick: () => set(Number(input.value)) }, "Set")));
+      el("td", {}, input, " ", el("button", { "data-action": "set-limit", onclick: () => set(Number(input.value)) }, "Set")),
+      el("td", {}, el("a", { href: `#/graph?of-group=${encodeURIComponent(g.name)}`, "data-testid": "group-graph", title: "the pipelines of its newest jobs" }, "graph")));
   }
 
   // --- one job: drawn once when opened, then patched part by part (the log pane is never drawn again) -----------

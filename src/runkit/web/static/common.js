@@ -252,30 +252,6 @@ const UI = (() => {
     });
   }
 
-  // A job's output as the server streams it (`output` {attempt, text} events, then `end`), appended to `out` as
-  // text; a header before each attempt when header(attempt, first) says so. Returns the EventSource.
-  function tail(url, out, header) {
-    out.textContent = "";
-    let attempt = null;
-    const source = new EventSource(url);
-    source.addEventListener("output", (e) => {
-      const piece = JSON.parse(e.data);
-      if (piece.attempt !== attempt) {
-        if (header(piece.attempt, attempt === null)) out.append(el("span", { class: "attempt", text: `==> attempt ${piece.attempt} <==\n` }));
-        attempt = piece.attempt;
-      }
-      const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
-      out.append(document.createTextNode(visible(piece.text)));
-      if (atEnd) out.scrollTop = out.scrollHeight;
-    });
-    source.addEventListener("end", () => {
-      source.close();
-      out.dataset.ended = "1";
-      if (!out.textContent) out.append(el("span", { class: "muted", text: "(no output)" }));
-    });
-    return source;
-  }
-
   // Notices: one per distinct message (the same one again counts up instead of stacking), each dismissable, each
   // going away by itself (an error after longer).
   function notice(text, kind) {
@@ -322,6 +298,6 @@ const UI = (() => {
     node.className = ok ? "live ok" : "live bad";
   }
 
-  return { el, clear, get, post, live, pages, confirm, tail, notice, when, duration, iso, visible, setStatus, patch,
+  return { el, clear, get, post, live, pages, confirm, notice, when, duration, iso, visible, setStatus, patch,
     rows, shortIds, restarted, plain };
 })();
