@@ -95,7 +95,10 @@ def test_a_restart_with_a_token_file_keeps_the_page_and_one_without_says_so(jobm
         stale.goto(old_url)  # the old printed URL: a readable page, not JSON
         expect(stale.locator("h1")).to_have_text("This dashboard did not accept the address")
         expect(stale.locator("body")).to_contain_text("open the URL it printed")
-        stale.goto(dash.url)  # the new one works
+        page.reload()  # the open page's reload: its cookie is stale too; a readable page again
+        expect(page.locator("h1")).to_have_text("This dashboard did not accept the address")
+        assert "application/json" not in page.evaluate("document.contentType")
+        stale.goto(dash.url)  # the new one works (and gives the context the new cookie)
         expect(stale.get_by_test_id("job-row")).to_have_count(1, timeout=WAIT_MS)
     finally:
         assert dash.stop() == 0

@@ -53,12 +53,18 @@ class Changes:
                 self.version += 1
                 moved, self._moved = self._moved, asyncio.Event()
                 moved.set()
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), max(self.interval, took / SHARE))
+            # A change made through the page itself (poke) is looked for at once, however dear a look is.
+            await _first(stopping.wait(), self._wanted.wait(), timeout=max(self.interval, took / SHARE))
+            self._wanted.clear()
 
     def watch(self) -> None:
         """A page opened its stream: look from now on (at once, if nobody was looking)."""
         self.watchers += 1
+        if self._wanted is not None:
+            self._wanted.set()
+
+    def poke(self) -> None:
+        """A page changed something (a POST went through): look again now, not after the wait."""
         if self._wanted is not None:
             self._wanted.set()
 
@@ -173,7 +179,17 @@ def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={cls: tool_error for cls in errors})
     app.state.stopping = stopping
     app.state.changes = changes
-    return Guard(app, launch), stopping
+    return Guard(_poking(app, changes), launch), stopping
+
+
+def _poking(app, changes: Changes):
+    """ASGI: after each state-changing request has been answered, the watcher looks for its change at once."""
+    async def poking(scope, receive, send):
+        await app(scope, receive, send)
+        if scope["type"] == "http" and scope["method"] == "POST":
+            changes.poke()
+
+    return poking
 
 
 def _events(changes: "Changes", stopping: Stopping):
