@@ -100,6 +100,18 @@ def test_stado_queue_in_claim_order_with_reasons_search_and_paging(tmp_path):
         pause.pause(store, reason="maintenance")
         assert stado_board.fingerprint(store) != before
         assert stado_board.board(store)["paused"]["reason"] == "maintenance"
+
+        # the two-tier watch: its first look is whole; then a new job is seen by a scan of the queue's names, and a
+        # change to a queued record (here: a rewrite in place) by the full listings when due or when poked
+        watch = stado_board.Watch(share=0.0001)  # the full listings are due only after minutes
+        first = watch(store, 0.0)
+        assert watch(store, 1.0) == first
+        newer = submission.submit(store, [submission.Submission(JobSpec("true", name="newest"))])[0]["id"]
+        second = watch(store, 2.0)
+        assert second != first and watch.newest == keys.queued(newer)
+        store.put(keys.queued(ids["low-old"]), store.get(keys.queued(ids["low-old"])).data)
+        assert watch(store, 3.0) == second  # not due yet, and no new name
+        assert watch(store, 4.0, poked=True) != second
     finally:
         store.close()
 

@@ -17,8 +17,9 @@ def _burn(seconds: float) -> None:
 def test_a_dear_look_waits_longer_and_a_poke_is_seen_at_once():
     state = {"value": 0, "looks": 0}
 
-    def fingerprint():
+    def fingerprint(poked):
         state["looks"] += 1
+        state["poked"] = poked
         _burn(0.02)  # 20 ms of CPU: the next look waits 20 ms / SHARE
         return state["value"]
 
@@ -40,10 +41,11 @@ def test_a_dear_look_waits_longer_and_a_poke_is_seen_at_once():
         began = time.monotonic()
         while changes.version == seen and time.monotonic() - began < 2:
             await asyncio.sleep(0.01)
-        assert changes.version == seen + 1 and time.monotonic() - began < 1  # not the 3 s it would wait
+        assert changes.version == seen + 1 and time.monotonic() - began < 1  # not the seconds it would wait
+        assert state["poked"] is True  # the fingerprint was told: a tool may then look at everything
         changes.unwatch()
         stop.set()
         await asyncio.wait_for(runner, 5)
 
-    assert 0.02 / SHARE > 1.0
+    assert 0.3 * 0.02 / SHARE > 0.5
     asyncio.run(scenario())

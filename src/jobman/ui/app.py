@@ -77,7 +77,7 @@ def create(launch: Launch, environ=os.environ):
                  [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),
                   ("#/groups", "groups", "Groups")])
     return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
-                 fingerprint=lambda: watch(home(), time.monotonic()),
+                 fingerprint=lambda poked: watch(home(), time.monotonic()),
                  interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
 
 

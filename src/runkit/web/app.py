@@ -26,7 +26,7 @@ class Changes:
 
     def __init__(self, fingerprint, interval: float):
         self.fingerprint, self.interval = fingerprint, interval
-        self.version, self.watchers = 0, 0
+        self.version, self.watchers, self.cost, self.poked = 0, 0, 0.0, False
         self.error: str | None = None
         self._last = object()
         self._moved: asyncio.Event | None = None
@@ -43,8 +43,9 @@ class Changes:
                 # A page that just connected is fetching what it shows: look after it, not beside it.
                 await _first(stopping.wait(), timeout=self.interval)
                 continue
+            poked, self.poked = self.poked, False
             try:
-                print_, took = await run_in_threadpool(_timed, self.fingerprint)
+                print_, took = await run_in_threadpool(_timed, self.fingerprint, poked)
                 self.error = None
             except Exception as e:  # the page says so and keeps what it had; the next look may work
                 print_, self.error, took = ("error", str(e)), str(e), 0.0
@@ -54,7 +55,8 @@ class Changes:
                 moved, self._moved = self._moved, asyncio.Event()
                 moved.set()
             # A change made through the page itself (poke) is looked for at once, however dear a look is.
-            await _first(stopping.wait(), self._wanted.wait(), timeout=max(self.interval, took / SHARE))
+            self.cost = 0.7 * self.cost + 0.3 * took  # a tool's occasional dear look raises it for a while
+            await _first(stopping.wait(), self._wanted.wait(), timeout=max(self.interval, self.cost / SHARE))
             self._wanted.clear()
 
     def watch(self) -> None:
@@ -64,7 +66,9 @@ class Changes:
             self._wanted.set()
 
     def poke(self) -> None:
-        """A page changed something (a POST went through): look again now, not after the wait."""
+        """A page changed something (a POST went through): look again now, not after the wait, and tell the
+        fingerprint (fingerprint(poked)) so that it looks at everything."""
+        self.poked = True
         if self._wanted is not None:
             self._wanted.set()
 
@@ -78,10 +82,10 @@ class Changes:
         await _first(self._moved.wait(), stopping.wait(), timeout=timeout)
 
 
-def _timed(function):
-    """(function(), the CPU time its thread spent on it)."""
+def _timed(function, *args):
+    """(function(*args), the CPU time its thread spent on it)."""
     began = time.thread_time()
-    result = function()
+    result = function(*args)
     return result, time.thread_time() - began
 
 
@@ -134,7 +138,8 @@ def shell(title: str, scripts: list[str], styles: list[str], tabs: list[tuple[st
 
 def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path, fingerprint, interval: float,
           errors: dict):
-    """The application. page_html: shell()'s page. errors: exception class -> HTTP status, for the tool's own errors
+    """The application. page_html: shell()'s page. fingerprint(poked) -> a value that differs whenever what a page
+    shows may have (poked: a page just changed something, so look at everything). errors: exception class -> HTTP status, for the tool's own errors
     (and bad requests), whose message is shown to the user as it is (one line that names what to do)."""
     from starlette.applications import Starlette
     from starlette.responses import HTMLResponse, JSONResponse, Response

@@ -2,6 +2,7 @@
 order, running jobs, agents, schedules, recent terminal jobs, costs), a job's page (stado.ui.reads.job) and its
 stored output, tailed while it runs. Changing: cancel, rerun, pause and resume, each the library call of its
 command, so each keeps its guarantees and its one-line errors."""
+import time
 from pathlib import Path
 
 from runkit.web.app import body_of, build, download, selection, shell, stream_response, tail, whole
@@ -14,6 +15,7 @@ STATIC = Path(__file__).parent / "static"
 REFRESH = 0.5  # seconds between looks for a change while a page is open: one LIST per prefix (~50 ms at 10,000)
 TAIL_EVERY = 0.5  # seconds between looks at a running job's output (agents upload it in chunks)
 ACTIONS = ("cancel", "rerun")
+DEAR_SHARE = 0.003  # of a core for the full listings of the queue and terminal jobs (reads.Watch)
 
 
 def create(launch: Launch, store):
@@ -22,6 +24,8 @@ def create(launch: Launch, store):
     from starlette.routing import Route
 
     from ..objectstore.base import AccessDenied, StoreError, StoreUnavailable
+
+    watch = reads.Watch(DEAR_SHARE)
 
     def main(request):
         q = request.query_params
@@ -67,7 +71,7 @@ def create(launch: Launch, store):
               Route("/api/actions", act, methods=["POST"]), Route("/api/queue", queue, methods=["POST"])]
     page = shell("stado", ["/static/log.js", "/app/stado.js"], [], [("#/", "main", "Fleet")])
     return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
-                 fingerprint=lambda: reads.fingerprint(store),
+                 fingerprint=lambda poked: watch(store, time.monotonic(), poked),
                  interval=REFRESH, errors={BadInput: 400, JobNotFound: 404, StadoError: 409, ValueError: 400,
                                            StoreUnavailable: 503, AccessDenied: 503, StoreError: 502})
 

@@ -147,7 +147,23 @@ const UI = (() => {
   function patch(node, key, build) {
     if (node.drawnKey === key) return node;
     node.drawnKey = key;
-    return clear(node, build());
+    const focus = focusIn(node);
+    clear(node, build());
+    focus(node);
+    return node;
+  }
+
+  // A part drawn again must not take the keyboard focus away: the control that had it (by its place among the
+  // part's controls) gets it back in the new drawing.
+  const CONTROLS = "a[href], button, input, select, textarea, [tabindex]";
+  function focusIn(node) {
+    const active = document.activeElement;
+    if (!active || active === document.body || !node.contains(active)) return () => {};
+    const index = [...node.querySelectorAll(CONTROLS)].indexOf(active);
+    return (fresh) => {
+      const again = fresh.querySelectorAll(CONTROLS)[index];
+      if (again && document.activeElement !== again) again.focus({ preventScroll: true });
+    };
   }
 
   // The rows of a table body keyed by id: a row whose signature is unchanged is the same element as before; a
@@ -155,12 +171,20 @@ const UI = (() => {
   function rows(tbody, items, keyOf, sigOf, build, empty) {
     const old = new Map();
     for (const tr of tbody.children) if (tr.rowKey !== undefined) old.set(tr.rowKey, tr);
+    const refocus = [];
     const wanted = items.map((item) => {
       const key = keyOf(item), sig = sigOf(item);
       let tr = old.get(key);
-      if (!tr || tr.rowSig !== sig) { tr = build(item); tr.rowKey = key; tr.rowSig = sig; }
+      if (!tr || tr.rowSig !== sig) {
+        const focus = tr ? focusIn(tr) : null;
+        tr = build(item); tr.rowKey = key; tr.rowSig = sig;
+        if (focus) refocus.push([focus, tr]);
+      }
       return tr;
     });
+    try { place(tbody, wanted, empty); } finally { for (const [focus, tr] of refocus) focus(tr); }
+  }
+  function place(tbody, wanted, empty) {
     if (!wanted.length && empty) {
       const first = tbody.firstElementChild;
       if (!first || first.rowKey !== undefined || first.textContent !== empty.textContent) clear(tbody, empty);
