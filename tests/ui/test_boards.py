@@ -102,7 +102,7 @@ def test_stado_queue_in_claim_order_with_reasons_search_and_paging(tmp_path):
         assert stado_board.board(store)["paused"]["reason"] == "maintenance"
 
         # the two-tier watch: its first look is whole; then a new job is seen by a scan of the queue's names, and a
-        # change to a queued record (here: a rewrite in place) by the full listings when due or when poked
+        # change to a queued record (here: a rewrite in place) by the full listings when poked (or when due)
         watch = stado_board.Watch(share=0.0001)  # the full listings are due only after minutes
         first = watch(store, 0.0)
         assert watch(store, 1.0) == first

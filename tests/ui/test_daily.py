@@ -158,3 +158,46 @@ def test_stado_tells_a_batch_apart(stado_env, stado_ui, page):
     expect(page.get_by_test_id("queue-row")).to_have_count(1, timeout=WAIT_MS)
     wait_for(lambda: "q=" in page.url, message="the search in the address")
     assert page.errors == []
+
+
+def test_a_change_redraws_only_its_row_and_an_idle_page_asks_nothing(jobman, jobman_ui, page):
+    later = [jobman.run("true", opts=["--name", f"later-{n}", "--delay", "1h"]) for n in range(3)]
+    for job in later:
+        wait_for(lambda job=job: jobman.state(job)["phase"] == "waiting", message="waiting")
+    dash = jobman_ui()
+    page.goto(dash.url)
+    expect(page.get_by_test_id("job-row")).to_have_count(3, timeout=WAIT_MS)
+    expect(page.locator("#live")).to_have_text("live", timeout=WAIT_MS)
+    page.evaluate("document.querySelectorAll('[data-testid=job-row]').forEach(r => r.marked = r.dataset.jobId)")
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if "/api/" in r.url else None)
+    page.wait_for_timeout(1500)  # the stream's first event, on connecting, may still bring one fetch
+    asked.clear()
+    page.wait_for_timeout(4000)  # idle: no change, so no request (the event stream is already open)
+    assert asked == []
+    jobman("cancel", later[1], check=True)
+    expect(page.locator(f"tr[data-job-id='{later[1]}'] [data-testid=state]")).to_have_text("cancelled",
+                                                                                         timeout=WAIT_MS)
+    marked = page.evaluate("[...document.querySelectorAll('[data-testid=job-row]')].map(r => r.marked || null)")
+    assert marked == [later[2], None, later[0]]  # newest first: only the cancelled job's row was drawn again
+    assert [u for u in asked if "/api/jobs" in u] and len(asked) <= 3
+
+
+def test_stado_board_is_not_refetched_at_every_agent_pulse(stado_env, stado_ui, page, tmp_path):
+    from tests.stado.e2e.support import Agent
+
+    gate = tmp_path / "gate"
+    job = submit(stado_env, f"while [ ! -e {gate} ]; do sleep 0.05; done", "--name", "runner")
+    agent = Agent(stado_env, tmp_path)
+    try:
+        dash = stado_ui()
+        page.goto(dash.url)
+        expect(page.locator(f"tr[data-testid=running-row][data-job-id='{job}']")).to_have_count(1, timeout=WAIT_MS)
+        boards = []
+        page.on("request", lambda r: boards.append(r.url) if "/api/board" in r.url else None)
+        page.wait_for_timeout(4000)  # the agent pulses and renews its lease meanwhile
+        assert len(boards) <= 1, boards
+        gate.touch()  # a real change: the job ends, the board is fetched and the job moves to the recent table
+        expect(page.locator(f"tr[data-testid=recent-row][data-job-id='{job}']")).to_have_count(1, timeout=WAIT_MS)
+    finally:
+        agent.stop()

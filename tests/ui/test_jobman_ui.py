@@ -138,6 +138,10 @@ def test_a_job_offers_only_the_actions_that_apply_and_the_library_still_refuses_
     page.get_by_test_id("confirm-yes").click()
     expect(page.get_by_test_id("notice").last).to_contain_text("restarted as job 2", timeout=WAIT_MS)
     wait_for(lambda: jobman.count_jobs() == 2, message="the restart's new job")
+    # the two jobs link each other: "restarted as" on the old one's page (live), "a restart of" on the new one's
+    expect(page.get_by_test_id("restarted-as")).to_have_text("restarted as job 2", timeout=WAIT_MS)
+    page.get_by_test_id("restarted-as").locator("a").click()
+    expect(page.get_by_test_id("restart-of")).to_have_text("job 1", timeout=WAIT_MS)
 
 
 def test_a_lost_job_names_the_processes_it_left(jobman, jobman_ui, page, tmp_path):

@@ -112,3 +112,9 @@ def group_ids(conn, group: str, most: int) -> list[str]:
     """The newest `most` jobs of a group (where a group's graph starts)."""
     return [r[0] for r in conn.execute("SELECT id FROM jobs WHERE group_name = ? ORDER BY submitted_at DESC LIMIT ?",
                                        (group, int(most))).fetchall()]
+
+
+def restarts(conn, job_id: str) -> list:
+    """(id, handle) of the jobs that restart `job_id`, oldest first (the restart_of index)."""
+    return conn.execute("SELECT id, handle FROM jobs WHERE restart_of = ? ORDER BY submitted_at, id", (job_id,)
+                        ).fetchall()

@@ -98,6 +98,7 @@ def _job_routes(home, environ) -> list:
 
         view = show(request.path_params["job"], environ)
         view["dependents"] = reads.dependents(home(), view["id"])
+        view["restarted_as"] = reads.restarts(home(), view["id"])
         return JSONResponse(view)
 
     def raw_log(request):

@@ -157,6 +157,13 @@ def dependents(st: State, job_id: str) -> list[dict]:
              "state": r["outcome"] or r["phase"]} for r in sql.dependents(st.conn, job_id)]
 
 
+def restarts(st: State, job_id: str) -> list[dict]:
+    """The jobs that restart this one (its page links them, as the restart links back)."""
+    if st.conn is None:
+        return []
+    return [{"id": r["id"], "handle": r["handle"]} for r in sql.restarts(st.conn, job_id)]
+
+
 def whole_log(st: State, selector: str, *, stderr: bool = False) -> tuple[str, bytes]:
     """(the job's id, its whole log as stored: every attempt's bytes, a line before each when it has several):
     the page's download link."""

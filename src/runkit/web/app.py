@@ -15,7 +15,7 @@ from typing import Any
 from .server import STATIC, Launch, Stopping
 
 KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies and browsers drop silent ones)
-SHARE = 0.006  # of a core, at most, that looking for changes may take: a look that takes longer waits longer
+SHARE = 0.003  # of a core, at most, that looking for changes may take: a look that takes longer waits longer
 
 
 class Changes:

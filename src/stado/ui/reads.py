@@ -229,8 +229,8 @@ class Watch:
     jobs and agents (small prefixes), the pause, and whether the queue has a key newer than the newest seen (ids
     are time-ordered, so a submission, a rerun or a schedule's fire sorts last: a scan of the names, no read of
     each entry). The dear one (fingerprint(): every queued and terminal record's version, 50 ms of CPU at 10,000
-    jobs) runs when the cheap one saw a new job, when the page itself changed something (`poked`), and otherwise
-    at most `share` of a core: a hold or a cancel of a queued job made elsewhere shows within a few seconds."""
+    jobs) runs when the page itself changed something (`poked`), and otherwise within `share` of a core: a hold or
+    a cancel of a queued job made elsewhere shows within several seconds, a new job at the next look."""
 
     def __init__(self, share: float):
         self.share = share
@@ -240,14 +240,15 @@ class Watch:
 
     def __call__(self, store: ObjectStore, now: float, poked: bool = False) -> tuple:
         """now: a monotonic clock's reading (when the dear tier is due is measured by it)."""
-        due = self.dear is None or poked or now - self.dear_at >= self.dear_cost / self.share
-        if not due:
-            due = bool(store.list_page(keys.QUEUE, start_after=self.newest or None, limit=1))
-        if due:
+        if self.dear is None or poked or now - self.dear_at >= self.dear_cost / self.share:
             began = time.thread_time()
             self.dear, self.newest = _dear(store)
             self.dear_at, self.dear_cost = now, time.thread_time() - began
-        return (self.dear, *_cheap(store))
+        else:  # a new job moves the newest key: a change, without the full listings
+            newer = store.list_page(keys.QUEUE, start_after=self.newest or None, limit=1000)
+            if newer:
+                self.newest = newer[-1].key
+        return (self.dear, self.newest, *_cheap(store))
 
 
 def whole_output(store: ObjectStore, selector: str) -> tuple[str, bytes]:

@@ -382,7 +382,7 @@
     UI.patch(p.actions, JSON.stringify([job.phase, job.held, job.outcome]),
       () => actionBar([job.id], new Map([[job.id, job]]), describe, false));
     UI.patch(p.facts, JSON.stringify(factsOf(job)), () => facts(job));
-    UI.patch(p.relations, JSON.stringify([job.dependencies, job.dependents, job.restart_of, job.id]), () => relations(job));
+    UI.patch(p.relations, JSON.stringify([job.dependencies, job.dependents, job.restart_of, job.restarted_as, job.id]), () => relations(job));
     UI.patch(p.attempts, JSON.stringify(job.attempts_detail), () => attemptsTable(job));
     UI.patch(p.processes, JSON.stringify(job.target_processes || []), () => processes(job));
     UI.patch(p.events, JSON.stringify(job.events), () => eventsTable(job));
@@ -439,7 +439,9 @@
       el("h3", { text: "it waits for" }), table(job.dependencies, "dependencies", "no dependencies"),
       el("h3", { text: "waiting for it" }), table(job.dependents, "dependents", "no job depends on it"),
       job.restart_of ? el("p", {}, "a restart of ", el("a", { href: `#/job/${job.restart_of.id}`, "data-testid": "restart-of",
-        text: `job ${job.restart_of.handle || job.restart_of.id}` })) : null);
+        text: `job ${job.restart_of.handle || job.restart_of.id}` })) : null,
+      (job.restarted_as || []).length ? el("p", { "data-testid": "restarted-as" }, "restarted as ", job.restarted_as.map((r, i) => [i ? ", " : "",
+        el("a", { href: `#/job/${r.id}`, text: `job ${r.handle}` })])) : null);
   }
   function attemptsTable(job) {
     return el("table", { "data-testid": "attempts" }, el("thead", {}, el("tr", {}, ["#", "started", "ended", "took", "outcome", "exit", "signal", "pid", "error"].map((h) => el("th", { text: h })))),
