@@ -47,5 +47,5 @@ def test_a_dear_look_waits_longer_and_a_poke_is_seen_at_once():
         stop.set()
         await asyncio.wait_for(runner, 5)
 
-    assert 0.3 * 0.02 / SHARE > 0.5
+    assert 0.02 / SHARE > 0.5
     asyncio.run(scenario())

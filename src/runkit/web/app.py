@@ -7,7 +7,9 @@ list), so the cost of an update does not grow with the number of pages open or j
 """
 import asyncio
 import json
+import statistics
 import time
+from collections import deque
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 from .server import STATIC, Launch, Stopping
 
 KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies and browsers drop silent ones)
-SHARE = 0.003  # of a core, at most, that looking for changes may take: a look that takes longer waits longer
+SHARE = 0.005  # of a core, at most, that looking for changes may take: a look that takes longer waits longer
 
 
 class Changes:
@@ -26,7 +28,8 @@ class Changes:
 
     def __init__(self, fingerprint, interval: float):
         self.fingerprint, self.interval = fingerprint, interval
-        self.version, self.watchers, self.cost, self.poked = 0, 0, 0.0, False
+        self.version, self.watchers, self.poked = 0, 0, False
+        self.costs: deque[float] = deque(maxlen=5)  # CPU seconds of the last looks
         self.error: str | None = None
         self._last = object()
         self._moved: asyncio.Event | None = None
@@ -55,8 +58,11 @@ class Changes:
                 moved, self._moved = self._moved, asyncio.Event()
                 moved.set()
             # A change made through the page itself (poke) is looked for at once, however dear a look is.
-            self.cost = 0.7 * self.cost + 0.3 * took  # a tool's occasional dear look raises it for a while
-            await _first(stopping.wait(), self._wanted.wait(), timeout=max(self.interval, self.cost / SHARE))
+            # Paced by the median of the last looks: a tool's occasional dear look (stado's full listings, which keep
+            # to their own budget) does not hold back the cheap ones that follow.
+            self.costs.append(took)
+            cost = statistics.median(self.costs)
+            await _first(stopping.wait(), self._wanted.wait(), timeout=max(self.interval, cost / SHARE))
             self._wanted.clear()
 
     def watch(self) -> None:

@@ -15,7 +15,7 @@ STATIC = Path(__file__).parent / "static"
 REFRESH = 0.5  # seconds between looks for a change while a page is open: one LIST per prefix (~50 ms at 10,000)
 TAIL_EVERY = 0.5  # seconds between looks at a running job's output (agents upload it in chunks)
 ACTIONS = ("cancel", "rerun")
-DEAR_SHARE = 0.0015  # of a core for the full listings of the queue and terminal jobs (reads.Watch)
+DEAR_SHARE = 0.002  # of a core for the full listings of the queue and terminal jobs (reads.Watch)
 
 
 def create(launch: Launch, store):

@@ -126,8 +126,8 @@ const UI = (() => {
       } catch (e) { /* not listening yet */ }
       setTimeout(check, 2000);
     }
-    // The slow timer: `every` seconds after the last refresh, or 200 times what that refresh took when it was
-    // dear (a board of 10,000 jobs), so that asking again never costs the server more than half a percent.
+    // The slow timer: `every` seconds after the last refresh, or 400 times what that refresh took when it was
+    // dear (a board of 10,000 jobs), so that asking again never costs the server more than a quarter percent.
     let last = performance.now(), took = 0;
     const timed = refresh;
     refresh = async () => {
@@ -136,7 +136,7 @@ const UI = (() => {
     };
     setInterval(() => {
       if (document.hidden || !connected || stale) return;
-      if (performance.now() - last >= Math.max(every * 1000, took * 200)) refresh();
+      if (performance.now() - last >= Math.max(every * 1000, took * 400)) refresh();
     }, 1000);
     connect();
     return { refresh, source: () => source };
