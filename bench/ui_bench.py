@@ -1,7 +1,7 @@
 """The dashboards at scale (not a test): the page's first load and one live update, with 10,000 jobs in a jobman
 home and 10,000 queued in stado (local-directory store), in Debian's headless Chromium driven by Playwright.
 
-    .venv/bin/python bench/ui_bench.py [--jobs 10000] [--rounds 5]
+    .venv/bin/python bench/ui_bench.py [--jobs 10000] [--rounds 5] [--idle 30]
 
 jobman: a real finished job cloned 10,000 times (bench/queue_bench.py's filler), plus a few real jobs waiting an
 hour. First load: from navigation to the first page of rows (100) drawn; one live update: from `jobman cancel`
@@ -10,6 +10,10 @@ queued through the library (bench/stado_scale.py's submitter), no agent; first l
 drawn; one live update: from `stado submit --priority 10` returning to that job drawn first in claim order.
 Also the server's own time for the page's data (the JSON call alone, through urllib). Medians of --rounds.
 Target: each under 1 s on this project's 2-core VM.
+
+Idle cost: the share of a core that the server and the browser (every Chromium process) take over --idle seconds
+(CPU ticks from /proc/<pid>/stat) with one page open and nothing changing, and the server's with no page open.
+Target: each under 1%.
 """
 import argparse
 import json
@@ -68,6 +72,48 @@ def _summary(jobs: int, filled: float, loads: list[float], updates: list[float],
             "live_update_max_ms": round(max(updates) * 1000, 1), "api_page_ms": api_ms}
 
 
+def _ticks(pid: int) -> int:
+    """utime + stime of a process, in clock ticks (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def _browser_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0", 1)[0].endswith(b"chromium"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def idle_share(dash: Dashboard, seconds: float) -> dict:
+    """The share of a core the server and the browser's processes took over `seconds` of nothing happening."""
+    browser = {pid: _ticks(pid) for pid in _browser_pids()}
+    server = _ticks(dash.proc.pid)
+    time.sleep(seconds)
+    server = _ticks(dash.proc.pid) - server
+    spent = sum(max(0, _ticks(pid) - ticks) for pid, ticks in browser.items() if _ticks(pid))  # those still there
+    spent += sum(_ticks(pid) for pid in _browser_pids() if pid not in browser)  # and any started meanwhile
+    hz = os.sysconf("SC_CLK_TCK")
+    return {"server_pct": round(100 * server / hz / seconds, 2), "browser_pct": round(100 * spent / hz / seconds, 2)}
+
+
+def _idle(browser, dash: Dashboard, rows: str, seconds: float) -> dict:
+    context, page = _open(browser, dash, rows)
+    time.sleep(3)  # the first load's work is done
+    open_page = idle_share(dash, seconds)
+    context.close()
+    time.sleep(2)
+    return {"idle_open_page": open_page, "idle_no_page_server_pct": idle_share(dash, seconds)["server_pct"]}
+
+
 def _api_ms(dash: Dashboard, path: str, rounds: int) -> float:
     samples = []
     for _ in range(rounds):
@@ -78,7 +124,7 @@ def _api_ms(dash: Dashboard, path: str, rounds: int) -> float:
     return _median_ms(samples)
 
 
-def bench_jobman(browser, root: Path, jobs: int, rounds: int) -> dict:
+def bench_jobman(browser, root: Path, jobs: int, rounds: int, idle: float) -> dict:
     home = root / "jobman-home"
     root.mkdir(parents=True)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("JOBMAN_")}, "JOBMAN_HOME": str(home)}
@@ -98,12 +144,13 @@ def bench_jobman(browser, root: Path, jobs: int, rounds: int) -> dict:
                                         "[data-testid=state]`).textContent === 'cancelled'", job))
         context.close()
         api = _api_ms(dash, "/api/jobs", rounds)
+        quiet = _idle(browser, dash, "[data-testid=job-row]", idle)
     finally:
         assert dash.stop() == 0, dash.stderr
-    return _summary(jobs + rounds, filled, loads, updates, api)
+    return {**_summary(jobs + rounds, filled, loads, updates, api), **quiet}
 
 
-def bench_stado(browser, root: Path, jobs: int, rounds: int) -> dict:
+def bench_stado(browser, root: Path, jobs: int, rounds: int, idle: float) -> dict:
     from stado.objectstore.connect import open_store
     from stado.core.spec import JobSpec
     from stado_scale import submit_many
@@ -130,19 +177,22 @@ def bench_stado(browser, root: Path, jobs: int, rounds: int) -> dict:
                                         " === id", job))
         context.close()
         api = _api_ms(dash, "/api/board", rounds)
+        quiet = _idle(browser, dash, "[data-testid=queue-row]", idle)
     finally:
         assert dash.stop() == 0, dash.stderr
         store.close()
-    return _summary(jobs + rounds, filled, loads, updates, api)
+    return {**_summary(jobs + rounds, filled, loads, updates, api), **quiet}
 
 
 def render(report: dict) -> str:
-    lines = ["| dashboard | jobs | first load (median / max) | one live update (median / max) | page data alone |",
-             "|---|---|---|---|---|"]
+    lines = ["| dashboard | jobs | first load (median / max) | one live update (median / max) | page data alone "
+             "| idle, page open: server / browser | idle, no page: server |", "|---|---|---|---|---|---|---|"]
     for tool, what in (("jobman", "in the home"), ("stado", "queued")):
         r = report[tool]
         lines.append(f"| `{tool} ui` | {r['jobs']:,} {what} | {r['first_load_ms']} / {r['first_load_max_ms']} ms | "
-                     f"{r['live_update_ms']} / {r['live_update_max_ms']} ms | {r['api_page_ms']} ms |")
+                     f"{r['live_update_ms']} / {r['live_update_max_ms']} ms | {r['api_page_ms']} ms | "
+                     f"{r['idle_open_page']['server_pct']}% / {r['idle_open_page']['browser_pct']}% | "
+                     f"{r['idle_no_page_server_pct']}% |")
     return "\n".join(lines)
 
 
@@ -150,6 +200,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds of each idle measurement")
+    parser.add_argument("--only", choices=("jobman", "stado"), help="one dashboard (no report file written)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -157,15 +209,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ui-bench-") as tmp, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            print("... jobman", file=sys.stderr, flush=True)
-            report["jobman"] = bench_jobman(browser, Path(tmp) / "jobman", args.jobs, args.rounds)
-            print(json.dumps(report["jobman"]), file=sys.stderr, flush=True)
-            print("... stado", file=sys.stderr, flush=True)
-            (Path(tmp) / "stado").mkdir()
-            report["stado"] = bench_stado(browser, Path(tmp) / "stado", args.jobs, args.rounds)
-            print(json.dumps(report["stado"]), file=sys.stderr, flush=True)
+            if args.only in (None, "jobman"):
+                print("... jobman", file=sys.stderr, flush=True)
+                report["jobman"] = bench_jobman(browser, Path(tmp) / "jobman", args.jobs, args.rounds, args.idle)
+                print(json.dumps(report["jobman"]), file=sys.stderr, flush=True)
+            if args.only in (None, "stado"):
+                print("... stado", file=sys.stderr, flush=True)
+                (Path(tmp) / "stado").mkdir()
+                report["stado"] = bench_stado(browser, Path(tmp) / "stado", args.jobs, args.rounds, args.idle)
+                print(json.dumps(report["stado"]), file=sys.stderr, flush=True)
         finally:
             browser.close()
+    if args.only:
+        return 0
     report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)

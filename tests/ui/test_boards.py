@@ -45,9 +45,11 @@ def test_jobman_pages_filter_search_and_carry_their_graph_and_attempts(jobman):
         jobman_board.page(st, states=["finishd"])
     with pytest.raises(JobmanBadInput):
         jobman_board.page(st, limit=0)
-    before = jobman_board.fingerprint(st)
+    watch = jobman_board.Watch(reconcile_every=60)
+    before = watch(st, 0.0)
+    assert watch(st, 1.0) == before  # nothing written: the same, from data_version alone
     jobman("group", "set", "gpu", "--limit", "2", check=True)
-    assert jobman_board.fingerprint(st) != before
+    assert watch(st, 2.0) != before
     assert [g["name"] for g in jobman_board.groups(st)] == ["default", "gpu"]
 
 
@@ -99,6 +101,18 @@ def test_stado_queue_in_claim_order_with_reasons_search_and_paging(tmp_path):
         pause.pause(store, reason="maintenance", now=time.time())
         assert stado_board.fingerprint(store) != before
         assert stado_board.board(store, now=time.time())["paused"]["reason"] == "maintenance"
+
+        # the two-tier watch: its first look is whole; then a new job is seen by a scan of the queue's names, and a
+        # change to a queued record (here: a rewrite in place) by the full listings when poked (or when due)
+        watch = stado_board.Watch(share=0.0001)  # the full listings are due only after minutes
+        first = watch(store, 0.0)
+        assert watch(store, 1.0) == first
+        newer = submission.submit(store, [submission.Submission(JobSpec("true", name="newest"))], clock=SYSTEM)[0]["id"]
+        second = watch(store, 2.0)
+        assert second != first and watch.newest == keys.queued(newer)
+        store.put(keys.queued(ids["low-old"]), store.get(keys.queued(ids["low-old"])).data)
+        assert watch(store, 3.0) == second  # not due yet, and no new name
+        assert watch(store, 4.0, poked=True) != second
     finally:
         store.close()
 

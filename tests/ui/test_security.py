@@ -40,9 +40,9 @@ def test_hostile_name_command_and_output_show_as_text_in_jobman(jobman, jobman_u
     page.click("#tabs a[data-tab=jobs]")
     row.locator("a.name").click()
     expect(page.get_by_test_id("job-title")).to_have_text(f"job 1 {HOSTILE_NAME}", timeout=WAIT_MS)
-    # the escape character of the colour sequence is shown as a symbol, never sent to anything as control
-    expect(page.get_by_test_id("log")).to_have_text("<img src=x onerror=alert(2)> \u241b[31mred\u241b[0m <b>bold</b>\n",
-                                                    timeout=WAIT_MS)
+    # the colour sequence becomes a span with a class (the escape itself is gone); the markup stays text
+    expect(page.get_by_test_id("log")).to_have_text("<img src=x onerror=alert(2)> red <b>bold</b>\n", timeout=WAIT_MS)
+    expect(page.locator("[data-testid=log] span.ansi-fg-1")).to_have_text("red")
     screenshot(page, "jobman-hostile")
     _no_markup_ran(page)
 
@@ -60,7 +60,8 @@ def test_hostile_command_and_output_show_as_text_in_stado(stado_env, stado_ui, p
         HOSTILE_NAME, timeout=WAIT_MS)
     page.goto(f"{dash.base}/#/job/{job}")
     expect(page.get_by_test_id("output")).to_have_text(
-        f"<img src=x onerror=alert(2)> \u241b[31mred\u241b[0m <b>bold</b>\n{HOSTILE_NAME}\n", timeout=WAIT_MS)
+        f"<img src=x onerror=alert(2)> red <b>bold</b>\n{HOSTILE_NAME}\n", timeout=WAIT_MS)
+    expect(page.locator("[data-testid=output] span.ansi-fg-1")).to_have_text("red")
     _no_markup_ran(page)
 
 

@@ -75,6 +75,16 @@ def test_job_page_output_artifacts_and_rerun(stado_env, stado_ui, page, tmp_path
 
         expect(artifacts).to_contain_text(hashlib.sha256(b"result\n").hexdigest())
         expect(page.get_by_test_id("spec")).to_contain_text("artifact put out.txt")
+        # the artifact and the raw output to download, with the browser's cookie only
+        link = page.get_by_test_id("artifact-link")
+        expect(link).to_have_text("out.txt")
+        got = page.context.request.get(dash.base + link.get_attribute("href"))
+        assert got.status == 200 and got.body() == b"result\n" and "attachment" in got.headers["content-disposition"]
+        raw = page.context.request.get(dash.base + page.get_by_test_id("output-download").get_attribute("href"))
+        assert raw.status == 200 and raw.body().endswith(b"produced\n")
+        assert dash.request("GET", link.get_attribute("href"), token=False)[0] == 403
+        assert dash.request("GET", f"/api/job/{job}/artifact/..%2Fmanifest.json")[0] == 404  # listed names only
+        expect(page.locator("main button[data-action]")).to_have_count(1)  # completed: rerun, not cancel
         assert manifest["state"] == "completed"
         screenshot(page, "stado-job")
         page.click("button[data-action=rerun]")

@@ -88,3 +88,33 @@ def fingerprint(conn) -> tuple:
     return conn.execute("SELECT (SELECT max(id) FROM events), (SELECT count(*) FROM jobs),"
                         " (SELECT group_concat(name || '=' || slot_limit || coalesce('p' || paused_at, '')) FROM groups)").fetchone()[:]
 
+
+
+def dependents(conn, job_id: str) -> list:
+    """(job_id, handle, name, condition, phase, outcome) of every job that depends on `job_id`, oldest first."""
+    return conn.execute("SELECT d.job_id, j.handle, j.name, d.condition, s.phase, s.outcome FROM dependencies d"
+                        " JOIN jobs j ON j.id = d.job_id JOIN job_state s ON s.job_id = d.job_id"
+                        " WHERE d.depends_on = ? ORDER BY j.submitted_at, j.id", (job_id,)).fetchall()
+
+
+def component(conn, job_id: str, most: int) -> list[str]:
+    """The ids of the jobs connected to `job_id` by dependency edges, either way (its pipeline), `job_id` first;
+    at most `most` of them. Each step follows the two indexes of the edges, so it costs what the pipeline holds,
+    whatever else is stored."""
+    rows = conn.execute("WITH RECURSIVE comp(id) AS (SELECT ? UNION"
+                        " SELECT d.depends_on FROM dependencies d JOIN comp c ON d.job_id = c.id UNION"
+                        " SELECT d.job_id FROM dependencies d JOIN comp c ON d.depends_on = c.id)"
+                        " SELECT id FROM comp LIMIT ?", (job_id, int(most))).fetchall()
+    return [r[0] for r in rows]
+
+
+def group_ids(conn, group: str, most: int) -> list[str]:
+    """The newest `most` jobs of a group (where a group's graph starts)."""
+    return [r[0] for r in conn.execute("SELECT id FROM jobs WHERE group_name = ? ORDER BY submitted_at DESC LIMIT ?",
+                                       (group, int(most))).fetchall()]
+
+
+def restarts(conn, job_id: str) -> list:
+    """(id, handle) of the jobs that restart `job_id`, oldest first (the restart_of index)."""
+    return conn.execute("SELECT id, handle FROM jobs WHERE restart_of = ? ORDER BY submitted_at, id", (job_id,)
+                        ).fetchall()

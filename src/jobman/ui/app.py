@@ -4,16 +4,18 @@ the library call of its command (api.cancel, restart.restart, control.set_held),
 and its errors (a job that cannot be held is refused, nothing changed, the same one line)."""
 import os
 import threading
+import time
 from pathlib import Path
 
-from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
+from runkit.web.app import body_of, build, download, selection, shell, stream_response, tail, whole
 from runkit.web.server import Launch
 
 from . import reads
 from ..core.errors import BadInput, JobmanError, NotFound
 
 STATIC = Path(__file__).parent / "static"
-REFRESH = 0.5  # seconds between looks for a change while a page is open (three indexed queries, the reconcile pass)
+REFRESH = 0.5  # seconds between looks for a change while a page is open (a PRAGMA; three queries after a write)
+RECONCILE_EVERY = 5.0  # seconds between reconcile passes while a page is open (finds a supervisor that died)
 TAIL_EVERY = 0.25  # seconds between looks at a running job's log
 ACTIONS = ("cancel", "restart", "hold", "release")
 
@@ -37,6 +39,7 @@ def create(launch: Launch, environ=os.environ):
     from starlette.routing import Route
 
     home = Homes(environ)
+    watch = reads.Watch(RECONCILE_EVERY)
 
     def jobs(request):
         q = request.query_params
@@ -49,10 +52,60 @@ def create(launch: Launch, environ=os.environ):
     def groups(request):
         return JSONResponse(reads.groups(home()))
 
+    async def act(request):
+        body = await body_of(request)
+        action, selected = selection(body, ACTIONS)
+        return JSONResponse(await run_in_threadpool(_act, action, selected, bool(body.get("with_dependents")),
+                                                    environ))
+
+    async def group_limit(request):
+        """A group's limit, as `jobman group set NAME --limit N` sets it (0 pauses the group)."""
+        from ..commands.admin import group_set
+
+        body = await body_of(request)
+        name, limit = body.get("group"), body.get("limit")
+        if not isinstance(name, str) or not name:
+            raise BadInput("name the group to set")
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise BadInput(f"a group's limit is a whole number (0 pauses it), not {limit!r}")
+        return JSONResponse(await run_in_threadpool(group_set, name, limit, environ))
+
+    routes = [Route("/api/jobs", jobs), Route("/api/groups", groups),
+              Route("/api/groups/limit", group_limit, methods=["POST"]), *_job_routes(home, environ),
+              Route("/api/actions", act, methods=["POST"])]
+    page = shell("jobman", ["/static/vendor/dagre/dagre.min.js", "/static/log.js", "/app/jobman.js"], ["/app/jobman.css"],
+                 [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),
+                  ("#/groups", "groups", "Groups")])
+    return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
+                 fingerprint=lambda poked: watch(home(), time.monotonic()),
+                 interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
+
+
+def _job_routes(home, environ) -> list:
+    """The routes of one job: its page's data, its log (live, and whole to save) and its pipeline's graph."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    def graph(request):
+        from . import graphs
+
+        q = request.query_params
+        return JSONResponse(graphs.graph(home(), job=q.get("job") or None, group=q.get("group") or None))
+
     def job(request):
         from ..commands.showing import show
 
-        return JSONResponse(show(request.path_params["job"], environ))
+        view = show(request.path_params["job"], environ)
+        view["dependents"] = reads.dependents(home(), view["id"])
+        view["restarted_as"] = reads.restarts(home(), view["id"])
+        return JSONResponse(view)
+
+    def raw_log(request):
+        """The whole log as a file to save (the log pane's download link)."""
+        stderr = request.query_params.get("stderr") == "1"
+        job_id, data = reads.whole_log(home(), request.path_params["job"], stderr=stderr)
+        return download(data, f"jobman-{job_id}{'.stderr' if stderr else ''}.log")
 
     async def log(request):
         """The job's output from its start, then as it is written, until the job has finished (server-sent
@@ -65,20 +118,8 @@ def create(launch: Launch, environ=os.environ):
 
         return stream_response(tail(since, (0, 0), request.app.state.stopping.event, TAIL_EVERY))
 
-    async def act(request):
-        body = await body_of(request)
-        action, selected = selection(body, ACTIONS)
-        return JSONResponse(await run_in_threadpool(_act, action, selected, bool(body.get("with_dependents")),
-                                                    environ))
-
-    routes = [Route("/api/jobs", jobs), Route("/api/groups", groups), Route("/api/job/{job}", job),
-              Route("/api/job/{job}/log", log), Route("/api/actions", act, methods=["POST"])]
-    page = shell("jobman", ["/static/vendor/dagre/dagre.min.js", "/app/jobman.js"], ["/app/jobman.css"],
-                 [("#/", "jobs", "Jobs"), ("#/graph", "graph", "Graph"), ("#/timeline", "timeline", "Timeline"),
-                  ("#/groups", "groups", "Groups")])
-    return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
-                 fingerprint=lambda: reads.fingerprint(home()),
-                 interval=REFRESH, errors={NotFound: 404, BadInput: 400, JobmanError: 409, ValueError: 400})
+    return [Route("/api/graph", graph), Route("/api/job/{job}", job), Route("/api/job/{job}/log", log),
+            Route("/api/job/{job}/log.txt", raw_log)]
 
 
 def _act(action: str, selected: list[str], with_dependents: bool, environ) -> dict:

@@ -111,12 +111,32 @@ def groups(st: State) -> list[dict]:
              "holders": held.get(g["name"], [])} for g in rows]
 
 
-def fingerprint(st: State) -> tuple:
-    """Runs the cheap reconcile pass (as every command does), then what moves with any change a page shows."""
-    if st.conn is None:
-        return ("no database",)
-    st.reconcile()
-    return sql.fingerprint(st.conn)
+class Watch:
+    """The fingerprint an open page's change stream compares, made cheap for the common case of nothing changed:
+    SQLite's data_version (it moves when another connection commits) and the connection's own count of changes
+    say whether anything was written since this connection last looked; only then are the three queries of
+    sql.fingerprint run. The reconcile pass (a supervisor that died writes nothing: the pass finds it) runs once
+    every `reconcile_every` seconds, not at each look."""
+
+    def __init__(self, reconcile_every: float):
+        import weakref
+
+        self.reconcile_every = reconcile_every
+        self.reconciled_at: float | None = None
+        self.seen: weakref.WeakKeyDictionary[State, tuple] = weakref.WeakKeyDictionary()  # per connection
+
+    def __call__(self, st: State, now: float) -> tuple:
+        """now: a monotonic clock's reading (when the last reconcile pass ran is measured by it)."""
+        if st.conn is None:
+            return ("no database",)
+        if self.reconciled_at is None or now - self.reconciled_at >= self.reconcile_every:
+            self.reconciled_at = now
+            st.reconcile()
+        marks = (st.conn.execute("PRAGMA data_version").fetchone()[0], st.conn.total_changes)
+        seen = self.seen.get(st)  # (marks, fingerprint) of this connection's last look
+        if seen is None or seen[0] != marks:
+            seen = self.seen[st] = (marks, sql.fingerprint(st.conn))
+        return seen[1]
 
 
 def output_since(st: State, selector: str, after: tuple[int, int], *, stderr: bool = False) -> dict:
@@ -128,3 +148,35 @@ def output_since(st: State, selector: str, after: tuple[int, int], *, stderr: bo
     job_id = st.resolve(selector)
     pieces, reached, done = logs.since(st.conn, job_id, after, stderr=stderr, first_max=LOG_FIRST)
     return {"id": job_id, "pieces": pieces, "after": reached, "done": done}
+
+
+def dependents(st: State, job_id: str) -> list[dict]:
+    """The jobs that depend on this one, as a job's page links them (`jobman show` lists only its dependencies)."""
+    if st.conn is None:
+        return []
+    return [{"job": r["job_id"], "handle": r["handle"], "name": r["name"], "condition": r["condition"],
+             "state": r["outcome"] or r["phase"]} for r in sql.dependents(st.conn, job_id)]
+
+
+def restarts(st: State, job_id: str) -> list[dict]:
+    """The jobs that restart this one (its page links them, as the restart links back)."""
+    if st.conn is None:
+        return []
+    return [{"id": r["id"], "handle": r["handle"]} for r in sql.restarts(st.conn, job_id)]
+
+
+def whole_log(st: State, selector: str, *, stderr: bool = False) -> tuple[str, bytes]:
+    """(the job's id, its whole log as stored: every attempt's bytes, a line before each when it has several):
+    the page's download link."""
+    from ..commands import logs
+
+    job_id = st.resolve(selector)
+    pieces, _, _ = logs.since(st.conn, job_id, (0, 0), stderr=stderr)
+    attempts = {attempt for attempt, _ in pieces}
+    out, shown = [], None
+    for attempt, data in pieces:
+        if len(attempts) > 1 and attempt != shown:
+            out.append(f"==> attempt {attempt} <==\n".encode())
+            shown = attempt
+        out.append(data)
+    return job_id, b"".join(out)

@@ -7,6 +7,9 @@ list), so the cost of an update does not grow with the number of pages open or j
 """
 import asyncio
 import json
+import statistics
+import time
+from collections import deque
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -14,15 +17,19 @@ from typing import Any
 from .server import STATIC, Launch, Stopping
 
 KEEPALIVE = 15.0  # seconds between comments on an idle stream (proxies and browsers drop silent ones)
+SHARE = 0.005  # of a core, at most, that looking for changes may take: a look that takes longer waits longer
 
 
 class Changes:
     """The version of what the page shows: it moves on each time the fingerprint differs from the last one. Looked
-    for only while a page is open (an event stream is connected): an idle server costs nothing."""
+    for only while a page is open (an event stream is connected): an idle server costs nothing. Between two looks
+    it waits `interval`, or longer when a look is dear (a listing of 10,000 jobs): 1/SHARE times the CPU time the
+    last look took, so the watcher never takes more than SHARE of a core (a change is then seen later)."""
 
     def __init__(self, fingerprint, interval: float):
         self.fingerprint, self.interval = fingerprint, interval
-        self.version, self.watchers = 0, 0
+        self.version, self.watchers, self.poked = 0, 0, False
+        self.costs: deque[float] = deque(maxlen=5)  # CPU seconds of the last looks
         self.error: str | None = None
         self._last = object()
         self._moved: asyncio.Event | None = None
@@ -39,22 +46,35 @@ class Changes:
                 # A page that just connected is fetching what it shows: look after it, not beside it.
                 await _first(stopping.wait(), timeout=self.interval)
                 continue
+            poked, self.poked = self.poked, False
             try:
-                print_ = await run_in_threadpool(self.fingerprint)
+                print_, took = await run_in_threadpool(_timed, self.fingerprint, poked)
                 self.error = None
             except Exception as e:  # the page says so and keeps what it had; the next look may work
-                print_, self.error = ("error", str(e)), str(e)
+                print_, self.error, took = ("error", str(e)), str(e), 0.0
             if print_ != self._last:
                 self._last = print_
                 self.version += 1
                 moved, self._moved = self._moved, asyncio.Event()
                 moved.set()
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.interval)
+            # A change made through the page itself (poke) is looked for at once, however dear a look is.
+            # Paced by the median of the last looks: a tool's occasional dear look (stado's full listings, which keep
+            # to their own budget) does not hold back the cheap ones that follow.
+            self.costs.append(took)
+            cost = statistics.median(self.costs)
+            await _first(stopping.wait(), self._wanted.wait(), timeout=max(self.interval, cost / SHARE))
+            self._wanted.clear()
 
     def watch(self) -> None:
         """A page opened its stream: look from now on (at once, if nobody was looking)."""
         self.watchers += 1
+        if self._wanted is not None:
+            self._wanted.set()
+
+    def poke(self) -> None:
+        """A page changed something (a POST went through): look again now, not after the wait, and tell the
+        fingerprint (fingerprint(poked)) so that it looks at everything."""
+        self.poked = True
         if self._wanted is not None:
             self._wanted.set()
 
@@ -66,6 +86,13 @@ class Changes:
         if self.version != seen or self._moved is None:
             return
         await _first(self._moved.wait(), stopping.wait(), timeout=timeout)
+
+
+def _timed(function, *args):
+    """(function(*args), the CPU time its thread spent on it)."""
+    began = time.thread_time()
+    result = function(*args)
+    return result, time.thread_time() - began
 
 
 async def _first(*waits, timeout: float | None = None) -> None:
@@ -117,7 +144,8 @@ def shell(title: str, scripts: list[str], styles: list[str], tabs: list[tuple[st
 
 def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path, fingerprint, interval: float,
           errors: dict):
-    """The application. page_html: shell()'s page. errors: exception class -> HTTP status, for the tool's own errors
+    """The application. page_html: shell()'s page. fingerprint(poked) -> a value that differs whenever what a page
+    shows may have (poked: a page just changed something, so look at everything). errors: exception class -> HTTP status, for the tool's own errors
     (and bad requests), whose message is shown to the user as it is (one line that names what to do)."""
     from starlette.applications import Starlette
     from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -153,12 +181,26 @@ def build(launch: Launch, *, tool_routes: list, page_html: str, app_static: Path
     async def no_icon(request):
         return Response(status_code=204)
 
-    routes = [Route("/", page), Route("/favicon.ico", no_icon), Route("/job/{rest:path}", page), Route("/api/events", events), *tool_routes,
+    async def ping(request):  # the page asks, after its stream was refused, whether its token still holds
+        return JSONResponse({"ok": True})
+
+    routes = [Route("/", page), Route("/favicon.ico", no_icon), Route("/job/{rest:path}", page), Route("/api/events", events),
+              Route("/api/ping", ping), *tool_routes,
               Mount("/static", StaticFiles(directory=STATIC)), Mount("/app", StaticFiles(directory=app_static))]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={cls: tool_error for cls in errors})
     app.state.stopping = stopping
     app.state.changes = changes
-    return Guard(app, launch), stopping
+    return Guard(_poking(app, changes), launch), stopping
+
+
+def _poking(app, changes: Changes):
+    """ASGI: after each state-changing request has been answered, the watcher looks for its change at once."""
+    async def poking(scope, receive, send):
+        await app(scope, receive, send)
+        if scope["type"] == "http" and scope["method"] == "POST":
+            changes.poke()
+
+    return poking
 
 
 def _events(changes: "Changes", stopping: Stopping):
@@ -216,6 +258,17 @@ def selection(body: dict, actions: tuple) -> "tuple[str, list[str]]":
     if not isinstance(selected, list) or not selected or not all(isinstance(j, str) and j for j in selected):
         raise ValueError("select at least one job")
     return str(action), selected
+
+
+def download(data: bytes, filename: str):
+    """Bytes as a file for the browser to save (a raw log, an artifact), never shown as a page."""
+    from urllib.parse import quote
+
+    from starlette.responses import Response
+
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in filename)
+    return Response(data, media_type="application/octet-stream",
+                    headers={"content-disposition": f"attachment; filename=\"{safe}\"; filename*=UTF-8''{quote(safe)}"})
 
 
 def stream_response(generator):

@@ -9,10 +9,15 @@ Security, in one place for both tools:
   from another port of the same host is same-site, so the cookie alone would not stop it;
 - on loopback, a Host header that is not a loopback name is refused (DNS rebinding);
 - every response forbids inline scripts (Content-Security-Policy) and framing.
+
+A token file (TOOL_UI_TOKEN_FILE, e.g. JOBMAN_UI_TOKEN_FILE) keeps one token across restarts, so a printed URL and
+an open page stay valid; without one a restarted server makes a new token, and a page or a reload that carries
+the old one is told, in one line, to open the new URL (a readable page for a browser, JSON for a script).
 """
 import asyncio
 import hmac
 import ipaddress
+import os
 import secrets
 import signal
 import socket
@@ -72,10 +77,10 @@ def bind(host: str, port: int) -> socket.socket:
 class Launch:
     """One run of a dashboard: where it listens, its token, and the URL to print."""
 
-    def __init__(self, sock: socket.socket, host: str, tool: str):
+    def __init__(self, sock: socket.socket, host: str, tool: str, token: str | None = None):
         self.sock, self.host, self.tool = sock, host, tool
         self.port = sock.getsockname()[1]
-        self.token = secrets.token_urlsafe(24)
+        self.token = token or secrets.token_urlsafe(24)
         self.cookie = f"{tool}_ui_{self.port}"
         self.loopback = is_loopback(host)
 
@@ -111,18 +116,21 @@ class Guard:
             return await _refuse(send, 403, f"refused: Host {host!r} is not this machine's loopback address")
         path, method = scope["path"], scope["method"]
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        if method == "GET" and "token" in query and not path.startswith("/api/"):
+        page = method == "GET" and not path.startswith("/api/")  # a browser's navigation: answered as a page
+        if page and "token" in query:
             if not hmac.compare_digest(query["token"].encode(), self.launch.token.encode()):
                 return await _refuse(send, 403, "refused: this token is not the one this dashboard printed at its "
-                                                "start; open the URL it printed")
+                                                "start (it may have been restarted since); open the URL it printed",
+                                     html=True, token=True)
             rest = urlencode({k: v for k, v in query.items() if k != "token"})
             cookie = f"{self.launch.cookie}={self.launch.token}; Path=/; HttpOnly; SameSite=Strict"
             return await _respond(send, 303, b"", [(b"location", (path + ("?" + rest if rest else "")).encode()),
                                                    (b"set-cookie", cookie.encode())])
         if not path.startswith(PUBLIC_PREFIXES):
             if not self._authorised(headers):
-                return await _refuse(send, 403, f"refused: this request lacks the dashboard's token; open the URL "
-                                                f"that `{self.launch.tool} ui` printed")
+                return await _refuse(send, 403, f"refused: this request lacks the dashboard's token (or carries "
+                                                f"one from before a restart); open the URL that `{self.launch.tool} "
+                                                f"ui` printed", html=page, token=True)
             if method in UNSAFE_METHODS:
                 problem = _cross_origin(headers, host)
                 if problem:
@@ -174,11 +182,26 @@ async def _respond(send, status: int, body: bytes, headers=()):
     await send({"type": "http.response.body", "body": body})
 
 
-async def _refuse(send, status: int, message: str):
-    import json
+REFUSED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>refused</title></head>
+<body style="font: 15px/1.5 system-ui, sans-serif; margin: 3em auto; max-width: 46em; padding: 0 1em">
+<h1 style="font-size: 19px">This dashboard did not accept the address</h1>
+<p>{message}.</p>
+</body></html>
+"""
 
-    await _respond(send, status, json.dumps({"error": message}).encode(),
-                   [(b"content-type", b"application/json")])
+
+async def _refuse(send, status: int, message: str, *, html: bool = False, token: bool = False):
+    """A refusal: JSON for a script or the page's requests ({"error", and "token": true when it is the token that
+    is missing or stale}), a readable page for a browser's navigation."""
+    import json
+    from html import escape
+
+    if html:
+        return await _respond(send, status, REFUSED_PAGE.format(message=escape(message)).encode(),
+                              [(b"content-type", b"text/html; charset=utf-8")])
+    body = {"error": message, **({"token": True} if token else {})}
+    await _respond(send, status, json.dumps(body).encode(), [(b"content-type", b"application/json")])
 
 
 class Stopping:
@@ -203,9 +226,23 @@ def serve(app, launch: Launch, stopping: Stopping) -> None:
     import uvicorn
 
     class Server(uvicorn.Server):
+        exit_wanted: asyncio.Event | None = None
+
         def handle_exit(self, sig, frame):
             stopping.set()
             super().handle_exit(sig, frame)
+            if self.exit_wanted is not None and stopping.loop is not None:
+                stopping.loop.call_soon_threadsafe(self.exit_wanted.set)
+
+        async def main_loop(self) -> None:
+            # uvicorn wakes ten times a second to look for a stop; an idle dashboard should cost nothing, so it
+            # wakes once a second (its Date header's resolution) and at once when asked to stop.
+            self.exit_wanted = asyncio.Event()
+            while not await self.on_tick(0):
+                try:
+                    await asyncio.wait_for(self.exit_wanted.wait(), 1.0)
+                except TimeoutError:
+                    pass
 
         @contextmanager
         def capture_signals(self):
@@ -233,6 +270,39 @@ def announce(launch: Launch, out=None, err=None) -> None:
     err.flush()
 
 
+def token_file_variable(tool: str) -> str:
+    return f"{tool.upper()}_UI_TOKEN_FILE"
+
+
+def stable_token(tool: str, environ) -> str | None:
+    """The token kept in the file that TOOL_UI_TOKEN_FILE names (made there, readable by its owner only, when the
+    file does not exist yet); None without that variable: a new token each launch. LaunchError when the file
+    cannot be read or made, or holds no usable token."""
+    name = token_file_variable(tool)
+    path = environ.get(name)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="ascii") as f:
+            token = f.read().strip()
+    except FileNotFoundError:
+        token = secrets.token_urlsafe(24)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(token + "\n")
+        except OSError as e:
+            raise LaunchError(f"{name}={path}: cannot create the token file ({e.strerror}); give a path in a "
+                              "writable directory") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise LaunchError(f"{name}={path}: cannot read the token file ({getattr(e, 'strerror', None) or e}); fix "
+                          "it or remove it (a new one is made)") from None
+    if len(token) < 16 or not token.replace("-", "").replace("_", "").isalnum():
+        raise LaunchError(f"{name}={path}: the file holds no usable token (16 or more letters, digits, - or _); "
+                          "remove it and a new one is made")
+    return token
+
+
 def run(tool: str, host: str, port: int, make_app) -> int:
     """`TOOL ui`: bind, build the application (make_app(launch) -> (app, stopping)), print the URL, serve until
     Ctrl-C or SIGTERM. LaunchError (one line) when it cannot start: nothing is listening then."""
@@ -242,7 +312,8 @@ def run(tool: str, host: str, port: int, make_app) -> int:
     except ImportError as e:
         raise LaunchError(f"the dashboard needs Starlette and uvicorn ({e.name} is missing): install the `ui` extra, "
                           "pip install 'jobman-stado[ui]'") from None
-    launch = Launch(bind(host, port), host, tool)
+    token = stable_token(tool, os.environ)
+    launch = Launch(bind(host, port), host, tool, token)
     try:
         app, stopping = make_app(launch)
         announce(launch)

@@ -6,7 +6,7 @@ import time
 from runkit.core.clock import SYSTEM
 from pathlib import Path
 
-from runkit.web.app import body_of, build, selection, shell, stream_response, tail, whole
+from runkit.web.app import body_of, build, download, selection, shell, stream_response, tail, whole
 from runkit.web.server import Launch
 
 from . import reads
@@ -16,6 +16,7 @@ STATIC = Path(__file__).parent / "static"
 REFRESH = 0.5  # seconds between looks for a change while a page is open: one LIST per prefix (~50 ms at 10,000)
 TAIL_EVERY = 0.5  # seconds between looks at a running job's output (agents upload it in chunks)
 ACTIONS = ("cancel", "rerun")
+DEAR_SHARE = 0.002  # of a core for the full listings of the queue and terminal jobs (reads.Watch)
 
 
 def create(launch: Launch, store):
@@ -24,6 +25,8 @@ def create(launch: Launch, store):
     from starlette.routing import Route
 
     from ..objectstore.base import AccessDenied, StoreError, StoreUnavailable
+
+    watch = reads.Watch(DEAR_SHARE)
 
     def main(request):
         q = request.query_params
@@ -40,6 +43,16 @@ def create(launch: Launch, store):
         return stream_response(tail(lambda after: reads.output(store, job_id, tuple(after)), (0, 0),
                                     request.app.state.stopping.event, TAIL_EVERY))
 
+    def raw_output(request):
+        """The whole stored output as a file to save (the output pane's download link)."""
+        job_id, data = reads.whole_output(store, request.path_params["job"])
+        return download(data, f"stado-{job_id}.log")
+
+    def artifact(request):
+        """One artifact the job's result manifest lists, as a file to save."""
+        job_id, name, data = reads.artifact(store, request.path_params["job"], request.path_params["name"])
+        return download(data, name)
+
     async def act(request):
         body = await body_of(request)
         action, selected = selection(body, ACTIONS)
@@ -55,10 +68,11 @@ def create(launch: Launch, store):
         return JSONResponse(await run_in_threadpool(_queue, store, action, reason))
 
     routes = [Route("/api/board", main), Route("/api/job/{job}", job), Route("/api/job/{job}/output", output),
+              Route("/api/job/{job}/output.txt", raw_output), Route("/api/job/{job}/artifact/{name:path}", artifact),
               Route("/api/actions", act, methods=["POST"]), Route("/api/queue", queue, methods=["POST"])]
-    page = shell("stado", ["/app/stado.js"], [], [("#/", "main", "Fleet")])
+    page = shell("stado", ["/static/log.js", "/app/stado.js"], [], [("#/", "main", "Fleet")])
     return build(launch, tool_routes=routes, page_html=page, app_static=STATIC,
-                 fingerprint=lambda: reads.fingerprint(store),
+                 fingerprint=lambda poked: watch(store, time.monotonic(), poked),
                  interval=REFRESH, errors={BadInput: 400, JobNotFound: 404, StadoError: 409, ValueError: 400,
                                            StoreUnavailable: 503, AccessDenied: 503, StoreError: 502})
 

@@ -6,6 +6,7 @@ that state each shown job's truth, resolved by documents.resolve), without writi
 A page costs one LIST per prefix and a GET per job shown: with 10,000 jobs queued, the queue's order comes from
 the claim-order index's key names (`ready/<rank>-<id>`, no bodies read), and only the page's records are read.
 """
+import time
 
 from ..core import documents as d
 from ..core import keys
@@ -59,8 +60,9 @@ def _matching(store: ObjectStore, search: str):
 
 
 def _matches(job_id: str, wanted) -> bool:
-    """Whether a job is in the search's result: its name contains the text, or its id starts with it."""
-    return wanted is None or job_id in wanted[1] or job_id.startswith(wanted[0])
+    """Whether a job is in the search's result: its name contains the text, or its id does (a prefix as the CLI
+    shows it, or the tail the dashboard shows; dashes aside)."""
+    return wanted is None or job_id in wanted[1] or wanted[0].replace("-", "") in job_id.replace("-", "")
 
 
 def _row(v, now: float, agents: dict) -> dict:
@@ -184,17 +186,88 @@ def output(store: ObjectStore, job_id: str, after: tuple[int, int]) -> dict:
 
 
 def fingerprint(store: ObjectStore) -> tuple:
-    """The keys and versions of every job record, agent record, schedule and the pause record: any move, renewal,
-    pulse of an agent, pause or schedule change gives another one. One LIST per prefix."""
+    """The keys and versions of every queued and terminal job record and schedule, the keys of running jobs and
+    agents, and the pause record: a move, a new job, an agent that comes or goes, a pause or a schedule change
+    gives another one. A lease's renewal and an agent's pulse (a write every poll) do not: what they move (a
+    promise, a last sight) ages on the page's slow timer instead of refetching the board at every poll. One LIST
+    per prefix."""
+    return (_dear(store)[0], *_cheap(store))
+
+
+DEAR = (keys.QUEUE, keys.COMPLETED, keys.FAILED, keys.CANCELLED, keys.SCHEDULES)
+
+
+def _dear(store: ObjectStore) -> tuple[str, str]:
+    """(the digest of the big prefixes' keys and versions, the newest queue key or "")."""
+    digest, newest = _digest(store, DEAR, True)
+    return digest, newest.get(keys.QUEUE, "")
+
+
+def _digest(store: ObjectStore, prefixes, versioned: bool) -> tuple[str, dict]:
+    """(a digest of the prefixes' keys, and versions if `versioned`; the last key of each prefix listed)."""
     import hashlib
 
-    digest = hashlib.sha256()
-    for prefix in (keys.QUEUE, keys.RUNNING, keys.COMPLETED, keys.FAILED, keys.CANCELLED, keys.AGENTS,
-                   keys.SCHEDULES):
+    digest, last = hashlib.sha256(), {}
+    for prefix in prefixes:
         for entry in store.list(prefix):
-            digest.update(f"{entry.key}\0{entry.version}\n".encode())
+            digest.update(f"{entry.key}\0{entry.version if versioned else ''}\n".encode())
+            last[prefix] = entry.key
+    return digest.hexdigest(), last
+
+
+def _cheap(store: ObjectStore) -> tuple:
+    """What moves often and costs little to list: running jobs and agents (keys), the pause record."""
     try:
         paused = store.head(keys.QUEUE_PAUSE).version
     except NotFound:
         paused = None
-    return (digest.hexdigest(), str(paused))
+    return (_digest(store, (keys.RUNNING, keys.AGENTS), False)[0], str(paused))
+
+
+class Watch:
+    """The fingerprint an open page's change stream compares, in two tiers. At each look, the cheap one: running
+    jobs and agents (small prefixes), the pause, and whether the queue has a key newer than the newest seen (ids
+    are time-ordered, so a submission, a rerun or a schedule's fire sorts last: a scan of the names, no read of
+    each entry). The dear one (fingerprint(): every queued and terminal record's version, 50 ms of CPU at 10,000
+    jobs) runs when the page itself changed something (`poked`), and otherwise within `share` of a core: a hold or
+    a cancel of a queued job made elsewhere shows within several seconds, a new job at the next look."""
+
+    def __init__(self, share: float):
+        self.share = share
+        self.dear: str | None = None
+        self.dear_at, self.dear_cost = 0.0, 0.0
+        self.newest = ""  # the newest queue key the dear tier saw ("" for none)
+
+    def __call__(self, store: ObjectStore, now: float, poked: bool = False) -> tuple:
+        """now: a monotonic clock's reading (when the dear tier is due is measured by it)."""
+        if self.dear is None or poked or now - self.dear_at >= self.dear_cost / self.share:
+            began = time.thread_time()
+            self.dear, self.newest = _dear(store)
+            self.dear_at, self.dear_cost = now, time.thread_time() - began
+        else:  # a new job moves the newest key: a change, without the full listings
+            newer = store.list_page(keys.QUEUE, start_after=self.newest or None, limit=1000)
+            if newer:
+                self.newest = newer[-1].key
+        return (self.dear, self.newest, *_cheap(store))
+
+
+def whole_output(store: ObjectStore, selector: str) -> tuple[str, bytes]:
+    """(the job's id, every output chunk it stored, in order): the output pane's download."""
+    job_id = find(store, selector)
+    return job_id, b"".join(data for _, data in output_since(store, job_id, (0, 0)))
+
+
+def artifact(store: ObjectStore, selector: str, name: str) -> tuple[str, str, bytes]:
+    """(the job's id, the name, the bytes) of an artifact its result manifest lists; JobNotFound for a name the
+    manifest does not list (nothing else under the job's keys is served)."""
+    from ..core.errors import JobNotFound
+    from ..queue.artifacts import read_manifest
+
+    job_id = find(store, selector)
+    manifest = read_manifest(store, job_id) or {"artifacts": []}
+    if not any(entry.get("name") == name for entry in manifest["artifacts"]):
+        raise JobNotFound(f"job {job_id} has no artifact named {name!r}: its page lists those it has")
+    try:
+        return job_id, name, store.get(keys.artifact(job_id, name)).data
+    except NotFound:
+        raise JobNotFound(f"job {job_id}: artifact {name!r} is listed but missing from the store") from None
