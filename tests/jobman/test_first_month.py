@@ -36,3 +36,10 @@ def test_a_sweep_with_a_limit_and_retries_fails_twice_is_fixed_and_restarted(job
     assert jobman("wait", "--group", "sweep", "-q").returncode == 0  # each failure answered by its restart
     assert jobman("wait", handles[FAILING[0] - 1]).returncode == 1  # named, a job answers for itself
     assert "no jobs match" in jobman("list", "--state", "failed", "--hide-restarted").stdout
+
+
+def test_restart_prints_the_new_ids_with_print_id(jobman):
+    handle = jobman("run", "--", "true", check=True).stdout.strip()
+    assert jobman("wait", handle).returncode == 0
+    new_id = jobman("restart", "--print-id", handle, check=True).stdout.strip()
+    assert jobman.show(new_id)["id"] == new_id and jobman.show(new_id)["restart_of"]["id"] == jobman.show(handle)["id"]

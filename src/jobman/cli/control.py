@@ -37,7 +37,7 @@ def cmd_restart(args: list[str]) -> int:
 
     def emit(view: dict) -> None:
         if not ns.json:
-            deliver(f"{view['handle']}\n")  # each as soon as it is handed over, as jobman run --array does
+            deliver(f"{view['id'] if ns.print_id else view['handle']}\n")  # each once handed over, as run --array does
 
     done = restart_jobs(ns.jobs, selection=selection, with_dependents=ns.with_dependents,
                         include_started=ns.include_started, emit=emit)
@@ -55,14 +55,15 @@ re-wired to the new jobs (an edge to a job not restarted keeps its old job), so 
 reboot comes back whole: jobman restart --state lost. A lost job that had started may have done part of
 its work: a selector takes one only with --include-started. --with-dependents: also the jobs that never
 ran because of them (dependency_failed, or lost before they started). Prints each new handle, one a line
-and nothing else on stdout (n=$(jobman restart 7); jobman wait $n), --json: restarts, id, handle, name of
-each. --all: every finished job not restarted yet; a selection that matches nothing exits 2.""", json=True)
+and nothing else on stdout (n=$(jobman restart 7); jobman wait $n; --print-id: each new id), --json:
+restarts, id, handle, name of each. --all: every finished job not restarted yet; a selection that matches nothing exits 2.""", json=True)
     p.add_argument("jobs", nargs="*", metavar="JOB")
     add_selection(p, "finished job not restarted yet")
     p.add_argument("--include-started", action="store_true",
                    help="a selector also takes lost jobs that had started (they may have done part of their work)")
     p.add_argument("--with-dependents", action="store_true",
                    help="also the jobs that never ran because of them")
+    p.add_argument("--print-id", action="store_true", help="print each new job's id instead of its handle")
     return p
 
 
