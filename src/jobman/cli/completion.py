@@ -16,7 +16,7 @@ FLAGS = {
     "logs": "--attempt --stderr --follow --tail --json",
     "wait": f"{SELECT} --timeout --json --quiet",
     "cancel": f"{SELECT} --reason --json",
-    "restart": f"--with-dependents --include-started {SELECT} --json",
+    "restart": f"--with-dependents --include-started --print-id {SELECT} --json",
     "signal": f"{SELECT} --json",
     "hold": f"{SELECT} --json",
     "release": f"{SELECT} --json",
